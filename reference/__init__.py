@@ -1,0 +1,57 @@
+"""swafloor.reference: the executable spec of a paged KV-cache manager with sliding-window attention.
+
+Every formula is written once, against the small arithmetic kernel in :mod:`.arith`, so that it
+evaluates on Python ints (the manager) and on Z3 integer terms (the proofs) alike. This package
+imports nothing else of swafloor's and never imports z3 at import time.
+"""
+
+from .arith import cdiv, fdiv, fmod, imax, imin, ite
+from .config import (
+    AttentionLayer,
+    Config,
+    ConfigError,
+    BelowMinimum,
+    Layout,
+    SsmLayer,
+    build_layout,
+)
+from .floors import (
+    FloorRule,
+    full_attention_floor,
+    full_attention_max_capacity,
+    legacy_floor,
+    life_cycle_min_slots,
+    step_floor,
+    swa_floor,
+    window_blocks,
+    worst_case_history,
+)
+from .lifecycle import (
+    LifeCycle,
+    LifeCycleKind,
+    allocated_blocks,
+    live_blocks,
+    blocks_touched,
+    live_block_indices,
+    partial_block,
+    scratch_range,
+    sink_blocks_for,
+    stale_count,
+    stale_range,
+    transition_peak,
+    window_span_blocks,
+)
+from .manager import (
+    Manager,
+    Outcome,
+    PoolSnapshot,
+    ReleaseOrder,
+    RequestError,
+    RequestSnapshot,
+    RequestState,
+    Shortfall,
+    Snapshot,
+    SwafloorError,
+)
+
+__all__ = [name for name in dir() if not name.startswith("_")]

@@ -1,0 +1,243 @@
+"""Configuration: layers, tokens per block, pool groups and slots, validated, and the derived layout.
+
+Layers with equal ``(window, sink blocks)`` share a life cycle; all SSM layers share one. Life cycles
+are numbered in order of first appearance among the layers. Each life cycle maps to a pool group
+(by default one pool group per life cycle); a pool group's minimum is the sum of its life cycles'
+minimum slots under the chosen floor rule. Slots below that minimum either raise or are bumped to it.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Union
+
+import attrs
+
+from .floors import FloorRule, life_cycle_min_slots
+from .lifecycle import LifeCycle, LifeCycleKind, sink_blocks_for
+
+__all__ = [
+    "ConfigError",
+    "AttentionLayer",
+    "SsmLayer",
+    "Layer",
+    "BelowMinimum",
+    "Config",
+    "Layout",
+    "build_layout",
+]
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid. ``field`` names it and ``value`` holds what was given."""
+
+    def __init__(self, field: str, value: Any, reason: str):
+        self.field = field
+        self.value = value
+        self.reason = reason
+        super().__init__(f"{field}={value!r}: {reason}")
+
+
+def _require_int(field: str, value: Any, minimum: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ConfigError(field, value, "must be an integer")
+    if value < minimum:
+        raise ConfigError(field, value, f"must be >= {minimum}")
+
+
+@attrs.frozen
+class AttentionLayer:
+    """An attention layer: full attention when ``window`` is None, else SWA over ``window`` tokens
+    (sink tokens excluded) with ``sink_tokens`` sink tokens that are never released."""
+
+    window: int | None = None
+    sink_tokens: int = 0
+
+
+@attrs.frozen
+class SsmLayer:
+    """A state-space layer: one state page per request."""
+
+
+Layer = Union[AttentionLayer, SsmLayer]
+
+
+class BelowMinimum(str, enum.Enum):
+    """What to do with slots below a pool group's minimum."""
+
+    RAISE = "raise"
+    BUMP = "bump"  # as upstream does, silently, at construction
+
+
+def _validate_layer(index: int, layer: Any) -> None:
+    if isinstance(layer, SsmLayer):
+        return
+    if not isinstance(layer, AttentionLayer):
+        raise ConfigError(f"layers[{index}]", layer, "must be an AttentionLayer or an SsmLayer")
+    if layer.window is not None:
+        _require_int(f"layers[{index}].window", layer.window, 1)
+    _require_int(f"layers[{index}].sink_tokens", layer.sink_tokens, 0)
+    if layer.sink_tokens and layer.window is None:
+        raise ConfigError(f"layers[{index}].sink_tokens", layer.sink_tokens, "sink tokens need a window")
+
+
+@attrs.frozen
+class Config:
+    """Everything a manager is built from. Invalid values raise :class:`ConfigError` here."""
+
+    tokens_per_block: int
+    layers: tuple[Layer, ...] = attrs.field(converter=tuple)
+    pool_groups: tuple[int, ...] | None = attrs.field(
+        default=None, converter=attrs.converters.optional(tuple)
+    )
+    slots: tuple[int, ...] | None = attrs.field(default=None, converter=attrs.converters.optional(tuple))
+    floor_rule: FloorRule = attrs.field(default=FloorRule.FIXED, converter=FloorRule)
+    below_minimum: BelowMinimum = attrs.field(default=BelowMinimum.RAISE, converter=BelowMinimum)
+
+    def __attrs_post_init__(self) -> None:
+        _require_int("tokens_per_block", self.tokens_per_block, 1)
+        if not self.layers:
+            raise ConfigError("layers", self.layers, "needs at least one layer")
+        for i, layer in enumerate(self.layers):
+            _validate_layer(i, layer)
+        build_layout(self)  # validates pool groups and slots
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict; :meth:`from_dict` reads it back."""
+        return {
+            "tokens_per_block": self.tokens_per_block,
+            "layers": [
+                {"kind": "ssm"}
+                if isinstance(layer, SsmLayer)
+                else {"kind": "attention", "window": layer.window, "sink_tokens": layer.sink_tokens}
+                for layer in self.layers
+            ],
+            "pool_groups": None if self.pool_groups is None else list(self.pool_groups),
+            "slots": None if self.slots is None else list(self.slots),
+            "floor_rule": self.floor_rule.value,
+            "below_minimum": self.below_minimum.value,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Config":
+        """Build from :meth:`to_dict`'s form; malformed data raises :class:`ConfigError`."""
+        if not isinstance(data, dict):
+            raise ConfigError("config", data, "must be an object")
+        known = {"tokens_per_block", "layers", "pool_groups", "slots", "floor_rule", "below_minimum"}
+        for key in data:
+            if key not in known:
+                raise ConfigError(f"config.{key}", data[key], "unknown field")
+        if "tokens_per_block" not in data:
+            raise ConfigError("config.tokens_per_block", None, "missing")
+        raw_layers = data.get("layers")
+        if not isinstance(raw_layers, list):
+            raise ConfigError("config.layers", raw_layers, "must be a list")
+        layers: list[Layer] = []
+        for i, raw in enumerate(raw_layers):
+            if not isinstance(raw, dict) or raw.get("kind") not in ("attention", "ssm"):
+                raise ConfigError(f"config.layers[{i}]", raw, "must be an object with kind 'attention' or 'ssm'")
+            extra = set(raw) - ({"kind"} if raw["kind"] == "ssm" else {"kind", "window", "sink_tokens"})
+            if extra:
+                raise ConfigError(f"config.layers[{i}]", raw, f"unknown fields {sorted(extra)}")
+            if raw["kind"] == "ssm":
+                layers.append(SsmLayer())
+            else:
+                layers.append(AttentionLayer(window=raw.get("window"), sink_tokens=raw.get("sink_tokens", 0)))
+        for key in ("pool_groups", "slots"):
+            if data.get(key) is not None and not isinstance(data[key], list):
+                raise ConfigError(f"config.{key}", data[key], "must be a list or null")
+        for key in ("floor_rule", "below_minimum"):
+            enum_type = FloorRule if key == "floor_rule" else BelowMinimum
+            value = data.get(key, enum_type(list(enum_type)[0]).value)
+            if value not in [member.value for member in enum_type]:
+                raise ConfigError(f"config.{key}", value, f"must be one of {[m.value for m in enum_type]}")
+        return cls(
+            tokens_per_block=data["tokens_per_block"],
+            layers=layers,
+            pool_groups=data.get("pool_groups"),
+            slots=data.get("slots"),
+            floor_rule=data.get("floor_rule", FloorRule.FIXED.value),
+            below_minimum=data.get("below_minimum", BelowMinimum.RAISE.value),
+        )
+
+
+@attrs.frozen
+class Layout:
+    """What a config resolves to: life cycles, their pool groups, minimum and actual slots."""
+
+    tokens_per_block: int
+    life_cycles: tuple[LifeCycle, ...]
+    layer_life_cycle: tuple[int, ...]  # life cycle of each layer
+    pool_group_of: tuple[int, ...]  # pool group of each life cycle
+    min_slots: tuple[int, ...]  # per pool group, under the config's floor rule
+    slots: tuple[int, ...]  # per pool group, after any bump
+    bumped: tuple[int, ...]  # pool groups whose slots were raised to the minimum
+
+    @property
+    def num_pool_groups(self) -> int:
+        return len(self.min_slots)
+
+    def life_cycles_of(self, pool_group: int) -> tuple[int, ...]:
+        return tuple(i for i, g in enumerate(self.pool_group_of) if g == pool_group)
+
+
+def _life_cycle_of(layer: Layer, t: int) -> LifeCycle:
+    if isinstance(layer, SsmLayer):
+        return LifeCycle(LifeCycleKind.SSM)
+    if layer.window is None:
+        return LifeCycle(LifeCycleKind.FULL)
+    return LifeCycle(LifeCycleKind.SWA, layer.window, sink_blocks_for(layer.sink_tokens, t))
+
+
+def build_layout(config: Config) -> Layout:
+    """Resolve a config: life cycles, pool groups, minimum slots (per the floor rule), slots."""
+    t = config.tokens_per_block
+    life_cycles: list[LifeCycle] = []
+    layer_life_cycle: list[int] = []
+    for layer in config.layers:
+        lc = _life_cycle_of(layer, t)
+        if lc not in life_cycles:
+            life_cycles.append(lc)
+        layer_life_cycle.append(life_cycles.index(lc))
+
+    if config.pool_groups is None:
+        pool_group_of = tuple(range(len(life_cycles)))
+    else:
+        pool_group_of = config.pool_groups
+        if len(pool_group_of) != len(life_cycles):
+            raise ConfigError(
+                "pool_groups", pool_group_of, f"needs one pool group per life cycle ({len(life_cycles)})"
+            )
+        for i, g in enumerate(pool_group_of):
+            _require_int(f"pool_groups[{i}]", g, 0)
+        if sorted(set(pool_group_of)) != list(range(len(set(pool_group_of)))):
+            raise ConfigError("pool_groups", pool_group_of, "pool groups must be numbered 0..G-1, each used")
+    num_groups = max(pool_group_of) + 1
+
+    min_slots = [0] * num_groups
+    for lc, g in zip(life_cycles, pool_group_of):
+        min_slots[g] += life_cycle_min_slots(lc, t, config.floor_rule, life_cycles)
+
+    if config.slots is None:
+        slots, bumped = list(min_slots), []
+    else:
+        if len(config.slots) != num_groups:
+            raise ConfigError("slots", config.slots, f"needs one slot count per pool group ({num_groups})")
+        slots, bumped = [], []
+        for g, (given, minimum) in enumerate(zip(config.slots, min_slots)):
+            _require_int(f"slots[{g}]", given, 0)
+            if given < minimum:
+                if config.below_minimum is BelowMinimum.RAISE:
+                    raise ConfigError(f"slots[{g}]", given, f"below the pool group's minimum of {minimum}")
+                bumped.append(g)
+                given = minimum
+            slots.append(given)
+    return Layout(
+        tokens_per_block=t,
+        life_cycles=tuple(life_cycles),
+        layer_life_cycle=tuple(layer_life_cycle),
+        pool_group_of=tuple(pool_group_of),
+        min_slots=tuple(min_slots),
+        slots=tuple(slots),
+        bumped=tuple(bumped),
+    )

@@ -1,0 +1,88 @@
+"""Minimum slots: the SWA floor, the n-token step need, and the per-pool-group minimum.
+
+``swa_floor = S + ceil((W - 1) / t) + 1``: the sink blocks plus the most blocks the ``W`` tokens of the
+live window ``[h + 1 - W, h]`` can touch. An n-token step (capacity ``h + n``) keeps the tokens
+``[h + 1 - W, h + n - 1]``, ``W + n - 1`` of them, so its worst case is
+``S + ceil((W + n - 2) / t) + 1``; decode is ``n = 1``. Written on the arithmetic kernel.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Iterable
+
+from .arith import imax
+from .lifecycle import LifeCycle, LifeCycleKind, window_span_blocks
+
+__all__ = [
+    "FloorRule",
+    "window_blocks",
+    "step_floor",
+    "swa_floor",
+    "legacy_floor",
+    "full_attention_floor",
+    "full_attention_max_capacity",
+    "life_cycle_min_slots",
+    "worst_case_history",
+]
+
+
+class FloorRule(str, enum.Enum):
+    """How a pool group's minimum slots are derived."""
+
+    FIXED = "fixed"  # after TensorRT-LLM PR #15588: SWA floors, full attention at the largest floor
+    LEGACY = "legacy"  # before it: one slot per life cycle
+
+
+def step_floor(t: Any, window: Any, sink_blocks: Any, n: Any) -> Any:
+    """The most blocks an SWA life cycle holds over all histories of an ``n``-token step."""
+    return sink_blocks + window_span_blocks(window + n - 1, t)
+
+
+def window_blocks(t: Any, window: Any) -> Any:
+    """The most blocks the live window of a decode step touches: ``ceil((W - 1) / t) + 1``."""
+    return window_span_blocks(window, t)
+
+
+def swa_floor(t: Any, window: Any, sink_blocks: Any) -> Any:
+    """The post-fix floor of an SWA life cycle: ``S + ceil((W - 1) / t) + 1`` (a decode step)."""
+    return step_floor(t, window, sink_blocks, 1)
+
+
+def legacy_floor() -> int:
+    """The pre-fix minimum of any life cycle: one slot."""
+    return 1
+
+
+def full_attention_floor(largest_swa_floor: Any) -> Any:
+    """The post-fix minimum of a full-attention life cycle: ``max(1, largest SWA floor)``."""
+    return imax(1, largest_swa_floor)
+
+
+def full_attention_max_capacity(t: Any, slots: Any) -> Any:
+    """The largest capacity (tokens) a full-attention life cycle serves from ``slots`` slots."""
+    return slots * t
+
+
+def life_cycle_min_slots(
+    life_cycle: LifeCycle, t: int, rule: FloorRule, all_life_cycles: Iterable[LifeCycle]
+) -> int:
+    """One life cycle's share of its pool group's minimum under ``rule``."""
+    if rule is FloorRule.LEGACY:
+        return legacy_floor()
+    if life_cycle.kind is LifeCycleKind.SWA:
+        return swa_floor(t, life_cycle.window, life_cycle.sink_blocks)
+    if life_cycle.kind is LifeCycleKind.FULL:
+        floors = [
+            swa_floor(t, lc.window, lc.sink_blocks)
+            for lc in all_life_cycles
+            if lc.kind is LifeCycleKind.SWA
+        ]
+        return full_attention_floor(max(floors, default=0))
+    return 1  # SSM: one state page per request
+
+
+def worst_case_history(t: Any, window: Any, sink_blocks: Any) -> Any:
+    """A history at which an SWA life cycle's step need peaks: the live window starts at the last
+    token of the first block past the sinks, ``h = (S + 1) * t + W - 2`` (for every step size n)."""
+    return (sink_blocks + 1) * t + window - 2

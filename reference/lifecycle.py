@@ -1,0 +1,146 @@
+"""Life cycles and the block ranges of one request: stale, allocated, live, scratch.
+
+A life cycle is what layers with equal attention geometry share: sliding-window attention (SWA,
+window ``W`` tokens, ``S`` sink blocks), full attention, or SSM. Token ``p`` lives in block ``p // t``.
+At history ``h`` (tokens already computed) attention runs for at least one in-flight token at
+position ``h``, so a window keeps the inclusive token range ``[h + 1 - W, h]`` plus the sink blocks.
+
+Every function below is written on the arithmetic kernel and takes plain numbers, so it evaluates
+on ints and on Z3 terms. ``window=None`` means full attention (only with concrete arguments).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import attrs
+
+from .arith import cdiv, fdiv, fmod, imax, imin, ite
+
+__all__ = [
+    "LifeCycleKind",
+    "LifeCycle",
+    "sink_blocks_for",
+    "blocks_touched",
+    "window_span_blocks",
+    "stale_range",
+    "stale_count",
+    "allocated_blocks",
+    "live_blocks",
+    "live_block_indices",
+    "scratch_range",
+    "transition_peak",
+    "partial_block",
+]
+
+
+def sink_blocks_for(sink_tokens: Any, t: Any) -> Any:
+    """Sink blocks ``S`` for ``sink_tokens`` sink tokens: a partial sink block counts whole."""
+    return cdiv(sink_tokens, t)
+
+
+def blocks_touched(first: Any, length: Any, t: Any) -> Any:
+    """How many blocks the ``length >= 1`` consecutive tokens starting at ``first >= 0`` touch."""
+    return fdiv(first + length - 1, t) - fdiv(first, t) + 1
+
+
+def window_span_blocks(length: Any, t: Any) -> Any:
+    """The most blocks ``length >= 1`` consecutive tokens can touch: ``ceil((length - 1) / t) + 1``."""
+    return cdiv(length - 1, t) + 1
+
+
+def stale_range(h: Any, t: Any, window: Any, sink_blocks: Any) -> tuple[Any, Any]:
+    """The half-open block range ``[start, end)`` an attention life cycle may release at history h.
+
+    Block ``b`` is stale iff ``b >= S`` and ``(b + 1) * t <= h + 1 - W`` (it ends before the live window).
+    Full attention (``window is None``) releases nothing. The range depends on history only.
+    """
+    if window is None:
+        return (0, 0)
+    start = imin(cdiv(h, t), sink_blocks)
+    return (start, imax(start, fdiv(h + 1 - window, t)))
+
+
+def stale_count(h: Any, t: Any, window: Any, sink_blocks: Any) -> Any:
+    """The number of stale blocks at history ``h``."""
+    start, end = stale_range(h, t, window, sink_blocks)
+    return end - start
+
+
+def allocated_blocks(capacity: Any, t: Any) -> Any:
+    """Blocks ``[0, ceil(c / t))`` that a capacity of ``c`` tokens spans."""
+    return cdiv(capacity, t)
+
+
+def live_blocks(h: Any, capacity: Any, t: Any, window: Any, sink_blocks: Any) -> Any:
+    """Blocks an attention life cycle must hold at history ``h`` and capacity ``c >= h``."""
+    return allocated_blocks(capacity, t) - stale_count(h, t, window, sink_blocks)
+
+
+def live_block_indices(h: int, capacity: int, t: int, window: int | None, sink_blocks: int) -> tuple[int, ...]:
+    """The indices of the live blocks (concrete arguments only), in increasing order."""
+    start, end = stale_range(h, t, window, sink_blocks)
+    return tuple(b for b in range(allocated_blocks(capacity, t)) if not start <= b < end)
+
+
+def scratch_range(
+    h: Any, capacity: Any, t: Any, window: Any, sink_blocks: Any, max_rewind_len: Any
+) -> tuple[Any, Any]:
+    """Blocks of an SWA prefill that need no private page (scratch reuse).
+
+    They are the blocks stale at ``max(0, c - max_rewind_len)`` that the step newly allocates,
+    ``stale(max(0, c - rewind)) ∩ [ceil(h / t), ceil(c / t))``, as a half-open range.
+    """
+    lo, hi = stale_range(imax(0, capacity - max_rewind_len), t, window, sink_blocks)
+    first = imax(lo, cdiv(h, t))
+    return (first, imax(first, imin(hi, allocated_blocks(capacity, t))))
+
+
+def partial_block(h: Any, t: Any) -> Any:
+    """Whether the block holding token ``h`` is partially filled by history ``h`` (``h % t != 0``)."""
+    return fmod(h, t) != 0
+
+
+def transition_peak(
+    h0: Any, h1: Any, c1: Any, t: Any, window: Any, sink_blocks: Any, hold_stale: Any
+) -> Any:
+    """The most blocks held inside one resize from history ``h0`` to ``(h1, c1)``, ``h0 <= h1 <= c1``.
+
+    Releasing before allocating, the peak is what the step keeps, ``live_blocks(h1, c1)``. When blocks
+    made stale by the same call stay held until it returns (``hold_stale``), only the blocks already
+    stale at ``h0`` are free while allocating: the peak is ``live_blocks(h0, c1)``.
+    """
+    return live_blocks(ite(hold_stale, h0, h1), c1, t, window, sink_blocks)
+
+
+class LifeCycleKind(str, enum.Enum):
+    """What a life cycle's layers compute."""
+
+    SWA = "swa"
+    FULL = "full"
+    SSM = "ssm"
+
+
+@attrs.frozen
+class LifeCycle:
+    """The geometry a set of layers shares. Validated by :mod:`.config`; concrete values only."""
+
+    kind: LifeCycleKind
+    window: int | None = None
+    sink_blocks: int = 0
+
+    @property
+    def is_attention(self) -> bool:
+        return self.kind is not LifeCycleKind.SSM
+
+    def live_indices(self, h: int, capacity: int, t: int) -> tuple[int, ...]:
+        """Block indices this life cycle holds for a request at ``(h, c)``; SSM holds one state page."""
+        if self.kind is LifeCycleKind.SSM:
+            return (0,)
+        return live_block_indices(h, capacity, t, self.window, self.sink_blocks)
+
+    def describe(self) -> str:
+        if self.kind is LifeCycleKind.SWA:
+            return f"swa(window={self.window}, sink_blocks={self.sink_blocks})"
+        return self.kind.value

@@ -1,0 +1,3 @@
+from swafloor.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""One module per ``swafloor`` subcommand; each defines ``register(subparsers)``."""
