@@ -23,6 +23,8 @@ def is_concrete(*values: Any) -> bool:
 
 def fdiv(a: Any, b: Any) -> Any:
     """Floor division ``a // b`` for a positive divisor ``b``."""
+    if type(a) is int and type(b) is int:  # fast path: the manager and the bounded checks live here
+        return a // b
     if is_concrete(a, b):
         return a // b
     return a / b  # Z3: integer division, floor for b > 0

@@ -69,6 +69,25 @@ class BelowMinimum(str, enum.Enum):
     BUMP = "bump"  # as upstream does, silently, at construction
 
 
+def _tuple_of(field: str):
+    def convert(value: Any) -> tuple:
+        if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__"):
+            raise ConfigError(field, value, "must be a sequence")
+        return tuple(value)
+
+    return convert
+
+
+def _enum_of(field: str, enum_type: type[enum.Enum]):
+    def convert(value: Any) -> Any:
+        try:
+            return enum_type(value)
+        except ValueError:
+            raise ConfigError(field, value, f"must be one of {[m.value for m in enum_type]}") from None
+
+    return convert
+
+
 def _validate_layer(index: int, layer: Any) -> None:
     if isinstance(layer, SsmLayer):
         return
@@ -86,13 +105,17 @@ class Config:
     """Everything a manager is built from. Invalid values raise :class:`ConfigError` here."""
 
     tokens_per_block: int
-    layers: tuple[Layer, ...] = attrs.field(converter=tuple)
+    layers: tuple[Layer, ...] = attrs.field(converter=_tuple_of("layers"))
     pool_groups: tuple[int, ...] | None = attrs.field(
-        default=None, converter=attrs.converters.optional(tuple)
+        default=None, converter=attrs.converters.optional(_tuple_of("pool_groups"))
     )
-    slots: tuple[int, ...] | None = attrs.field(default=None, converter=attrs.converters.optional(tuple))
-    floor_rule: FloorRule = attrs.field(default=FloorRule.FIXED, converter=FloorRule)
-    below_minimum: BelowMinimum = attrs.field(default=BelowMinimum.RAISE, converter=BelowMinimum)
+    slots: tuple[int, ...] | None = attrs.field(
+        default=None, converter=attrs.converters.optional(_tuple_of("slots"))
+    )
+    floor_rule: FloorRule = attrs.field(default=FloorRule.FIXED, converter=_enum_of("floor_rule", FloorRule))
+    below_minimum: BelowMinimum = attrs.field(
+        default=BelowMinimum.RAISE, converter=_enum_of("below_minimum", BelowMinimum)
+    )
 
     def __attrs_post_init__(self) -> None:
         _require_int("tokens_per_block", self.tokens_per_block, 1)
@@ -147,10 +170,9 @@ class Config:
             if data.get(key) is not None and not isinstance(data[key], list):
                 raise ConfigError(f"config.{key}", data[key], "must be a list or null")
         for key in ("floor_rule", "below_minimum"):
-            enum_type = FloorRule if key == "floor_rule" else BelowMinimum
-            value = data.get(key, enum_type(list(enum_type)[0]).value)
-            if value not in [member.value for member in enum_type]:
-                raise ConfigError(f"config.{key}", value, f"must be one of {[m.value for m in enum_type]}")
+            choices = [m.value for m in (FloorRule if key == "floor_rule" else BelowMinimum)]
+            if key in data and data[key] not in choices:
+                raise ConfigError(f"config.{key}", data[key], f"must be one of {choices}")
         return cls(
             tokens_per_block=data["tokens_per_block"],
             layers=layers,

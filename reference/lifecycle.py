@@ -30,7 +30,10 @@ __all__ = [
     "live_blocks",
     "live_block_indices",
     "scratch_range",
+    "range_overlap",
+    "resize_peak",
     "transition_peak",
+    "first_resume_peak",
     "partial_block",
 ]
 
@@ -81,7 +84,8 @@ def live_blocks(h: Any, capacity: Any, t: Any, window: Any, sink_blocks: Any) ->
 def live_block_indices(h: int, capacity: int, t: int, window: int | None, sink_blocks: int) -> tuple[int, ...]:
     """The indices of the live blocks (concrete arguments only), in increasing order."""
     start, end = stale_range(h, t, window, sink_blocks)
-    return tuple(b for b in range(allocated_blocks(capacity, t)) if not start <= b < end)
+    allocated = allocated_blocks(capacity, t)
+    return tuple(range(0, min(start, allocated))) + tuple(range(end, allocated))
 
 
 def scratch_range(
@@ -102,16 +106,44 @@ def partial_block(h: Any, t: Any) -> Any:
     return fmod(h, t) != 0
 
 
+def range_overlap(lo1: Any, hi1: Any, lo2: Any, hi2: Any) -> Any:
+    """How many integers the half-open ranges ``[lo1, hi1)`` and ``[lo2, hi2)`` share."""
+    return imax(0, imin(hi1, hi2) - imax(lo1, lo2))
+
+
+def resize_peak(
+    h0: Any, c0: Any, h1: Any, c1: Any, t: Any, window: Any, sink_blocks: Any, hold_stale: Any
+) -> Any:
+    """The most blocks held inside one resize of an active request from ``(h0, c0)`` to ``(h1, c1)``,
+    with ``h0 <= c0``, ``h0 <= h1 <= c1``.
+
+    Releasing before allocating, the peak is what the step keeps, ``live_blocks(h1, c1)``. When blocks
+    made stale by the same call stay held until it returns (``hold_stale``), the call holds every
+    block it held before below ``ceil(c1 / t)`` while it allocates the new ones: all of
+    ``[0, ceil(c1 / t))`` but the blocks stale at ``h0`` and the blocks past the old allocation that
+    are already stale at ``h1`` (never allocated).
+    """
+    a1 = allocated_blocks(c1, t)
+    kept_end = imin(allocated_blocks(c0, t), a1)
+    s1, e1 = stale_range(h1, t, window, sink_blocks)
+    held_peak = a1 - stale_count(h0, t, window, sink_blocks) - range_overlap(s1, e1, kept_end, a1)
+    return ite(hold_stale, held_peak, live_blocks(h1, c1, t, window, sink_blocks))
+
+
 def transition_peak(
     h0: Any, h1: Any, c1: Any, t: Any, window: Any, sink_blocks: Any, hold_stale: Any
 ) -> Any:
-    """The most blocks held inside one resize from history ``h0`` to ``(h1, c1)``, ``h0 <= h1 <= c1``.
+    """:func:`resize_peak` of a step whose previous capacity already covered the new history
+    (``c0 >= h1``, as in decode and chunked prefill): then the peak is ``live_blocks(h1, c1)``
+    releasing first, and ``live_blocks(h0, c1)`` holding the blocks the call made stale."""
+    return resize_peak(h0, c1, h1, c1, t, window, sink_blocks, hold_stale)
 
-    Releasing before allocating, the peak is what the step keeps, ``live_blocks(h1, c1)``. When blocks
-    made stale by the same call stay held until it returns (``hold_stale``), only the blocks already
-    stale at ``h0`` are free while allocating: the peak is ``live_blocks(h0, c1)``.
-    """
-    return live_blocks(ite(hold_stale, h0, h1), c1, t, window, sink_blocks)
+
+def first_resume_peak(h: Any, capacity: Any, t: Any, window: Any, sink_blocks: Any) -> Any:
+    """The most blocks an attention life cycle holds during the first resume of a request that reuses
+    ``h`` committed tokens: its live blocks at ``(h, c)`` plus, when the block of token ``h`` is
+    partially filled, one transient slot for the private copy made while the source is still held."""
+    return live_blocks(h, capacity, t, window, sink_blocks) + ite(partial_block(h, t), 1, 0)
 
 
 class LifeCycleKind(str, enum.Enum):

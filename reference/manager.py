@@ -24,6 +24,7 @@ of the call (SSM: one extra when ``k > 0``, the state snapshot).
 from __future__ import annotations
 
 import enum
+import heapq
 from typing import Any, Hashable
 
 import attrs
@@ -147,7 +148,7 @@ class _Request:
 @attrs.define
 class _Pool:
     total: int
-    free: list[int]  # free slot ids, kept sorted so the lowest is taken first
+    free: list[int]  # free slot ids as a heap, so the lowest is taken first
     peak_used: int = 0
 
     @property
@@ -155,13 +156,12 @@ class _Pool:
         return self.total - len(self.free)
 
     def take(self) -> int:
-        slot = self.free.pop(0)
+        slot = heapq.heappop(self.free)
         self.peak_used = max(self.peak_used, self.used)
         return slot
 
     def give(self, slot: int) -> None:
-        self.free.append(slot)
-        self.free.sort()
+        heapq.heappush(self.free, slot)
 
 
 def _require_count(request_id: Any, field: str, value: Any) -> None:
@@ -194,7 +194,13 @@ class Manager:
         return tuple(self._requests)
 
     def state_of(self, request_id: Hashable) -> RequestState:
-        return self._get(request_id).state
+        return self._get(request_id, allow_closed=True).state
+
+    def history_of(self, request_id: Hashable) -> int:
+        return self._get(request_id, allow_closed=True).history
+
+    def capacity_of(self, request_id: Hashable) -> int:
+        return self._get(request_id, allow_closed=True).capacity
 
     def peak_used(self, pool_group: int) -> int:
         """The most slots of ``pool_group`` in use at any moment since the last :meth:`reset_peaks`."""
@@ -347,11 +353,13 @@ class Manager:
         req.state = RequestState.CLOSED
 
     # ----------------------------------------------------------------- internals
-    def _get(self, request_id: Hashable, state: RequestState | None = None) -> _Request:
+    def _get(
+        self, request_id: Hashable, state: RequestState | None = None, allow_closed: bool = False
+    ) -> _Request:
         req = self._requests.get(request_id)
         if req is None:
             raise RequestError(request_id, "request_id", request_id, "unknown request")
-        if req.state is RequestState.CLOSED:
+        if req.state is RequestState.CLOSED and not allow_closed:
             raise RequestError(request_id, "state", req.state.value, "request is closed")
         if state is not None and req.state is not state:
             raise RequestError(request_id, "state", req.state.value, f"must be {state.value}")

@@ -1,0 +1,51 @@
+"""``swafloor floor``: the SWA floor of one window and its terms."""
+
+from __future__ import annotations
+
+from swafloor.reference import sink_blocks_for, step_floor, swa_floor, window_blocks, worst_case_history
+
+from ._common import int_at_least, print_json
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("floor", help="the minimum slots of one sliding-window life cycle")
+    p.add_argument("--window", type=int_at_least(1), required=True, help="window W in tokens (sinks excluded)")
+    p.add_argument("--tokens-per-block", type=int_at_least(1), required=True, help="tokens per block t")
+    p.add_argument("--sink-tokens", type=int_at_least(0), default=0, help="sink tokens (default 0)")
+    p.add_argument("--step-tokens", type=int_at_least(1), default=None, help="also size an N-token step")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=run)
+
+
+def figures(window: int, t: int, sink_tokens: int, step_tokens: int | None) -> dict:
+    s = sink_blocks_for(sink_tokens, t)
+    out = {
+        "window": window,
+        "tokens_per_block": t,
+        "sink_tokens": sink_tokens,
+        "sink_blocks": s,
+        "window_blocks": window_blocks(t, window),
+        "floor_blocks": swa_floor(t, window, s),
+        "worst_case_history": worst_case_history(t, window, s),
+    }
+    if step_tokens is not None:
+        out["step_tokens"] = step_tokens
+        out["step_floor_blocks"] = step_floor(t, window, s, step_tokens)
+    return out
+
+
+def run(args) -> int:
+    f = figures(args.window, args.tokens_per_block, args.sink_tokens, args.step_tokens)
+    if args.json:
+        print_json(f)
+        return 0
+    w, t = f["window"], f["tokens_per_block"]
+    print(f"window W = {w} tokens, t = {t} tokens per block, {f['sink_tokens']} sink tokens")
+    print(f"  sink blocks    S = ceil({f['sink_tokens']}/{t}) = {f['sink_blocks']}")
+    print(f"  window blocks    ceil((W-1)/t) + 1 = ceil({w - 1}/{t}) + 1 = {f['window_blocks']}")
+    print(f"  floor            S + ceil((W-1)/t) + 1 = {f['floor_blocks']} blocks")
+    print(f"  reached first at history h = {f['worst_case_history']} (decode step, capacity h+1)")
+    if "step_floor_blocks" in f:
+        n = f["step_tokens"]
+        print(f"  {n}-token step    S + ceil((W+n-2)/t) + 1 = {f['step_floor_blocks']} blocks")
+    return 0

@@ -1,0 +1,117 @@
+"""The command line of the reference: floor, explain, simulate; exit codes and JSON."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from swafloor.cli import main
+from swafloor.reference import sink_blocks_for, swa_floor
+
+from . import brute
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_floor_json_w4_t4(capsys):
+    code, out, _ = run_cli(capsys, "floor", "--window", "4", "--tokens-per-block", "4", "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert data["floor_blocks"] == 2 and data["sink_blocks"] == 0 and data["window_blocks"] == 2
+
+
+@pytest.mark.parametrize("w,t,k,n", [(128, 32, 1, None), (128, 32, 0, 2048), (7, 3, 5, 4), (1, 1, 0, 1)])
+def test_floor_json_matches_brute_force(capsys, w, t, k, n):
+    argv = ["floor", "--window", str(w), "--tokens-per-block", str(t), "--sink-tokens", str(k), "--json"]
+    if n:
+        argv += ["--step-tokens", str(n)]
+    code, out, _ = run_cli(capsys, *argv)
+    data = json.loads(out)
+    horizon = k + 3 * w + 2 * t
+    assert data["floor_blocks"] == brute.worst_step_need(t, w, k, 1, horizon)[0]
+    if n:
+        assert data["step_floor_blocks"] == brute.worst_step_need(t, w, k, n, horizon + n)[0]
+
+
+def test_floor_text_names_the_terms(capsys):
+    code, out, _ = run_cli(capsys, "floor", "--window", "128", "--tokens-per-block", "32", "--sink-tokens", "1")
+    assert code == 0 and "6 blocks" in out and "S = ceil(1/32) = 1" in out
+
+
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["floor", "--window", "0", "--tokens-per-block", "4"], "--window"),
+        (["floor", "--window", "4", "--tokens-per-block", "0"], "--tokens-per-block"),
+        (["floor", "--window", "4", "--tokens-per-block", "x"], "--tokens-per-block"),
+        (["floor", "--window", "4"], "--tokens-per-block"),
+        (["floor", "--window", "4", "--tokens-per-block", "4", "--sink-tokens", "-1"], "--sink-tokens"),
+        (["simulate", "--window", "4", "--tokens-per-block", "4", "--slots", "1"], "slots[0]=1"),
+        (["simulate", "--window", "4", "--tokens-per-block", "4", "--floor-rule", "x"], "--floor-rule"),
+        (["explain", "--window", "4", "--tokens-per-block", "4", "--history", "-1"], "--history"),
+        (["nonsense"], "nonsense"),
+        ([], "COMMAND"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_line(capsys, argv, needle):
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and needle in err
+
+
+def test_simulate_legacy_deadlocks_at_first_straddle_and_fixed_runs(capsys):
+    base = ["simulate", "--window", "4", "--tokens-per-block", "4", "--steps", "20", "--json"]
+    code, out, _ = run_cli(capsys, *base, "--floor-rule", "legacy")
+    legacy = json.loads(out)
+    first_straddle = next(h for h in range(20) if len(brute.live_set(h, h + 1, 4, 4, 0)) > 1)
+    assert code == 0 and legacy["ok"] is False and legacy["failed_at_history"] == first_straddle
+    assert legacy["slots"] == 1
+    code, out, _ = run_cli(capsys, *base, "--floor-rule", "fixed")
+    fixed = json.loads(out)
+    assert fixed["ok"] is True and fixed["failed_at_history"] is None and fixed["slots"] == 2
+
+
+def test_simulate_history_in_resize_shows_the_upstream_transient(capsys):
+    base = ["simulate", "--window", "5", "--tokens-per-block", "4", "--history-in-resize", "--json"]
+    _, out, _ = run_cli(capsys, *base, "--release-order", "hold-until-return")
+    assert json.loads(out)["ok"] is False
+    _, out, _ = run_cli(capsys, *base)
+    assert json.loads(out)["ok"] is True
+
+
+def test_simulate_text(capsys):
+    code, out, _ = run_cli(capsys, "simulate", "--window", "4", "--tokens-per-block", "4", "--floor-rule", "legacy")
+    assert code == 0 and "DEADLOCK at history 4" in out and "swafloor explain" in out
+
+
+def test_explain_worst_case_picture(capsys):
+    code, out, _ = run_cli(capsys, "explain", "--window", "4", "--tokens-per-block", "4")
+    assert code == 0
+    assert "held blocks: 2 = the floor" in out and "oooW WW*." in out
+
+
+def test_explain_json_marks_tokens(capsys):
+    code, out, _ = run_cli(
+        capsys, "explain", "--window", "6", "--tokens-per-block", "4", "--sink-tokens", "3", "--history", "17", "--json"
+    )
+    pic = json.loads(out)
+    assert [b["held"] for b in pic["blocks"]] == [True, False, False, True, True]
+    tokens = "".join(b["tokens"] for b in pic["blocks"])
+    assert tokens.index("*") == 17 and tokens.count("W") == 5 and tokens[:3] == "SSS"
+    assert pic["live_blocks"] == len(brute.live_set(17, 18, 4, 6, 3))
+    assert pic["floor_blocks"] == swa_floor(4, 6, sink_blocks_for(3, 4))
+
+
+def test_module_and_console_script_entry_points():
+    out = subprocess.run(
+        [sys.executable, "-m", "swafloor", "floor", "--window", "4", "--tokens-per-block", "4", "--json"],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    assert json.loads(out)["floor_blocks"] == 2
