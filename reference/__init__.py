@@ -32,14 +32,23 @@ from .lifecycle import (
     allocated_blocks,
     live_blocks,
     blocks_touched,
+    first_resume_peak,
     live_block_indices,
     partial_block,
     scratch_range,
     sink_blocks_for,
     stale_count,
     stale_range,
+    range_overlap,
+    resize_peak,
     transition_peak,
     window_span_blocks,
+)
+from .peers import (
+    trtllm_cpp_blocks,
+    upstream_swa_floor,
+    upstream_window_term,
+    vllm_blocks_per_request,
 )
 from .manager import (
     Manager,

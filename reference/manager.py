@@ -129,7 +129,8 @@ class RequestSnapshot:
 
 @attrs.frozen
 class Snapshot:
-    """A backend-independent picture of a manager: comparable with ``==`` across backends."""
+    """A backend-independent picture of a manager: comparable with ``==`` across backends.
+    Requests appear in creation order; closed requests do not appear."""
 
     pools: tuple[PoolSnapshot, ...]
     requests: tuple[RequestSnapshot, ...]
@@ -214,6 +215,8 @@ class Manager:
         t = self.tokens_per_block
         requests = []
         for req in self._requests.values():
+            if req.state is RequestState.CLOSED:
+                continue  # gone, as in any backend; its id stays taken
             tables = []
             for lc, held in zip(self.layout.life_cycles, req.held):
                 length = 1 if lc.kind is LifeCycleKind.SSM else allocated_blocks(req.capacity, t)

@@ -1,0 +1,164 @@
+"""Seeded bugs: the reference manager with exactly one behaviour changed. The harness must catch each.
+
+- ``mutant:legacy-floor``: sizes pools with the pre-fix minimum (one slot per life cycle).
+- ``mutant:no-inflight-token``: keeps the live window ``[h - W, h - 1]`` (the dropped ``+ 1``): it
+  releases one token late and so holds an extra block whenever ``h + 1 - W`` starts a block.
+- ``mutant:floor-division``: sizes SWA pools with ``S + floor((W - 1) / t) + 1`` (floor, not ceiling).
+- ``mutant:ignore-sinks``: treats ``S`` as 0 when sizing and when releasing (sink blocks are dropped).
+- ``mutant:allocate-before-release``: keeps blocks made stale by a resize held until it returns
+  (the reference's hold-until-return order), so the transient peak can exceed the pool.
+- ``mutant:release-inflight-block``: frees the block of the token in flight (position ``h``) when no
+  other needed position keeps it, as if the window ended at ``h - 1``.
+
+Bugs in sizing are built by handing the reference a config whose slot counts are the mutant's own
+minimum (under the legacy rule, whose minimum of one slot per life cycle never rejects them).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import attrs
+
+from swafloor.reference import (
+    BelowMinimum,
+    Config,
+    ConfigError,
+    FloorRule,
+    LifeCycle,
+    LifeCycleKind,
+    Manager,
+    ReleaseOrder,
+    build_layout,
+    fdiv,
+    full_attention_floor,
+    live_block_indices,
+    swa_floor,
+)
+
+from ..protocol import EXACT_EVERYTHING, factory
+from .reference import ManagerBackend
+
+__all__ = ["MUTANTS", "mutant_minimum"]
+
+
+def mutant_minimum(config: Config, swa_share: Callable[[int, LifeCycle], int]) -> tuple[int, ...]:
+    """Per pool group minimum slots when an SWA life cycle's share is ``swa_share(t, lc)``; full
+    attention keeps the reference's rule (the largest SWA share), SSM one slot."""
+    layout = build_layout(config)
+    t = layout.tokens_per_block
+    swa = [swa_share(t, lc) for lc in layout.life_cycles if lc.kind is LifeCycleKind.SWA]
+    minimum = [0] * layout.num_pool_groups
+    for lc, g in zip(layout.life_cycles, layout.pool_group_of):
+        if lc.kind is LifeCycleKind.SWA:
+            minimum[g] += swa_share(t, lc)
+        elif lc.kind is LifeCycleKind.FULL:
+            minimum[g] += full_attention_floor(max(swa, default=0))
+        else:
+            minimum[g] += 1
+    return tuple(minimum)
+
+
+def _resized(config: Config, minimum: tuple[int, ...]) -> Config:
+    """The config with slots resolved against ``minimum`` instead of the reference's."""
+    if config.slots is None:
+        slots = minimum
+    else:
+        slots = []
+        for g, (given, least) in enumerate(zip(config.slots, minimum)):
+            if given < least and config.below_minimum is BelowMinimum.RAISE:
+                raise ConfigError(f"slots[{g}]", given, f"below the pool group's minimum of {least}")
+            slots.append(max(given, least))
+    return attrs.evolve(
+        config, slots=tuple(slots), floor_rule=FloorRule.LEGACY, below_minimum=BelowMinimum.RAISE
+    )
+
+
+def _sized_manager(
+    config: Config, swa_share: Callable[[int, LifeCycle], int], manager_class: type[Manager] = Manager
+) -> Manager:
+    if config.floor_rule is FloorRule.LEGACY:  # the reference already uses one slot per life cycle
+        return manager_class(config)
+    return manager_class(_resized(config, mutant_minimum(config, swa_share)))
+
+
+class _NoInflightToken(Manager):
+    """Live window ``[h - W, h - 1]``: the window of history ``h - 1``."""
+
+    def required_blocks(self, life_cycle: int, history: int, capacity: int) -> tuple[int, ...]:
+        lc = self.layout.life_cycles[life_cycle]
+        if lc.kind is LifeCycleKind.SWA:
+            history = max(0, history - 1)
+        return super().required_blocks(life_cycle, history, capacity)
+
+
+class _IgnoreSinks(Manager):
+    """Releases sink blocks like any other block (S taken as 0)."""
+
+    def required_blocks(self, life_cycle: int, history: int, capacity: int) -> tuple[int, ...]:
+        lc = self.layout.life_cycles[life_cycle]
+        if lc.kind is LifeCycleKind.SWA:
+            return live_block_indices(history, capacity, self.tokens_per_block, lc.window, 0)
+        return super().required_blocks(life_cycle, history, capacity)
+
+
+class _ReleaseInflightBlock(Manager):
+    """Drops the block of position ``h`` unless a sink or another needed position keeps it."""
+
+    def required_blocks(self, life_cycle: int, history: int, capacity: int) -> tuple[int, ...]:
+        blocks = super().required_blocks(life_cycle, history, capacity)
+        lc = self.layout.life_cycles[life_cycle]
+        if lc.kind is not LifeCycleKind.SWA or capacity <= history:
+            return blocks
+        t = self.tokens_per_block
+        block = history // t
+        others = [p for p in range(block * t, block * t + t) if p != history and history + 1 - lc.window <= p < capacity]
+        if block < lc.sink_blocks or others:
+            return blocks
+        return tuple(b for b in blocks if b != block)
+
+
+@factory(EXACT_EVERYTHING, name="mutant:legacy-floor")
+def legacy_floor(config: Config) -> ManagerBackend:
+    return ManagerBackend(Manager(attrs.evolve(config, floor_rule=FloorRule.LEGACY)))
+
+
+@factory(EXACT_EVERYTHING, name="mutant:no-inflight-token")
+def no_inflight_token(config: Config) -> ManagerBackend:
+    return ManagerBackend(_NoInflightToken(config))
+
+
+@factory(EXACT_EVERYTHING, name="mutant:floor-division")
+def floor_division(config: Config) -> ManagerBackend:
+    return ManagerBackend(
+        _sized_manager(config, lambda t, lc: lc.sink_blocks + fdiv(lc.window - 1, t) + 1)
+    )
+
+
+@factory(EXACT_EVERYTHING, name="mutant:ignore-sinks")
+def ignore_sinks(config: Config) -> ManagerBackend:
+    return ManagerBackend(_sized_manager(config, lambda t, lc: swa_floor(t, lc.window, 0), _IgnoreSinks))
+
+
+@factory(EXACT_EVERYTHING, name="mutant:allocate-before-release")
+def allocate_before_release(config: Config) -> ManagerBackend:
+    return ManagerBackend(Manager(config, release_order=ReleaseOrder.HOLD_UNTIL_RETURN))
+
+
+@factory(EXACT_EVERYTHING, name="mutant:release-inflight-block")
+def release_inflight_block(config: Config) -> ManagerBackend:
+    return ManagerBackend(_ReleaseInflightBlock(config))
+
+
+#: Mutant name -> factory.
+MUTANTS = {
+    f.backend_name: f  # type: ignore[attr-defined]
+    for f in (
+        legacy_floor,
+        no_inflight_token,
+        floor_division,
+        ignore_sinks,
+        allocate_before_release,
+        release_inflight_block,
+    )
+}

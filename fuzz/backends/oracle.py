@@ -1,0 +1,300 @@
+"""The ``oracle`` backend: an independent, token-level KV-cache manager.
+
+It is written without the reference's formulas (no stale ranges, live-block counts or floors): it
+decides for every token *position* whether attention may still read it, and holds a block exactly
+when the block is allocated (some position of it lies below the capacity) and holds such a position.
+
+At history ``h`` the token in flight is at position ``h``; it attends to the ``W`` positions ending
+at itself, so a position ``p`` of a windowed layer is still needed when ``p >= h + 1 - W`` (this
+includes every position not computed yet) or when ``p`` lies in a sink block (a block holding one
+of the first ``sink_tokens`` positions). Full attention needs every position; an SSM layer holds
+one state page. Minimum slots are found by brute force: the most blocks a decode step
+(capacity ``h + 1``) holds, over every history up to a few windows past the sinks.
+
+Only the reference's value types are shared (config, snapshot, outcome, errors), so the two can be
+compared with ``==``.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Hashable
+
+import attrs
+
+from swafloor.reference import (
+    AttentionLayer,
+    BelowMinimum,
+    Config,
+    ConfigError,
+    FloorRule,
+    Outcome,
+    PoolSnapshot,
+    RequestError,
+    RequestSnapshot,
+    RequestState,
+    Shortfall,
+    Snapshot,
+    SsmLayer,
+)
+
+from ..protocol import EXACT_EVERYTHING, factory
+
+__all__ = ["OracleManager", "oracle", "decode_peak"]
+
+
+@attrs.frozen
+class _Geometry:
+    """What layers with equal attention geometry share: kind, window, and the set of sink blocks."""
+
+    kind: str  # "swa", "full" or "ssm"
+    window: int | None = None
+    sink_blocks: frozenset[int] = frozenset()
+
+
+def _sink_blocks(sink_tokens: int, t: int) -> frozenset[int]:
+    """The blocks holding the first ``sink_tokens`` positions, found by listing them."""
+    return frozenset(p // t for p in range(sink_tokens))
+
+
+def _allocated(capacity: int, t: int) -> list[int]:
+    """The blocks that hold at least one position below ``capacity``, found by walking blocks."""
+    blocks, b = [], 0
+    while b * t < capacity:
+        blocks.append(b)
+        b += 1
+    return blocks
+
+
+def _held(geometry: _Geometry, history: int, capacity: int, t: int) -> frozenset[int]:
+    """The blocks a request holds for one geometry at ``(history, capacity)``."""
+    if geometry.kind == "ssm":
+        return frozenset({0})
+    allocated = _allocated(capacity, t)
+    if geometry.kind == "full":
+        return frozenset(allocated)
+    oldest = max(0, history + 1 - geometry.window)  # the oldest position the token in flight reads
+    newest = max(capacity, history + 1)  # positions up to the token in flight and the capacity
+    needed = {p // t for p in range(oldest, newest)} | geometry.sink_blocks
+    return frozenset(b for b in allocated if b in needed)
+
+
+@functools.lru_cache(maxsize=4096)
+def decode_peak(t: int, window: int, sink_blocks: frozenset[int]) -> int:
+    """The most blocks one decode step (capacity ``h + 1``) of a windowed geometry holds, over every
+    history ``h`` up to one window and two blocks past the sinks (the pattern repeats with period
+    ``t`` once the window has left the sinks)."""
+    geometry = _Geometry("swa", window, sink_blocks)
+    horizon = (max(sink_blocks, default=-1) + 1) * t + window + 2 * t
+    return max(len(_held(geometry, h, h + 1, t)) for h in range(horizon + 1))
+
+
+@attrs.define
+class _Request:
+    state: RequestState
+    capacity: int
+    history: int
+    pending_copy: bool
+    held: list[frozenset[int]]
+
+
+class OracleManager:
+    """A manager that tracks live token positions and derives blocks from them."""
+
+    def __init__(self, config: Config):
+        self.t = config.tokens_per_block
+        self.geometries: list[_Geometry] = []
+        for layer in config.layers:
+            geometry = self._geometry(layer)
+            if geometry not in self.geometries:
+                self.geometries.append(geometry)
+        self.group_of = (
+            list(range(len(self.geometries))) if config.pool_groups is None else list(config.pool_groups)
+        )
+        groups = max(self.group_of) + 1
+        self.minimum = [0] * groups
+        for geometry, g in zip(self.geometries, self.group_of):
+            self.minimum[g] += self._share(geometry, config.floor_rule)
+        if config.slots is None:
+            self.totals = list(self.minimum)
+        else:
+            self.totals = []
+            for g, (given, least) in enumerate(zip(config.slots, self.minimum)):
+                if given < least:
+                    if config.below_minimum is not BelowMinimum.BUMP:
+                        raise ConfigError(f"slots[{g}]", given, f"below the pool group's minimum of {least}")
+                    given = least
+                self.totals.append(given)
+        self.used = [0] * groups
+        self.requests: dict[Hashable, _Request] = {}
+
+    # ------------------------------------------------------------------ sizing
+    def _geometry(self, layer: AttentionLayer | SsmLayer) -> _Geometry:
+        if isinstance(layer, SsmLayer):
+            return _Geometry("ssm")
+        if layer.window is None:
+            return _Geometry("full")
+        return _Geometry("swa", layer.window, _sink_blocks(layer.sink_tokens, self.t))
+
+    def _share(self, geometry: _Geometry, rule: FloorRule) -> int:
+        """One geometry's part of its pool group's minimum."""
+        if rule is FloorRule.LEGACY or geometry.kind == "ssm":
+            return 1
+        if geometry.kind == "swa":
+            return decode_peak(self.t, geometry.window, geometry.sink_blocks)
+        # Full attention sees the same sequence as every windowed layer: at least the largest peak.
+        peaks = [decode_peak(self.t, g.window, g.sink_blocks) for g in self.geometries if g.kind == "swa"]
+        return max([1, *peaks])
+
+    # ------------------------------------------------------------------ helpers
+    def _get(self, request_id: Hashable, state: RequestState | None = None) -> _Request:
+        req = self.requests.get(request_id)
+        if req is None:
+            raise RequestError(request_id, "request_id", request_id, "unknown request")
+        if req.state is RequestState.CLOSED:
+            raise RequestError(request_id, "state", req.state.value, "request is closed")
+        if state is not None and req.state is not state:
+            raise RequestError(request_id, "state", req.state.value, f"must be {state.value}")
+        return req
+
+    @staticmethod
+    def _count(request_id: Hashable, field: str, value: object) -> None:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise RequestError(request_id, field, value, "must be an integer")
+        if value < 0:
+            raise RequestError(request_id, field, value, "must be >= 0")
+
+    def _targets(self, history: int, capacity: int) -> list[frozenset[int]]:
+        return [_held(g, history, capacity, self.t) for g in self.geometries]
+
+    def _shortfalls(self, needed: list[int], freed: list[int]) -> Outcome:
+        lacking = []
+        for g, (need, total, used, back) in enumerate(zip(needed, self.totals, self.used, freed)):
+            available = total - used + back
+            if need > available:
+                lacking.append(Shortfall(g, need, available))
+        return Outcome(False, tuple(lacking)) if lacking else Outcome(True)
+
+    def _move(self, req: _Request, targets: list[frozenset[int]]) -> None:
+        for i, (old, new) in enumerate(zip(req.held, targets)):
+            self.used[self.group_of[i]] += len(new - old) - len(old - new)
+        req.held = list(targets)
+
+    def _release_all(self, req: _Request) -> None:
+        self._move(req, [frozenset() for _ in self.geometries])
+
+    # ------------------------------------------------------------------ operations
+    def create(self, request_id: Hashable, reused_history: int = 0) -> None:
+        if request_id in self.requests:
+            raise RequestError(request_id, "request_id", request_id, "already exists")
+        self._count(request_id, "reused_history", reused_history)
+        self.requests[request_id] = _Request(
+            RequestState.SUSPENDED, reused_history, reused_history, reused_history > 0,
+            [frozenset() for _ in self.geometries],
+        )
+
+    def resume(self, request_id: Hashable) -> Outcome:
+        req = self._get(request_id, RequestState.SUSPENDED)
+        targets = self._targets(req.history, req.capacity)
+        needed = [0] * len(self.totals)
+        for i, (geometry, blocks) in enumerate(zip(self.geometries, targets)):
+            needed[self.group_of[i]] += len(blocks)
+            if req.pending_copy:
+                # Reused history ending inside a block: that block is copied into a private slot
+                # while its source is still held (SSM: the state snapshot is copied).
+                h = req.history
+                copies = h > 0 if geometry.kind == "ssm" else h > 0 and (h - 1) // self.t == h // self.t
+                needed[self.group_of[i]] += int(copies)
+        outcome = self._shortfalls(needed, [0] * len(self.totals))
+        if outcome.ok:
+            self._move(req, targets)
+            req.state = RequestState.ACTIVE
+            req.pending_copy = False
+        return outcome
+
+    def resize(self, request_id: Hashable, capacity: int, history: int) -> Outcome:
+        req = self._get(request_id, RequestState.ACTIVE)
+        self._count(request_id, "capacity", capacity)
+        self._count(request_id, "history", history)
+        if history < req.history:
+            raise RequestError(request_id, "history", history, f"goes backwards from {req.history}")
+        if capacity < history:
+            raise RequestError(request_id, "capacity", capacity, f"is below history {history}")
+        targets = self._targets(history, capacity)
+        needed = [0] * len(self.totals)
+        freed = [0] * len(self.totals)
+        for i, (old, new) in enumerate(zip(req.held, targets)):
+            needed[self.group_of[i]] += len(new - old)
+            freed[self.group_of[i]] += len(old - new)  # released before allocating
+        outcome = self._shortfalls(needed, freed)
+        if outcome.ok:
+            self._move(req, targets)
+            req.capacity, req.history = capacity, history
+        return outcome
+
+    def commit(self, request_id: Hashable, tokens: int) -> None:
+        req = self._get(request_id, RequestState.ACTIVE)
+        self._count(request_id, "tokens", tokens)
+        if req.history + tokens > req.capacity:
+            raise RequestError(
+                request_id, "tokens", tokens, f"history {req.history} + tokens exceeds capacity {req.capacity}"
+            )
+        req.history += tokens
+        self._move(req, self._targets(req.history, req.capacity))
+
+    def suspend(self, request_id: Hashable) -> None:
+        req = self._get(request_id, RequestState.ACTIVE)
+        self._release_all(req)
+        req.state = RequestState.SUSPENDED
+
+    def close(self, request_id: Hashable) -> None:
+        req = self._get(request_id)
+        self._release_all(req)
+        req.state = RequestState.CLOSED
+
+    def snapshot(self) -> Snapshot:
+        requests = []
+        for rid, req in self.requests.items():
+            if req.state is RequestState.CLOSED:
+                continue
+            tables = []
+            for geometry, held in zip(self.geometries, req.held):
+                blocks = [0] if geometry.kind == "ssm" else _allocated(req.capacity, self.t)
+                tables.append(tuple(b if b in held else None for b in blocks))
+            requests.append(RequestSnapshot(rid, req.state, req.capacity, req.history, tuple(tables)))
+        pools = tuple(PoolSnapshot(total, total - used) for total, used in zip(self.totals, self.used))
+        return Snapshot(pools, tuple(requests))
+
+
+class OracleBackend:
+    """The oracle manager behind the backend protocol."""
+
+    def __init__(self, config: Config):
+        self.manager = OracleManager(config)
+
+    def create(self, request_id: Hashable, reused_history: int = 0) -> None:
+        self.manager.create(request_id, reused_history)
+
+    def resume(self, request_id: Hashable) -> Outcome:
+        return self.manager.resume(request_id)
+
+    def resize(self, request_id: Hashable, capacity: int, history: int) -> Outcome:
+        return self.manager.resize(request_id, capacity, history)
+
+    def commit(self, request_id: Hashable, tokens: int) -> None:
+        self.manager.commit(request_id, tokens)
+
+    def suspend(self, request_id: Hashable) -> None:
+        self.manager.suspend(request_id)
+
+    def close(self, request_id: Hashable) -> None:
+        self.manager.close(request_id)
+
+    def observe(self) -> Snapshot:
+        return self.manager.snapshot()
+
+
+@factory(EXACT_EVERYTHING, name="oracle")
+def oracle(config: Config) -> OracleBackend:
+    """The independent token-level oracle."""
+    return OracleBackend(config)

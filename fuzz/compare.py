@@ -1,0 +1,264 @@
+"""Comparing a backend with the reference: step results and observed parts, per declared mode.
+
+:func:`run_step` turns whatever an operation did (returned an outcome, raised a
+:class:`~swafloor.reference.RequestError`, crashed) into a :class:`Result`. :func:`compare_results`
+and :func:`compare_parts` return a :class:`Divergence` (the step, the field, both values) or None.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import attrs
+
+from swafloor.reference import Outcome, RequestError, RequestState, Snapshot
+
+from .protocol import Backend, Capabilities, Comparison, Operation, Part
+from .trace import Step
+
+__all__ = [
+    "Result",
+    "Divergence",
+    "run_step",
+    "parts_of",
+    "compare_results",
+    "compare_parts",
+    "jsonable",
+]
+
+
+@attrs.frozen
+class Result:
+    """What one operation did: ``ok``; ``out-of-slots`` with shortfalls ``(pool group, needed,
+    available)``; ``error`` (a RequestError naming ``field``); ``crash`` (any other exception)."""
+
+    kind: str
+    shortfalls: tuple[tuple[int, int, int], ...] = ()
+    field: str | None = None
+    message: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.kind == "ok"
+
+    def describe(self) -> str:
+        if self.kind == "out-of-slots":
+            return "out of slots " + ", ".join(
+                f"[pool group {g}: needed {n}, {a} free]" for g, n, a in self.shortfalls
+            )
+        if self.kind == "error":
+            return f"RequestError on field {self.field!r} ({self.message})"
+        if self.kind == "crash":
+            return f"crashed: {self.message}"
+        return "ok"
+
+
+OK = Result("ok")
+
+
+def run_step(backend: Backend, step: Step) -> Result:
+    """Run one step on a backend and classify what happened."""
+    try:
+        if step.op is Operation.CREATE:
+            value: Any = backend.create(step.request, step.reused_history)
+        elif step.op is Operation.RESUME:
+            value = backend.resume(step.request)
+        elif step.op is Operation.RESIZE:
+            value = backend.resize(step.request, step.capacity, step.history)
+        elif step.op is Operation.COMMIT:
+            value = backend.commit(step.request, step.tokens)
+        elif step.op is Operation.SUSPEND:
+            value = backend.suspend(step.request)
+        else:
+            value = backend.close(step.request)
+    except RequestError as exc:
+        return Result("error", field=exc.field, message=str(exc))
+    except Exception as exc:  # noqa: BLE001 - any other exception is a finding
+        return Result("crash", message=f"{type(exc).__name__}: {exc}")
+    if step.op in (Operation.RESUME, Operation.RESIZE):
+        if not isinstance(value, Outcome):
+            return Result("crash", message=f"{step.op.value} returned {value!r}, not an Outcome")
+        if value.ok:
+            return OK
+        return Result(
+            "out-of-slots", shortfalls=tuple((s.pool_group, s.needed, s.available) for s in value.shortfalls)
+        )
+    return OK
+
+
+def _state(value: Any) -> str:
+    return value.value if isinstance(value, RequestState) else str(value)
+
+
+def parts_of(observation: Snapshot | Mapping[Part, Any]) -> dict[Part, Any]:
+    """Normalize an observation to ``{part: value}``.
+
+    Forms: ``POOL_TOTALS``/``POOL_USED``: a tuple of ints per pool group; ``LENGTHS``: ``{request id:
+    (state, capacity, history)}`` with the state's string value; ``TABLES``: ``{request id: tuple of
+    per-life-cycle tuples}`` (block index where held, None where not).
+    """
+    if isinstance(observation, Snapshot):
+        return {
+            Part.POOL_TOTALS: tuple(p.total for p in observation.pools),
+            Part.POOL_USED: tuple(p.total - p.free for p in observation.pools),
+            Part.LENGTHS: {r.request_id: (_state(r.state), r.capacity, r.history) for r in observation.requests},
+            Part.TABLES: {r.request_id: tuple(tuple(t) for t in r.tables) for r in observation.requests},
+        }
+    parts: dict[Part, Any] = {}
+    for key, value in observation.items():
+        part = Part(key)
+        if part in (Part.POOL_TOTALS, Part.POOL_USED):
+            value = tuple(value)
+        elif part is Part.LENGTHS:
+            value = {rid: (_state(v[0]), v[1], v[2]) for rid, v in value.items()}
+        elif part is Part.TABLES:
+            value = {rid: tuple(tuple(t) for t in v) for rid, v in value.items()}
+        parts[part] = value
+    return parts
+
+
+def jsonable(value: Any) -> Any:
+    """A JSON-ready copy (tuples become lists, enums their values, keys strings)."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, Result):
+        return {k: jsonable(v) for k, v in attrs.asdict(value, recurse=False).items() if v not in (None, ())}
+    if hasattr(value, "value") and not isinstance(value, (int, str)):
+        return value.value
+    return value
+
+
+@attrs.frozen
+class Divergence:
+    """Where a backend and the reference disagree.
+
+    ``step_index`` is the 0-based index of the step after which it was seen (-1: right after building,
+    before any step); ``field`` names what differs (e.g. ``outcome``, ``tables[r0][1][4]``,
+    ``pool_totals[0]``, ``liveness``); ``reference`` and ``backend`` hold both sides' values.
+    """
+
+    step_index: int
+    step: Step | None
+    field: str
+    reference: Any
+    backend: Any
+    mode: str
+    reason: str
+
+    def describe(self) -> str:
+        where = "after building" if self.step is None else f"at step {self.step_index}: {self.step.describe()}"
+        return (
+            f"divergence {where}\n  field: {self.field} ({self.mode})\n"
+            f"  reference: {_show(self.reference)}\n  backend:   {_show(self.backend)}\n  why: {self.reason}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "step_index": self.step_index,
+            "step": None if self.step is None else self.step.to_dict(),
+            "field": self.field,
+            "reference": jsonable(self.reference),
+            "backend": jsonable(self.backend),
+            "mode": self.mode,
+            "reason": self.reason,
+        }
+
+
+def _show(value: Any) -> str:
+    return value.describe() if isinstance(value, Result) else repr(value)
+
+
+def compare_results(
+    index: int, step: Step, reference: Result, backend: Result, caps: Capabilities
+) -> tuple[Divergence | None, bool]:
+    """Compare what one step did on both sides. Returns ``(divergence, slack)``: ``slack`` is True when
+    an ``AT_LEAST`` outcome let the backend succeed where the reference ran out of slots."""
+
+    def diverge(field: str, mode: Comparison | str, reason: str) -> tuple[Divergence, bool]:
+        mode_value = mode.value if isinstance(mode, Comparison) else mode
+        return Divergence(index, step, field, reference, backend, mode_value, reason), False
+
+    if reference.kind == "crash":
+        return diverge("outcome", "exact", "the reference itself crashed")
+    if backend.kind == "crash":
+        return diverge("outcome", "exact", "the backend raised an unexpected exception")
+    if reference.kind == "error" or backend.kind == "error":
+        if reference.kind != backend.kind:
+            return diverge("errors", "exact", "one side rejected the operation as misuse, the other did not")
+        if caps.mode(Part.ERRORS) is not None and reference.field != backend.field:
+            return diverge("errors", "exact", "both rejected the operation but named different fields")
+        return None, False
+    outcome_mode = caps.mode(Part.OUTCOME) or Comparison.EXACT
+    if reference.ok != backend.ok:
+        if outcome_mode is Comparison.AT_LEAST and backend.ok:
+            return None, True
+        return diverge("outcome", outcome_mode, "ok on one side, out of slots on the other")
+    if caps.mode(Part.SHORTFALLS) is not None and reference.shortfalls != backend.shortfalls:
+        return diverge("shortfalls", "exact", "both ran out of slots but report different shortfalls")
+    return None, False
+
+
+def _first_difference(ref: Any, got: Any, path: str, at_least: bool) -> tuple[str, Any, Any, str] | None:
+    """The first place where ``got`` differs from ``ref`` (or falls below it when ``at_least``)."""
+    if ref == got:  # the common case, decided without walking the structure
+        return None
+    if isinstance(ref, dict) and isinstance(got, dict):
+        for key in ref:
+            if key not in got:
+                return f"{path}[{key}]", ref[key], None, "the backend does not show this request"
+        for key in got:
+            if key not in ref:
+                return f"{path}[{key}]", None, got[key], "the backend shows a request the reference lacks"
+        for key in ref:
+            found = _first_difference(ref[key], got[key], f"{path}[{key}]", at_least)
+            if found:
+                return found
+        return None
+    if isinstance(ref, tuple) and isinstance(got, tuple):
+        if len(ref) != len(got):
+            return path, ref, got, f"lengths differ ({len(ref)} vs {len(got)})"
+        for i, (r, g) in enumerate(zip(ref, got)):
+            found = _first_difference(r, g, f"{path}[{i}]", at_least)
+            if found:
+                return found
+        return None
+    if ref == got:
+        return None
+    if at_least:
+        if isinstance(ref, int) and isinstance(got, int) and got >= ref:
+            return None
+        if ref is None and got is not None:  # a table entry: the backend holds a block the reference does not
+            return None
+        return path, ref, got, "the backend falls below the reference"
+    return path, ref, got, "values differ"
+
+
+def compare_parts(
+    index: int,
+    step: Step | None,
+    reference: Mapping[Part, Any],
+    backend: Mapping[Part, Any],
+    caps: Capabilities,
+    skip_requests: frozenset = frozenset(),
+) -> Divergence | None:
+    """Compare each part the backend declares, in its mode. ``skip_requests`` are left out (requests
+    retired after an accepted outcome slack)."""
+    for part in (Part.POOL_TOTALS, Part.LENGTHS, Part.TABLES, Part.POOL_USED):
+        mode = caps.mode(part)
+        if mode is None:
+            continue
+        if part not in reference:  # the side compared against does not show it either
+            continue
+        if part not in backend:
+            return Divergence(index, step, part.value, reference.get(part), None, mode.value, "declared but not shown")
+        ref, got = reference[part], backend[part]
+        if skip_requests and isinstance(ref, dict):
+            ref = {k: v for k, v in ref.items() if k not in skip_requests}
+            got = {k: v for k, v in got.items() if k not in skip_requests}
+        found = _first_difference(ref, got, part.value, mode is Comparison.AT_LEAST)
+        if found:
+            field, ref_value, got_value, reason = found
+            return Divergence(index, step, field, ref_value, got_value, mode.value, reason)
+    return None

@@ -1,0 +1,164 @@
+"""Driving two backends in lockstep: run each step on both, then compare results and observations.
+
+The state machine and replay both use :class:`Lockstep`, so a saved trace replays exactly as it was
+found. Besides comparing, it checks the liveness the upstream fix promises: with every pool group at
+or above its (fixed-rule) minimum, a lone active request never runs out of slots on a decode step,
+i.e. a resize to ``capacity = history + 1`` (full attention: while that capacity fits the full
+attention share of the minimum). The check applies to both sides; the reference failing it would be
+a bug in the spec itself.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import attrs
+
+from swafloor.reference import (
+    Config,
+    Snapshot,
+    SwafloorError,
+    FloorRule,
+    LifeCycleKind,
+    build_layout,
+    full_attention_max_capacity,
+    life_cycle_min_slots,
+)
+
+from .compare import Divergence, Result, compare_parts, compare_results, parts_of, run_step
+from .protocol import Backend, Capabilities, Operation, Unsupported
+from .trace import Step
+
+__all__ = ["Lockstep", "BuildFailed", "Liveness"]
+
+
+class BuildFailed(SwafloorError):
+    """The reference side could not be built from the config (a harness or spec problem)."""
+
+
+@attrs.frozen
+class Liveness:
+    """When a decode step of a lone request must succeed, for one config."""
+
+    applies: bool  # every pool group has at least its fixed-rule minimum
+    max_capacity: int | None  # the largest capacity covered (full attention share); None: any
+
+    @classmethod
+    def of(cls, config: Config) -> "Liveness":
+        layout = build_layout(config)
+        fixed = build_layout(attrs.evolve(config, floor_rule=FloorRule.FIXED, slots=None))
+        applies = all(s >= m for s, m in zip(layout.slots, fixed.min_slots))
+        t = layout.tokens_per_block
+        max_capacity = None
+        for lc in fixed.life_cycles:
+            if lc.kind is LifeCycleKind.FULL:
+                share = life_cycle_min_slots(lc, t, FloorRule.FIXED, fixed.life_cycles)
+                max_capacity = full_attention_max_capacity(t, share)
+        return cls(applies, max_capacity)
+
+    def covers(self, capacity: int) -> bool:
+        return self.applies and (self.max_capacity is None or capacity <= self.max_capacity)
+
+
+class Lockstep:
+    """Two backends built from one config, stepped together. ``steps`` records what was applied."""
+
+    def __init__(
+        self,
+        config: Config,
+        backend_factory: Callable[[Config], Backend],
+        reference_factory: Callable[[Config], Backend],
+        caps: Capabilities,
+    ):
+        self.config = config
+        self.caps = caps
+        self.steps: list[Step] = []
+        self.states: dict[str, str] = {}  # request id -> state, tracked from the reference's results
+        self.lengths: dict[str, tuple[int, int]] = {}  # request id -> (capacity, history), likewise
+        self.retired: set[str] = set()  # closed on both sides after an accepted outcome slack
+        self.liveness = Liveness.of(config)
+        self.slack_events = 0
+        try:
+            self.reference = reference_factory(config)
+        except Exception as exc:  # noqa: BLE001
+            raise BuildFailed(f"the reference side failed to build: {type(exc).__name__}: {exc}") from exc
+        self.build_divergence: Divergence | None = None
+        try:
+            self.backend = backend_factory(config)
+        except Exception as exc:  # noqa: BLE001 - Unsupported is re-raised for callers that filter
+            if isinstance(exc, Unsupported):
+                raise
+            self.backend = None  # type: ignore[assignment]
+            self.build_divergence = Divergence(
+                -1, None, "build", "built", f"{type(exc).__name__}: {exc}", "exact", "the backend failed to build"
+            )
+            return
+        self.build_divergence = self._compare_observations(-1, None)
+
+    def _compare_observations(self, index: int, step: Step | None) -> Divergence | None:
+        try:
+            got = self.backend.observe()
+        except Exception as exc:  # noqa: BLE001
+            return Divergence(index, step, "observe", "a snapshot", f"{type(exc).__name__}: {exc}", "exact",
+                              "observe() raised")
+        ref = self.reference.observe()
+        if not self.retired and isinstance(got, Snapshot) and got == ref:
+            return None  # equal snapshots satisfy every mode
+        return compare_parts(index, step, parts_of(ref), parts_of(got), self.caps, frozenset(self.retired))
+
+    def _lone(self, request: str) -> bool:
+        return self.states.get(request) == "active" and all(
+            state != "active" for rid, state in self.states.items() if rid != request
+        )
+
+    def _track(self, step: Step, result: Result) -> None:
+        if result.kind == "error":
+            return
+        if step.op is Operation.CREATE:
+            self.states[step.request] = "suspended"
+            self.lengths[step.request] = (step.reused_history, step.reused_history)
+        elif step.op is Operation.RESIZE and result.ok:
+            self.lengths[step.request] = (step.capacity, step.history)
+        elif step.op is Operation.COMMIT:
+            capacity, history = self.lengths[step.request]
+            self.lengths[step.request] = (capacity, history + step.tokens)
+        elif step.op is Operation.RESUME and result.ok:
+            self.states[step.request] = "active"
+        elif step.op is Operation.SUSPEND:
+            self.states[step.request] = "suspended"
+        elif step.op is Operation.CLOSE:
+            self.states[step.request] = "closed"
+
+    def apply(self, step: Step) -> tuple[Divergence | None, Result]:
+        """Run ``step`` on both sides; returns the first divergence (or None) and the reference's result."""
+        if self.build_divergence is not None:
+            return self.build_divergence, Result("crash", message="not built")
+        index = len(self.steps)
+        self.steps.append(step)
+        decode = (
+            step.op is Operation.RESIZE
+            and step.capacity == step.history + 1
+            and self._lone(step.request)
+            and self.liveness.covers(step.capacity)
+        )
+        ref_result = run_step(self.reference, step)
+        got_result = run_step(self.backend, step)
+        divergence, slack = compare_results(index, step, ref_result, got_result, self.caps)
+        if divergence is not None:
+            return divergence, ref_result
+        if decode:
+            for side, result in (("reference", ref_result), ("backend", got_result)):
+                if result.kind == "out-of-slots":
+                    return Divergence(
+                        index, step, "liveness", ref_result, got_result, "invariant",
+                        f"the {side} failed a decode step of a lone request although every pool group has "
+                        "at least its minimum slots",
+                    ), ref_result
+        self._track(step, ref_result)
+        if slack:
+            self.slack_events += 1
+            self.retired.add(step.request)
+            for side in (self.reference, self.backend):
+                side.close(step.request)
+            self.states[step.request] = "closed"
+        return self._compare_observations(index, step), ref_result

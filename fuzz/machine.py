@@ -1,0 +1,247 @@
+"""The differential state machine: Hypothesis picks a config and a sequence of request operations,
+drives a backend and the reference in lockstep, and compares them after every operation.
+
+Rules (each made of protocol operations, all recorded in the trace): create (optionally with reused
+history), resume, decode steps (``resize(h + 1, h)`` then ``commit(1)``, many in one rule), fused
+decode steps (``resize(h + 2, h + 1)``: history and capacity advanced in one call, as TensorRT-LLM
+steps), n-token steps (draft tokens, some accepted), prefill chunks, advance history (commit), shrink
+capacity, suspend, close, and misuse (operations that must be rejected with the same field).
+
+A rule is generated only when the backend supports its operations (and, for misuse, declares the
+``errors`` part). The first divergence raises :class:`DivergenceFound` carrying the whole trace, so
+the minimal failing run Hypothesis ends on is exactly what gets saved.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, Callable
+
+import attrs
+from hypothesis import reject
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
+
+from .compare import Divergence, Result
+from .lockstep import Lockstep
+from .protocol import Operation, Part, Unsupported
+from .strategies import configs, horizon
+from .trace import Step, Trace
+
+__all__ = ["DivergenceFound", "Stats", "build_machine", "MAX_OPEN_REQUESTS"]
+
+MAX_OPEN_REQUESTS = 4
+PICK = st.integers(0, MAX_OPEN_REQUESTS - 1)
+
+
+class DivergenceFound(AssertionError):
+    """Raised by the machine at the first divergence; carries it and the trace that produced it."""
+
+    def __init__(self, divergence: Divergence, trace: Trace):
+        self.divergence = divergence
+        self.trace = trace
+        super().__init__(divergence.describe())
+
+
+@attrs.define
+class Stats:
+    """Counters a campaign reads. ``runs``: state machine runs started, including those Hypothesis
+    discards (too large, no enabled rule); ``examples``: runs that completed without a divergence
+    (what Hypothesis counts toward ``max_examples``); ``steps``: operations applied on each side;
+    the first divergence's example number (``examples`` before it, plus one) and time."""
+
+    runs: int = 0
+    examples: int = 0
+    steps: int = 0
+    started: float = attrs.field(factory=time.perf_counter)
+    first_failure_example: int | None = None
+    first_failure_seconds: float | None = None
+    on_example: Callable[["Stats"], None] | None = None
+
+
+def build_machine(backend: Any, against: Any, stats: Stats) -> type[RuleBasedStateMachine]:
+    """A state machine class comparing ``backend`` with ``against`` (both
+    :class:`~swafloor.fuzz.backends.ResolvedBackend`), counting into ``stats``."""
+    caps = backend.capabilities
+    ops = caps.operations
+    misuse_allowed = caps.mode(Part.ERRORS) is not None
+
+    class DifferentialMachine(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            stats.runs += 1
+            if stats.on_example is not None:
+                stats.on_example(stats)
+            self.lock: Lockstep = None  # type: ignore[assignment]
+            self.created = 0
+
+        # ------------------------------------------------------------ helpers
+        def _apply(self, step: Step) -> Result:
+            divergence, result = self.lock.apply(step)
+            stats.steps += 1
+            if divergence is not None:
+                self._fail(divergence)
+            return result
+
+        def _fail(self, divergence: Divergence) -> None:
+            if stats.first_failure_example is None:
+                stats.first_failure_example = stats.examples + 1
+                stats.first_failure_seconds = time.perf_counter() - stats.started
+            trace = Trace(
+                config=self.lock.config,
+                steps=tuple(self.lock.steps),
+                backend=backend.name,
+                against=against.name,
+                expect="divergence",
+                divergence=divergence.to_dict(),
+            )
+            raise DivergenceFound(divergence, trace)
+
+        def _ids(self, *states: str) -> list[str]:
+            return [rid for rid, state in self.lock.states.items() if state in states]
+
+        def _pick(self, pick: int, *states: str) -> str:
+            ids = self._ids(*states)
+            return ids[pick % len(ids)]
+
+        def _has(self, *states: str) -> bool:
+            return bool(self._ids(*states))
+
+        def _active(self, rid: str) -> bool:
+            return self.lock.states.get(rid) == "active"
+
+        def teardown(self) -> None:
+            if sys.exc_info()[0] is None:  # called from a finally: no exception means it completed
+                stats.examples += 1
+
+        # ------------------------------------------------------------ setup
+        @initialize(config=configs(caps), data=st.data())
+        def build(self, config, data) -> None:
+            """Build both sides, then create and resume a first request (every rule needs one)."""
+            try:
+                self.lock = Lockstep(config, backend.factory, against.factory, caps)
+            except Unsupported:
+                reject()
+            if self.lock.build_divergence is not None:
+                self._fail(self.lock.build_divergence)
+            self.horizon = horizon(config)
+            self.create(data)
+            self._apply(Step.resume("r0"))
+
+        # ------------------------------------------------------------ lifetime
+        @precondition(lambda self: len(self._ids("suspended", "active")) < MAX_OPEN_REQUESTS)
+        @rule(data=st.data())
+        def create(self, data) -> None:
+            reused = 0
+            if caps.reused_history and data.draw(st.booleans(), label="reuse"):
+                reused = data.draw(st.integers(0, self.horizon), label="reused_history")
+            rid = f"r{self.created}"
+            self.created += 1
+            self._apply(Step.create(rid, reused))
+
+        @precondition(lambda self: self._has("suspended"))
+        @rule(pick=PICK)
+        def resume(self, pick: int) -> None:
+            self._apply(Step.resume(self._pick(pick, "suspended")))
+
+        @precondition(lambda self: Operation.SUSPEND in ops and self._has("active"))
+        @rule(pick=PICK)
+        def suspend(self, pick: int) -> None:
+            self._apply(Step.suspend(self._pick(pick, "active")))
+
+        @precondition(lambda self: Operation.CLOSE in ops and self._has("active", "suspended"))
+        @rule(pick=PICK)
+        def close(self, pick: int) -> None:
+            self._apply(Step.close(self._pick(pick, "active", "suspended")))
+
+        # ------------------------------------------------------------ steps
+        @precondition(lambda self: Operation.COMMIT in ops and self._has("active"))
+        @rule(pick=PICK, count=st.integers(1, 48))
+        def decode(self, pick: int, count: int) -> None:
+            """``count`` decode steps: resize(h + 1, h), then commit the token."""
+            rid = self._pick(pick, "active")
+            for _ in range(count):
+                _, h = self.lock.lengths[rid]
+                if not self._apply(Step.resize(rid, h + 1, h)).ok or not self._active(rid):
+                    return
+                self._apply(Step.commit(rid, 1))
+
+        @precondition(lambda self: self._has("active"))
+        @rule(pick=PICK, count=st.integers(1, 48), ahead=st.integers(0, 2))
+        def fused_decode(self, pick: int, count: int, ahead: int) -> None:
+            """``count`` steps that commit the token in flight and reserve the next one in one
+            resize: (h, h + 1) -> (h + 1, h + 2 + ahead)."""
+            rid = self._pick(pick, "active")
+            for _ in range(count):
+                c, h = self.lock.lengths[rid]
+                nh = h + 1 if c > h else h
+                if not self._apply(Step.resize(rid, nh + 1 + ahead, nh)).ok or not self._active(rid):
+                    return
+
+        @precondition(lambda self: Operation.COMMIT in ops and self._has("active"))
+        @rule(pick=PICK, n=st.integers(2, 9), accepted=st.integers(0, 9))
+        def n_token_step(self, pick: int, n: int, accepted: int) -> None:
+            """An n-token step (a token plus drafts): resize(h + n, h), then commit the accepted ones."""
+            rid = self._pick(pick, "active")
+            _, h = self.lock.lengths[rid]
+            if self._apply(Step.resize(rid, h + n, h)).ok and self._active(rid):
+                self._apply(Step.commit(rid, min(n, accepted)))
+
+        @precondition(lambda self: Operation.COMMIT in ops and self._has("active"))
+        @rule(pick=PICK, data=st.data())
+        def prefill_chunk(self, pick: int, data) -> None:
+            """A prefill chunk: resize(h + chunk, h), then commit the chunk."""
+            rid = self._pick(pick, "active")
+            chunk = data.draw(st.integers(1, self.horizon), label="chunk")
+            _, h = self.lock.lengths[rid]
+            if self._apply(Step.resize(rid, h + chunk, h)).ok and self._active(rid):
+                self._apply(Step.commit(rid, chunk))
+
+        @precondition(lambda self: Operation.COMMIT in ops and self._has("active"))
+        @rule(pick=PICK, tokens=st.integers(0, 8))
+        def advance_history(self, pick: int, tokens: int) -> None:
+            """Commit up to ``tokens`` tokens already reserved."""
+            rid = self._pick(pick, "active")
+            c, h = self.lock.lengths[rid]
+            self._apply(Step.commit(rid, min(tokens, c - h)))
+
+        @precondition(lambda self: self._has("active"))
+        @rule(pick=PICK, cut=st.integers(1, 8))
+        def shrink_capacity(self, pick: int, cut: int) -> None:
+            """Give back reserved capacity: resize(max(h, c - cut), h)."""
+            rid = self._pick(pick, "active")
+            c, h = self.lock.lengths[rid]
+            self._apply(Step.resize(rid, max(h, c - cut), h))
+
+        # ------------------------------------------------------------ misuse
+        @precondition(lambda self: misuse_allowed and self._has("active", "suspended", "closed"))
+        @rule(pick=PICK, kind=st.integers(0, 8))
+        def misuse(self, pick: int, kind: int) -> None:
+            """An operation the manager must reject with a RequestError naming the same field."""
+            active, suspended, closed = self._ids("active"), self._ids("suspended"), self._ids("closed")
+            if kind <= 4 and active:
+                rid = active[pick % len(active)]
+                c, h = self.lock.lengths[rid]
+                options = [
+                    Step.resize(rid, h, h + 1),  # capacity below history
+                    Step.resize(rid, -1, h),  # negative capacity
+                    Step.resume(rid),  # already active
+                ]
+                if h > 0:
+                    options.append(Step.resize(rid, c, h - 1))  # history goes backwards
+                if Operation.COMMIT in ops:
+                    options.append(Step.commit(rid, c - h + 1))  # past the capacity
+                step = options[kind % len(options)]
+            elif kind == 5 and suspended:
+                step = Step.resize(suspended[pick % len(suspended)], 1, 0)  # not active
+            elif kind == 6 and closed:
+                step = Step.resume(closed[pick % len(closed)])  # closed
+            elif kind == 7:
+                step = Step.create(next(iter(self.lock.states)))  # duplicate id
+            else:
+                step = Step.resume("missing")  # unknown request
+            self._apply(step)
+
+    DifferentialMachine.__name__ = DifferentialMachine.__qualname__ = "DifferentialMachine"
+    return DifferentialMachine

@@ -1,0 +1,212 @@
+"""Running a fuzzing campaign: Hypothesis drives the differential machine for N examples; the first
+divergence is shrunk, saved as a JSON trace, and reported with the whole input and a replay command.
+
+Profiles: ``ci`` (a fixed seed, bounded: the default) and ``nightly`` (a fresh random seed, long
+runs, longer traces). The seed used is always reported, so any run can be repeated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import attrs
+from hypothesis import HealthCheck, Phase, Verbosity, seed as hypothesis_seed, settings
+from hypothesis.errors import HypothesisException
+from hypothesis.stateful import run_state_machine_as_test
+
+from swafloor.reference import SwafloorError
+
+from .backends import ResolvedBackend, resolve
+from .compare import Divergence
+from .machine import DivergenceFound, Stats, build_machine
+from .reduce import reduce_trace
+from .replay import replay_command
+from .trace import Trace, save, to_dict
+
+__all__ = ["Profile", "PROFILES", "CampaignResult", "CampaignError", "run_campaign", "format_report", "DEFAULT_OUT"]
+
+DEFAULT_OUT = Path("fuzz-failures")
+
+
+@attrs.frozen
+class Profile:
+    """Defaults of a kind of run: examples, steps (rules) per example, and the seed (None: random)."""
+
+    name: str
+    examples: int
+    steps: int
+    seed: int | None
+
+
+PROFILES = {
+    "ci": Profile("ci", examples=2000, steps=12, seed=0),
+    "nightly": Profile("nightly", examples=50_000, steps=40, seed=None),
+}
+
+
+class CampaignError(SwafloorError):
+    """The campaign could not run (e.g. the backend serves no generated config)."""
+
+
+@attrs.frozen
+class CampaignResult:
+    """The outcome of a campaign."""
+
+    backend: str
+    against: str
+    profile: str
+    seed: int
+    examples: int  # examples completed (what Hypothesis counts), shrinking included
+    runs: int  # state machine runs started, including ones Hypothesis discarded
+    steps: int  # operations applied on each side
+    seconds: float
+    divergence: Divergence | None = None
+    trace: Trace | None = None
+    trace_file: Path | None = None
+    first_failure_example: int | None = None  # examples run when the first divergence was seen
+    first_failure_seconds: float | None = None
+
+    @property
+    def result(self) -> str:
+        return "pass" if self.divergence is None else "divergence"
+
+    @property
+    def replay(self) -> str | None:
+        if self.trace_file is None:
+            return None
+        return replay_command(str(self.trace_file), self.backend, self.against)
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "result": self.result,
+            "backend": self.backend,
+            "against": self.against,
+            "profile": self.profile,
+            "seed": self.seed,
+            "examples": self.examples,
+            "runs": self.runs,
+            "steps": self.steps,
+            "seconds": round(self.seconds, 3),
+        }
+        if self.divergence is not None:
+            data["first_failure_example"] = self.first_failure_example
+            data["first_failure_seconds"] = (
+                None if self.first_failure_seconds is None else round(self.first_failure_seconds, 3)
+            )
+            data["divergence"] = self.divergence.to_dict()
+            data["trace_file"] = None if self.trace_file is None else str(self.trace_file)
+            data["replay"] = self.replay
+            data["trace"] = None if self.trace is None else to_dict(self.trace)
+        return data
+
+
+def _settings(examples: int, steps: int, shrink: bool) -> settings:
+    phases = [Phase.explicit, Phase.generate] + ([Phase.shrink] if shrink else [])
+    return settings(
+        max_examples=examples,
+        stateful_step_count=steps,
+        database=None,
+        deadline=None,
+        derandomize=False,
+        phases=phases,
+        report_multiple_bugs=False,
+        print_blob=False,
+        verbosity=Verbosity.quiet,
+        suppress_health_check=list(HealthCheck),
+    )
+
+
+def _trace_path(out_dir: Path, trace: Trace, seed: int) -> Path:
+    digest = hashlib.sha256(json.dumps(to_dict(trace), sort_keys=True).encode()).hexdigest()[:10]
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", trace.backend or "backend").strip("-")
+    return out_dir / f"{stem}-seed{seed}-{digest}.json"
+
+
+def run_campaign(
+    backend: str | ResolvedBackend,
+    against: str | ResolvedBackend = "reference",
+    *,
+    profile: str = "ci",
+    examples: int | None = None,
+    steps: int | None = None,
+    seed: int | None = None,
+    shrink: bool = True,
+    out_dir: Path | str | None = DEFAULT_OUT,
+    progress: Callable[[Stats], None] | None = None,
+) -> CampaignResult:
+    """Fuzz ``backend`` against ``against``. A divergence is shrunk (unless ``shrink`` is False) and,
+    when ``out_dir`` is not None, saved there as a JSON trace."""
+    if profile not in PROFILES:
+        raise CampaignError(f"profile={profile!r}: must be one of {sorted(PROFILES)}")
+    chosen = PROFILES[profile]
+    backend_ = backend if isinstance(backend, ResolvedBackend) else resolve(backend, "backend")
+    against_ = against if isinstance(against, ResolvedBackend) else resolve(against, "against")
+    examples = chosen.examples if examples is None else examples
+    steps = chosen.steps if steps is None else steps
+    if seed is None:
+        seed = chosen.seed if chosen.seed is not None else random.SystemRandom().randrange(2**32)
+    stats = Stats(on_example=progress)
+    machine = hypothesis_seed(seed)(build_machine(backend_, against_, stats))
+    divergence, trace, path = None, None, None
+    try:
+        run_state_machine_as_test(machine, settings=_settings(examples, steps, shrink))
+    except DivergenceFound as found:
+        divergence, trace = found.divergence, found.trace
+        if shrink:  # Hypothesis has shrunk the run; drop the steps it could not
+            trace, divergence = reduce_trace(trace, backend_, against_, divergence)
+        trace = attrs.evolve(
+            trace,
+            divergence=divergence.to_dict(),
+            found={"seed": seed, "profile": chosen.name, "examples": stats.first_failure_example},
+        )
+        if out_dir is not None:
+            path = save(trace, _trace_path(Path(out_dir), trace, seed))
+    except HypothesisException as exc:
+        raise CampaignError(f"backend={backend_.name!r}: the campaign could not run: {type(exc).__name__}: {exc}") from exc
+    return CampaignResult(
+        backend=backend_.name,
+        against=against_.name,
+        profile=chosen.name,
+        seed=seed,
+        examples=stats.examples,
+        runs=stats.runs,
+        steps=stats.steps,
+        seconds=time.perf_counter() - stats.started,
+        divergence=divergence,
+        trace=trace,
+        trace_file=path,
+        first_failure_example=stats.first_failure_example,
+        first_failure_seconds=stats.first_failure_seconds,
+    )
+
+
+def format_report(result: CampaignResult) -> str:
+    """The human report: pass, or the divergence with the whole input and the replay command."""
+    where = f"profile {result.profile}, seed {result.seed}"
+    if result.divergence is None:
+        head = (
+            f"{result.backend} vs {result.against}: pass: {result.examples} examples ({result.runs} runs), "
+            f"{result.steps} steps, {result.seconds:.1f} s ({where})"
+        )
+    else:
+        found_after = result.first_failure_seconds or 0.0
+        head = (
+            f"{result.backend} vs {result.against}: divergence found at example {result.first_failure_example} "
+            f"after {found_after:.1f} s, shrunk in {result.seconds - found_after:.1f} s "
+            f"({result.runs} runs in all; {where})"
+        )
+    if result.divergence is None or result.trace is None:
+        return head
+    lines = [head, "", result.divergence.describe(), "", "config:", "  " + json.dumps(result.trace.config.to_dict())]
+    lines.append(f"trace ({len(result.trace.steps)} steps):")
+    for i, step in enumerate(result.trace.steps):
+        lines.append(f"  {i:3d}  {step.describe()}")
+    if result.trace_file is not None:
+        lines += ["", f"saved: {result.trace_file}", f"replay: {result.replay}"]
+    return "\n".join(lines)

@@ -1,0 +1,243 @@
+"""Traces: a config plus the list of operations run on it, saved as versioned, validated JSON.
+
+A trace is backend-independent: replaying it (:mod:`swafloor.fuzz.replay`) runs the same steps on
+any two backends and compares them after each step. The JSON form is::
+
+    {
+      "schema": "swafloor-trace/1",
+      "config": {... Config.to_dict() ...},
+      "steps": [{"op": "create", "request": "r0", "reused_history": 0},
+                {"op": "resume", "request": "r0"},
+                {"op": "resize", "request": "r0", "capacity": 9, "history": 8},
+                {"op": "commit", "request": "r0", "tokens": 1}, ...],
+      "backend": "mutant:floor-division",   # the backend compared (null: none recorded)
+      "against": "reference",               # what it was compared with
+      "expect": "divergence",               # or "match"
+      "divergence": {...},                  # informational: what was found (optional)
+      "found": {...}                        # informational: seed, examples (optional)
+    }
+
+Loading validates every field and raises :class:`TraceError` naming the field and the value.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+import attrs
+
+from swafloor.reference import Config, ConfigError
+
+from .protocol import Operation
+
+__all__ = ["SCHEMA", "TraceError", "Step", "Trace", "load", "save", "from_dict", "to_dict", "EXPECT_VALUES"]
+
+SCHEMA = "swafloor-trace/1"
+EXPECT_VALUES = ("divergence", "match")
+
+# The argument fields of each operation, in JSON order, with defaults (None: required).
+_ARGUMENTS: dict[Operation, tuple[tuple[str, int | None], ...]] = {
+    Operation.CREATE: (("reused_history", 0),),
+    Operation.RESUME: (),
+    Operation.RESIZE: (("capacity", None), ("history", None)),
+    Operation.COMMIT: (("tokens", None),),
+    Operation.SUSPEND: (),
+    Operation.CLOSE: (),
+}
+
+
+class TraceError(ValueError):
+    """A trace file or value is malformed: ``field`` names it (a JSON path), ``value`` holds it."""
+
+    def __init__(self, field: str, value: Any, reason: str):
+        self.field = field
+        self.value = value
+        self.reason = reason
+        shown = repr(value)
+        if len(shown) > 80:
+            shown = shown[:77] + "..."
+        super().__init__(f"{field}={shown}: {reason}")
+
+
+@attrs.frozen
+class Step:
+    """One operation with its arguments. Unused arguments are None."""
+
+    op: Operation = attrs.field(converter=Operation)
+    request: str
+    capacity: int | None = None
+    history: int | None = None
+    tokens: int | None = None
+    reused_history: int | None = None
+
+    def arguments(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name, _ in _ARGUMENTS[self.op]}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"op": self.op.value, "request": self.request, **self.arguments()}
+
+    def describe(self) -> str:
+        args = ", ".join(f"{k}={v}" for k, v in self.arguments().items())
+        return f"{self.op.value}({self.request!r}{', ' + args if args else ''})"
+
+    # Constructors that read like the operations.
+    @classmethod
+    def create(cls, request: str, reused_history: int = 0) -> "Step":
+        return cls(Operation.CREATE, request, reused_history=reused_history)
+
+    @classmethod
+    def resume(cls, request: str) -> "Step":
+        return cls(Operation.RESUME, request)
+
+    @classmethod
+    def resize(cls, request: str, capacity: int, history: int) -> "Step":
+        return cls(Operation.RESIZE, request, capacity=capacity, history=history)
+
+    @classmethod
+    def commit(cls, request: str, tokens: int) -> "Step":
+        return cls(Operation.COMMIT, request, tokens=tokens)
+
+    @classmethod
+    def suspend(cls, request: str) -> "Step":
+        return cls(Operation.SUSPEND, request)
+
+    @classmethod
+    def close(cls, request: str) -> "Step":
+        return cls(Operation.CLOSE, request)
+
+
+@attrs.frozen
+class Trace:
+    """A config and the steps run on it, with what comparing ``backend`` against ``against`` gave."""
+
+    config: Config
+    steps: tuple[Step, ...] = attrs.field(converter=tuple)
+    backend: str | None = None
+    against: str = "reference"
+    expect: str = "match"
+    divergence: Mapping[str, Any] | None = attrs.field(default=None, eq=False, hash=False)
+    found: Mapping[str, Any] | None = attrs.field(default=None, eq=False, hash=False)
+
+
+def to_dict(trace: Trace) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "schema": SCHEMA,
+        "config": trace.config.to_dict(),
+        "steps": [step.to_dict() for step in trace.steps],
+        "backend": trace.backend,
+        "against": trace.against,
+        "expect": trace.expect,
+    }
+    if trace.divergence is not None:
+        data["divergence"] = dict(trace.divergence)
+    if trace.found is not None:
+        data["found"] = dict(trace.found)
+    return data
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _step_from_dict(index: int, raw: Any) -> Step:
+    where = f"steps[{index}]"
+    if not isinstance(raw, dict):
+        raise TraceError(where, raw, "must be an object")
+    if "op" not in raw:
+        raise TraceError(f"{where}.op", None, "missing")
+    try:
+        op = Operation(raw["op"])
+    except (ValueError, TypeError):
+        raise TraceError(f"{where}.op", raw["op"], f"must be one of {[o.value for o in Operation]}") from None
+    request = raw.get("request")
+    if not isinstance(request, str) or not request:
+        raise TraceError(f"{where}.request", request, "must be a non-empty string")
+    allowed = {"op", "request"} | {name for name, _ in _ARGUMENTS[op]}
+    for key in raw:
+        if key not in allowed:
+            raise TraceError(f"{where}.{key}", raw[key], f"unknown field for op {op.value!r}")
+    args: dict[str, int] = {}
+    for name, default in _ARGUMENTS[op]:
+        value = raw.get(name, default)
+        if value is None:
+            raise TraceError(f"{where}.{name}", None, f"missing (op {op.value!r} needs it)")
+        if not _is_int(value):
+            raise TraceError(f"{where}.{name}", value, "must be an integer")
+        args[name] = value
+    return Step(op, request, **args)
+
+
+def from_dict(data: Any) -> Trace:
+    """Validate and build a trace from its JSON form; raises :class:`TraceError`."""
+    if not isinstance(data, dict):
+        raise TraceError("trace", data, "must be a JSON object")
+    if "schema" not in data:
+        raise TraceError("schema", None, f"missing (expected {SCHEMA!r})")
+    if data["schema"] != SCHEMA:
+        raise TraceError("schema", data["schema"], f"unsupported schema (expected {SCHEMA!r})")
+    known = {"schema", "config", "steps", "backend", "against", "expect", "divergence", "found"}
+    for key in data:
+        if key not in known:
+            raise TraceError(key, data[key], "unknown field")
+    if "config" not in data:
+        raise TraceError("config", None, "missing")
+    try:
+        config = Config.from_dict(data["config"])
+    except ConfigError as exc:
+        field = exc.field if exc.field.startswith("config") else f"config.{exc.field}"
+        raise TraceError(field, exc.value, exc.reason) from None
+    except (TypeError, ValueError) as exc:  # e.g. a converter rejecting a value
+        raise TraceError("config", data["config"], str(exc)) from None
+    steps = data.get("steps")
+    if not isinstance(steps, list):
+        raise TraceError("steps", steps, "must be a list")
+    parsed = tuple(_step_from_dict(i, raw) for i, raw in enumerate(steps))
+    for key in ("backend", "against"):
+        value = data.get(key, None if key == "backend" else "reference")
+        if value is not None and (not isinstance(value, str) or not value):
+            raise TraceError(key, value, "must be a non-empty string" + (" or null" if key == "backend" else ""))
+    if data.get("against") is None and "against" in data:
+        raise TraceError("against", None, "must be a non-empty string")
+    expect = data.get("expect", "match")
+    if expect not in EXPECT_VALUES:
+        raise TraceError("expect", expect, f"must be one of {list(EXPECT_VALUES)}")
+    if expect == "divergence" and data.get("backend") is None:
+        raise TraceError("backend", None, "a trace that expects a divergence must name the backend")
+    for key in ("divergence", "found"):
+        if data.get(key) is not None and not isinstance(data[key], dict):
+            raise TraceError(key, data[key], "must be an object or null")
+    return Trace(
+        config=config,
+        steps=parsed,
+        backend=data.get("backend"),
+        against=data.get("against", "reference"),
+        expect=expect,
+        divergence=data.get("divergence"),
+        found=data.get("found"),
+    )
+
+
+def load(path: str | Path) -> Trace:
+    """Read and validate a trace file; raises :class:`TraceError` (field ``file`` for I/O and JSON)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TraceError("file", str(path), f"cannot be read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise TraceError("file", str(path), "is not UTF-8 text") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TraceError("file", str(path), f"is not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    return from_dict(data)
+
+
+def save(trace: Trace, path: str | Path) -> Path:
+    """Write a trace as JSON (creating the folder); returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(to_dict(trace), indent=2) + "\n", encoding="utf-8")
+    return path

@@ -1,0 +1,165 @@
+"""Counterexamples replayed on the reference manager.
+
+Each replay builds a :class:`~swafloor.reference.Manager` with the counterexample's parameters (one
+SWA life cycle: window ``W``, ``S * t`` sink tokens, so ``S`` sink blocks), drives requests through
+the counterexample's history with the manager's own operations, and reports the step that fails
+(or the peak that exceeds the floor). ``confirmed`` is True only when every step before that one
+succeeded and that one really failed: a replay that cannot reproduce its counterexample says so.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Hashable, Mapping
+
+from swafloor.reference import AttentionLayer, Config, Manager, floors
+
+from .theorem import Replay
+
+__all__ = [
+    "legacy_deadlock",
+    "multi_token_step",
+    "concurrency_short",
+    "same_call_transient",
+    "resume_copy",
+]
+
+
+class _Driver:
+    """A manager whose every call is recorded with its outcome and followed by ``check()``."""
+
+    def __init__(self, config: Config, release_order: str = "release-first"):
+        self.manager = Manager(config, release_order=release_order)
+        (layer,) = config.layers
+        self.trace: list[str] = [
+            f"Manager(t={config.tokens_per_block}, window={layer.window}, sink_tokens={layer.sink_tokens}, "
+            f"slots={config.slots}, floor_rule={config.floor_rule.value}, release_order={release_order})"
+        ]
+        self.failures: list[str] = []
+
+    def call(self, op: str, rid: Hashable, *args: Any, **kwargs: Any) -> Any:
+        result = getattr(self.manager, op)(rid, *args, **kwargs)
+        shown = ", ".join([repr(rid), *map(str, args), *(f"{k}={v}" for k, v in kwargs.items())])
+        line = f"{op}({shown})"
+        if result is not None:
+            line += f" -> {result.describe()}"
+            if not result:
+                self.failures.append(line)
+        self.trace.append(line)
+        self.manager.check()
+        return result
+
+
+def _config(t: int, window: int, sink_blocks: int, slots: int, rule: str = "fixed") -> Config:
+    return Config(
+        tokens_per_block=t,
+        layers=[AttentionLayer(window=window, sink_tokens=sink_blocks * t)],
+        slots=(slots,),
+        floor_rule=rule,
+    )
+
+
+def _decode_to(d: _Driver, rids: tuple[Hashable, ...], h: int) -> bool:
+    """Create, resume and decode the requests in lockstep (all resize, then all commit) from history
+    0 to ``h``; True when every call succeeded."""
+    for rid in rids:
+        d.call("create", rid)
+        if not d.call("resume", rid):
+            return False
+    for k in range(h):
+        for rid in rids:
+            if not d.call("resize", rid, k + 1, k):
+                return False
+        for rid in rids:
+            d.call("commit", rid, 1)
+    return True
+
+
+def _verdict(d: _Driver, reached: bool, failed: Any, what: str) -> Replay:
+    confirmed = reached and failed is not None and not failed and len(d.failures) == 1
+    if confirmed:
+        summary = f"{what}: {d.failures[0]}"
+    elif not reached:
+        summary = f"NOT REPRODUCED: an earlier step failed: {d.failures[:1]}"
+    else:
+        summary = f"NOT REPRODUCED: {what} succeeded"
+    return Replay(confirmed, summary, tuple(d.trace))
+
+
+def legacy_deadlock(cex: Mapping[str, int]) -> Replay:
+    """The pre-fix pool (one slot per life cycle) and a lone request decoding to history ``h``."""
+    t, w, s, h = cex["t"], cex["W"], cex["S"], cex["h"]
+    d = _Driver(_config(t, w, s, floors.legacy_floor(), rule="legacy"))
+    reached = _decode_to(d, ("r0",), h)
+    failed = d.call("resize", "r0", h + 1, h) if reached else None
+    return _verdict(d, reached, failed, f"decode step at h={h} with {floors.legacy_floor()} slot")
+
+
+def multi_token_step(cex: Mapping[str, int]) -> Replay:
+    """A pool at the decode floor; decode to ``h``, then one ``n``-token step."""
+    t, w, s, h, n = cex["t"], cex["W"], cex["S"], cex["h"], cex["n"]
+    floor = floors.swa_floor(t, w, s)
+    d = _Driver(_config(t, w, s, floor))
+    reached = _decode_to(d, ("r0",), h)
+    failed = d.call("resize", "r0", h + n, h) if reached else None
+    return _verdict(d, reached, failed, f"{n}-token step at h={h} with the decode floor {floor}")
+
+
+def concurrency_short(cex: Mapping[str, int]) -> Replay:
+    """``N`` requests decoding in lockstep to ``h`` in a pool of ``N * floor - 1`` slots."""
+    t, w, s, h, n_req = cex["t"], cex["W"], cex["S"], cex["h"], cex["N"]
+    slots = n_req * floors.swa_floor(t, w, s) - 1
+    d = _Driver(_config(t, w, s, slots))
+    rids = tuple(f"r{i}" for i in range(n_req))
+    reached = _decode_to(d, rids, h)
+    failed = None
+    if reached:
+        for rid in rids:
+            failed = d.call("resize", rid, h + 1, h)
+            if not failed:
+                break
+    return _verdict(d, reached, failed, f"aligned decode step at h={h} of {n_req} requests in {slots} slots")
+
+
+def same_call_transient(cex: Mapping[str, int]) -> Replay:
+    """Decode steps as single resizes that advance history and capacity together (from ``(k, k+1)``
+    to ``(k+1, k+2)``), holding the blocks they make stale until they return, at the floor; then the
+    same step with one slot more, to show the peak is the floor + 1."""
+    t, w, s, h = cex["t"], cex["W"], cex["S"], cex["h"]
+    floor = floors.swa_floor(t, w, s)
+
+    def run(slots: int) -> tuple[_Driver, bool, Any]:
+        d = _Driver(_config(t, w, s, slots), release_order="hold-until-return")
+        d.call("create", "r0")
+        reached = bool(d.call("resume", "r0")) and bool(d.call("resize", "r0", 1, 0))
+        for k in range(h):
+            reached = reached and bool(d.call("resize", "r0", k + 2, k + 1))
+        d.manager.reset_peaks()
+        return d, reached, (d.call("resize", "r0", h + 2, h + 1) if reached else None)
+
+    d, reached, failed = run(floor)
+    replay = _verdict(d, reached, failed, f"one-call step from h={h} holding stale blocks, {floor} slots")
+    roomy, roomy_reached, ok = run(floor + 1)
+    peak = roomy.manager.peak_used(0)
+    roomy.trace.append(f"peak_used(0) = {peak} during that step (floor {floor})")
+    confirmed = replay.confirmed and roomy_reached and bool(ok) and peak > floor
+    summary = replay.summary + (f"; with {floor + 1} slots it succeeds at peak {peak}" if confirmed else "")
+    return Replay(confirmed, summary, replay.trace + ("-- again with one slot more --",) + tuple(roomy.trace))
+
+
+def resume_copy(cex: Mapping[str, int]) -> Replay:
+    """A request reusing ``h`` committed tokens resumed for the first time, at the floor and with one
+    slot more (observing the peak)."""
+    t, w, s, h = cex["t"], cex["W"], cex["S"], cex["h"]
+    floor = floors.swa_floor(t, w, s)
+    d = _Driver(_config(t, w, s, floor))
+    d.call("create", "r0", reused_history=h)
+    failed = d.call("resume", "r0")
+    replay = _verdict(d, True, failed, f"first resume reusing {h} tokens at the floor {floor}")
+    roomy = _Driver(_config(t, w, s, floor + 1))
+    roomy.call("create", "r0", reused_history=h)
+    ok = roomy.call("resume", "r0")
+    peak = roomy.manager.peak_used(0)
+    roomy.trace.append(f"peak_used(0) = {peak} (floor {floor})")
+    confirmed = replay.confirmed and bool(ok) and peak > floor
+    summary = replay.summary + (f"; with {floor + 1} slots it succeeds at peak {peak}" if confirmed else "")
+    return Replay(confirmed, summary, replay.trace + ("-- again with one slot more --",) + tuple(roomy.trace))

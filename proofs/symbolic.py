@@ -1,0 +1,112 @@
+"""The variables theorems quantify over: each with its domain (``name >= lower``, unbounded above) for
+the solver and a bounded range for the concrete check, plus logic connectives that, like the
+reference's arithmetic kernel, work on Python bools and on Z3 terms alike.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Mapping
+
+import attrs
+
+__all__ = [
+    "Var",
+    "upto",
+    "T",
+    "W",
+    "S",
+    "H",
+    "STEP",
+    "implies",
+    "all_of",
+    "any_of",
+    "negate",
+    "symbols",
+]
+
+Env = Mapping[str, int]
+
+
+@attrs.frozen
+class Var:
+    """A universally quantified integer: ``name >= lower``. ``values(env)`` gives its bounded range
+    for the concrete check, given the values of the variables before it; ``bound_text`` says what
+    that range is, for the table and the docs."""
+
+    name: str
+    meaning: str
+    lower: int
+    values: Callable[[Env], Iterable[int]] = attrs.field(eq=False)
+    bound_text: str
+
+    def at_least(self, lower: int) -> "Var":
+        """The same variable with a larger lower bound (domain and bounded range alike)."""
+        values = self.values
+        return attrs.evolve(self, lower=lower, values=lambda env: (x for x in values(env) if x >= lower))
+
+    def describe(self) -> str:
+        return f"{self.name} >= {self.lower} ({self.meaning}); checked on ints for {self.bound_text}"
+
+
+def upto(name: str, meaning: str, lower: int, upper: Callable[[Env], int] | int, bound_text: str) -> Var:
+    """A variable whose bounded range is ``lower .. upper`` (inclusive); ``upper`` may depend on the
+    variables before it."""
+    if isinstance(upper, int):
+        top = upper
+        return Var(name, meaning, lower, lambda env: range(lower, top + 1), bound_text)
+    return Var(name, meaning, lower, lambda env: range(lower, upper(env) + 1), bound_text)
+
+
+# The parameters every sizing statement shares. The bounded ranges are the issue's: t <= 16,
+# W <= 64, S <= 2, n <= 8, and h up to two windows and two blocks past the sinks.
+T = upto("t", "tokens per block", 1, 16, "t <= 16")
+W = upto("W", "window in tokens", 1, 64, "W <= 64")
+S = upto("S", "sink blocks", 0, 2, "S <= 2")
+H = upto(
+    "h",
+    "history: tokens already computed",
+    0,
+    lambda env: env["S"] * env["t"] + 2 * (env["W"] + env["t"]) - 1,
+    "h < S*t + 2*(W + t)",
+)
+STEP = upto("n", "tokens in one step", 1, 8, "n <= 8")
+
+
+def implies(a: Any, b: Any) -> Any:
+    """``a -> b`` on bools, ``z3.Implies`` on terms."""
+    if isinstance(a, bool) and isinstance(b, bool):
+        return (not a) or b
+    import z3
+
+    return z3.Implies(a, b)
+
+
+def all_of(*xs: Any) -> Any:
+    if all(isinstance(x, bool) for x in xs):
+        return all(xs)
+    import z3
+
+    return z3.And(*xs)
+
+
+def any_of(*xs: Any) -> Any:
+    if all(isinstance(x, bool) for x in xs):
+        return any(xs)
+    import z3
+
+    return z3.Or(*xs)
+
+
+def negate(x: Any) -> Any:
+    if isinstance(x, bool):
+        return not x
+    import z3
+
+    return z3.Not(x)
+
+
+def symbols(variables: Iterable[Var]) -> list[Any]:
+    """One Z3 integer constant per variable, named after it."""
+    import z3
+
+    return [z3.Int(v.name) for v in variables]

@@ -1,0 +1,80 @@
+"""What a theorem is: data. A name, a plain statement, the expected outcome, the variables it
+quantifies over, and the goal: ONE Python function of those variables, built from reference
+functions, that the solver evaluates on Z3 terms and the concrete check on ints.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+from typing import Any, Callable, Mapping
+
+import attrs
+
+from .symbolic import Var
+
+__all__ = ["Expected", "Replay", "Attempt", "Theorem", "goal_parts"]
+
+
+class Expected(str, enum.Enum):
+    PROVED = "proved"
+    REFUTED = "refuted"
+
+
+@attrs.frozen
+class Replay:
+    """A counterexample run on the reference manager. ``confirmed``: the manager really failed (or
+    really exceeded the floor) where the counterexample says; ``summary`` is one line, ``trace``
+    every call with its outcome."""
+
+    confirmed: bool
+    summary: str
+    trace: tuple[str, ...]
+
+
+@attrs.frozen
+class Attempt:
+    """An informational solver query beside a theorem (say, a quantified form of it). Reported with
+    whatever the solver answers; never counted towards the theorem or the exit code."""
+
+    label: str
+    statement: str
+    build: Callable[..., Any]  # Z3 constants of the theorem's variables -> the claim (may quantify)
+    timeout_s: float = 2.0
+
+
+@attrs.frozen
+class Theorem:
+    """A catalogue entry. ``goal(*variables)`` returns a bool (or Z3 Bool), or a tuple of them (a
+    conjunction whose parts the solver discharges one by one); a domain narrower than the variables'
+    lower bounds is an implication inside the goal. ``lemmas`` are stages of auxiliary statements over
+    the same variables (hints for nonlinear arithmetic): the solver proves each stage from the stages
+    before it and then uses them all as hypotheses for the goal; a lemma it cannot prove is simply not
+    used. ``replay`` runs a refutation's counterexample on the reference manager; ``attempts`` are
+    informational queries reported beside the theorem."""
+
+    name: str
+    statement: str
+    expected: Expected = attrs.field(converter=Expected)
+    variables: tuple[Var, ...] = attrs.field(converter=tuple)
+    goal: Callable[..., Any] = attrs.field(eq=False)
+    lemmas: tuple[Callable[..., Any], ...] = attrs.field(default=(), converter=tuple, eq=False)
+    replay: Callable[[Mapping[str, int]], Replay] | None = attrs.field(default=None, eq=False)
+    attempts: tuple[Attempt, ...] = attrs.field(default=(), converter=tuple, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        names = list(self.variable_names)
+        for fn in (self.goal, *self.lemmas):
+            if list(inspect.signature(fn).parameters) != names:
+                raise ValueError(f"theorem {self.name}: {fn.__name__} must take the variables {tuple(names)}")
+        if self.expected is Expected.REFUTED and self.replay is None:
+            raise ValueError(f"theorem {self.name}: a refutation needs a replay on the reference manager")
+
+    @property
+    def variable_names(self) -> tuple[str, ...]:
+        return tuple(v.name for v in self.variables)
+
+
+def goal_parts(value: Any) -> tuple[Any, ...]:
+    """A goal's value as a tuple of conjuncts."""
+    return value if isinstance(value, tuple) else (value,)

@@ -1,0 +1,81 @@
+"""``swafloor fuzz``: differential fuzzing of a backend against the reference.
+
+Exit 0 when no divergence was found, 1 on a divergence (the whole input, the saved trace and the
+replay command are printed), 2 on bad arguments (an unknown backend, a factory that cannot load).
+Progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from ._common import int_at_least, print_json
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("fuzz", help="fuzz a backend against the reference (differential testing)")
+    p.add_argument("--backend", metavar="NAME|MODULE:FACTORY",
+                   help="a registered backend (reference, oracle, mutant:...) or MODULE:FACTORY")
+    p.add_argument("--against", default="reference", metavar="NAME|MODULE:FACTORY",
+                   help="what to compare with (default: reference)")
+    p.add_argument("--profile", choices=("ci", "nightly"), default="ci",
+                   help="ci: fixed seed, bounded (default); nightly: random seed, long")
+    p.add_argument("--examples", type=int_at_least(1), default=None, help="examples to run (default: the profile's)")
+    p.add_argument("--steps", type=int_at_least(1), default=None, help="rules per example (default: the profile's)")
+    p.add_argument("--seed", type=int_at_least(0), default=None, help="seed (default: ci 0, nightly random)")
+    p.add_argument("--no-shrink", action="store_true", help="report the first divergence without shrinking it")
+    p.add_argument("--out", default="fuzz-failures", metavar="DIR", help="where traces go (default ./fuzz-failures)")
+    p.add_argument("--list", action="store_true", help="list the registered backends and exit")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=run)
+
+
+def _progress(every: int):
+    last = [0.0]
+
+    def report(stats) -> None:
+        now = time.perf_counter()
+        if stats.runs == 1 or now - last[0] >= every:
+            last[0] = now
+            state = "shrinking" if stats.first_failure_example is not None else "searching"
+            print(f"fuzz: {state}: {stats.examples} examples, {stats.steps} steps, "
+                  f"{now - stats.started:.1f} s", file=sys.stderr)
+
+    return report
+
+
+def run(args) -> int:
+    from swafloor.fuzz.backends import REGISTRY, resolve
+    from swafloor.fuzz.runner import format_report, run_campaign
+
+    if args.list:
+        if args.json:
+            print_json({"backends": list(REGISTRY)})
+        else:
+            print("\n".join(REGISTRY))
+        return 0
+    if args.backend is None:
+        from swafloor.cli import UsageError
+
+        raise UsageError("swafloor fuzz: the following arguments are required: --backend")
+    backend = resolve(args.backend, "--backend")
+    against = resolve(args.against, "--against")
+    print(f"fuzz: {backend.name} vs {against.name} ({backend.capabilities.describe()})", file=sys.stderr)
+    result = run_campaign(
+        backend,
+        against,
+        profile=args.profile,
+        examples=args.examples,
+        steps=args.steps,
+        seed=args.seed,
+        shrink=not args.no_shrink,
+        out_dir=args.out,
+        progress=_progress(5),
+    )
+    print(f"fuzz: {result.result} after {result.examples} examples in {result.seconds:.1f} s", file=sys.stderr)
+    if args.json:
+        print_json(result.to_dict())
+    else:
+        print(format_report(result))
+    return 0 if result.divergence is None else 1

@@ -1,0 +1,116 @@
+"""``swafloor prove``: discharge the theorem catalogue with Z3 and check each theorem on ints.
+
+Exit 0 when every theorem meets its expected outcome, 1 when any result contradicts it (including a
+disagreement between Z3 and the bounded check, or a refutation the manager does not reproduce),
+3 when any is unknown (a solver timeout or ``unknown``), 2 on bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import sys
+import time
+
+from ._common import int_at_least, print_json
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def default_jobs() -> int:
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    return max(1, min(2, os.cpu_count() or 1))
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("prove", help="prove the theorem catalogue with Z3 (the main CI job)")
+    p.add_argument("names", nargs="*", metavar="NAME", help="theorems to run (default: the whole catalogue)")
+    p.add_argument("--json", action="store_true", help="print a JSON list, one object per theorem")
+    p.add_argument("--timeout", type=_positive_seconds, default=10.0, metavar="S",
+                   help="Z3 time budget per theorem in seconds (default 10)")
+    p.add_argument("--seed", type=int_at_least(0), default=0, metavar="N", help="Z3 random seed (default 0)")
+    p.add_argument("--jobs", type=int_at_least(1), default=None, metavar="N",
+                   help="worker processes for the bounded concrete checks (default: up to 2 cores)")
+    p.set_defaults(handler=run)
+
+
+def _cex(cex) -> str:
+    return " ".join(f"{k}={v}" for k, v in cex.items()) if cex else "-"
+
+
+def format_table(results, header: str) -> str:
+    from swafloor.proofs.runner import CONTRADICTED, OK, UNKNOWN_STATUS
+
+    rows = [("theorem", "expected", "result", "seconds", "concrete", "counterexample")]
+    notes: dict[int, list[str]] = {}
+    for i, r in enumerate(results):
+        c = r.concrete
+        concrete = f"{'holds' if c.holds else 'fails'}, {c.points} pts"
+        rows.append((r.theorem.name, r.theorem.expected.value, r.discharge.result,
+                     f"{r.discharge.seconds:.2f}", concrete, _cex(r.discharge.counterexample)))
+        lines = notes.setdefault(i + 1, [])
+        if r.status == CONTRADICTED:
+            why = r.disagreement or (r.replay.summary if r.replay and not r.replay.confirmed else
+                                     f"expected {r.theorem.expected.value}, got {r.discharge.result}")
+            lines.append(f"CONTRADICTED: {why}")
+        elif r.status == UNKNOWN_STATUS:
+            lines.append(f"UNKNOWN: {r.discharge.reason or 'counterexample not shown minimal'}")
+        if r.replay is not None and r.status == OK:
+            lines.append(f"replay: {r.replay.summary}")
+        for a in r.discharge.attempts:
+            reason = f" ({a.reason})" if a.reason else ""
+            lines.append(f"attempt {a.label}: {a.result}{reason} in {a.seconds:.2f} s, not counted")
+    widths = [max(len(row[k]) for row in rows) for k in range(5)]
+    out = [header]
+    for i, row in enumerate(rows):
+        cells = [row[k].ljust(widths[k]) if k != 3 else row[k].rjust(widths[k]) for k in range(5)]
+        out.append("  ".join(cells + [row[5]]).rstrip())
+        out.extend(f"    {line}" for line in notes.get(i, []))
+    return "\n".join(out)
+
+
+def run(args) -> int:
+    from swafloor.proofs import catalogue, discharge, runner
+
+    theorems = catalogue.CATALOGUE
+    if args.names:
+        known = {t.name: t for t in theorems}
+        unknown = [n for n in args.names if n not in known]
+        if unknown:
+            print(f"swafloor prove: unknown theorem {unknown[0]!r} (see docs/theorems.md)", file=sys.stderr)
+            return 2
+        theorems = tuple(known[n] for n in dict.fromkeys(args.names))
+    jobs = args.jobs or default_jobs()
+    version = discharge.z3_version()
+    print(f"swafloor prove: z3 {version}, seed {args.seed}, {len(theorems)} theorems", file=sys.stderr)
+
+    def progress(item, message: str) -> None:
+        name = getattr(item, "name", None) or item.theorem.name
+        print(f"  {name}: {message}", file=sys.stderr)
+
+    start = time.perf_counter()
+    results = runner.prove(theorems, timeout_s=args.timeout, seed=args.seed, jobs=jobs, progress=progress)
+    wall = time.perf_counter() - start
+    if args.json:
+        print_json([r.to_json() for r in results])
+    else:
+        header = (f"z3 {version}; seed {args.seed}; timeout {args.timeout:g} s per theorem; "
+                  f"bounded concrete check on {jobs} worker(s)")
+        print(format_table(results, header))
+        statuses = [r.status for r in results]
+        z3_s = sum(r.discharge.seconds for r in results)
+        c_s = sum(r.concrete.seconds for r in results)
+        print(f"{len(results)} theorems: {statuses.count(runner.OK)} as expected, "
+              f"{statuses.count(runner.CONTRADICTED)} contradicted, {statuses.count(runner.UNKNOWN_STATUS)} unknown; "
+              f"z3 {z3_s:.1f} s, concrete checks {c_s:.1f} s summed over workers, wall {wall:.1f} s")
+    return runner.exit_code(results)

@@ -1,0 +1,53 @@
+"""``swafloor replay FILE``: replay a saved trace on a backend and the reference, step by step.
+
+Exit 0 when the two agree on every step, 1 on a divergence (whatever the trace expects: a regression
+trace recorded with ``"expect": "divergence"`` exits 1 on its mutant, and says it was expected),
+2 on a malformed trace file (one line naming the field and the value) or a bad backend name.
+"""
+
+from __future__ import annotations
+
+from ._common import print_json
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("replay", help="replay a saved fuzzing trace")
+    p.add_argument("file", metavar="FILE", help="a trace saved by swafloor fuzz (JSON)")
+    p.add_argument("--backend", default=None, metavar="NAME|MODULE:FACTORY",
+                   help="the backend to replay on (default: the one the trace names)")
+    p.add_argument("--against", default=None, metavar="NAME|MODULE:FACTORY",
+                   help="what to compare with (default: the trace's, normally reference)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    from swafloor.fuzz.compare import jsonable
+    from swafloor.fuzz.replay import replay
+    from swafloor.fuzz.trace import TraceError, load
+
+    try:
+        trace = load(args.file)
+    except TraceError as exc:
+        from swafloor.cli import UsageError
+
+        raise UsageError(f"swafloor replay: {args.file}: TraceError: {exc}") from None
+    result = replay(trace, args.backend, args.against)
+    verdict = "divergence" if result.diverged else "match"
+    if args.json:
+        print_json({
+            "result": verdict,
+            "backend": result.backend,
+            "against": result.against,
+            "steps": len(trace.steps),
+            "steps_run": result.steps_run,
+            "expect": result.expect,
+            "as_expected": result.as_expected,
+            "divergence": None if result.divergence is None else jsonable(result.divergence.to_dict()),
+        })
+    else:
+        print(f"{result.backend} vs {result.against}: {verdict} after {result.steps_run} of {len(trace.steps)} steps"
+              f" (the trace expects {result.expect}{'' if result.as_expected else '; NOT as expected'})")
+        if result.divergence is not None:
+            print(result.divergence.describe())
+    return 1 if result.diverged else 0

@@ -1,0 +1,371 @@
+"""The differential fuzzing harness: protocol, backends, comparison modes, traces, campaigns, CLI."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import attrs
+import pytest
+
+from swafloor.cli import main
+from swafloor.fuzz.backends import MUTANT_NAMES, REGISTRY, ResolvedBackend, UnknownBackend, resolve
+from swafloor.fuzz.backends.oracle import OracleManager
+from swafloor.fuzz.backends.reference import ManagerBackend
+from swafloor.fuzz.compare import parts_of, run_step
+from swafloor.fuzz.lockstep import Liveness
+from swafloor.fuzz.protocol import Backend, Capabilities, Comparison, Part, factory
+from swafloor.fuzz.reduce import reduce_trace
+from swafloor.fuzz.replay import replay
+from swafloor.fuzz.runner import PROFILES, run_campaign
+from swafloor.fuzz.trace import SCHEMA, Step, Trace, TraceError, from_dict, load, save, to_dict
+from swafloor.reference import AttentionLayer, Config, Manager, SsmLayer, build_layout
+
+ROOT = Path(__file__).resolve().parent.parent
+MIXED = Config(
+    tokens_per_block=4,
+    layers=[AttentionLayer(window=5, sink_tokens=3), AttentionLayer(window=None), SsmLayer()],
+)
+# Catching a seeded bug must take at most this many examples (ci profile, seed 0). Measured: the
+# slowest, mutant:allocate-before-release, took 3..271 examples over seeds 0..19.
+MUTANT_BUDGET = 2000
+
+
+def scenario(rid: str = "a") -> list[Step]:
+    """A short, valid life: reuse, resume, decode, an n-token step, a fused step, suspend, resume, close."""
+    steps = [Step.create(rid, 6), Step.resume(rid)]
+    for h in range(6, 30):
+        steps += [Step.resize(rid, h + 1, h), Step.commit(rid, 1)]
+    steps += [Step.resize(rid, 34, 30), Step.commit(rid, 2), Step.resize(rid, 34, 33), Step.suspend(rid)]
+    steps += [Step.resume(rid), Step.resize(rid, 35, 34), Step.close(rid)]
+    return steps
+
+
+# --------------------------------------------------------------------------- protocol conformance
+@pytest.mark.parametrize("name", list(REGISTRY))
+def test_each_shipped_backend_conforms_to_the_protocol(name):
+    resolved = resolve(name)
+    assert isinstance(resolved.capabilities, Capabilities)
+    config = attrs.evolve(MIXED, slots=tuple(m + 8 for m in build_layout(MIXED).min_slots))
+    backend = resolved.factory(config)
+    assert isinstance(backend, Backend)
+    for step in scenario():
+        result = run_step(backend, step)
+        assert result.kind in ("ok", "out-of-slots"), (name, step, result)
+        parts = parts_of(backend.observe())
+        declared = {p for p in resolved.capabilities.observations if p not in (Part.OUTCOME, Part.SHORTFALLS, Part.ERRORS)}
+        assert declared <= set(parts)
+    assert run_step(backend, Step.resume("a")).kind == "error"  # closed
+
+
+def test_reference_and_oracle_agree_on_the_scenario_snapshot_by_snapshot():
+    ref, orc = resolve("reference").factory(MIXED), resolve("oracle").factory(MIXED)
+    for step in scenario() + [Step.create("b", 13), Step.resume("b"), Step.resize("b", 20, 13)]:
+        assert run_step(ref, step) == run_step(orc, step), step
+        assert ref.observe() == orc.observe(), step
+
+
+def test_capabilities_reject_inconsistent_declarations():
+    with pytest.raises(ValueError, match="missing required operations"):
+        Capabilities(operations={"create", "resume"})
+    with pytest.raises(ValueError, match="lengths"):
+        Capabilities(observations={"outcome": "exact", "lengths": "at-least"})
+    with pytest.raises(ValueError, match="outcome"):
+        Capabilities(observations={"tables": "exact"})
+    with pytest.raises(ValueError, match="needs 'close'"):
+        Capabilities(operations={"create", "resume", "resize"}, observations={"outcome": "at-least"})
+    caps = Capabilities(observations={"outcome": "at-least", "pool_totals": "at-least"})
+    assert caps.mode(Part.POOL_TOTALS) is Comparison.AT_LEAST and caps.mode(Part.TABLES) is None
+
+
+# --------------------------------------------------------------------------- registry
+def test_registry_resolves_names_and_module_factory():
+    assert resolve("oracle").name == "oracle"
+    direct = resolve("swafloor.fuzz.backends.mutants:floor_division")
+    assert direct.factory is resolve("mutant:floor-division").factory
+    assert set(MUTANT_NAMES) == {
+        "mutant:legacy-floor", "mutant:no-inflight-token", "mutant:floor-division", "mutant:ignore-sinks",
+        "mutant:allocate-before-release", "mutant:release-inflight-block",
+    }
+
+
+@pytest.mark.parametrize(
+    "spec, reason",
+    [("nope", "not a registered backend"), ("no.such.module:f", "cannot import"),
+     ("swafloor.fuzz.backends.oracle:missing", "has no attribute"), ("os:sep", "not callable")],
+)
+def test_registry_rejects_bad_names_naming_field_and_value(spec, reason):
+    with pytest.raises(UnknownBackend, match=reason) as info:
+        resolve(spec)
+    assert info.value.field == "backend" and info.value.value == spec
+
+
+def test_backends_and_plugin_import_lazily():
+    code = (
+        "import sys; import swafloor.fuzz.plugin; assert 'hypothesis' not in sys.modules, 'plugin'; "
+        "from swafloor.fuzz.backends import resolve; resolve('reference'); "
+        "assert 'swafloor.fuzz.backends.mutants' not in sys.modules; "
+        "assert 'swafloor.fuzz.backends.oracle' not in sys.modules; print('lazy')"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "lazy"
+
+
+# --------------------------------------------------------------------------- the oracle
+ALLOWED_FROM_REFERENCE = {
+    "AttentionLayer", "BelowMinimum", "Config", "ConfigError", "FloorRule", "Outcome", "PoolSnapshot",
+    "RequestError", "RequestSnapshot", "RequestState", "Shortfall", "Snapshot", "SsmLayer",
+}
+
+
+def test_oracle_imports_only_value_types_from_the_reference():
+    tree = ast.parse((ROOT / "fuzz" / "backends" / "oracle.py").read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and "reference" in node.module:
+            names = {alias.name for alias in node.names}
+            assert names <= ALLOWED_FROM_REFERENCE, names - ALLOWED_FROM_REFERENCE
+        if isinstance(node, ast.Import):
+            assert not any("reference" in alias.name for alias in node.names)
+        if isinstance(node, ast.ImportFrom) and node.level == 2:  # from ..x import: only the protocol
+            assert node.module == "protocol"
+
+
+def test_oracle_brute_force_minimum_equals_the_reference_minimum():
+    for t in (1, 2, 3, 4, 8, 16):
+        for window in range(1, 3 * t + 3):
+            for sinks in (0, 1, t, t + 1):
+                config = Config(t, [AttentionLayer(window, sinks), AttentionLayer(None), SsmLayer()])
+                assert tuple(OracleManager(config).minimum) == build_layout(config).min_slots, (t, window, sinks)
+
+
+def test_reference_vs_oracle_ci_profile_2000_examples(tmp_path):
+    assert PROFILES["ci"].examples >= 2000 and PROFILES["ci"].seed is not None
+    result = run_campaign("oracle", "reference", profile="ci", out_dir=tmp_path)
+    assert result.divergence is None, result.divergence and result.divergence.describe()
+    assert result.examples >= 2000
+    assert not list(tmp_path.iterdir())
+
+
+# --------------------------------------------------------------------------- the seeded bugs
+@pytest.mark.parametrize("mutant", MUTANT_NAMES)
+def test_each_mutant_is_caught_within_budget(mutant):
+    result = run_campaign(mutant, examples=MUTANT_BUDGET, seed=PROFILES["ci"].seed, shrink=False, out_dir=None)
+    assert result.divergence is not None, f"{mutant} survived {result.examples} examples"
+    assert result.first_failure_example <= MUTANT_BUDGET
+
+
+def test_a_divergence_is_shrunk_saved_and_replays(tmp_path, capsys):
+    result = run_campaign("mutant:release-inflight-block", examples=500, out_dir=tmp_path)
+    assert result.result == "divergence" and result.trace_file is not None
+    saved = load(result.trace_file)
+    assert saved == result.trace and saved.expect == "divergence"
+    assert result.replay == f"swafloor replay {result.trace_file} --backend mutant:release-inflight-block"
+    again = replay(saved)
+    assert again.diverged and again.divergence == result.divergence
+    assert not replay(saved, "oracle").diverged
+
+
+def test_reduction_drops_steps_that_play_no_part():
+    minimal = Trace(
+        config=Config(1, [AttentionLayer(window=1)]),
+        steps=(Step.create("r0"), Step.resume("r0"), Step.resize("r0", 1, 0), Step.resize("r0", 2, 1)),
+        backend="mutant:allocate-before-release",
+    )
+    noise = (Step.create("x"), Step.resume("x"), Step.close("x"), Step.resume("missing"))
+    padded = attrs.evolve(minimal, steps=noise + tuple(attrs.evolve(s, request="y") for s in minimal.steps)
+                          + (Step.suspend("y"),))
+    backend, against = resolve("mutant:allocate-before-release"), resolve("reference")
+    divergence = replay(padded).divergence
+    assert divergence is not None and divergence.field == "outcome"
+    reduced, found = reduce_trace(padded, backend, against, divergence)
+    assert reduced.steps == minimal.steps and found.field == "outcome" and found.step_index == 3
+
+
+# --------------------------------------------------------------------------- comparison modes
+def _looser(extra: int):
+    """A peer whose pools are ``extra`` slots larger than the reference's (accepted slack)."""
+
+    def build(config: Config) -> ManagerBackend:
+        slots = tuple(s + extra for s in build_layout(config).slots)
+        return ManagerBackend(Manager(attrs.evolve(config, slots=slots)))
+
+    return build
+
+
+def test_at_least_accepts_a_looser_peer_that_exact_rejects():
+    one_sided = Capabilities(
+        observations={"outcome": "at-least", "pool_totals": "at-least", "pool_used": "exact",
+                      "lengths": "exact", "tables": "exact", "errors": "exact"}
+    )
+    loose = ResolvedBackend("looser", factory(one_sided)(_looser(1)), one_sided)
+    assert run_campaign(loose, examples=150, out_dir=None).result == "pass"
+    strict = ResolvedBackend("looser-exact", _looser(1), Capabilities())
+    caught = run_campaign(strict, examples=150, shrink=False, out_dir=None)
+    assert caught.divergence is not None and caught.divergence.field.startswith("pool_totals")
+
+
+def test_at_least_still_rejects_a_smaller_pool():
+    one_sided = Capabilities(observations={"outcome": "at-least", "pool_totals": "at-least"})
+
+    def tighter(config: Config) -> ManagerBackend:
+        return resolve("mutant:floor-division").factory(config)
+
+    result = run_campaign(ResolvedBackend("tighter", tighter, one_sided), examples=300, shrink=False, out_dir=None)
+    assert result.divergence is not None and result.divergence.field.startswith("pool_totals")
+
+
+def test_only_supported_operations_are_generated():
+    caps = Capabilities(operations={"create", "resume", "resize"}, observations={"outcome": "exact", "tables": "exact"})
+
+    class ResizeOnly:
+        def __init__(self, config: Config):
+            self.inner = resolve("oracle").factory(config)
+
+        def create(self, rid, reused_history=0):
+            self.inner.create(rid, reused_history)
+
+        def resume(self, rid):
+            return self.inner.resume(rid)
+
+        def resize(self, rid, capacity, history):
+            return self.inner.resize(rid, capacity, history)
+
+        def commit(self, rid, tokens):
+            raise AssertionError("commit is not declared")
+
+        suspend = close = commit
+
+        def observe(self):
+            return {"tables": parts_of(self.inner.observe())[Part.TABLES]}
+
+    result = run_campaign(ResolvedBackend("resize-only", ResizeOnly, caps), examples=150, out_dir=None)
+    assert result.result == "pass" and result.steps > 150
+
+
+def test_liveness_is_checked_on_both_sides():
+    # Both sides run the hold-until-return order: they agree, but a lone decode runs out of slots.
+    trace = Trace(
+        config=Config(1, [AttentionLayer(window=1)]),
+        steps=(Step.create("r0"), Step.resume("r0"), Step.resize("r0", 1, 0), Step.resize("r0", 2, 1)),
+    )
+    assert not replay(trace, "reference").diverged
+    both = replay(trace, "mutant:allocate-before-release", "mutant:allocate-before-release")
+    assert both.divergence is not None and both.divergence.field == "liveness"
+    legacy = Config(2, [AttentionLayer(window=3)], floor_rule="legacy")
+    assert not Liveness.of(legacy).applies
+    assert Liveness.of(Config(2, [AttentionLayer(window=3), AttentionLayer(None)])).max_capacity == 2 * 2  # share 2 slots
+
+
+# --------------------------------------------------------------------------- traces
+def test_trace_round_trips(tmp_path):
+    trace = Trace(config=MIXED, steps=tuple(scenario()), backend="oracle", expect="match")
+    path = save(trace, tmp_path / "t.json")
+    assert load(path) == trace
+    assert json.loads(path.read_text())["schema"] == SCHEMA
+
+
+def _valid() -> dict:
+    return to_dict(Trace(config=MIXED, steps=tuple(scenario()[:4]), backend="oracle"))
+
+
+def _with(change) -> dict:
+    data = _valid()
+    change(data)
+    return data
+
+
+@pytest.mark.parametrize(
+    "data, field, value",
+    [
+        ([1, 2], "trace", [1, 2]),
+        (_with(lambda d: d.pop("schema")), "schema", None),
+        (_with(lambda d: d.update(schema="swafloor-trace/9")), "schema", "swafloor-trace/9"),
+        (_with(lambda d: d.update(extra=1)), "extra", 1),
+        (_with(lambda d: d.pop("config")), "config", None),
+        (_with(lambda d: d["config"].update(tokens_per_block=0)), "config.tokens_per_block", 0),
+        (_with(lambda d: d["config"]["layers"][0].update(window=0)), "config.layers[0].window", 0),
+        (_with(lambda d: d.update(steps={})), "steps", {}),
+        (_with(lambda d: d["steps"].append(3)), "steps[4]", 3),
+        (_with(lambda d: d["steps"][1].update(op="explode")), "steps[1].op", "explode"),
+        (_with(lambda d: d["steps"][2].pop("capacity")), "steps[2].capacity", None),
+        (_with(lambda d: d["steps"][2].update(capacity="9")), "steps[2].capacity", "9"),
+        (_with(lambda d: d["steps"][2].update(history=True)), "steps[2].history", True),
+        (_with(lambda d: d["steps"][1].update(tokens=1)), "steps[1].tokens", 1),
+        (_with(lambda d: d["steps"][0].update(request="")), "steps[0].request", ""),
+        (_with(lambda d: d.update(expect="maybe")), "expect", "maybe"),
+        (_with(lambda d: d.update(expect="divergence", backend=None)), "backend", None),
+        (_with(lambda d: d.update(against=7)), "against", 7),
+    ],
+)
+def test_malformed_traces_name_the_field_and_value(data, field, value):
+    with pytest.raises(TraceError) as info:
+        from_dict(data)
+    assert (info.value.field, info.value.value) == (field, value)
+    assert field in str(info.value)
+
+
+def test_malformed_files_name_the_file(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(TraceError, match="is not JSON") as info:
+        load(bad)
+    assert info.value.field == "file"
+    with pytest.raises(TraceError, match="cannot be read"):
+        load(tmp_path / "missing.json")
+
+
+# --------------------------------------------------------------------------- command line
+def test_cli_fuzz_pass_json(capsys):
+    assert main(["fuzz", "--backend", "oracle", "--examples", "40", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["result"] == "pass" and out["examples"] == 40 and out["seconds"] > 0
+    assert "trace_file" not in out
+
+
+def test_cli_fuzz_divergence_and_replay(tmp_path, capsys):
+    code = main(["fuzz", "--backend", "mutant:ignore-sinks", "--examples", "300", "--out", str(tmp_path), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 1 and out["result"] == "divergence"
+    assert {"examples", "seconds", "trace_file", "replay"} <= set(out)
+    path = out["trace_file"]
+    assert Path(path).exists() and out["replay"] == f"swafloor replay {path} --backend mutant:ignore-sinks"
+    assert main(["replay", path]) == 1
+    text = capsys.readouterr().out
+    assert "divergence" in text and "expects divergence" in text
+    assert main(["replay", path, "--backend", "oracle", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["result"] == "match"
+
+
+def test_cli_fuzz_text_report_prints_the_whole_input(tmp_path, capsys):
+    assert main(["fuzz", "--backend", "mutant:no-inflight-token", "--examples", "300", "--out", str(tmp_path)]) == 1
+    text = capsys.readouterr().out
+    assert "config:" in text and "trace (" in text and "replay: swafloor replay" in text
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["fuzz", "--backend", "nope"], ["fuzz", "--backend", "oracle", "--examples", "0"], ["fuzz"],
+     ["fuzz", "--backend", "oracle", "--seed", "x"], ["fuzz", "--backend", "oracle", "--against", "nope"]],
+)
+def test_cli_fuzz_bad_arguments_exit_2(argv, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_cli_replay_malformed_file_exits_2_with_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(_with(lambda d: d["steps"][2].update(capacity=-0.5))))
+    assert main(["replay", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "steps[2].capacity=-0.5" in err
+    assert main(["replay", str(tmp_path / "absent.json")]) == 2
+
+
+def test_cli_replay_of_a_matching_trace_exits_0(tmp_path, capsys):
+    path = save(Trace(config=MIXED, steps=tuple(scenario()), backend="oracle"), tmp_path / "ok.json")
+    assert main(["replay", str(path)]) == 0
+    assert "match after" in capsys.readouterr().out

@@ -1,0 +1,128 @@
+"""The theorem catalogue: every theorem runs, meets its expectation with seeds 0, 1 and 2, agrees
+with its bounded concrete check, and docs/theorems.md is its rendering."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from swafloor.proofs import catalogue, concrete, discharge, docs, runner
+from swafloor.proofs.symbolic import H, S, T, W, upto
+from swafloor.proofs.theorem import Expected, Theorem
+from swafloor.reference import floors, lifecycle
+
+NAMES = [t.name for t in catalogue.CATALOGUE]
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def run():
+    """The whole catalogue, as ``swafloor prove`` runs it (seed 0, Z3 + concrete + replays)."""
+    return {r.theorem.name: r for r in runner.prove(catalogue.CATALOGUE, seed=0, jobs=2)}
+
+
+def test_names_are_unique_and_statements_present():
+    assert len(NAMES) == len(set(NAMES))
+    for theorem in catalogue.CATALOGUE:
+        assert theorem.statement.strip() and theorem.variables
+
+
+def test_the_whole_catalogue_is_executed(run):
+    assert sorted(run) == sorted(NAMES)
+    for name, result in run.items():
+        assert result.discharge.seconds > 0, name
+        assert result.concrete is not None and result.concrete.points > 0, name
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_theorem_meets_expectation(run, name):
+    r = run[name]
+    assert r.status == runner.OK, (r.discharge, r.disagreement, r.replay)
+    assert r.discharge.result == r.theorem.expected.value
+    assert r.disagreement is None
+    if r.theorem.expected is Expected.REFUTED:
+        assert r.discharge.minimal
+        assert r.concrete.counterexample == r.discharge.counterexample
+        assert r.replay is not None and r.replay.confirmed, r.replay
+    else:
+        assert r.concrete.holds and r.discharge.counterexample is None
+    assert runner.exit_code([r]) == 0
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_other_seeds_agree(run, seed):
+    for theorem in catalogue.CATALOGUE:
+        d = discharge.discharge(theorem, seed=seed, attempts=False)
+        assert d.result == theorem.expected.value, (theorem.name, seed, d)
+        assert d.counterexample == run[theorem.name].discharge.counterexample, theorem.name
+
+
+def test_forall_exists_attempt_is_reported_and_not_counted(run):
+    r = run["decode-tight"]
+    (attempt,) = r.discharge.attempts
+    assert attempt.label == "forall-exists"
+    assert attempt.result in ("proved", "refuted", "unknown")
+    assert r.status == runner.OK  # whatever the attempt says
+
+
+def test_docs_are_the_rendering_of_the_catalogue(run):
+    committed = (ROOT / "docs" / "theorems.md").read_text()
+    assert committed == docs.render([run[name] for name in NAMES]), (
+        "docs/theorems.md is stale: python -m swafloor.proofs.docs > docs/theorems.md"
+    )
+
+
+# ----------------------------------------------------------------------------- the checks can fail
+def _beyond_bounds(t, W, S, h):
+    return h < 10_000
+
+
+def test_a_counterexample_outside_the_bounds_is_a_disagreement():
+    theorem = Theorem("beyond-bounds", "h stays below 10000", Expected.PROVED, (T, W, S, H), _beyond_bounds)
+    (r,) = runner.prove([theorem])
+    assert r.discharge.result == "refuted" and r.discharge.counterexample["h"] == 10_000
+    assert r.concrete.holds
+    assert "outside the bounded ranges" in r.disagreement
+    assert r.status == runner.CONTRADICTED and runner.exit_code([r]) == 1
+
+
+def _one_window_block(t, W, S, h):
+    return lifecycle.live_blocks(h, h + 1, t, W, S) <= 1
+
+
+def test_concrete_finds_the_same_smallest_counterexample():
+    theorem = Theorem("one-block", "one block suffices", Expected.PROVED, (T, W, S, H), _one_window_block)
+    d = discharge.discharge(theorem)
+    c = concrete.check(theorem)
+    assert d.result == "refuted" and not c.holds
+    assert d.counterexample == c.counterexample
+    # every point before it in the variables' order holds
+    assert concrete.evaluate(theorem, c.counterexample) == (True, False)
+
+
+def test_concrete_chunks_merge_to_the_whole():
+    theorem = catalogue.by_name("resume-partial-copy")
+    whole = concrete.check(theorem)
+    parts = [concrete.check(theorem, first=(k, 3)) for k in range(3)]
+    merged = runner._merge(parts)
+    assert merged.counterexample == whole.counterexample
+    proved = catalogue.by_name("decode-tight")
+    assert sum(concrete.check(proved, first=(k, 2)).points for k in range(2)) == concrete.check(proved).points
+
+
+def test_unknown_is_never_proved():
+    d = discharge.discharge(catalogue.by_name("resume-partial-copy-exact"), timeout_s=0.001)
+    assert d.result == "unknown" and d.reason
+
+
+def test_bounded_ranges_are_the_issues():
+    env = {}
+    assert list(T.values(env)) == list(range(1, 17))
+    assert list(W.values(env)) == list(range(1, 65))
+    assert list(S.values(env)) == [0, 1, 2]
+    for t, w, s in [(1, 1, 0), (16, 64, 2), (5, 3, 1), (2, 64, 0)]:
+        top = max(H.values({"t": t, "W": w, "S": s}))
+        assert top >= s * t + 2 * w  # two windows past the sinks
+        assert top >= floors.worst_case_history(t, w, s) + t
+    assert list(upto("x", "x", 2, 4, "x <= 4").at_least(3).values(env)) == [3, 4]

@@ -1,0 +1,84 @@
+"""The manager models the theorems talk about, and the replays of their counterexamples: the
+reference manager's observed peaks equal the formulas the theorems use, and a replay confirms only a
+real failure."""
+
+from __future__ import annotations
+
+import pytest
+
+from swafloor.proofs import replay
+from swafloor.reference import (
+    AttentionLayer,
+    Config,
+    Manager,
+    first_resume_peak,
+    live_blocks,
+    swa_floor,
+    transition_peak,
+)
+
+
+def _manager(t, w, s, slots, release_order="release-first"):
+    config = Config(tokens_per_block=t, layers=[AttentionLayer(window=w, sink_tokens=s * t)], slots=(slots,))
+    return Manager(config, release_order=release_order)
+
+
+@pytest.mark.parametrize("t", [1, 2, 3, 4])
+def test_first_resume_peak_is_what_the_manager_holds(t):
+    for w in range(1, 10):
+        for s in range(2):
+            for h in range(0, 3 * (w + t) + s * t):
+                m = _manager(t, w, s, slots=swa_floor(t, w, s) + 2)
+                m.create("r", reused_history=h)
+                assert m.resume("r")
+                m.check()
+                assert m.peak_used(0) == first_resume_peak(h, h, t, w, s), (t, w, s, h)
+
+
+@pytest.mark.parametrize("order,hold", [("release-first", False), ("hold-until-return", True)])
+def test_one_call_step_peak_is_transition_peak(order, hold):
+    for t in (1, 2, 3, 5):
+        for w in range(1, 12):
+            for s in range(2):
+                m = _manager(t, w, s, slots=swa_floor(t, w, s) + 2, release_order=order)
+                m.create("r")
+                assert m.resume("r") and m.resize("r", 1, 0)
+                for h in range(0, 2 * (w + t) + s * t):
+                    m.reset_peaks()
+                    assert m.resize("r", h + 2, h + 1)
+                    m.check()
+                    before = live_blocks(h, h + 1, t, w, s)  # what the request held going in
+                    expected = max(before, transition_peak(h, h + 1, h + 2, t, w, s, hold))
+                    assert m.peak_used(0) == expected, (t, w, s, h)
+
+
+@pytest.mark.parametrize(
+    "fn,cex",
+    [
+        (replay.legacy_deadlock, {"t": 4, "W": 4, "S": 0, "h": 4}),  # window [1, 4] straddles
+        (replay.multi_token_step, {"t": 4, "W": 4, "S": 0, "h": 2, "n": 8}),
+        (replay.concurrency_short, {"t": 4, "W": 5, "S": 1, "h": 8, "N": 3}),
+        (replay.same_call_transient, {"t": 4, "W": 5, "S": 0, "h": 7}),
+        (replay.resume_copy, {"t": 4, "W": 4, "S": 1, "h": 9}),
+    ],
+)
+def test_replays_confirm_real_failures(fn, cex):
+    r = fn(cex)
+    assert r.confirmed, r
+    assert "out of slots" in r.summary and any("out of slots" in line for line in r.trace)
+
+
+@pytest.mark.parametrize(
+    "fn,cex",
+    [
+        (replay.legacy_deadlock, {"t": 1, "W": 1, "S": 0, "h": 5}),  # W = 1 without sinks needs 1 slot
+        (replay.multi_token_step, {"t": 8, "W": 2, "S": 0, "h": 0, "n": 2}),  # one block holds both tokens
+        (replay.concurrency_short, {"t": 4, "W": 5, "S": 0, "h": 0, "N": 2}),  # not at the worst history
+        (replay.same_call_transient, {"t": 4, "W": 4, "S": 0, "h": 9}),  # (W-1) % t != 0: no transient
+        (replay.resume_copy, {"t": 4, "W": 6, "S": 0, "h": 9}),  # (W-2) % t == 0: the copy fits
+        (replay.resume_copy, {"t": 4, "W": 4, "S": 0, "h": 8}),  # block-aligned history: no copy
+    ],
+)
+def test_replays_do_not_confirm_what_does_not_fail(fn, cex):
+    r = fn(cex)
+    assert not r.confirmed and r.summary.startswith("NOT REPRODUCED"), r
