@@ -65,7 +65,7 @@ def decode_tight(t, W, S):
 def _decode_tight_exists(t, W, S):
     import z3
 
-    h = z3.Int("h_witness")
+    h = z3.Int("h_witness", t.ctx)
     return z3.Exists([h], all_of(h >= 0, _live(h, h + 1, t, W, S) == floors.swa_floor(t, W, S)))
 
 

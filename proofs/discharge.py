@@ -9,7 +9,8 @@ theorem, and the counterexample is then minimised lexicographically in the theor
 
 Hygiene: one deadline per theorem shared by all its solver calls (``timeout_s``), Z3's random seed
 set from ``seed``, and ``unknown`` (a timeout or an incomplete answer) reported as such, never as
-proved.
+proved. Each theorem is discharged in a fresh Z3 context, so what the solver does depends on the
+theorem and the seed alone, not on the theorems discharged before it in the same process.
 """
 
 from __future__ import annotations
@@ -74,12 +75,12 @@ class _Deadline:
         return answer
 
 
-def _as_bool(value: Any) -> Any:
-    return z3.BoolVal(value) if isinstance(value, bool) else value
+def _as_bool(value: Any, ctx: z3.Context) -> Any:
+    return z3.BoolVal(value, ctx) if isinstance(value, bool) else value
 
 
-def _solver(seed: int, facts: Sequence[Any]) -> z3.Solver:
-    solver = z3.Solver()
+def _solver(seed: int, facts: Sequence[Any], ctx: z3.Context) -> z3.Solver:
+    solver = z3.Solver(ctx=ctx)
     solver.set("random_seed", seed)
     solver.add(*facts)
     return solver
@@ -112,12 +113,14 @@ def _minimise(
     return {str(s): _value(model, s) for s in syms}, True
 
 
-def _attempt(theorem: Theorem, attempt: Any, syms: Sequence[Any], domain: Sequence[Any], seed: int,
-             timeout_s: float) -> AttemptResult:
+def _attempt(theorem: Theorem, attempt: Any, seed: int, timeout_s: float) -> AttemptResult:
     start = time.perf_counter()
     deadline = _Deadline(min(timeout_s, attempt.timeout_s))
-    solver = _solver(seed, domain)
-    solver.add(z3.Not(_as_bool(attempt.build(*syms))))
+    ctx = z3.Context()
+    syms = symbols(theorem.variables, ctx)
+    domain = [sym >= v.lower for sym, v in zip(syms, theorem.variables)]
+    solver = _solver(seed, domain, ctx)
+    solver.add(z3.Not(_as_bool(attempt.build(*syms), ctx)))
     answer = deadline.check(solver)
     result = PROVED if answer == z3.unsat else REFUTED if answer == z3.sat else UNKNOWN
     return AttemptResult(
@@ -136,7 +139,8 @@ def discharge(
     z3.set_param("smt.random_seed", seed)
     start = time.perf_counter()
     deadline = _Deadline(timeout_s)
-    syms = symbols(theorem.variables)
+    ctx = z3.Context()
+    syms = symbols(theorem.variables, ctx)
     lowers = [v.lower for v in theorem.variables]
     domain = [sym >= lower for sym, lower in zip(syms, lowers)]
 
@@ -144,15 +148,15 @@ def discharge(
     for lemma in theorem.lemmas:  # each stage is proved from the stages before it
         earlier = list(hypotheses)
         for part in goal_parts(lemma(*syms)):
-            solver = _solver(seed, domain + earlier)
-            solver.add(z3.Not(_as_bool(part)))
+            solver = _solver(seed, domain + earlier, ctx)
+            solver.add(z3.Not(_as_bool(part, ctx)))
             if deadline.check(solver) == z3.unsat:
-                hypotheses.append(_as_bool(part))
+                hypotheses.append(_as_bool(part, ctx))
 
-    parts = [_as_bool(p) for p in goal_parts(theorem.goal(*syms))]
+    parts = [_as_bool(p, ctx) for p in goal_parts(theorem.goal(*syms))]
     result, reason = PROVED, None
     for part in parts:
-        solver = _solver(seed, domain + hypotheses)
+        solver = _solver(seed, domain + hypotheses, ctx)
         solver.add(z3.Not(part))
         answer = deadline.check(solver)
         if answer == z3.sat:
@@ -163,7 +167,7 @@ def discharge(
 
     counterexample, minimal = None, False
     if result == REFUTED:
-        solver = _solver(seed, domain + hypotheses)
+        solver = _solver(seed, domain + hypotheses, ctx)
         solver.add(z3.Or(*[z3.Not(p) for p in parts]))
         if deadline.check(solver) == z3.sat:
             model = solver.model()
@@ -175,5 +179,5 @@ def discharge(
             result, reason = UNKNOWN, deadline.reason
     seconds = time.perf_counter() - start
 
-    tried = tuple(_attempt(theorem, a, syms, domain, seed, timeout_s) for a in theorem.attempts) if attempts else ()
+    tried = tuple(_attempt(theorem, a, seed, timeout_s) for a in theorem.attempts) if attempts else ()
     return Discharge(result, seconds, counterexample, minimal, reason, len(hypotheses), tried)

@@ -105,8 +105,9 @@ def negate(x: Any) -> Any:
     return z3.Not(x)
 
 
-def symbols(variables: Iterable[Var]) -> list[Any]:
-    """One Z3 integer constant per variable, named after it."""
+def symbols(variables: Iterable[Var], ctx: Any = None) -> list[Any]:
+    """One Z3 integer constant per variable, named after it, in the Z3 context ``ctx`` (default: the
+    global one)."""
     import z3
 
-    return [z3.Int(v.name) for v in variables]
+    return [z3.Int(v.name, ctx) for v in variables]

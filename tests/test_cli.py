@@ -115,3 +115,14 @@ def test_module_and_console_script_entry_points():
         capture_output=True, text=True, check=True,
     ).stdout
     assert json.loads(out)["floor_blocks"] == 2
+
+
+def test_bench_reference_prints_figures_for_both_managers(capsys):
+    code, out, err = run_cli(capsys, "bench", "reference", "--seconds", "0.02", "--json")
+    rows = json.loads(out)["reference"]["rows"]
+    assert code == 0 and "measuring reference" in err
+    assert {(r["window"], r["requests"]) for r in rows} == {(128, 1), (128, 64), (4096, 1), (4096, 64)}
+    for r in rows:
+        for name in ("reference", "oracle"):
+            assert r[name]["steps"] >= r["requests"] and r[name]["steps_per_second"] > 0
+            assert r[name]["final_history"] > r["start_history"]

@@ -11,6 +11,7 @@ from swafloor.reference import (
     Manager,
     RequestError,
     RequestState,
+    Shortfall,
     SsmLayer,
     build_layout,
     live_blocks,
@@ -314,4 +315,17 @@ def test_bad_operations_raise_request_error_and_change_nothing(op, message):
     with pytest.raises(RequestError, match=message):
         op(m)
     assert m.snapshot() == before and repr(m) == text
+    m.check()
+
+
+def test_first_resume_after_reuse_copies_the_ssm_state():
+    cfg = Config(4, [AttentionLayer(6), SsmLayer()])
+    assert build_layout(cfg).min_slots == (3, 1)
+    m = Manager(cfg)
+    m.create("r", reused_history=8)  # 8 % 4 == 0: no attention copy, but the SSM snapshot is copied
+    outcome = m.resume("r")
+    assert not outcome and outcome.shortfalls == (Shortfall(1, 2, 1),)
+    m = Manager(Config(4, [AttentionLayer(6), SsmLayer()], slots=[3, 2]))
+    m.create("r", reused_history=8)
+    assert m.resume("r") and m.peak_used(1) == 2 and m.peak_used(0) == live_blocks(8, 8, 4, 6, 0)
     m.check()
