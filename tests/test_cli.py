@@ -58,6 +58,8 @@ def test_floor_text_names_the_terms(capsys):
         (["explain", "--window", "4", "--tokens-per-block", "4", "--history", "-1"], "--history"),
         (["nonsense"], "nonsense"),
         ([], "COMMAND"),
+        (["bench", "nothing"], "TARGET='nothing'"),
+        (["bench", "reference", "--seconds", "0"], "--seconds"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(capsys, argv, needle):

@@ -14,7 +14,7 @@ import time
 
 from swafloor.reference import AttentionLayer, Config, build_layout, cdiv
 
-from ._common import print_json
+from ._common import positive_float, print_json
 
 TARGETS = {
     "reference": "swafloor.commands.bench:reference_figures",
@@ -30,9 +30,10 @@ FORMATTERS = {
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("bench", help="print performance figures (reference, proofs, fuzz)")
-    p.add_argument("targets", nargs="*", choices=[*TARGETS, []], default=[], metavar="TARGET",
+    p.add_argument("targets", nargs="*", metavar="TARGET",
                    help=f"what to measure: {', '.join(TARGETS)} (default: all)")
-    p.add_argument("--seconds", type=float, default=1.0, help="time budget per reference figure (default 1)")
+    p.add_argument("--seconds", type=positive_float, default=1.0,
+                   help="time budget per reference figure (default 1)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=run)
 
@@ -43,7 +44,12 @@ def _load(path: str):
 
 
 def run(args) -> int:
-    targets = args.targets or list(TARGETS)
+    from swafloor.cli import UsageError
+
+    unknown = [t for t in args.targets if t not in TARGETS]
+    if unknown:
+        raise UsageError(f"swafloor bench: TARGET={unknown[0]!r}: must be one of {', '.join(TARGETS)}")
+    targets = list(dict.fromkeys(args.targets)) or list(TARGETS)
     results = {}
     for target in targets:
         print(f"bench: measuring {target} ...", file=sys.stderr)
