@@ -129,8 +129,10 @@ def test_oracle_imports_only_value_types_from_the_reference():
             assert names <= ALLOWED_FROM_REFERENCE, names - ALLOWED_FROM_REFERENCE
         if isinstance(node, ast.Import):
             assert not any("reference" in alias.name for alias in node.names)
-        if isinstance(node, ast.ImportFrom) and node.level == 2:  # from ..x import: only the protocol
-            assert node.module == "protocol"
+        if isinstance(node, ast.ImportFrom) and node.level == 2:  # from ..x import: protocol, adapter
+            assert node.module in ("protocol", "adapter")
+        if isinstance(node, ast.ImportFrom) and node.level == 1:  # no sibling backend (they use formulas)
+            raise AssertionError(f"the oracle imports a sibling backend: .{node.module}")
 
 
 def test_oracle_brute_force_minimum_equals_the_reference_minimum():

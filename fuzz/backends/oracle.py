@@ -38,6 +38,7 @@ from swafloor.reference import (
     SsmLayer,
 )
 
+from ..adapter import ManagerBackend
 from ..protocol import EXACT_EVERYTHING, factory
 
 __all__ = ["OracleManager", "oracle", "decode_peak"]
@@ -266,35 +267,7 @@ class OracleManager:
         return Snapshot(pools, tuple(requests))
 
 
-class OracleBackend:
-    """The oracle manager behind the backend protocol."""
-
-    def __init__(self, config: Config):
-        self.manager = OracleManager(config)
-
-    def create(self, request_id: Hashable, reused_history: int = 0) -> None:
-        self.manager.create(request_id, reused_history)
-
-    def resume(self, request_id: Hashable) -> Outcome:
-        return self.manager.resume(request_id)
-
-    def resize(self, request_id: Hashable, capacity: int, history: int) -> Outcome:
-        return self.manager.resize(request_id, capacity, history)
-
-    def commit(self, request_id: Hashable, tokens: int) -> None:
-        self.manager.commit(request_id, tokens)
-
-    def suspend(self, request_id: Hashable) -> None:
-        self.manager.suspend(request_id)
-
-    def close(self, request_id: Hashable) -> None:
-        self.manager.close(request_id)
-
-    def observe(self) -> Snapshot:
-        return self.manager.snapshot()
-
-
 @factory(EXACT_EVERYTHING, name="oracle")
-def oracle(config: Config) -> OracleBackend:
+def oracle(config: Config) -> ManagerBackend:
     """The independent token-level oracle."""
-    return OracleBackend(config)
+    return ManagerBackend(OracleManager(config))

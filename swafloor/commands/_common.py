@@ -32,6 +32,13 @@ def positive_float(text: str) -> float:
     return value
 
 
+def add_window_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments that describe one sliding-window life cycle."""
+    parser.add_argument("--window", type=int_at_least(1), required=True, help="window W in tokens (sinks excluded)")
+    parser.add_argument("--tokens-per-block", type=int_at_least(1), required=True, help="tokens per block t")
+    parser.add_argument("--sink-tokens", type=int_at_least(0), default=0, help="sink tokens (default 0)")
+
+
 def print_json(data: Any) -> None:
     json.dump(data, sys.stdout, indent=2, sort_keys=False)
     sys.stdout.write("\n")

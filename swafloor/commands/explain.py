@@ -11,7 +11,7 @@ from swafloor.reference import (
     worst_case_history,
 )
 
-from ._common import int_at_least, print_json
+from ._common import add_window_arguments, int_at_least, print_json
 
 LEGEND = {
     "S": "sink token (never released)",
@@ -25,9 +25,7 @@ LEGEND = {
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("explain", help="picture the blocks a window holds at a history")
-    p.add_argument("--window", type=int_at_least(1), required=True, help="window W in tokens")
-    p.add_argument("--tokens-per-block", type=int_at_least(1), required=True, help="tokens per block t")
-    p.add_argument("--sink-tokens", type=int_at_least(0), default=0, help="sink tokens (default 0)")
+    add_window_arguments(p)
     p.add_argument("--history", type=int_at_least(0), default=None, help="history h (default: a worst case)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=run)

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from swafloor.reference import sink_blocks_for, step_floor, swa_floor, window_blocks, worst_case_history
 
-from ._common import int_at_least, print_json
+from ._common import add_window_arguments, int_at_least, print_json
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("floor", help="the minimum slots of one sliding-window life cycle")
-    p.add_argument("--window", type=int_at_least(1), required=True, help="window W in tokens (sinks excluded)")
-    p.add_argument("--tokens-per-block", type=int_at_least(1), required=True, help="tokens per block t")
-    p.add_argument("--sink-tokens", type=int_at_least(0), default=0, help="sink tokens (default 0)")
+    add_window_arguments(p)
     p.add_argument("--step-tokens", type=int_at_least(1), default=None, help="also size an N-token step")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=run)

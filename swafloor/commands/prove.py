@@ -7,23 +7,12 @@ disagreement between Z3 and the bounded check, or a refutation the manager does 
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing
 import os
 import sys
 import time
 
-from ._common import int_at_least, print_json
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
+from ._common import int_at_least, positive_float, print_json
 
 
 def default_jobs() -> int:
@@ -36,7 +25,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("prove", help="prove the theorem catalogue with Z3 (the main CI job)")
     p.add_argument("names", nargs="*", metavar="NAME", help="theorems to run (default: the whole catalogue)")
     p.add_argument("--json", action="store_true", help="print a JSON list, one object per theorem")
-    p.add_argument("--timeout", type=_positive_seconds, default=10.0, metavar="S",
+    p.add_argument("--timeout", type=positive_float, default=10.0, metavar="S",
                    help="Z3 time budget per theorem in seconds (default 10)")
     p.add_argument("--seed", type=int_at_least(0), default=0, metavar="N", help="Z3 random seed (default 0)")
     p.add_argument("--jobs", type=int_at_least(1), default=None, metavar="N",

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from swafloor.reference import AttentionLayer, Config, FloorRule, Manager, ReleaseOrder, build_layout
 
-from ._common import int_at_least, print_json
+from ._common import add_window_arguments, int_at_least, print_json
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("simulate", help="decode one request on the reference manager")
-    p.add_argument("--window", type=int_at_least(1), required=True, help="window W in tokens")
-    p.add_argument("--tokens-per-block", type=int_at_least(1), required=True, help="tokens per block t")
-    p.add_argument("--sink-tokens", type=int_at_least(0), default=0, help="sink tokens (default 0)")
+    add_window_arguments(p)
     p.add_argument("--slots", type=int_at_least(0), default=None, help="pool slots (default: the rule's minimum)")
     p.add_argument("--steps", type=int_at_least(0), default=None, help="decode steps (default: 10 windows)")
     p.add_argument("--floor-rule", choices=[r.value for r in FloorRule], default=FloorRule.FIXED.value)

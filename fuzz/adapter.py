@@ -1,0 +1,43 @@
+"""The thin adapter from a manager-shaped object to the backend protocol.
+
+Anything with the reference manager's six operations and ``snapshot()`` (the reference
+:class:`~swafloor.reference.Manager`, its subclasses, the oracle's manager) becomes a
+:class:`~swafloor.fuzz.protocol.Backend`. It imports no formulas, so the oracle can use it too.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Hashable
+
+from swafloor.reference import Outcome, Snapshot
+
+__all__ = ["ManagerBackend"]
+
+
+class ManagerBackend:
+    """Adapts a :class:`~swafloor.reference.Manager`, a subclass of it, or any object with the same
+    six operations and ``snapshot()`` (the oracle's manager) to the protocol."""
+
+    def __init__(self, manager: Any):
+        self.manager = manager
+
+    def create(self, request_id: Hashable, reused_history: int = 0) -> None:
+        self.manager.create(request_id, reused_history=reused_history)
+
+    def resume(self, request_id: Hashable) -> Outcome:
+        return self.manager.resume(request_id)
+
+    def resize(self, request_id: Hashable, capacity: int, history: int) -> Outcome:
+        return self.manager.resize(request_id, capacity, history)
+
+    def commit(self, request_id: Hashable, tokens: int) -> None:
+        self.manager.commit(request_id, tokens)
+
+    def suspend(self, request_id: Hashable) -> None:
+        self.manager.suspend(request_id)
+
+    def close(self, request_id: Hashable) -> None:
+        self.manager.close(request_id)
+
+    def observe(self) -> Snapshot:
+        return self.manager.snapshot()
