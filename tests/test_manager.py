@@ -329,3 +329,39 @@ def test_first_resume_after_reuse_copies_the_ssm_state():
     m.create("r", reused_history=8)
     assert m.resume("r") and m.peak_used(1) == 2 and m.peak_used(0) == live_blocks(8, 8, 4, 6, 0)
     m.check()
+
+
+def test_check_catches_broken_invariants():
+    """check() is not vacuous: each kind of corruption is reported."""
+
+    def fresh():
+        m = Manager(swa(4, 6, 1, slots=[8]))
+        m.create("a")
+        m.resume("a")
+        m.resize("a", 21, 20)  # blocks 1 and 2 stale; 0 (sink) and 3-5 live
+        m.check()
+        assert sorted(m._requests["a"].held[0]) == [0, 3, 4, 5]
+        return m
+
+    m = fresh()  # a stale block kept
+    req = m._requests["a"]
+    req.held[0][1] = m._pools[0].take()
+    with pytest.raises(AssertionError, match="must hold exactly"):
+        m.check()
+    m = fresh()  # a live block dropped without freeing its slot
+    req = m._requests["a"]
+    req.held[0].pop(max(req.held[0]))
+    with pytest.raises(AssertionError, match="must hold exactly"):
+        m.check()
+    m = fresh()  # a slot both free and owned
+    slot = next(iter(m._requests["a"].held[0].values()))
+    m._pools[0].free.append(slot)
+    with pytest.raises(AssertionError, match="both free and owned|listed|twice"):
+        m.check()
+    m = fresh()  # two blocks share a slot
+    held = m._requests["a"].held[0]
+    first, second = sorted(held)[:2]
+    m._pools[0].give(held[second])
+    held[second] = held[first]
+    with pytest.raises(AssertionError, match="owned twice"):
+        m.check()

@@ -1,0 +1,61 @@
+"""The import graph is one-way: reference <- proofs, fuzz <- CLI; reference never imports z3 at import."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# package folder -> the swafloor subpackages its modules may import
+ALLOWED = {
+    "reference": set(),
+    "proofs": {"reference", "proofs"},
+    "fuzz": {"reference", "fuzz"},
+}
+FOLDER_OF = {"reference": "reference", "proofs": "proofs", "fuzz": "fuzz"}
+
+
+def _swafloor_imports(path: Path) -> set[str]:
+    """The swafloor subpackages a module imports (absolute imports; relative ones stay inside)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "swafloor":
+                found.add(parts[1] if len(parts) > 1 else "swafloor")
+    return found
+
+
+@pytest.mark.parametrize("folder", sorted(ALLOWED))
+def test_imports_flow_one_way(folder):
+    for path in sorted((ROOT / folder).rglob("*.py")):
+        bad = _swafloor_imports(path) - ALLOWED[folder]
+        assert not bad, f"{path.relative_to(ROOT)} imports swafloor.{sorted(bad)}"
+
+
+def test_reference_does_not_import_z3_at_import_time():
+    code = (
+        "import sys; import swafloor.reference as r; "
+        "m = r.Manager(r.Config(4, [r.AttentionLayer(4)])); m.create('a'); m.resume('a'); m.resize('a', 9, 8); "
+        "assert 'z3' not in sys.modules, 'z3 imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_reference_modules_name_no_z3_at_top_level():
+    for path in sorted((ROOT / "reference").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in tree.body:  # module level only: lazy imports inside functions are the design
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) else [])
+                assert not any(n and n.split(".")[0] == "z3" for n in names), path.name
