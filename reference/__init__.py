@@ -11,7 +11,10 @@ from .config import (
     Config,
     ConfigError,
     BelowMinimum,
+    FreeStale,
     Layout,
+    Semantics,
+    SuspendMode,
     SsmLayer,
     build_layout,
 )
@@ -19,6 +22,7 @@ from .floors import (
     FloorRule,
     full_attention_floor,
     full_attention_max_capacity,
+    in_flight_floor,
     legacy_floor,
     life_cycle_min_slots,
     step_floor,
@@ -53,6 +57,7 @@ from .peers import (
 from .manager import (
     Manager,
     Outcome,
+    ranges_of,
     PoolSnapshot,
     ReleaseOrder,
     RequestError,

@@ -18,6 +18,9 @@ from .lifecycle import LifeCycle, LifeCycleKind, sink_blocks_for
 
 __all__ = [
     "ConfigError",
+    "FreeStale",
+    "SuspendMode",
+    "Semantics",
     "AttentionLayer",
     "SsmLayer",
     "Layer",
@@ -100,6 +103,83 @@ def _validate_layer(index: int, layer: Any) -> None:
         raise ConfigError(f"layers[{index}].sink_tokens", layer.sink_tokens, "sink tokens need a window")
 
 
+class FreeStale(str, enum.Enum):
+    """When blocks that fell out of the window are freed."""
+
+    AT_COMMIT = "at-commit"  # the spec: commit (and resize) free newly stale blocks at once
+    AT_ALLOCATE = "at-allocate"  # lazily (vLLM): commit frees nothing; the next resize frees first
+
+
+class SuspendMode(str, enum.Enum):
+    """What suspending a request does with its slots and lengths."""
+
+    RELEASE = "release"  # the spec: free every slot, keep capacity and history
+    RECOMPUTE = "recompute"  # vLLM's preemption: free every slot, drop the computed tokens (lengths -> 0)
+    KEEP = "keep"  # TensorRT-LLM V2 with GPU memory only: nothing is freed; resume allocates nothing new
+
+
+def _non_negative_int(field: str):
+    def check(instance: Any, attribute: Any, value: Any) -> None:
+        _require_int(field, value, 0)
+
+    return check
+
+
+def _bool_field(field: str):
+    def check(instance: Any, attribute: Any, value: Any) -> None:
+        if not isinstance(value, bool):
+            raise ConfigError(field, value, "must be true or false")
+
+    return check
+
+
+@attrs.frozen
+class Semantics:
+    """The behaviours in which real engines differ from one another, each a modelled choice, so a
+    backend is compared with the reference configured to the semantics it claims.
+
+    ``in_flight_tokens`` (k): tokens scheduled but not yet computed; blocks are released on history
+    ``max(0, h - k)``, so a window keeps ``W + k`` tokens and the floor is
+    :func:`~.floors.in_flight_floor`. ``free_stale``: see :class:`FreeStale`. ``suspend``: see
+    :class:`SuspendMode`. ``first_resume_copy``: the first resume of a request whose reused history
+    ends mid-block holds one transient slot per attention life cycle for a private copy (SSM: one for
+    the state snapshot when the reused history is above 0); engines that load a reused prefix in place
+    need none."""
+
+    in_flight_tokens: int = attrs.field(default=0, validator=_non_negative_int("semantics.in_flight_tokens"))
+    free_stale: FreeStale = attrs.field(
+        default=FreeStale.AT_COMMIT, converter=_enum_of("semantics.free_stale", FreeStale)
+    )
+    suspend: SuspendMode = attrs.field(
+        default=SuspendMode.RELEASE, converter=_enum_of("semantics.suspend", SuspendMode)
+    )
+    first_resume_copy: bool = attrs.field(default=True, validator=_bool_field("semantics.first_resume_copy"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "in_flight_tokens": self.in_flight_tokens,
+            "free_stale": self.free_stale.value,
+            "suspend": self.suspend.value,
+            "first_resume_copy": self.first_resume_copy,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Semantics":
+        if not isinstance(data, dict):
+            raise ConfigError("config.semantics", data, "must be an object")
+        known = ("in_flight_tokens", "free_stale", "suspend", "first_resume_copy")
+        for key in data:
+            if key not in known:
+                raise ConfigError(f"config.semantics.{key}", data[key], "unknown field")
+        return cls(**{key: data[key] for key in known if key in data})
+
+
+def _semantics(value: Any) -> Semantics:
+    if not isinstance(value, Semantics):
+        raise ConfigError("semantics", value, "must be a Semantics")
+    return value
+
+
 @attrs.frozen
 class Config:
     """Everything a manager is built from. Invalid values raise :class:`ConfigError` here."""
@@ -116,6 +196,7 @@ class Config:
     below_minimum: BelowMinimum = attrs.field(
         default=BelowMinimum.RAISE, converter=_enum_of("below_minimum", BelowMinimum)
     )
+    semantics: Semantics = attrs.field(factory=Semantics, validator=lambda _i, _a, v: _semantics(v))
 
     def __attrs_post_init__(self) -> None:
         _require_int("tokens_per_block", self.tokens_per_block, 1)
@@ -139,6 +220,7 @@ class Config:
             "slots": None if self.slots is None else list(self.slots),
             "floor_rule": self.floor_rule.value,
             "below_minimum": self.below_minimum.value,
+            "semantics": self.semantics.to_dict(),
         }
 
     @classmethod
@@ -146,7 +228,7 @@ class Config:
         """Build from :meth:`to_dict`'s form; malformed data raises :class:`ConfigError`."""
         if not isinstance(data, dict):
             raise ConfigError("config", data, "must be an object")
-        known = {"tokens_per_block", "layers", "pool_groups", "slots", "floor_rule", "below_minimum"}
+        known = {"tokens_per_block", "layers", "pool_groups", "slots", "floor_rule", "below_minimum", "semantics"}
         for key in data:
             if key not in known:
                 raise ConfigError(f"config.{key}", data[key], "unknown field")
@@ -180,6 +262,7 @@ class Config:
             slots=data.get("slots"),
             floor_rule=data.get("floor_rule", FloorRule.FIXED.value),
             below_minimum=data.get("below_minimum", BelowMinimum.RAISE.value),
+            semantics=Semantics.from_dict(data["semantics"]) if "semantics" in data else Semantics(),
         )
 
 
@@ -214,13 +297,11 @@ def _life_cycle_of(layer: Layer, t: int) -> LifeCycle:
 def build_layout(config: Config) -> Layout:
     """Resolve a config: life cycles, pool groups, minimum slots (per the floor rule), slots."""
     t = config.tokens_per_block
-    life_cycles: list[LifeCycle] = []
+    index_of: dict[LifeCycle, int] = {}  # insertion-ordered: life cycles in order of first appearance
     layer_life_cycle: list[int] = []
     for layer in config.layers:
-        lc = _life_cycle_of(layer, t)
-        if lc not in life_cycles:
-            life_cycles.append(lc)
-        layer_life_cycle.append(life_cycles.index(lc))
+        layer_life_cycle.append(index_of.setdefault(_life_cycle_of(layer, t), len(index_of)))
+    life_cycles = list(index_of)
 
     if config.pool_groups is None:
         pool_group_of = tuple(range(len(life_cycles)))
@@ -237,8 +318,15 @@ def build_layout(config: Config) -> Layout:
     num_groups = max(pool_group_of) + 1
 
     min_slots = [0] * num_groups
+    in_flight = config.semantics.in_flight_tokens
+    full_share: int | None = None  # the same for every full-attention life cycle: computed once
     for lc, g in zip(life_cycles, pool_group_of):
-        min_slots[g] += life_cycle_min_slots(lc, t, config.floor_rule, life_cycles)
+        if lc.kind is LifeCycleKind.FULL:
+            if full_share is None:
+                full_share = life_cycle_min_slots(lc, t, config.floor_rule, life_cycles, in_flight)
+            min_slots[g] += full_share
+        else:
+            min_slots[g] += life_cycle_min_slots(lc, t, config.floor_rule, life_cycles, in_flight)
 
     if config.slots is None:
         slots, bumped = list(min_slots), []

@@ -19,6 +19,7 @@ __all__ = [
     "window_blocks",
     "step_floor",
     "swa_floor",
+    "in_flight_floor",
     "legacy_floor",
     "full_attention_floor",
     "full_attention_max_capacity",
@@ -49,6 +50,13 @@ def swa_floor(t: Any, window: Any, sink_blocks: Any) -> Any:
     return step_floor(t, window, sink_blocks, 1)
 
 
+def in_flight_floor(t: Any, window: Any, sink_blocks: Any, in_flight: Any) -> Any:
+    """The floor of an SWA life cycle when ``k = in_flight`` tokens are in flight: blocks are released
+    only on history ``h - k``, so the live window keeps ``W + k`` tokens ``[h + 1 - W - k, h]``:
+    ``S + ceil((W - 1 + k) / t) + 1``. ``k = 0`` is :func:`swa_floor`."""
+    return sink_blocks + window_span_blocks(window + in_flight, t)
+
+
 def legacy_floor() -> int:
     """The pre-fix minimum of any life cycle: one slot."""
     return 1
@@ -65,24 +73,32 @@ def full_attention_max_capacity(t: Any, slots: Any) -> Any:
 
 
 def life_cycle_min_slots(
-    life_cycle: LifeCycle, t: int, rule: FloorRule, all_life_cycles: Iterable[LifeCycle]
+    life_cycle: LifeCycle,
+    t: int,
+    rule: FloorRule,
+    all_life_cycles: Iterable[LifeCycle],
+    in_flight: int = 0,
 ) -> int:
-    """One life cycle's share of its pool group's minimum under ``rule``."""
+    """One life cycle's share of its pool group's minimum under ``rule``, with ``in_flight`` tokens
+    in flight (the fixed rule's SWA floor is :func:`in_flight_floor`, :func:`swa_floor` at 0)."""
     if rule is FloorRule.LEGACY:
         return legacy_floor()
     if life_cycle.kind is LifeCycleKind.SWA:
-        return swa_floor(t, life_cycle.window, life_cycle.sink_blocks)
+        return _swa_share(t, life_cycle, in_flight)
     if life_cycle.kind is LifeCycleKind.FULL:
-        floors = [
-            swa_floor(t, lc.window, lc.sink_blocks)
-            for lc in all_life_cycles
-            if lc.kind is LifeCycleKind.SWA
-        ]
-        return full_attention_floor(max(floors, default=0))
+        shares = [_swa_share(t, lc, in_flight) for lc in all_life_cycles if lc.kind is LifeCycleKind.SWA]
+        return full_attention_floor(max(shares, default=0))
     return 1  # SSM: one state page per request
 
 
-def worst_case_history(t: Any, window: Any, sink_blocks: Any) -> Any:
-    """A history at which an SWA life cycle's step need peaks: the live window starts at the last
-    token of the first block past the sinks, ``h = (S + 1) * t + W - 2`` (for every step size n)."""
-    return (sink_blocks + 1) * t + window - 2
+def _swa_share(t: int, life_cycle: LifeCycle, in_flight: int) -> int:
+    if in_flight == 0:
+        return swa_floor(t, life_cycle.window, life_cycle.sink_blocks)
+    return in_flight_floor(t, life_cycle.window, life_cycle.sink_blocks, in_flight)
+
+
+def worst_case_history(t: Any, window: Any, sink_blocks: Any, in_flight: Any = 0) -> Any:
+    """A history at which an SWA life cycle's step need peaks: the live window (``W + k`` tokens with
+    ``k`` in flight) starts at the last token of the first block past the sinks,
+    ``h = (S + 1) * t + W - 2 + k`` (for every step size n)."""
+    return (sink_blocks + 1) * t + window - 2 + in_flight

@@ -29,8 +29,10 @@ from typing import Any, Hashable
 
 import attrs
 
-from .config import Config, Layout, build_layout
-from .lifecycle import LifeCycleKind, allocated_blocks, partial_block, stale_range
+from . import lifecycle
+from .config import Config, FreeStale, Layout, SuspendMode, build_layout
+from .lifecycle import LifeCycleKind
+from .show import bounded
 
 __all__ = [
     "SwafloorError",
@@ -43,6 +45,7 @@ __all__ = [
     "RequestSnapshot",
     "Snapshot",
     "Manager",
+    "ranges_of",
 ]
 
 
@@ -58,7 +61,7 @@ class RequestError(SwafloorError, ValueError):
         self.field = field
         self.value = value
         self.reason = reason
-        super().__init__(f"request {request_id!r}: {field}={value!r}: {reason}")
+        super().__init__(f"request {bounded(request_id)}: {field}={bounded(value)}: {reason}")
 
 
 class ReleaseOrder(str, enum.Enum):
@@ -136,40 +139,110 @@ class Snapshot:
     requests: tuple[RequestSnapshot, ...]
 
 
+# ----------------------------------------------------------------------------- block ranges
+# A set of block indices is kept as its ranges: sorted, disjoint, non-empty, half-open ``(lo, hi)``.
+# An SWA life cycle holds at most two (the sink blocks and the window), full attention and SSM one,
+# so a step is planned from range endpoints and costs O(blocks that change), whatever W / t is.
+Ranges = tuple[tuple[int, int], ...]
+_SSM_PAGE: Ranges = ((0, 1),)
+
+
+def _ranges(*pairs: tuple[int, int]) -> Ranges:
+    """Canonical ranges from sorted, disjoint pairs: empty ones dropped, touching ones merged."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in pairs:
+        if lo >= hi:
+            continue
+        if out and out[-1][1] == lo:
+            out[-1] = (out[-1][0], hi)
+        else:
+            out.append((lo, hi))
+    return tuple(out)
+
+
+def _minus(a: Ranges, b: Ranges) -> Ranges:
+    """The blocks of ``a`` that are not in ``b``."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in a:
+        for cut_lo, cut_hi in b:
+            if cut_hi <= lo or cut_lo >= hi:
+                continue
+            if cut_lo > lo:
+                out.append((lo, cut_lo))
+            lo = max(lo, cut_hi)
+            if lo >= hi:
+                break
+        if lo < hi:
+            out.append((lo, hi))
+    return tuple(out)
+
+
+def _size(ranges: Ranges) -> int:
+    return sum(hi - lo for lo, hi in ranges)
+
+
+def _blocks(ranges: Ranges):
+    for lo, hi in ranges:
+        yield from range(lo, hi)
+
+
+def ranges_of(blocks: tuple[int, ...]) -> Ranges:
+    """The ranges of a sorted tuple of distinct block indices."""
+    return _ranges(*((b, b + 1) for b in blocks))
+
+
 @attrs.define
 class _Request:
-    request_id: Hashable
+    request_id: str
     state: RequestState
     capacity: int
     history: int
+    released_to: int  # stale blocks are freed up to this history (below ``history`` only when freeing lazily)
     pending_copy: bool
+    ranges: list[Ranges]  # per life cycle: the blocks it holds
     held: list[dict[int, int]]  # per life cycle: block index -> slot id
 
 
 @attrs.define
 class _Pool:
+    """Slot ids ``0 .. total - 1``; the lowest free id is taken first. Memory is O(slots in use):
+    ids at or above ``fresh`` have never been taken, ids below it that are free sit in ``returned``."""
+
     total: int
-    free: list[int]  # free slot ids as a heap, so the lowest is taken first
+    fresh: int = 0
+    returned: list[int] = attrs.Factory(list)  # a heap
+    used: int = 0
     peak_used: int = 0
 
     @property
-    def used(self) -> int:
-        return self.total - len(self.free)
+    def free(self) -> int:
+        return self.total - self.used
 
     def take(self) -> int:
-        slot = heapq.heappop(self.free)
-        self.peak_used = max(self.peak_used, self.used)
+        if self.returned:
+            slot = heapq.heappop(self.returned)
+        else:
+            slot, self.fresh = self.fresh, self.fresh + 1
+        self.used += 1
+        if self.used > self.peak_used:
+            self.peak_used = self.used
         return slot
 
     def give(self, slot: int) -> None:
-        heapq.heappush(self.free, slot)
+        heapq.heappush(self.returned, slot)
+        self.used -= 1
 
 
 def _require_count(request_id: Any, field: str, value: Any) -> None:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise RequestError(request_id, field, value, "must be an integer")
+    if type(value) is not int:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise RequestError(request_id, field, value, "must be an integer")
     if value < 0:
         raise RequestError(request_id, field, value, "must be >= 0")
+
+
+# A plan: per life cycle, None (nothing changes) or (blocks to allocate, blocks to release, new ranges).
+_Plan = list
 
 
 class Manager:
@@ -179,28 +252,45 @@ class Manager:
         self.config = config
         self.layout: Layout = build_layout(config)
         self.release_order = ReleaseOrder(release_order)
-        self._pools = [_Pool(n, list(range(n))) for n in self.layout.slots]
-        self._requests: dict[Hashable, _Request] = {}
+        self.semantics = config.semantics
+        self._in_flight = config.semantics.in_flight_tokens
+        self._pools = [_Pool(n) for n in self.layout.slots]
+        self._group_of = self.layout.pool_group_of
+        self._requests: dict[str, _Request] = {}
 
     # ----------------------------------------------------------------- observation
     @property
     def tokens_per_block(self) -> int:
         return self.layout.tokens_per_block
 
-    def required_blocks(self, life_cycle: int, history: int, capacity: int) -> tuple[int, ...]:
-        """The blocks a life cycle must hold at ``(history, capacity)``."""
-        return self.layout.life_cycles[life_cycle].live_indices(history, capacity, self.tokens_per_block)
+    def required_ranges(self, life_cycle: int, history: int, capacity: int) -> Ranges:
+        """The blocks a life cycle must hold at ``(history, capacity)``, as ranges: every allocated
+        block ``[0, ceil(c / t))`` but the stale ones at ``max(0, history - k)`` (k tokens in flight)."""
+        lc = self.layout.life_cycles[life_cycle]
+        if lc.kind is LifeCycleKind.SSM:
+            return _SSM_PAGE
+        t = self.layout.tokens_per_block
+        allocated = lifecycle.allocated_blocks(capacity, t)
+        if lc.window is None:
+            return ((0, allocated),) if allocated > 0 else ()
+        released_on = history - self._in_flight if history > self._in_flight else 0
+        start, end = lifecycle.stale_range(released_on, t, lc.window, lc.sink_blocks)
+        return _ranges((0, min(start, allocated)), (end, allocated))
 
-    def request_ids(self) -> tuple[Hashable, ...]:
+    def required_blocks(self, life_cycle: int, history: int, capacity: int) -> tuple[int, ...]:
+        """The blocks a life cycle must hold at ``(history, capacity)``, one by one (O(blocks))."""
+        return tuple(_blocks(self.required_ranges(life_cycle, history, capacity)))
+
+    def request_ids(self) -> tuple[str, ...]:
         return tuple(self._requests)
 
-    def state_of(self, request_id: Hashable) -> RequestState:
+    def state_of(self, request_id: str) -> RequestState:
         return self._get(request_id, allow_closed=True).state
 
-    def history_of(self, request_id: Hashable) -> int:
+    def history_of(self, request_id: str) -> int:
         return self._get(request_id, allow_closed=True).history
 
-    def capacity_of(self, request_id: Hashable) -> int:
+    def capacity_of(self, request_id: str) -> int:
         return self._get(request_id, allow_closed=True).capacity
 
     def peak_used(self, pool_group: int) -> int:
@@ -219,45 +309,54 @@ class Manager:
                 continue  # gone, as in any backend; its id stays taken
             tables = []
             for lc, held in zip(self.layout.life_cycles, req.held):
-                length = 1 if lc.kind is LifeCycleKind.SSM else allocated_blocks(req.capacity, t)
+                length = 1 if lc.kind is LifeCycleKind.SSM else lifecycle.allocated_blocks(req.capacity, t)
                 tables.append(tuple(b if b in held else None for b in range(length)))
             requests.append(RequestSnapshot(req.request_id, req.state, req.capacity, req.history, tuple(tables)))
-        pools = tuple(PoolSnapshot(p.total, len(p.free)) for p in self._pools)
+        pools = tuple(PoolSnapshot(p.total, p.free) for p in self._pools)
         return Snapshot(pools, tuple(requests))
 
+    def _holds_blocks(self, req: _Request) -> bool:
+        return req.state is RequestState.ACTIVE or (
+            req.state is RequestState.SUSPENDED and self.semantics.suspend is SuspendMode.KEEP
+        )
+
     def check(self) -> None:
-        """Assert the invariants; raises AssertionError naming the first one broken."""
-        owners: dict[tuple[int, int], Hashable] = {}
+        """Assert the invariants (O(everything)); raises AssertionError naming the first one broken."""
+        owners: dict[tuple[int, int], str] = {}
         for req in self._requests.values():
             for lc_index, held in enumerate(req.held):
-                g = self.layout.pool_group_of[lc_index]
+                g = self._group_of[lc_index]
                 expected = (
-                    self.required_blocks(lc_index, req.history, req.capacity)
-                    if req.state is RequestState.ACTIVE
-                    else ()
+                    self.required_blocks(lc_index, req.released_to, req.capacity) if self._holds_blocks(req) else ()
                 )
                 assert tuple(sorted(held)) == expected, (
                     f"request {req.request_id!r} life cycle {lc_index} holds blocks {sorted(held)}, "
                     f"must hold exactly {list(expected)} ({req.state.value}, h={req.history}, c={req.capacity})"
                 )
+                assert tuple(_blocks(req.ranges[lc_index])) == expected, (
+                    f"request {req.request_id!r} life cycle {lc_index}: recorded ranges {req.ranges[lc_index]} "
+                    f"disagree with the blocks it must hold exactly, {list(expected)}"
+                )
                 for slot in held.values():
                     assert (g, slot) not in owners, f"slot {slot} of pool group {g} owned twice"
                     owners[(g, slot)] = req.request_id
         for g, pool in enumerate(self._pools):
-            free = set(pool.free)
-            assert len(free) == len(pool.free), f"pool group {g} lists a free slot twice"
+            returned = set(pool.returned)
+            assert len(returned) == len(pool.returned), f"pool group {g} lists a free slot twice"
             used = {slot for (group, slot) in owners if group == g}
-            assert not free & used, f"pool group {g}: slots {sorted(free & used)} both free and owned"
-            assert len(free) + len(used) == pool.total, (
-                f"pool group {g}: free {len(free)} + used {len(used)} != total {pool.total}"
+            assert not returned & used, f"pool group {g}: slots {sorted(returned & used)} both free and owned"
+            assert all(0 <= s < pool.fresh for s in returned | used), f"pool group {g}: slot id out of range"
+            free = len(returned) + pool.total - pool.fresh
+            assert free + len(used) == pool.total, (
+                f"pool group {g}: free {free} + used {len(used)} != total {pool.total}"
             )
-            assert all(0 <= s < pool.total for s in free | used), f"pool group {g}: slot id out of range"
+            assert pool.used == len(used), f"pool group {g}: counts {pool.used} in use, {len(used)} owned"
 
     def __repr__(self) -> str:
         lines = [f"Manager(t={self.tokens_per_block}, release_order={self.release_order.value})"]
         for g, pool in enumerate(self._pools):
             lcs = ", ".join(self.layout.life_cycles[i].describe() for i in self.layout.life_cycles_of(g))
-            lines.append(f"  pool group {g} [{lcs}]: {len(pool.free)}/{pool.total} free")
+            lines.append(f"  pool group {g} [{lcs}]: {pool.free}/{pool.total} free")
         for req in self._requests.values():
             lines.append(
                 f"  request {req.request_id!r}: {req.state.value}, capacity={req.capacity}, history={req.history}"
@@ -268,46 +367,53 @@ class Manager:
         return "\n".join(lines)
 
     # ----------------------------------------------------------------- operations
-    def create(self, request_id: Hashable, *, reused_history: int = 0) -> None:
+    def create(self, request_id: str, *, reused_history: int = 0) -> None:
         """Add a suspended request whose first ``reused_history`` tokens are reused, committed ones."""
+        _require_id(request_id)
         if request_id in self._requests:
             raise RequestError(request_id, "request_id", request_id, "already exists")
         _require_count(request_id, "reused_history", reused_history)
+        n = len(self.layout.life_cycles)
         self._requests[request_id] = _Request(
             request_id,
             RequestState.SUSPENDED,
             capacity=reused_history,
             history=reused_history,
+            released_to=reused_history,
             pending_copy=reused_history > 0,
-            held=[{} for _ in self.layout.life_cycles],
+            ranges=[()] * n,
+            held=[{} for _ in range(n)],
         )
 
-    def resume(self, request_id: Hashable) -> Outcome:
+    def resume(self, request_id: str) -> Outcome:
         """Activate a suspended request: allocate its live blocks (plus any first-resume copy)."""
         req = self._get(request_id, RequestState.SUSPENDED)
         extra = [0] * self.layout.num_pool_groups
-        if req.pending_copy:
+        if req.pending_copy and self.semantics.first_resume_copy:
             for lc_index, lc in enumerate(self.layout.life_cycles):
-                needs_copy = req.history > 0 if lc.kind is LifeCycleKind.SSM else partial_block(
+                needs_copy = req.history > 0 if lc.kind is LifeCycleKind.SSM else lifecycle.partial_block(
                     req.history, self.tokens_per_block
                 )
-                extra[self.layout.pool_group_of[lc_index]] += int(needs_copy)
+                extra[self._group_of[lc_index]] += int(needs_copy)
         plan = self._plan(req, req.history, req.capacity)
-        outcome = self._feasible(plan, held_back=[0] * len(extra), extra=extra)
+        outcome = self._feasible(plan, held_back=None, extra=extra)
         if not outcome:
             return outcome
         transient = [[self._pools[g].take() for _ in range(n)] for g, n in enumerate(extra)]
-        self._apply(req, plan, hold_stale=False)
+        self._apply(req, plan)
         for g, slots in enumerate(transient):
             for slot in slots:
                 self._pools[g].give(slot)
+        req.released_to = req.history
         req.state = RequestState.ACTIVE
         req.pending_copy = False
         return OK
 
-    def resize(self, request_id: Hashable, capacity: int, history: int | None = None) -> Outcome:
+    def resize(self, request_id: str, capacity: int, history: int | None = None) -> Outcome:
         """Step an active request to ``capacity`` tokens with ``history`` of them computed
-        (history unchanged when None). Out of slots leaves everything as it was."""
+        (history unchanged when None). Out of slots leaves everything as it was, except that a lazily
+        freeing manager (``free_stale = at-allocate``) first frees what is stale at the current
+        history, and that stands."""
         req = self._get(request_id, RequestState.ACTIVE)
         history = req.history if history is None else history
         _require_count(request_id, "capacity", capacity)
@@ -316,40 +422,46 @@ class Manager:
             raise RequestError(request_id, "history", history, f"goes backwards from {req.history}")
         if capacity < history:
             raise RequestError(request_id, "capacity", capacity, f"is below history {history}")
+        if req.released_to < req.history:  # lazy freeing: catch up before allocating
+            self._apply(req, self._plan(req, req.history, req.capacity))
+            req.released_to = req.history
         plan = self._plan(req, history, capacity)
         hold = self.release_order is ReleaseOrder.HOLD_UNTIL_RETURN
-        held_back = [0] * self.layout.num_pool_groups
-        if hold:
-            for lc_index, (_, release) in enumerate(plan):
-                held_back[self.layout.pool_group_of[lc_index]] += len(
-                    self._stale_among(lc_index, history, release)
-                )
-        outcome = self._feasible(plan, held_back=held_back, extra=[0] * len(held_back))
+        held_back = self._stale_released(plan, history) if hold else None
+        outcome = self._feasible(plan, held_back=held_back, extra=None)
         if not outcome:
             return outcome
-        self._apply(req, plan, hold_stale=hold, history=history)
-        req.capacity, req.history = capacity, history
+        self._apply(req, plan, held_back)
+        req.capacity, req.history, req.released_to = capacity, history, history
         return OK
 
-    def commit(self, request_id: Hashable, tokens: int) -> None:
-        """Finalize ``tokens`` more tokens: history advances (within capacity); stale blocks are freed."""
+    def commit(self, request_id: str, tokens: int) -> None:
+        """Finalize ``tokens`` more tokens: history advances (within capacity); stale blocks are freed
+        now, or at the next resize when freeing lazily."""
         req = self._get(request_id, RequestState.ACTIVE)
         _require_count(request_id, "tokens", tokens)
         if req.history + tokens > req.capacity:
             raise RequestError(
                 request_id, "tokens", tokens, f"history {req.history} + tokens exceeds capacity {req.capacity}"
             )
-        plan = self._plan(req, req.history + tokens, req.capacity)
-        self._apply(req, plan, hold_stale=False)  # only releases: the blocks' range shrinks from below
         req.history += tokens
+        if self.semantics.free_stale is FreeStale.AT_COMMIT:
+            self._apply(req, self._plan(req, req.history, req.capacity))  # only releases
+            req.released_to = req.history
 
-    def suspend(self, request_id: Hashable) -> None:
-        """Release every slot of an active request; it keeps its lengths."""
+    def suspend(self, request_id: str) -> None:
+        """Deactivate a request: free every slot and keep its lengths (``release``), free every slot
+        and drop its computed tokens (``recompute``), or free nothing (``keep``)."""
         req = self._get(request_id, RequestState.ACTIVE)
-        self._release_all(req)
+        mode = self.semantics.suspend
+        if mode is not SuspendMode.KEEP:
+            self._release_all(req)
+        if mode is SuspendMode.RECOMPUTE:
+            req.capacity = req.history = req.released_to = 0
+            req.pending_copy = False
         req.state = RequestState.SUSPENDED
 
-    def close(self, request_id: Hashable) -> None:
+    def close(self, request_id: str) -> None:
         """Release every slot; any later operation on the request raises :class:`RequestError`."""
         req = self._get(request_id)
         self._release_all(req)
@@ -357,8 +469,9 @@ class Manager:
 
     # ----------------------------------------------------------------- internals
     def _get(
-        self, request_id: Hashable, state: RequestState | None = None, allow_closed: bool = False
+        self, request_id: str, state: RequestState | None = None, allow_closed: bool = False
     ) -> _Request:
+        _require_id(request_id)
         req = self._requests.get(request_id)
         if req is None:
             raise RequestError(request_id, "request_id", request_id, "unknown request")
@@ -368,58 +481,80 @@ class Manager:
             raise RequestError(request_id, "state", req.state.value, f"must be {state.value}")
         return req
 
-    def _plan(self, req: _Request, history: int, capacity: int) -> list[tuple[list[int], list[int]]]:
-        """Per life cycle: (blocks to allocate, blocks to release) to reach ``(history, capacity)``."""
-        plan = []
-        for lc_index, held in enumerate(req.held):
-            required = self.required_blocks(lc_index, history, capacity)
-            required_set = set(required)
-            plan.append(([b for b in required if b not in held], sorted(b for b in held if b not in required_set)))
+    def _plan(self, req: _Request, history: int, capacity: int) -> _Plan:
+        """Per life cycle: None when its blocks do not change, else (to allocate, to release, new ranges)."""
+        plan: _Plan = []
+        for lc_index, old in enumerate(req.ranges):
+            new = self.required_ranges(lc_index, history, capacity)
+            plan.append(None if new == old else (_minus(new, old), _minus(old, new), new))
         return plan
 
-    def _stale_among(self, lc_index: int, history: int, blocks: list[int]) -> list[int]:
-        """The blocks of ``blocks`` that are stale at ``history`` (rather than cut off by capacity)."""
-        lc = self.layout.life_cycles[lc_index]
-        if lc.kind is LifeCycleKind.SSM:
-            return []
-        start, end = stale_range(history, self.tokens_per_block, lc.window, lc.sink_blocks)
-        return [b for b in blocks if start <= b < end]
+    def _stale_released(self, plan: _Plan, history: int) -> list[Ranges | None]:
+        """Per life cycle, the released blocks that are stale at ``history`` (rather than cut off by a
+        smaller capacity): what the hold-until-return order keeps held while allocating."""
+        kept: list[Ranges | None] = []
+        released_on = history - self._in_flight if history > self._in_flight else 0
+        for lc_index, step in enumerate(plan):
+            lc = self.layout.life_cycles[lc_index]
+            if step is None or lc.kind is LifeCycleKind.SSM or lc.window is None:
+                kept.append(None)
+                continue
+            start, end = lifecycle.stale_range(released_on, self.tokens_per_block, lc.window, lc.sink_blocks)
+            kept.append(_minus(step[1], _minus(step[1], _ranges((start, end)))))
+        return kept
 
-    def _feasible(self, plan, held_back: list[int], extra: list[int]) -> Outcome:
-        """Whether every pool group has the slots the plan needs, given ``held_back`` blocks that are
-        released only after allocating and ``extra`` transient slots."""
-        needed = list(extra)
-        available = [len(p.free) - h for p, h in zip(self._pools, held_back)]
-        for lc_index, (allocate, release) in enumerate(plan):
-            g = self.layout.pool_group_of[lc_index]
-            needed[g] += len(allocate)
-            available[g] += len(release)
-        shortfalls = tuple(
-            Shortfall(g, n, a) for g, (n, a) in enumerate(zip(needed, available)) if n > a
-        )
-        return Outcome(False, shortfalls) if shortfalls else OK
+    def _feasible(self, plan: _Plan, held_back: list[Ranges | None] | None, extra: list[int] | None) -> Outcome:
+        """Whether every pool group has the slots the plan needs, given blocks ``held_back`` (released
+        only after allocating) and ``extra`` transient slots."""
+        needed = list(extra) if extra is not None else [0] * len(self._pools)
+        available = [p.free for p in self._pools]
+        for lc_index, step in enumerate(plan):
+            if step is None:
+                continue
+            g = self._group_of[lc_index]
+            needed[g] += _size(step[0])
+            available[g] += _size(step[1])
+            if held_back is not None and held_back[lc_index]:
+                available[g] -= _size(held_back[lc_index])
+        if all(n <= a for n, a in zip(needed, available)):
+            return OK
+        return Outcome(False, tuple(Shortfall(g, n, a) for g, (n, a) in enumerate(zip(needed, available)) if n > a))
 
-    def _apply(self, req: _Request, plan, hold_stale: bool, history: int = 0) -> None:
-        """Carry out a feasible plan in the chosen order."""
-        deferred: list[tuple[int, int]] = []
-        for lc_index, (_, release) in enumerate(plan):
-            kept = set(self._stale_among(lc_index, history, release)) if hold_stale else set()
-            for b in release:
-                if b in kept:
-                    deferred.append((lc_index, b))
-                else:
-                    self._free_block(req, lc_index, b)
-        for lc_index, (allocate, _) in enumerate(plan):
-            pool = self._pools[self.layout.pool_group_of[lc_index]]
-            for b in allocate:
-                req.held[lc_index][b] = pool.take()
-        for lc_index, b in deferred:
-            self._free_block(req, lc_index, b)
+    def _apply(self, req: _Request, plan: _Plan, held_back: list[Ranges | None] | None = None) -> None:
+        """Carry out a feasible plan: free, allocate, then free what was held back until now."""
+        for lc_index, step in enumerate(plan):
+            if step is None:
+                continue
+            release = step[1]
+            if held_back is not None and held_back[lc_index]:
+                release = _minus(release, held_back[lc_index])
+            self._free(req, lc_index, release)
+        for lc_index, step in enumerate(plan):
+            if step is None:
+                continue
+            pool, held = self._pools[self._group_of[lc_index]], req.held[lc_index]
+            for b in _blocks(step[0]):
+                held[b] = pool.take()
+            req.ranges[lc_index] = step[2]
+        if held_back is not None:
+            for lc_index, kept in enumerate(held_back):
+                if kept:
+                    self._free(req, lc_index, kept)
 
-    def _free_block(self, req: _Request, lc_index: int, block: int) -> None:
-        self._pools[self.layout.pool_group_of[lc_index]].give(req.held[lc_index].pop(block))
+    def _free(self, req: _Request, lc_index: int, ranges: Ranges) -> None:
+        pool, held = self._pools[self._group_of[lc_index]], req.held[lc_index]
+        for b in _blocks(ranges):
+            pool.give(held.pop(b))
 
     def _release_all(self, req: _Request) -> None:
         for lc_index, held in enumerate(req.held):
+            pool = self._pools[self._group_of[lc_index]]
             for b in sorted(held):
-                self._free_block(req, lc_index, b)
+                pool.give(held.pop(b))
+            req.ranges[lc_index] = ()
+
+
+def _require_id(request_id: Any) -> None:
+    """Request ids are non-empty strings (the protocol's and the traces' form)."""
+    if type(request_id) is not str or not request_id:
+        raise RequestError(request_id, "request_id", request_id, "must be a non-empty string")

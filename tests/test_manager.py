@@ -101,12 +101,13 @@ def test_fixed_floor_serves_one_request_for_ten_windows(t, window, sinks):
 def test_n_floors_serve_n_requests_at_aligned_worst_cases(n_requests, t, window, sinks):
     floor = swa_floor(t, window, sink_blocks_for(sinks, t))
     m = Manager(swa(t, window, sinks, slots=[n_requests * floor]))
-    for i in range(n_requests):
-        m.create(i)
-        assert m.resume(i)
+    ids = [f"r{i}" for i in range(n_requests)]
+    for rid in ids:
+        m.create(rid)
+        assert m.resume(rid)
     for _ in range(4 * window + 3 * t):  # all requests in lockstep: their worst cases coincide
-        for i in range(n_requests):
-            assert decode(m, i, 1) is None
+        for rid in ids:
+            assert decode(m, rid, 1) is None
     assert m.peak_used(0) == n_requests * floor
 
 
@@ -114,10 +115,11 @@ def test_one_slot_short_of_n_floors_fails_n_requests():
     t, window = 4, 5
     floor = swa_floor(t, window, 0)
     m = Manager(swa(t, window, slots=[3 * floor - 1]))
-    for i in range(3):
-        m.create(i)
-        m.resume(i)
-    failures = [decode(m, i, 1) for _ in range(worst_case_history(t, window, 0) + 1) for i in range(3)]
+    ids = ["r0", "r1", "r2"]
+    for rid in ids:
+        m.create(rid)
+        m.resume(rid)
+    failures = [decode(m, rid, 1) for _ in range(worst_case_history(t, window, 0) + 1) for rid in ids]
     assert any(f is not None for f in failures)
 
 
@@ -355,7 +357,7 @@ def test_check_catches_broken_invariants():
         m.check()
     m = fresh()  # a slot both free and owned
     slot = next(iter(m._requests["a"].held[0].values()))
-    m._pools[0].free.append(slot)
+    m._pools[0].returned.append(slot)
     with pytest.raises(AssertionError, match="both free and owned|listed|twice"):
         m.check()
     m = fresh()  # two blocks share a slot

@@ -33,6 +33,7 @@ from swafloor.reference import (
     fdiv,
     full_attention_floor,
     live_block_indices,
+    ranges_of,
     swa_floor,
 )
 
@@ -85,37 +86,38 @@ def _sized_manager(
 class _NoInflightToken(Manager):
     """Live window ``[h - W, h - 1]``: the window of history ``h - 1``."""
 
-    def required_blocks(self, life_cycle: int, history: int, capacity: int) -> tuple[int, ...]:
+    def required_ranges(self, life_cycle: int, history: int, capacity: int):
         lc = self.layout.life_cycles[life_cycle]
         if lc.kind is LifeCycleKind.SWA:
             history = max(0, history - 1)
-        return super().required_blocks(life_cycle, history, capacity)
+        return super().required_ranges(life_cycle, history, capacity)
 
 
 class _IgnoreSinks(Manager):
     """Releases sink blocks like any other block (S taken as 0)."""
 
-    def required_blocks(self, life_cycle: int, history: int, capacity: int) -> tuple[int, ...]:
+    def required_ranges(self, life_cycle: int, history: int, capacity: int):
         lc = self.layout.life_cycles[life_cycle]
         if lc.kind is LifeCycleKind.SWA:
-            return live_block_indices(history, capacity, self.tokens_per_block, lc.window, 0)
-        return super().required_blocks(life_cycle, history, capacity)
+            return ranges_of(live_block_indices(history, capacity, self.tokens_per_block, lc.window, 0))
+        return super().required_ranges(life_cycle, history, capacity)
 
 
 class _ReleaseInflightBlock(Manager):
     """Drops the block of position ``h`` unless a sink or another needed position keeps it."""
 
-    def required_blocks(self, life_cycle: int, history: int, capacity: int) -> tuple[int, ...]:
-        blocks = super().required_blocks(life_cycle, history, capacity)
+    def required_ranges(self, life_cycle: int, history: int, capacity: int):
+        ranges = super().required_ranges(life_cycle, history, capacity)
         lc = self.layout.life_cycles[life_cycle]
         if lc.kind is not LifeCycleKind.SWA or capacity <= history:
-            return blocks
+            return ranges
         t = self.tokens_per_block
         block = history // t
         others = [p for p in range(block * t, block * t + t) if p != history and history + 1 - lc.window <= p < capacity]
         if block < lc.sink_blocks or others:
-            return blocks
-        return tuple(b for b in blocks if b != block)
+            return ranges
+        blocks = self.required_blocks(life_cycle, history, capacity)
+        return ranges_of(tuple(b for b in blocks if b != block))
 
 
 @factory(EXACT_EVERYTHING, name="mutant:legacy-floor")
