@@ -16,6 +16,7 @@ __all__ = [
     "upstream_swa_floor",
     "vllm_blocks_per_request",
     "trtllm_cpp_blocks",
+    "sglang_request_pages",
 ]
 
 
@@ -42,3 +43,10 @@ def trtllm_cpp_blocks(t: Any, window: Any) -> Any:
     """The older TensorRT-LLM C++ manager's blocks per sequence past the window: ``ceil(W / t) + 1``
     (it allocates the next block before detaching the one leaving the window; it rejects sinks)."""
     return cdiv(window, t) + 1
+
+
+def sglang_request_pages(t: Any, window: Any, request_tokens: Any) -> Any:
+    """SGLang's per-request SWA budget in pages: ``min(input + max_new, W)`` tokens plus one page,
+    ``ceil(min(L, W) / t) + 1`` for a request of ``L`` tokens. Its SWA pool itself is a user-set ratio
+    of the full pool, with no window-derived floor."""
+    return cdiv(imin(request_tokens, window), t) + 1
