@@ -15,16 +15,33 @@ from typing import Sequence
 from swafloor import __version__
 
 # Subcommand modules under swafloor.commands, in the order ``--help`` lists them.
-COMMANDS = ("prove", "floor", "explain", "simulate", "fuzz", "replay", "bench")
+COMMANDS = ("prove", "floor", "explain", "simulate", "fuzz", "replay", "bench", "docs", "check")
 
 
 class UsageError(Exception):
     """Bad arguments or input: printed as one line, exit code 2."""
 
 
+#: The longest error line printed; longer messages are cut (values in them are bounded already).
+MAX_ERROR_CHARS = 500
+
+
+def one_line(message: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """``message`` as one bounded line: line breaks shown as ``\\n``, cut to ``limit`` characters."""
+    text = str(message).replace("\r", "\\r").replace("\n", "\\n")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2
         raise UsageError(f"{self.prog}: {message}")
+
+    def _get_values(self, action, arg_strings):
+        # ``--window=--`` leaves argparse an empty list for a one-value option (it drops the "--"):
+        # every such option must then say it expected one argument, not receive [].
+        if action.nargs is None and action.option_strings and [a for a in arg_strings if a != "--"] == []:
+            self.error(f"argument {'/'.join(action.option_strings)}: expected one argument")
+        return super()._get_values(action, arg_strings)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,14 +61,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command. Bad arguments and typed swafloor errors print one line and return 2; Ctrl-C
+    returns 130 (commands doing long work print a summary of what was done first)."""
     from swafloor.reference import ConfigError, SwafloorError
 
     try:
         args = build_parser().parse_args(argv)
         return int(args.handler(args))
     except UsageError as exc:
-        print(str(exc), file=sys.stderr)
+        print(one_line(str(exc)), file=sys.stderr)
         return 2
     except (ConfigError, SwafloorError) as exc:
-        print(f"swafloor: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(one_line(f"swafloor: {type(exc).__name__}: {exc}"), file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("swafloor: interrupted", file=sys.stderr)
+        return 130

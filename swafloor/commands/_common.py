@@ -1,35 +1,114 @@
-"""Small helpers shared by subcommands: positive-int argument types and JSON output."""
+"""Small helpers shared by subcommands: bounded argument types and JSON output.
+
+Every numeric option is parsed by one of the types below, so every command rejects the same bad
+values the same way, at parse time, with exit 2 and one line naming the option: not a number,
+below the minimum, above a sane maximum (huge numbers would only exhaust memory or time later),
+or not finite. Values are quoted in a bounded form, so a 5000-digit or multi-line argument still
+gives one short line.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
+import re
 import sys
+from pathlib import Path
 from typing import Any
 
+from swafloor.reference.show import bounded
 
-def int_at_least(minimum: int):
+#: The largest count any option accepts (tokens, windows, slots, steps): 10**18 fits every
+#: fixed-width integer a real engine uses, and keeps arithmetic on it cheap.
+MAX_COUNT = 10**18
+#: The longest time budget (seconds) any option accepts: one day.
+MAX_SECONDS = 86_400.0
+#: The most worker processes ``--jobs`` may ask for.
+MAX_JOBS = 256
+
+_INT_TEXT = re.compile(r"[+-]?[0-9](?:_?[0-9])*")
+
+
+def _show(text: str) -> str:
+    return bounded(text, 40)
+
+
+def int_in(minimum: int, maximum: int = MAX_COUNT):
+    """An argparse type: an integer in ``[minimum, maximum]``, written in decimal."""
+
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        stripped = text.strip() if isinstance(text, str) else ""
+        if not _INT_TEXT.fullmatch(stripped):
+            raise argparse.ArgumentTypeError(f"invalid int value: {_show(text)}")
+        digits = len(stripped.lstrip("+-").replace("_", "").lstrip("0"))
+        if digits > len(str(maximum)) + 1:  # never convert absurdly long numbers
+            sign = "-" if stripped.startswith("-") else ""
+            raise argparse.ArgumentTypeError(
+                f"must be between {minimum:,} and {maximum:,}, got {sign}a {digits:,}-digit number"
+            )
+        value = int(stripped)
+        if not minimum <= value <= maximum:
+            raise argparse.ArgumentTypeError(f"must be between {minimum:,} and {maximum:,}, got {value:,}")
         return value
 
-    parse.__name__ = f"int>={minimum}"
+    parse.__name__ = f"int in [{minimum}, {maximum}]"
     return parse
 
 
-def positive_float(text: str) -> float:
+def int_at_least(minimum: int, maximum: int = MAX_COUNT):
+    """An argparse type: an integer ``>= minimum`` (and at most ``maximum``, 10**18 by default)."""
+    return int_in(minimum, maximum)
+
+
+def float_in(minimum: float, maximum: float, *, minimum_inclusive: bool = True):
+    """An argparse type: a finite float in ``[minimum, maximum]`` (``(minimum, maximum]`` when not
+    ``minimum_inclusive``)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except (TypeError, ValueError):
+            raise argparse.ArgumentTypeError(f"invalid float value: {_show(text)}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {_show(text)}")
+        low_ok = value >= minimum if minimum_inclusive else value > minimum
+        if not (low_ok and value <= maximum):
+            low = "[" if minimum_inclusive else "("
+            raise argparse.ArgumentTypeError(f"must be in {low}{minimum:g}, {maximum:g}], got {value:g}")
+        return value
+
+    parse.__name__ = "float"
+    return parse
+
+
+#: A time budget in seconds: above 0, at most a day.
+positive_float = float_in(0.0, MAX_SECONDS, minimum_inclusive=False)
+
+
+def writable_dir(text: str) -> Path:
+    """An argparse type: a folder that exists and is writable, or that could be created (its nearest
+    existing parent is a writable folder). Nothing is created here."""
+    if not isinstance(text, str) or not text or "\x00" in text:
+        raise argparse.ArgumentTypeError(f"not a usable folder name: {_show(text)}")
+    path = Path(text)
+    probe = path
     try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid float value: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
+        while not probe.exists():
+            if probe.is_symlink():
+                raise argparse.ArgumentTypeError(f"{_show(text)}: {_show(str(probe))} is a dangling link")
+            if probe.parent == probe:
+                break
+            probe = probe.parent
+        if not probe.is_dir():
+            what = "is not a folder" if probe == path else f"cannot be created: {_show(str(probe))} is not a folder"
+            raise argparse.ArgumentTypeError(f"{_show(text)} {what}")
+        if not os.access(probe, os.W_OK | os.X_OK):
+            raise argparse.ArgumentTypeError(f"{_show(text)}: {_show(str(probe))} is not writable")
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"{_show(text)}: {exc.strerror or type(exc).__name__}") from None
+    return path
 
 
 def add_window_arguments(parser: argparse.ArgumentParser) -> None:

@@ -13,8 +13,9 @@ import sys
 import time
 
 from swafloor.reference import AttentionLayer, Config, build_layout, cdiv
+from swafloor.reference.show import bounded
 
-from ._common import positive_float, print_json
+from ._common import float_in, print_json
 
 TARGETS = {
     "reference": "swafloor.commands.bench:reference_figures",
@@ -32,7 +33,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("bench", help="print performance figures (reference, proofs, fuzz)")
     p.add_argument("targets", nargs="*", metavar="TARGET",
                    help=f"what to measure: {', '.join(TARGETS)} (default: all)")
-    p.add_argument("--seconds", type=positive_float, default=1.0,
+    p.add_argument("--seconds", type=float_in(0.001, 3600.0), default=1.0,
                    help="time budget per reference figure (default 1)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=run)
@@ -48,7 +49,7 @@ def run(args) -> int:
 
     unknown = [t for t in args.targets if t not in TARGETS]
     if unknown:
-        raise UsageError(f"swafloor bench: TARGET={unknown[0]!r}: must be one of {', '.join(TARGETS)}")
+        raise UsageError(f"swafloor bench: TARGET={bounded(unknown[0], 60)}: must be one of {', '.join(TARGETS)}")
     targets = list(dict.fromkeys(args.targets)) or list(TARGETS)
     results = {}
     for target in targets:
@@ -75,7 +76,7 @@ def _decode_rate(factory, config: Config, requests: int, seconds: float, start_h
         assert backend.resume(rid)
     steps, start = 0, time.perf_counter()
     deadline = start + seconds
-    while time.perf_counter() < deadline:
+    while steps == 0 or time.perf_counter() < deadline:  # at least one round: a rate needs steps
         for rid in ids:
             h = history[rid]
             outcome = backend.resize(rid, h + 1, h)

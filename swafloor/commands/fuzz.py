@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
-from ._common import int_at_least, print_json
+from ._common import int_in, print_json, writable_dir
 
 
 def register(subparsers) -> None:
@@ -21,11 +22,11 @@ def register(subparsers) -> None:
                    help="what to compare with (default: reference)")
     p.add_argument("--profile", choices=("ci", "nightly"), default="ci",
                    help="ci: fixed seed, bounded (default); nightly: random seed, long")
-    p.add_argument("--examples", type=int_at_least(1), default=None, help="examples to run (default: the profile's)")
-    p.add_argument("--steps", type=int_at_least(1), default=None, help="rules per example (default: the profile's)")
-    p.add_argument("--seed", type=int_at_least(0), default=None, help="seed (default: ci 0, nightly random)")
+    p.add_argument("--examples", type=int_in(1, 10**15), default=None, help="examples to run (default: the profile's)")
+    p.add_argument("--steps", type=int_in(1, 100_000), default=None, help="rules per example (default: the profile's)")
+    p.add_argument("--seed", type=int_in(0, 2**64 - 1), default=None, help="seed (default: ci 0, nightly random)")
     p.add_argument("--no-shrink", action="store_true", help="report the first divergence without shrinking it")
-    p.add_argument("--out", default="fuzz-failures", metavar="DIR", help="where traces go (default ./fuzz-failures)")
+    p.add_argument("--out", type=writable_dir, default=Path("fuzz-failures"), metavar="DIR", help="where traces go (default ./fuzz-failures)")
     p.add_argument("--list", action="store_true", help="list the registered backends and exit")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=run)
@@ -35,6 +36,7 @@ def _progress(every: int):
     last = [0.0]
 
     def report(stats) -> None:
+        report.last = stats  # for the summary when the user stops the campaign
         now = time.perf_counter()
         if stats.runs == 1 or now - last[0] >= every:
             last[0] = now
@@ -42,6 +44,7 @@ def _progress(every: int):
             print(f"fuzz: {state}: {stats.examples} examples, {stats.steps} steps, "
                   f"{now - stats.started:.1f} s", file=sys.stderr)
 
+    report.last = None
     return report
 
 
@@ -62,17 +65,27 @@ def run(args) -> int:
     backend = resolve(args.backend, "--backend")
     against = resolve(args.against, "--against")
     print(f"fuzz: {backend.name} vs {against.name} ({backend.capabilities.describe()})", file=sys.stderr)
-    result = run_campaign(
-        backend,
-        against,
-        profile=args.profile,
-        examples=args.examples,
-        steps=args.steps,
-        seed=args.seed,
-        shrink=not args.no_shrink,
-        out_dir=args.out,
-        progress=_progress(5),
-    )
+    progress = _progress(5)
+    try:
+        result = run_campaign(
+            backend,
+            against,
+            profile=args.profile,
+            examples=args.examples,
+            steps=args.steps,
+            seed=args.seed,
+            shrink=not args.no_shrink,
+            out_dir=args.out,
+            progress=progress,
+        )
+    except KeyboardInterrupt:  # Ctrl-C: long work the user asked for; say what was done
+        stats = progress.last
+        done = "no example finished" if stats is None else (
+            f"{stats.examples:,} examples, {stats.steps:,} steps in {time.perf_counter() - stats.started:.1f} s")
+        found = "" if stats is None or stats.first_failure_example is None else (
+            f"; a divergence was found at example {stats.first_failure_example} (rerun with the same seed to shrink it)")
+        print(f"fuzz: interrupted after {done}{found or '; no divergence so far'}", file=sys.stderr)
+        return 130
     print(f"fuzz: {result.result} after {result.examples} examples in {result.seconds:.1f} s", file=sys.stderr)
     if args.json:
         print_json(result.to_dict())

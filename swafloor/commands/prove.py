@@ -12,7 +12,9 @@ import os
 import sys
 import time
 
-from ._common import int_at_least, positive_float, print_json
+from swafloor.reference.show import bounded
+
+from ._common import MAX_JOBS, float_in, int_in, print_json
 
 
 def default_jobs() -> int:
@@ -25,10 +27,10 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("prove", help="prove the theorem catalogue with Z3 (the main CI job)")
     p.add_argument("names", nargs="*", metavar="NAME", help="theorems to run (default: the whole catalogue)")
     p.add_argument("--json", action="store_true", help="print a JSON list, one object per theorem")
-    p.add_argument("--timeout", type=positive_float, default=10.0, metavar="S",
+    p.add_argument("--timeout", type=float_in(0.001, 86_400.0), default=10.0, metavar="S",
                    help="Z3 time budget per theorem in seconds (default 10)")
-    p.add_argument("--seed", type=int_at_least(0), default=0, metavar="N", help="Z3 random seed (default 0)")
-    p.add_argument("--jobs", type=int_at_least(1), default=None, metavar="N",
+    p.add_argument("--seed", type=int_in(0, 2**32 - 1), default=0, metavar="N", help="Z3 random seed (default 0)")
+    p.add_argument("--jobs", type=int_in(1, MAX_JOBS), default=None, metavar="N",
                    help="worker processes for the bounded concrete checks (default: up to 2 cores)")
     p.set_defaults(handler=run)
 
@@ -76,7 +78,7 @@ def run(args) -> int:
         known = {t.name: t for t in theorems}
         unknown = [n for n in args.names if n not in known]
         if unknown:
-            print(f"swafloor prove: unknown theorem {unknown[0]!r} (see docs/theorems.md)", file=sys.stderr)
+            print(f"swafloor prove: unknown theorem {bounded(unknown[0], 60)} (see docs/theorems.md)", file=sys.stderr)
             return 2
         theorems = tuple(known[n] for n in dict.fromkeys(args.names))
     jobs = args.jobs or default_jobs()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+import time
+
 from swafloor.reference import AttentionLayer, Config, FloorRule, Manager, ReleaseOrder, build_layout
 
 from ._common import add_window_arguments, int_at_least, print_json
@@ -10,7 +13,8 @@ from ._common import add_window_arguments, int_at_least, print_json
 def register(subparsers) -> None:
     p = subparsers.add_parser("simulate", help="decode one request on the reference manager")
     add_window_arguments(p)
-    p.add_argument("--slots", type=int_at_least(0), default=None, help="pool slots (default: the rule's minimum)")
+    p.add_argument("--slots", type=int_at_least(1), default=None,
+                   help="pool slots, any number >= 1, even below the minimum (default: the rule's minimum)")
     p.add_argument("--steps", type=int_at_least(0), default=None, help="decode steps (default: 10 windows)")
     p.add_argument("--floor-rule", choices=[r.value for r in FloorRule], default=FloorRule.FIXED.value)
     p.add_argument(
@@ -25,15 +29,20 @@ def register(subparsers) -> None:
     p.set_defaults(handler=run)
 
 
-def decode(manager: Manager, request_id, steps: int, history_in_resize: bool = False) -> tuple[int | None, str]:
+def decode(
+    manager: Manager, request_id, steps: int, history_in_resize: bool = False, progress=None
+) -> tuple[int | None, str]:
     """Decode ``steps`` one-token steps from the request's history: ``resize(h+1, h)`` then
     ``commit(1)``, or with ``history_in_resize`` the resize itself moves history from ``h-1`` to ``h``.
-    Returns the history of the first step that ran out of slots (None if all ran) and why."""
+    Returns the history of the first step that ran out of slots (None if all ran) and why.
+    ``progress(steps_done, history)``, when given, is called every 4096 steps."""
     outcome = manager.resume(request_id)
     if not outcome:
         return manager.history_of(request_id), outcome.describe()
     h = manager.history_of(request_id)
-    for _ in range(steps):
+    for done in range(steps):
+        if progress is not None and not done & 0xFFF:
+            progress(done, h)
         outcome = manager.resize(request_id, h + 1, h)
         if not outcome:
             return h, outcome.describe()
@@ -43,25 +52,61 @@ def decode(manager: Manager, request_id, steps: int, history_in_resize: bool = F
     return None, "ok"
 
 
+class _Progress:
+    """Progress of a long simulation on stderr: a line after the first second, then every 5 s."""
+
+    def __init__(self, steps: int, first: float = 1.0, every: float = 5.0):
+        self.steps, self.done, self.history = steps, 0, None
+        self.started = time.perf_counter()
+        self.next_report = self.started + first
+        self.every = every
+
+    def __call__(self, done: int, history: int) -> None:
+        self.done, self.history = done, history
+        now = time.perf_counter()
+        if now >= self.next_report:
+            self.next_report = now + self.every
+            print(f"simulate: {done:,} of {self.steps:,} steps ({100 * done / self.steps:.1f}%), "
+                  f"history {history:,}, {now - self.started:.1f} s", file=sys.stderr, flush=True)
+
+
 def run(args) -> int:
+    layers = [AttentionLayer(window=args.window, sink_tokens=args.sink_tokens)]
+    rule = FloorRule(args.floor_rule)
+    rule_min = build_layout(Config(tokens_per_block=args.tokens_per_block, layers=layers, floor_rule=rule)).min_slots[0]
+    # Any pool may be simulated, even one below the rule's minimum (that is how one sees the deadlock):
+    # the manager ignores the rule but for validating slots, so such a pool is built under the legacy rule.
+    below = args.slots is not None and args.slots < rule_min
     config = Config(
         tokens_per_block=args.tokens_per_block,
-        layers=[AttentionLayer(window=args.window, sink_tokens=args.sink_tokens)],
+        layers=layers,
         slots=None if args.slots is None else [args.slots],
-        floor_rule=args.floor_rule,
+        floor_rule=FloorRule.LEGACY if below else rule,
     )
     layout = build_layout(config)
     steps = 10 * args.window if args.steps is None else args.steps
     manager = Manager(config, release_order=args.release_order)
     manager.create("r0")
-    failed_at, why = decode(manager, "r0", steps, args.history_in_resize)
+    progress = _Progress(steps)
+    try:
+        failed_at, why = decode(manager, "r0", steps, args.history_in_resize, progress)
+    except KeyboardInterrupt:
+        # Ctrl-C: the user stopped long work they asked for; say what was done (counted every 4096 steps).
+        seconds = time.perf_counter() - progress.started
+        where = "-" if progress.history is None else f"{progress.history:,}"
+        print(f"simulate: interrupted after at least {progress.done:,} of {steps:,} steps "
+              f"(history {where}, {seconds:.1f} s): "
+              f"no deadlock so far; at most {manager.peak_used(0):,} of {layout.slots[0]:,} slots in use",
+              file=sys.stderr)
+        return 130
     result = {
         "ok": failed_at is None,
         "failed_at_history": failed_at,
         "reason": why,
         "slots": layout.slots[0],
-        "min_slots": layout.min_slots[0],
-        "floor_rule": config.floor_rule.value,
+        "min_slots": rule_min,
+        "below_minimum": below,
+        "floor_rule": rule.value,
         "release_order": manager.release_order.value,
         "steps": steps,
         "steps_run": steps if failed_at is None else failed_at,
@@ -73,7 +118,7 @@ def run(args) -> int:
         return 0
     print(
         f"W = {args.window}, t = {args.tokens_per_block}, {args.sink_tokens} sink tokens, "
-        f"{result['slots']} slots ({config.floor_rule.value} minimum {result['min_slots']}), "
+        f"{result['slots']} slots ({rule.value} minimum {rule_min}{', below it' if below else ''}), "
         f"{steps} decode steps, {result['release_order']}"
     )
     if result["ok"]:
