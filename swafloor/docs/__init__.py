@@ -1,0 +1,133 @@
+"""The docs generator: ``swafloor docs build`` (or ``python -m swafloor.docs``) regenerates every
+generated page, section, transcript and picture from the code, so the docs cannot drift from it.
+
+What it makes, under the repository root:
+
+- in README.md and every ``docs/*.md``: each generated section (:mod:`.sections`) and each command
+  transcript (:mod:`.markdown`); a picture linked right after an ``explain`` transcript
+  (``![...](img/NAME.svg)``) is drawn by that very command with ``--svg``;
+- ``docs/theorems.md``: the catalogue run and rendered by :func:`swafloor.proofs.docs.render`, and
+  ``docs/img/theorems/NAME.svg`` for each refutation (:mod:`.pictures`).
+
+``build(root, check=True)`` writes nothing and reports which files differ from what it would make
+(figures of measured transcripts and machine lines masked); the tests call it so.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+import attrs
+
+from . import markdown
+from .sections import SECTIONS
+
+__all__ = ["BuildResult", "build", "repository_root", "pages"]
+
+IMAGE_AFTER = re.compile(r"^!\[[^\]]*\]\(([^)\s]+\.svg)\)\s*$")
+
+
+@attrs.frozen
+class BuildResult:
+    """What a build made (path relative to the root -> text) and which of those differ on disk."""
+
+    files: dict[str, str]
+    changed: tuple[str, ...]
+
+
+def repository_root() -> Path:
+    """The checkout this package lives in, if it has docs/; else the current folder."""
+    here = Path(__file__).resolve().parents[2]
+    return here if (here / "docs").is_dir() and (here / "pyproject.toml").exists() else Path.cwd()
+
+
+def pages(root: Path) -> list[Path]:
+    """The markdown pages the generator refreshes (theorems.md is rendered whole, separately)."""
+    found = [root / "README.md"] if (root / "README.md").exists() else []
+    found += sorted(p for p in (root / "docs").glob("*.md") if p.name != "theorems.md")
+    return found
+
+
+def _svg_runner(root: Path, page: Path, text: str, files: dict[str, str]) -> Callable[[str, Path], list[str]]:
+    """A transcript runner that also draws the picture linked right after an explain transcript."""
+    lines = text.split("\n")
+    picture_of: dict[str, str] = {}
+    for tr in markdown.transcripts(text):
+        j = tr.fence.end + 1
+        while j < len(lines) and (not lines[j].strip() or lines[j].startswith(markdown.MEASURED_LINE)):
+            j += 1
+        m = IMAGE_AFTER.match(lines[j]) if j < len(lines) else None
+        explains = [c for c, _ in tr.commands if c.split()[:2] == ["swafloor", "explain"]]
+        if m and len(explains) == 1:
+            picture_of[explains[0]] = m.group(1)
+
+    def run(command: str, root_: Path) -> list[str]:
+        target = picture_of.get(command)
+        if target is None:
+            return markdown.run_transcript(command, root_)
+        with tempfile.TemporaryDirectory() as scratch:
+            out = Path(scratch) / "picture.svg"
+            result = markdown.run_transcript(f"{command} --svg {out}", root_)
+            rel = (page.parent / target).resolve().relative_to(root.resolve()).as_posix()
+            files[rel] = out.read_text(encoding="utf-8")
+        return result
+
+    return run
+
+
+def _theorem_files(files: dict[str, str]) -> None:
+    from swafloor.proofs import catalogue, runner
+    from swafloor.proofs.docs import render
+
+    from .pictures import refutation_svg
+
+    results = runner.prove(catalogue.CATALOGUE, jobs=2)
+    files["docs/theorems.md"] = render(results)
+    for r in results:
+        if r.discharge.counterexample is not None:
+            trace = r.replay.trace if r.replay is not None else None
+            files[f"docs/img/theorems/{r.theorem.name}.svg"] = refutation_svg(
+                r.theorem.name, dict(r.discharge.counterexample), trace
+            )
+
+
+def build(root: Path | str | None = None, check: bool = False, theorems: bool = True,
+          only: tuple[str, ...] = ()) -> BuildResult:
+    """Regenerate everything (or only the pages named in ``only``, paths relative to the root);
+    write the files that changed unless ``check``."""
+    root = Path(root) if root is not None else repository_root()
+    files: dict[str, str] = {}
+    for page in pages(root):
+        rel = page.relative_to(root).as_posix()
+        if only and rel not in only:
+            continue
+        text = page.read_text(encoding="utf-8")
+        new = markdown.refresh_regions(text, SECTIONS, rel)
+        new = markdown.refresh_transcripts(new, root, _svg_runner(root, page, new, files))
+        files[rel] = new
+    if theorems and (not only or "docs/theorems.md" in only):
+        _theorem_files(files)
+    changed = []
+    for rel, text in files.items():
+        path = root / rel
+        old = path.read_text(encoding="utf-8") if path.exists() else None
+        same = old is not None and (markdown.normalise(old) == markdown.normalise(text)
+                                    if rel.endswith(".md") else old == text)
+        if not same:
+            changed.append(rel)
+            if not check:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text, encoding="utf-8")
+        elif not check and old != text and rel.endswith(".md"):
+            path.write_text(text, encoding="utf-8")  # new figures of measured transcripts
+    if not only and theorems:  # a picture no page makes any more is stale
+        for path in sorted((root / "docs" / "img").rglob("*.svg")) if (root / "docs" / "img").is_dir() else []:
+            rel = path.relative_to(root).as_posix()
+            if rel not in files:
+                changed.append(rel)
+                if not check:
+                    path.unlink()
+    return BuildResult(files, tuple(changed))

@@ -1,0 +1,58 @@
+"""Pictures of the theorem catalogue's refutations: for each refuted claim, the failing step of its
+smallest counterexample. Claims about one step of one request are drawn as that step's blocks
+(:func:`swafloor.svg.block_svg`); any other refutation as its replay on the reference manager, one
+call per row, the failing call in red.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+from swafloor import svg
+from swafloor.commands.explain import picture
+from swafloor.reference import floors
+
+__all__ = ["refutation_svg", "STEP_PICTURES"]
+
+
+def _legacy(c: Mapping[str, int]) -> tuple[dict, str]:
+    pic = picture(c["W"], c["t"], c["S"] * c["t"], c["h"])
+    return pic, f"the pre-fix pool has {floors.legacy_floor()} slot; this decode step holds {pic['live_blocks']}"
+
+
+def _multi_token(c: Mapping[str, int]) -> tuple[dict, str]:
+    pic = picture(c["W"], c["t"], c["S"] * c["t"], c["h"], step_tokens=c["n"])
+    floor = floors.swa_floor(c["t"], c["W"], c["S"])
+    return pic, f"a pool at the decode floor has {floor} slots; this {c['n']}-token step holds {pic['live_blocks']}"
+
+
+def _concurrency(c: Mapping[str, int]) -> tuple[dict, str]:
+    pic = picture(c["W"], c["t"], c["S"] * c["t"], c["h"])
+    n, floor = c["N"], floors.swa_floor(c["t"], c["W"], c["S"])
+    return pic, (f"each of N = {n} requests holds {pic['live_blocks']} at this history: "
+                 f"{n * pic['live_blocks']} > N x floor - 1 = {n * floor - 1} slots")
+
+
+def _same_call(c: Mapping[str, int]) -> tuple[dict, str]:
+    pic = picture(c["W"], c["t"], c["S"] * c["t"], c["h"] + 1, hold=True)
+    floor = floors.swa_floor(c["t"], c["W"], c["S"])
+    return pic, f"a pool at the floor has {floor} slots; inside this call {pic['live_blocks']} are held"
+
+
+#: Refutations drawn as one step's blocks: theorem name -> counterexample -> (picture, caption).
+STEP_PICTURES: dict[str, Callable[[Mapping[str, int]], tuple[dict, str]]] = {
+    "legacy-floor-insufficient": _legacy,
+    "decode-floor-short-for-multi-token": _multi_token,
+    "concurrency-minus-one": _concurrency,
+    "same-call-release-transient": _same_call,
+}
+
+
+def refutation_svg(name: str, counterexample: Mapping[str, int], replay_trace: tuple[str, ...] | None) -> str:
+    """The picture of one refutation's failing step."""
+    if name in STEP_PICTURES:
+        pic, caption = STEP_PICTURES[name](counterexample)
+        return svg.block_svg(pic, caption=f"{name}: {caption}")
+    cex = ", ".join(f"{k} = {v}" for k, v in counterexample.items())
+    return svg.lines_svg(f"{name}: counterexample {cex}, replayed on the reference manager",
+                         list(replay_trace or ("(no replay)",)))

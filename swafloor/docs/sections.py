@@ -1,0 +1,257 @@
+"""The generated sections of the hand-written pages: each a function returning markdown, computed
+from the code (reference formulas, the theorem catalogue, the backend registry, the CLI parser),
+so the pages cannot drift from it. Pages name a section with
+``<!-- begin generated: NAME -->`` ... ``<!-- end generated: NAME -->``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import attrs
+from typing import Callable
+
+from swafloor.reference import floors, peers, sink_blocks_for
+
+__all__ = ["SECTIONS", "PEERS", "peer_theorems", "COMPARISON_T", "COMPARISON_W", "COMPARISON_SINKS"]
+
+COMPARISON_T = (16, 32, 64, 128)
+COMPARISON_W = (128, 1024, 4096, 4097)
+COMPARISON_SINKS = (0, 4)
+IN_FLIGHT = 1  # tokens in flight for vLLM's asynchronous scheduling (one step ahead)
+
+
+def _theorem_names() -> tuple[str, ...]:
+    from swafloor.proofs.catalogue import CATALOGUE
+
+    return tuple(t.name for t in CATALOGUE)
+
+
+# Each peer: name, its sizing in one notation, what it holds for (t, W, sink tokens), or None where it
+# does not apply, and the theorems relating it to the floor (names checked against the catalogue).
+PEERS: tuple[dict, ...] = (
+    {
+        "key": "floor",
+        "name": "the floor (swafloor's reference)",
+        "sizing": "`S + ceil((W-1)/t) + 1`",
+        "source": "`floors.swa_floor`",
+        "blocks": lambda t, w, k: floors.swa_floor(t, w, sink_blocks_for(k, t)),
+        "theorems": ("decode-sufficient", "decode-tight"),
+    },
+    {
+        "key": "v2-post",
+        "name": "TensorRT-LLM V2, after PR #15588",
+        "sizing": "`S + (W + t - 2) // t + 1`",
+        "source": "`peers.upstream_swa_floor`",
+        "blocks": lambda t, w, k: peers.upstream_swa_floor(t, w, sink_blocks_for(k, t)),
+        "theorems": ("ceil-identity", "ceil-identity-at-zero"),
+    },
+    {
+        "key": "v2-pre",
+        "name": "TensorRT-LLM V2, before PR #15588",
+        "sizing": "`1` per life cycle (then raised by any described batch)",
+        "source": "`floors.legacy_floor`",
+        "blocks": lambda t, w, k: floors.legacy_floor(),
+        "theorems": ("legacy-floor-insufficient",),
+    },
+    {
+        "key": "cpp",
+        "name": "TensorRT-LLM's older C++ manager",
+        "sizing": "`ceil(W/t) + 1` (rejects sink tokens)",
+        "source": "`peers.trtllm_cpp_blocks`",
+        "blocks": lambda t, w, k: None if k else peers.trtllm_cpp_blocks(t, w),
+        "theorems": ("cpp-sizing-covers",),
+    },
+    {
+        "key": "vllm",
+        "name": "vLLM v1, synchronous scheduling",
+        "sizing": "`ceil((W-1+T)/t) + 1`, `T = 1` for decode (no sink term)",
+        "source": "`peers.vllm_blocks_per_request`",
+        "blocks": lambda t, w, k: None if k else peers.vllm_blocks_per_request(t, w, 1),
+        "theorems": ("vllm-sizing-covers",),
+    },
+    {
+        "key": "vllm-async",
+        "name": f"vLLM v1, {IN_FLIGHT} token in flight (asynchronous scheduling)",
+        "sizing": "`ceil((W-1+max(1,k))/t) + 1`; the need is `S + ceil((W-1+k)/t) + 1`",
+        "source": "`peers.vllm_blocks_per_request`, `floors.in_flight_floor`",
+        "blocks": lambda t, w, k: None if k else peers.vllm_blocks_per_request(t, w, max(1, IN_FLIGHT)),
+        "theorems": ("vllm-sizing-covers",),
+    },
+    {
+        "key": "sglang",
+        "name": "SGLang",
+        "sizing": "`ceil(min(L, W)/t) + 1` per request of `L` tokens; the pool is a user ratio, no floor",
+        "source": "`peers.sglang_request_pages`",
+        "blocks": lambda t, w, k: None if k else peers.sglang_request_pages(t, w, w),
+        "theorems": ("cpp-sizing-covers",),
+    },
+)
+
+
+def peer_theorems(peer: dict) -> tuple[str, ...]:
+    """The theorems a peer's row cites, plus any catalogue theorem about tokens in flight for vLLM async."""
+    names = list(peer["theorems"])
+    if peer["key"] == "vllm-async":
+        names += [n for n in _theorem_names() if "in-flight" in n and n not in names]
+    return tuple(names)
+
+
+def _link(name: str) -> str:
+    return f"[`{name}`](theorems.md#{name})" if name in _theorem_names() else f"`{name}` (not in the catalogue)"
+
+
+def comparison_sizings() -> str:
+    lines = ["| system | blocks per SWA life cycle and request | in swafloor | theorems |", "|---|---|---|---|"]
+    for p in PEERS:
+        lines.append(f"| {p['name']} | {p['sizing']} | {p['source']} | "
+                     f"{', '.join(_link(n) for n in peer_theorems(p))} |")
+    return "\n".join(lines)
+
+
+def _in_flight_need(t: int, w: int, k: int) -> int:
+    return floors.in_flight_floor(t, w, sink_blocks_for(k, t), IN_FLIGHT)
+
+
+def comparison_numbers() -> str:
+    out = []
+    for sinks in COMPARISON_SINKS:
+        out.append(f"**{sinks} sink tokens**" + (" (C++, vLLM and SGLang have no sink term: `-`)" if sinks else ""))
+        out.append("")
+        head = ["t", "W", "floor", "V2 post-fix", "V2 pre-fix", "C++", "vLLM sync",
+                f"vLLM async (need with k = {IN_FLIGHT})", "SGLang"]
+        out.append("| " + " | ".join(head) + " |")
+        out.append("|" + "---:|" * len(head))
+        for t in COMPARISON_T:
+            for w in COMPARISON_W:
+                floor = floors.swa_floor(t, w, sink_blocks_for(sinks, t))
+                cells = [str(t), str(w)]
+                for p in PEERS:
+                    v = p["blocks"](t, w, sinks)
+                    if v is None:
+                        cells.append("-")
+                        continue
+                    text = str(v)
+                    if p["key"] == "vllm-async":
+                        text += f" ({_in_flight_need(t, w, sinks)})"
+                    elif p["key"] != "floor" and v != floor:
+                        text = f"**{v}**"
+                    cells.append(text)
+                out.append("| " + " | ".join(cells) + " |")
+        out.append("")
+    return "\n".join(out).rstrip("\n")
+
+
+def comparison_summary() -> str:
+    """Counts over the worked settings, computed: where each peer differs from the floor."""
+    lines = []
+    settings = [(t, w) for t in COMPARISON_T for w in COMPARISON_W]
+    for p in PEERS:
+        if p["key"] in ("floor", "vllm-async"):
+            continue
+        diffs = [(t, w) for t, w in settings if p["blocks"](t, w, 0) != floors.swa_floor(t, w, 0)]
+        where = ", ".join(f"(t={t}, W={w})" for t, w in diffs) or "none"
+        lines.append(f"- {p['name']}: differs from the floor (no sinks) in {len(diffs)} of {len(settings)} "
+                     f"settings: {where}.")
+    exact = [(t, w) for t, w in settings
+             if peers.vllm_blocks_per_request(t, w, max(1, IN_FLIGHT)) == _in_flight_need(t, w, 0)]
+    lines.append(f"- vLLM with {IN_FLIGHT} token in flight: its sizing equals the in-flight need in "
+                 f"{len(exact)} of {len(settings)} settings.")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- CLI and backends
+def _subparsers() -> dict[str, argparse.ArgumentParser]:
+    from swafloor.cli import build_parser
+
+    parser = build_parser()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def commands_table() -> str:
+    from swafloor.cli import COMMANDS
+
+    subs = _subparsers()
+    helps = {}
+    for action in build_parser_actions():
+        helps[action.dest] = action.help
+    lines = ["| command | what it does |", "|---|---|"]
+    for name in COMMANDS:
+        if name in subs:
+            lines.append(f"| `swafloor {name}` | {helps.get(name) or subs[name].description or ''} |")
+    return "\n".join(lines)
+
+
+def build_parser_actions():
+    from swafloor.cli import build_parser
+
+    parser = build_parser()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return list(action._choices_actions)
+    return []
+
+
+def backends_table() -> str:
+    from swafloor.fuzz.backends import REGISTRY
+
+    lines = ["| name | factory | what it is |", "|---|---|---|"]
+    for name, target in REGISTRY.items():
+        module, _, attr = target.partition(":")
+        doc = _factory_doc(module, attr)
+        if doc == "(no docstring)" and name.startswith("mutant:"):
+            doc = "a seeded bug: the reference with one behaviour changed (see [fuzzing](fuzzing.md))"
+        lines.append(f"| `{name}` | `{target}` | {doc} |")
+    return "\n".join(lines)
+
+
+def _factory_doc(module: str, attr: str) -> str:
+    """The first sentence of a factory's docstring, read from its source without importing it (a
+    backend's module may import a heavy peer)."""
+    import ast
+    import importlib.util
+
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        return "(module not found)"
+    tree = ast.parse(open(spec.origin, encoding="utf-8").read())
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == attr:
+            doc = ast.get_docstring(node) or ""
+            first = " ".join(doc.split("\n\n")[0].split())
+            return first.replace("|", "\\|") or "(no docstring)"
+    return "(no docstring)"
+
+
+def semantics_options() -> str:
+    """The reference's Semantics fields: default and allowed values, read from the class."""
+    import enum
+
+    from swafloor.reference import config
+
+    lines = ["| option | default (the spec) | values |", "|---|---|---|"]
+    for field in attrs.fields(config.Semantics):
+        default = field.default
+        kind = type(default)
+        if isinstance(default, enum.Enum):
+            values = ", ".join(f"`{m.value}`" for m in kind)
+            shown = default.value
+        elif isinstance(default, bool):
+            values, shown = "`true`, `false`", str(default).lower()
+        else:
+            values, shown = "an integer >= 0", default
+        lines.append(f"| `{field.name}` | `{shown}` | {values} |")
+    return "\n".join(lines)
+
+
+SECTIONS: dict[str, Callable[[], str]] = {
+    "semantics-options": semantics_options,
+    "comparison-sizings": comparison_sizings,
+    "comparison-numbers": comparison_numbers,
+    "comparison-summary": comparison_summary,
+    "commands": commands_table,
+    "backends": backends_table,
+}
