@@ -53,7 +53,7 @@ def test_floor_text_names_the_terms(capsys):
         (["floor", "--window", "4", "--tokens-per-block", "x"], "--tokens-per-block"),
         (["floor", "--window", "4"], "--tokens-per-block"),
         (["floor", "--window", "4", "--tokens-per-block", "4", "--sink-tokens", "-1"], "--sink-tokens"),
-        (["simulate", "--window", "4", "--tokens-per-block", "4", "--slots", "1"], "slots[0]=1"),
+        (["simulate", "--window", "4", "--tokens-per-block", "4", "--slots", "0"], "--slots"),
         (["simulate", "--window", "4", "--tokens-per-block", "4", "--floor-rule", "x"], "--floor-rule"),
         (["explain", "--window", "4", "--tokens-per-block", "4", "--history", "-1"], "--history"),
         (["nonsense"], "nonsense"),
