@@ -17,25 +17,60 @@ any two backends and compares them after each step. The JSON form is::
       "found": {...}                        # informational: seed, examples (optional)
     }
 
-Loading validates every field and raises :class:`TraceError` naming the field and the value.
+Loading validates every field and raises :class:`TraceError` naming the field and the value. It is
+bounded: a file over :data:`MAX_TRACE_BYTES` (``/dev/zero`` included) or nested deeper than
+:data:`MAX_DEPTH` is refused before it is parsed; numbers beyond :data:`MAX_NUMBER` in magnitude,
+``NaN`` and ``Infinity`` are refused; messages quote bounded forms of values.
+
+A trace names backends only by their registered names (``reference``, ``oracle``, ``mutant:...``):
+:func:`swafloor.fuzz.replay.replay` never imports a ``MODULE:FACTORY`` that a trace file names, as
+replaying a file someone sent you must not run code of their choosing. Give such a spec on the
+command line (``--backend`` / ``--against``) instead.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 from pathlib import Path
 from typing import Any, Mapping
 
 import attrs
 
 from swafloor.reference import Config, ConfigError
+from swafloor.reference.show import bounded
 
 from .protocol import Operation
 
-__all__ = ["SCHEMA", "TraceError", "Step", "Trace", "load", "save", "from_dict", "to_dict", "EXPECT_VALUES"]
+__all__ = [
+    "SCHEMA",
+    "TraceError",
+    "Step",
+    "Trace",
+    "load",
+    "loads",
+    "save",
+    "from_dict",
+    "to_dict",
+    "EXPECT_VALUES",
+    "MAX_TRACE_BYTES",
+    "MAX_DEPTH",
+    "MAX_NUMBER",
+    "MAX_REQUEST_CHARS",
+]
 
 SCHEMA = "swafloor-trace/1"
 EXPECT_VALUES = ("divergence", "match")
+
+#: The largest trace file read (bytes); a trace of 100,000 steps fits.
+MAX_TRACE_BYTES = 16 * 1024 * 1024
+#: The deepest nesting of JSON arrays and objects accepted (a trace needs 4).
+MAX_DEPTH = 64
+#: The largest magnitude of a step's integer argument.
+MAX_NUMBER = 10**18
+#: The longest request id.
+MAX_REQUEST_CHARS = 256
 
 # The argument fields of each operation, in JSON order, with defaults (None: required).
 _ARGUMENTS: dict[Operation, tuple[tuple[str, int | None], ...]] = {
@@ -55,10 +90,9 @@ class TraceError(ValueError):
         self.field = field
         self.value = value
         self.reason = reason
-        shown = repr(value)
-        if len(shown) > 80:
-            shown = shown[:77] + "..."
-        super().__init__(f"{field}={shown}: {reason}")
+        shown_field = field if len(field) <= 120 and field.isprintable() else bounded(field, 120)
+        shown_reason = reason.replace("\n", "\\n").replace("\r", "\\r")
+        super().__init__(f"{shown_field}={bounded(value)}: {shown_reason}")
 
 
 @attrs.frozen
@@ -79,8 +113,8 @@ class Step:
         return {"op": self.op.value, "request": self.request, **self.arguments()}
 
     def describe(self) -> str:
-        args = ", ".join(f"{k}={v}" for k, v in self.arguments().items())
-        return f"{self.op.value}({self.request!r}{', ' + args if args else ''})"
+        args = ", ".join(f"{k}={bounded(v)}" for k, v in self.arguments().items())
+        return f"{self.op.value}({bounded(self.request)}{', ' + args if args else ''})"
 
     # Constructors that read like the operations.
     @classmethod
@@ -154,10 +188,12 @@ def _step_from_dict(index: int, raw: Any) -> Step:
     request = raw.get("request")
     if not isinstance(request, str) or not request:
         raise TraceError(f"{where}.request", request, "must be a non-empty string")
+    if len(request) > MAX_REQUEST_CHARS:
+        raise TraceError(f"{where}.request", request, f"longer than {MAX_REQUEST_CHARS} characters")
     allowed = {"op", "request"} | {name for name, _ in _ARGUMENTS[op]}
     for key in raw:
         if key not in allowed:
-            raise TraceError(f"{where}.{key}", raw[key], f"unknown field for op {op.value!r}")
+            raise TraceError(f"{where}.{bounded(key, 40)}", raw[key], f"unknown field for op {op.value!r}")
     args: dict[str, int] = {}
     for name, default in _ARGUMENTS[op]:
         value = raw.get(name, default)
@@ -165,6 +201,8 @@ def _step_from_dict(index: int, raw: Any) -> Step:
             raise TraceError(f"{where}.{name}", None, f"missing (op {op.value!r} needs it)")
         if not _is_int(value):
             raise TraceError(f"{where}.{name}", value, "must be an integer")
+        if not -MAX_NUMBER <= value <= MAX_NUMBER:
+            raise TraceError(f"{where}.{name}", value, f"out of range (at most {MAX_NUMBER:.0e} in magnitude)")
         args[name] = value
     return Step(op, request, **args)
 
@@ -180,7 +218,7 @@ def from_dict(data: Any) -> Trace:
     known = {"schema", "config", "steps", "backend", "against", "expect", "divergence", "found"}
     for key in data:
         if key not in known:
-            raise TraceError(key, data[key], "unknown field")
+            raise TraceError(bounded(key, 40), data[key], "unknown field")
     if "config" not in data:
         raise TraceError("config", None, "missing")
     try:
@@ -189,7 +227,7 @@ def from_dict(data: Any) -> Trace:
         field = exc.field if exc.field.startswith("config") else f"config.{exc.field}"
         raise TraceError(field, exc.value, exc.reason) from None
     except (TypeError, ValueError) as exc:  # e.g. a converter rejecting a value
-        raise TraceError("config", data["config"], str(exc)) from None
+        raise TraceError("config", data["config"], _brief(exc)) from None
     steps = data.get("steps")
     if not isinstance(steps, list):
         raise TraceError("steps", steps, "must be a list")
@@ -219,20 +257,65 @@ def from_dict(data: Any) -> Trace:
     )
 
 
-def load(path: str | Path) -> Trace:
-    """Read and validate a trace file; raises :class:`TraceError` (field ``file`` for I/O and JSON)."""
-    path = Path(path)
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def nesting_depth(text: str) -> int:
+    """The deepest nesting of arrays and objects in JSON ``text`` (strings skipped), without
+    parsing it: no recursion, linear time."""
+    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0)
+
+
+def _brief(exc: BaseException, limit: int = 160) -> str:
+    """An exception's message as one bounded line (for reasons quoted inside a TraceError)."""
+    text = str(exc).replace("\n", "\\n").replace("\r", "\\r")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number a trace may hold")
+
+
+def loads(text: str, where: str = "file") -> Trace:
+    """Validate and build a trace from JSON text; raises :class:`TraceError`."""
+    depth = nesting_depth(text)
+    if depth > MAX_DEPTH:
+        raise TraceError(where, text, f"nests {depth} levels deep (at most {MAX_DEPTH})")
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise TraceError("file", str(path), f"cannot be read ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:
-        raise TraceError("file", str(path), "is not UTF-8 text") from None
-    try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
-        raise TraceError("file", str(path), f"is not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+        raise TraceError(where, text, f"is not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    except (ValueError, RecursionError) as exc:  # a number too long to convert, NaN, Infinity
+        raise TraceError(where, text, f"is not a valid trace: {_brief(exc)}") from None
     return from_dict(data)
+
+
+def load(path: str | Path) -> Trace:
+    """Read and validate a trace file; raises :class:`TraceError` (field ``file`` for I/O and JSON).
+    At most :data:`MAX_TRACE_BYTES` are read, so ``/dev/zero`` or a huge file is refused cheaply."""
+    shown = str(path)
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_TRACE_BYTES + 1)
+    except OSError as exc:
+        raise TraceError("file", shown, f"cannot be read ({exc.strerror or type(exc).__name__})") from None
+    except ValueError as exc:  # e.g. an embedded NUL in the name
+        raise TraceError("file", shown, f"cannot be read ({_brief(exc)})") from None
+    if len(raw) > MAX_TRACE_BYTES:
+        raise TraceError("file", shown, f"is larger than {MAX_TRACE_BYTES // (1024 * 1024)} MiB")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise TraceError("file", shown, "is not UTF-8 text") from None
+    try:
+        return loads(text)
+    except TraceError as exc:
+        if exc.field != "file":
+            raise
+        raise TraceError("file", shown, exc.reason) from None
 
 
 def save(trace: Trace, path: str | Path) -> Path:
