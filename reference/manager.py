@@ -201,6 +201,14 @@ class _Request:
     pending_copy: bool
     ranges: list[Ranges]  # per life cycle: the blocks it holds
     held: list[dict[int, int]]  # per life cycle: block index -> slot id
+    resumed: bool = False  # was it ever active (a suspension that keeps slots keeps what it held)
+    # A cache that lets a step that changes no block skip planning (see Manager._refresh): the blocks
+    # every life cycle requires are the same for all capacities in ``[capacity_from, capacity_below)``
+    # and histories in ``[history_from, history_below)``.
+    capacity_from: int = 0
+    capacity_below: int = 0
+    history_from: int = 0
+    history_below: int | float = 0
 
 
 @attrs.define
@@ -241,6 +249,8 @@ def _require_count(request_id: Any, field: str, value: Any) -> None:
         raise RequestError(request_id, field, value, "must be >= 0")
 
 
+_NEVER = float("inf")  # "no stale range ever moves": a request without windows
+
 # A plan: per life cycle, None (nothing changes) or (blocks to allocate, blocks to release, new ranges).
 _Plan = list
 
@@ -257,6 +267,10 @@ class Manager:
         self._pools = [_Pool(n) for n in self.layout.slots]
         self._group_of = self.layout.pool_group_of
         self._requests: dict[str, _Request] = {}
+        # Steps that change no block are recognised from the cache in _Request, unless a subclass
+        # (a seeded bug) redefines which blocks are required.
+        self._fast = type(self).required_ranges is Manager.required_ranges
+        self._windows = [i for i, lc in enumerate(self.layout.life_cycles) if lc.window is not None]
 
     # ----------------------------------------------------------------- observation
     @property
@@ -269,13 +283,16 @@ class Manager:
         lc = self.layout.life_cycles[life_cycle]
         if lc.kind is LifeCycleKind.SSM:
             return _SSM_PAGE
-        t = self.layout.tokens_per_block
-        allocated = lifecycle.allocated_blocks(capacity, t)
+        allocated = lifecycle.allocated_blocks(capacity, self.layout.tokens_per_block)
         if lc.window is None:
             return ((0, allocated),) if allocated > 0 else ()
-        released_on = history - self._in_flight if history > self._in_flight else 0
-        start, end = lifecycle.stale_range(released_on, t, lc.window, lc.sink_blocks)
+        start, end = self._stale(lc, history)
         return _ranges((0, min(start, allocated)), (end, allocated))
+
+    def _stale(self, lc: Any, history: int) -> tuple[int, int]:
+        """The stale range of an SWA life cycle at ``history``: released on ``max(0, history - k)``."""
+        released_on = history - self._in_flight if history > self._in_flight else 0
+        return lifecycle.stale_range(released_on, self.layout.tokens_per_block, lc.window, lc.sink_blocks)
 
     def required_blocks(self, life_cycle: int, history: int, capacity: int) -> tuple[int, ...]:
         """The blocks a life cycle must hold at ``(history, capacity)``, one by one (O(blocks))."""
@@ -317,7 +334,7 @@ class Manager:
 
     def _holds_blocks(self, req: _Request) -> bool:
         return req.state is RequestState.ACTIVE or (
-            req.state is RequestState.SUSPENDED and self.semantics.suspend is SuspendMode.KEEP
+            req.state is RequestState.SUSPENDED and req.resumed and self.semantics.suspend is SuspendMode.KEEP
         )
 
     def check(self) -> None:
@@ -406,7 +423,9 @@ class Manager:
                 self._pools[g].give(slot)
         req.released_to = req.history
         req.state = RequestState.ACTIVE
+        req.resumed = True
         req.pending_copy = False
+        self._refresh(req)
         return OK
 
     def resize(self, request_id: str, capacity: int, history: int | None = None) -> Outcome:
@@ -414,17 +433,22 @@ class Manager:
         (history unchanged when None). Out of slots leaves everything as it was, except that a lazily
         freeing manager (``free_stale = at-allocate``) first frees what is stale at the current
         history, and that stands."""
-        req = self._get(request_id, RequestState.ACTIVE)
+        req = self._active(request_id)
         history = req.history if history is None else history
-        _require_count(request_id, "capacity", capacity)
-        _require_count(request_id, "history", history)
+        if type(capacity) is not int or type(history) is not int or capacity < 0 or history < 0:
+            _require_count(request_id, "capacity", capacity)
+            _require_count(request_id, "history", history)
         if history < req.history:
             raise RequestError(request_id, "history", history, f"goes backwards from {req.history}")
         if capacity < history:
             raise RequestError(request_id, "capacity", capacity, f"is below history {history}")
+        if self._unchanged(req, history, capacity):  # no block changes: nothing to plan
+            req.capacity, req.history, req.released_to = capacity, history, history
+            return OK
         if req.released_to < req.history:  # lazy freeing: catch up before allocating
             self._apply(req, self._plan(req, req.history, req.capacity))
             req.released_to = req.history
+            self._refresh(req)
         plan = self._plan(req, history, capacity)
         hold = self.release_order is ReleaseOrder.HOLD_UNTIL_RETURN
         held_back = self._stale_released(plan, history) if hold else None
@@ -433,21 +457,27 @@ class Manager:
             return outcome
         self._apply(req, plan, held_back)
         req.capacity, req.history, req.released_to = capacity, history, history
+        self._refresh(req)
         return OK
 
     def commit(self, request_id: str, tokens: int) -> None:
         """Finalize ``tokens`` more tokens: history advances (within capacity); stale blocks are freed
         now, or at the next resize when freeing lazily."""
-        req = self._get(request_id, RequestState.ACTIVE)
-        _require_count(request_id, "tokens", tokens)
+        req = self._active(request_id)
+        if type(tokens) is not int or tokens < 0:
+            _require_count(request_id, "tokens", tokens)
         if req.history + tokens > req.capacity:
             raise RequestError(
                 request_id, "tokens", tokens, f"history {req.history} + tokens exceeds capacity {req.capacity}"
             )
         req.history += tokens
         if self.semantics.free_stale is FreeStale.AT_COMMIT:
-            self._apply(req, self._plan(req, req.history, req.capacity))  # only releases
+            changed = not self._unchanged(req, req.history, req.capacity)
+            if changed:
+                self._apply(req, self._plan(req, req.history, req.capacity))  # only releases
             req.released_to = req.history
+            if changed:
+                self._refresh(req)
 
     def suspend(self, request_id: str) -> None:
         """Deactivate a request: free every slot and keep its lengths (``release``), free every slot
@@ -460,6 +490,7 @@ class Manager:
             req.capacity = req.history = req.released_to = 0
             req.pending_copy = False
         req.state = RequestState.SUSPENDED
+        self._refresh(req)
 
     def close(self, request_id: str) -> None:
         """Release every slot; any later operation on the request raises :class:`RequestError`."""
@@ -480,6 +511,43 @@ class Manager:
         if state is not None and req.state is not state:
             raise RequestError(request_id, "state", req.state.value, f"must be {state.value}")
         return req
+
+    def _active(self, request_id: str) -> _Request:
+        """The active request ``request_id`` (the common case first), else :meth:`_get`'s error."""
+        req = self._requests.get(request_id) if type(request_id) is str else None
+        if req is None or req.state is not RequestState.ACTIVE:
+            req = self._get(request_id, RequestState.ACTIVE)
+        return req
+
+    def _unchanged(self, req: _Request, history: int, capacity: int) -> bool:
+        """Whether moving an active ``req`` to ``(history, capacity)`` changes none of its blocks, judged
+        from the cache alone (False when unsure: the caller then plans)."""
+        return (
+            self._fast
+            and req.history_from <= history < req.history_below
+            and req.capacity_from <= capacity < req.capacity_below
+        )
+
+    def _refresh(self, req: _Request) -> None:
+        """Renew the cache after the request's blocks changed. :meth:`required_ranges` depends on the
+        capacity only through the allocated count and on the history only through the windows' stale
+        ranges, and both are monotone: so the required blocks stay the same from the current capacity
+        up to the first capacity that allocates one more block, and from the current history up to the
+        first history at which some window's stale range moves on. Each bound is found by searching the
+        reference's own functions (no formula restated), in O(log distance) evaluations, and only when
+        the request has left the box the cache describes."""
+        t = self.layout.tokens_per_block
+        if not req.capacity_from <= req.capacity < req.capacity_below:
+            allocated = lifecycle.allocated_blocks(req.capacity, t)
+            req.capacity_from = req.capacity
+            req.capacity_below = _first_change(lambda c: lifecycle.allocated_blocks(c, t), req.capacity, allocated)
+        h = req.released_to
+        if not req.history_from <= h < req.history_below:
+            nearest: int | float = _NEVER
+            for lc_index in self._windows:
+                lc = self.layout.life_cycles[lc_index]
+                nearest = _first_change(lambda x: self._stale(lc, x), h, self._stale(lc, h), nearest)
+            req.history_from, req.history_below = h, nearest
 
     def _plan(self, req: _Request, history: int, capacity: int) -> _Plan:
         """Per life cycle: None when its blocks do not change, else (to allocate, to release, new ranges)."""
@@ -552,6 +620,23 @@ class Manager:
             for b in sorted(held):
                 pool.give(held.pop(b))
             req.ranges[lc_index] = ()
+
+
+def _first_change(f: Any, x: int, now: Any, limit: int | float = _NEVER) -> int | float:
+    """The smallest ``y`` in ``(x, limit)`` with ``f(y) != now``, else ``limit``, for an ``f`` that keeps
+    differing from ``now`` once it does (a monotone function): galloping search, then bisection,
+    O(log(y - x)) evaluations. ``f(limit)`` is never evaluated."""
+    step = 1
+    while x + step < limit and f(x + step) == now:
+        step *= 2
+    lo, hi = x + step // 2, min(x + step, limit)  # f(lo) == now (or lo == x); the answer is in (lo, hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if f(mid) == now:
+            lo = mid
+        else:
+            hi = mid
+    return hi
 
 
 def _require_id(request_id: Any) -> None:

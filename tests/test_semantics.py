@@ -218,3 +218,76 @@ def test_a_step_does_not_walk_the_window():
         h = m.history_of("r")
         assert m.resize("r", h + 1, h)
         m.commit("r", 1)
+
+
+# ------------------------------------------------------------------ the fast path against planning every step
+class _PlanEveryStep(Manager):
+    """The same manager with the cache switched off: redefining required_ranges (identically) makes
+    every operation plan from scratch."""
+
+    def required_ranges(self, life_cycle, history, capacity):
+        return super().required_ranges(life_cycle, history, capacity)
+
+
+def test_the_fast_path_agrees_with_planning_every_step():
+    from hypothesis import given, settings, strategies as st
+
+    layers = st.lists(
+        st.one_of(
+            st.builds(AttentionLayer, window=st.integers(1, 20), sink_tokens=st.integers(0, 9)),
+            st.just(AttentionLayer()),
+            st.just(SsmLayer()),
+        ),
+        min_size=1,
+        max_size=3,
+    )
+    semantics = st.builds(
+        Semantics,
+        in_flight_tokens=st.integers(0, 3),
+        free_stale=st.sampled_from(["at-commit", "at-allocate"]),
+        suspend=st.sampled_from(["release", "recompute", "keep"]),
+    )
+    ops = st.lists(st.tuples(st.integers(0, 5), st.integers(0, 2), st.integers(0, 12)), max_size=60)
+
+    @settings(max_examples=150, deadline=None, database=None, derandomize=True)
+    @given(t=st.integers(1, 6), layers=layers, semantics=semantics, extra=st.integers(0, 6), ops=ops)
+    def agree(t, layers, semantics, extra, ops):
+        if not any(isinstance(x, AttentionLayer) for x in layers):
+            layers = [AttentionLayer(window=3)] + layers
+        base = Config(t, layers, semantics=semantics)
+        config = Config(t, layers, semantics=semantics, slots=[m + extra for m in build_layout_min(base)])
+        fast, slow = Manager(config), _PlanEveryStep(config)
+        assert fast._fast and not slow._fast
+        for m in (fast, slow):
+            m.create("r0")
+            m.create("r1", reused_history=5)
+        for op, who, n in ops:
+            rid = f"r{who % 2}"
+            results = []
+            for m in (fast, slow):
+                try:
+                    if op == 0:
+                        results.append(m.resume(rid).ok)
+                    elif op in (1, 2):  # decode-like and n-token steps
+                        h = m.history_of(rid)
+                        results.append(m.resize(rid, h + (1 if op == 1 else n), h).ok)
+                    elif op == 3:
+                        results.append(m.commit(rid, min(n, m.capacity_of(rid) - m.history_of(rid))))
+                    elif op == 4:
+                        c, h = m.capacity_of(rid), m.history_of(rid)
+                        results.append(m.resize(rid, max(h + 1, c - n) if n % 2 else c + n, h + min(n, c - h)).ok)
+                    else:
+                        results.append(m.suspend(rid))
+                except RequestError as exc:
+                    results.append(exc.field)
+            assert results[0] == results[1]
+            assert fast.snapshot() == slow.snapshot()
+            fast.check()
+
+    agree()
+
+
+def build_layout_min(config):
+    from swafloor.reference import build_layout
+
+    return build_layout(config).min_slots
