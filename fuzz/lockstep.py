@@ -6,10 +6,16 @@ or above its (fixed-rule) minimum, a lone active request never runs out of slots
 i.e. a resize to ``capacity = history + 1`` (full attention: while that capacity fits the full
 attention share of the minimum). The check applies to both sides; the reference failing it would be
 a bug in the spec itself.
+
+Request states and lengths are read from the reference side's observation after every step (they
+follow its semantics: a recompute suspend resets history and capacity to 0); a side compared against
+that shows no lengths has them tracked from the steps instead. The time each side spends (building,
+operations, observations) is summed in ``backend_seconds`` and ``reference_seconds``.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 import attrs
@@ -26,7 +32,7 @@ from swafloor.reference import (
 )
 
 from .compare import Divergence, Result, compare_parts, compare_results, parts_of, run_step
-from .protocol import Backend, Capabilities, Operation, Unsupported
+from .protocol import Backend, Capabilities, Operation, Part, Unsupported
 from .trace import Step
 
 __all__ = ["Lockstep", "BuildFailed", "Liveness"]
@@ -78,14 +84,20 @@ class Lockstep:
         self.retired: set[str] = set()  # closed on both sides after an accepted outcome slack
         self.liveness = Liveness.of(config)
         self.slack_events = 0
+        self.backend_seconds = 0.0
+        self.reference_seconds = 0.0
+        started = time.perf_counter()
         try:
             self.reference = reference_factory(config)
         except Exception as exc:  # noqa: BLE001
             raise BuildFailed(f"the reference side failed to build: {type(exc).__name__}: {exc}") from exc
+        self.reference_seconds += time.perf_counter() - started
         self.build_divergence: Divergence | None = None
+        started = time.perf_counter()
         try:
             self.backend = backend_factory(config)
         except Exception as exc:  # noqa: BLE001 - Unsupported is re-raised for callers that filter
+            self.backend_seconds += time.perf_counter() - started
             if isinstance(exc, Unsupported):
                 raise
             self.backend = None  # type: ignore[assignment]
@@ -93,18 +105,38 @@ class Lockstep:
                 -1, None, "build", "built", f"{type(exc).__name__}: {exc}", "exact", "the backend failed to build"
             )
             return
+        self.backend_seconds += time.perf_counter() - started
         self.build_divergence = self._compare_observations(-1, None)
 
     def _compare_observations(self, index: int, step: Step | None) -> Divergence | None:
+        started = time.perf_counter()
         try:
             got = self.backend.observe()
         except Exception as exc:  # noqa: BLE001
             return Divergence(index, step, "observe", "a snapshot", f"{type(exc).__name__}: {exc}", "exact",
                               "observe() raised")
+        finally:
+            middle = time.perf_counter()
+            self.backend_seconds += middle - started
         ref = self.reference.observe()
+        self.reference_seconds += time.perf_counter() - middle
+        ref_parts = parts_of(ref)
+        self._read_lengths(ref_parts)
         if not self.retired and isinstance(got, Snapshot) and got == ref:
             return None  # equal snapshots satisfy every mode
-        return compare_parts(index, step, parts_of(ref), parts_of(got), self.caps, frozenset(self.retired))
+        return compare_parts(index, step, ref_parts, parts_of(got), self.caps, frozenset(self.retired))
+
+    def _read_lengths(self, ref_parts: dict) -> None:
+        """States and lengths as the reference side shows them (closed requests are not shown)."""
+        lengths = ref_parts.get(Part.LENGTHS)
+        if lengths is None:
+            return
+        for rid in self.states:
+            if rid not in lengths:
+                self.states[rid] = "closed"
+        for rid, (state, capacity, history) in lengths.items():
+            self.states[rid] = state
+            self.lengths[rid] = (capacity, history)
 
     def _lone(self, request: str) -> bool:
         return self.states.get(request) == "active" and all(
@@ -141,8 +173,12 @@ class Lockstep:
             and self._lone(step.request)
             and self.liveness.covers(step.capacity)
         )
+        started = time.perf_counter()
         ref_result = run_step(self.reference, step)
+        middle = time.perf_counter()
         got_result = run_step(self.backend, step)
+        self.reference_seconds += middle - started
+        self.backend_seconds += time.perf_counter() - middle
         divergence, slack = compare_results(index, step, ref_result, got_result, self.caps)
         if divergence is not None:
             return divergence, ref_result

@@ -8,8 +8,14 @@ steps), n-token steps (draft tokens, some accepted), prefill chunks, advance his
 capacity, suspend, close, and misuse (operations that must be rejected with the same field).
 
 A rule is generated only when the backend supports its operations (and, for misuse, declares the
-``errors`` part). The first divergence raises :class:`DivergenceFound` carrying the whole trace, so
-the minimal failing run Hypothesis ends on is exactly what gets saved.
+``errors`` part). For a backend that commits before it allocates (``commit_before_allocate``) no
+resize advances history: a fused step becomes ``commit(1)`` then ``resize(h + 2, h + 1)``. For a
+backend without capacity cuts no resize lowers capacity (a step asks for at least the capacity it
+has) and the shrink rule is off. The first divergence raises :class:`DivergenceFound` carrying the
+whole trace, so the minimal failing run Hypothesis ends on is exactly what gets saved.
+
+Lengths and states are read from the reference side after every step (:class:`Lockstep`), so rules
+see what the configured semantics did (a recompute suspend resets both lengths to 0).
 """
 
 from __future__ import annotations
@@ -26,13 +32,14 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition,
 from .compare import Divergence, Result
 from .lockstep import Lockstep
 from .protocol import Operation, Part, Unsupported
-from .strategies import configs, horizon
+from .strategies import configs, has_swa, horizon
 from .trace import Step, Trace
 
 __all__ = ["DivergenceFound", "Stats", "build_machine", "MAX_OPEN_REQUESTS"]
 
 MAX_OPEN_REQUESTS = 4
 PICK = st.integers(0, MAX_OPEN_REQUESTS - 1)
+BATCH_ROUNDS = 256  # the most rounds of one decode_batch rule
 
 
 class DivergenceFound(AssertionError):
@@ -49,11 +56,20 @@ class Stats:
     """Counters a campaign reads. ``runs``: state machine runs started, including those Hypothesis
     discards (too large, no enabled rule); ``examples``: runs that completed without a divergence
     (what Hypothesis counts toward ``max_examples``); ``steps``: operations applied on each side;
-    the first divergence's example number (``examples`` before it, plus one) and time."""
+    ``unsupported``: runs whose config the backend refused (:class:`Unsupported`, discarded);
+    ``served``: runs whose backend was built, ``served_swa`` those of them with an SWA life cycle;
+    ``backend_seconds``/``reference_seconds``: time spent in each side's operations and
+    observations (building included); the first divergence's example number (``examples`` before
+    it, plus one) and time."""
 
     runs: int = 0
     examples: int = 0
     steps: int = 0
+    unsupported: int = 0
+    served: int = 0
+    served_swa: int = 0
+    backend_seconds: float = 0.0
+    reference_seconds: float = 0.0
     started: float = attrs.field(factory=time.perf_counter)
     first_failure_example: int | None = None
     first_failure_seconds: float | None = None
@@ -66,6 +82,8 @@ def build_machine(backend: Any, against: Any, stats: Stats) -> type[RuleBasedSta
     caps = backend.capabilities
     ops = caps.operations
     misuse_allowed = caps.mode(Part.ERRORS) is not None
+    commit_first = caps.commit_before_allocate
+    cuts = caps.capacity_cuts
 
     class DifferentialMachine(RuleBasedStateMachine):
         def __init__(self) -> None:
@@ -80,9 +98,19 @@ def build_machine(backend: Any, against: Any, stats: Stats) -> type[RuleBasedSta
         def _apply(self, step: Step) -> Result:
             divergence, result = self.lock.apply(step)
             stats.steps += 1
+            stats.backend_seconds += self.lock.backend_seconds - self.timed[0]
+            stats.reference_seconds += self.lock.reference_seconds - self.timed[1]
+            self.timed = (self.lock.backend_seconds, self.lock.reference_seconds)
             if divergence is not None:
                 self._fail(divergence)
             return result
+
+        def _step(self, rid: str, capacity: int, history: int) -> Result:
+            """A resize within the backend's domain: never below the capacity held when the backend
+            has no capacity cuts."""
+            if not cuts:
+                capacity = max(capacity, self.lock.lengths[rid][0])
+            return self._apply(Step.resize(rid, capacity, history))
 
         def _fail(self, divergence: Divergence) -> None:
             if stats.first_failure_example is None:
@@ -122,7 +150,13 @@ def build_machine(backend: Any, against: Any, stats: Stats) -> type[RuleBasedSta
             try:
                 self.lock = Lockstep(config, backend.factory, against.factory, caps)
             except Unsupported:
+                stats.unsupported += 1
                 reject()
+            stats.served += 1
+            stats.served_swa += has_swa(config)
+            stats.backend_seconds += self.lock.backend_seconds
+            stats.reference_seconds += self.lock.reference_seconds
+            self.timed = (self.lock.backend_seconds, self.lock.reference_seconds)
             if self.lock.build_divergence is not None:
                 self._fail(self.lock.build_divergence)
             self.horizon = horizon(config)
@@ -163,7 +197,7 @@ def build_machine(backend: Any, against: Any, stats: Stats) -> type[RuleBasedSta
             rid = self._pick(pick, "active")
             for _ in range(count):
                 _, h = self.lock.lengths[rid]
-                if not self._apply(Step.resize(rid, h + 1, h)).ok or not self._active(rid):
+                if not self._step(rid, h + 1, h).ok or not self._active(rid):
                     return
                 self._apply(Step.commit(rid, 1))
 
@@ -171,12 +205,34 @@ def build_machine(backend: Any, against: Any, stats: Stats) -> type[RuleBasedSta
         @rule(pick=PICK, count=st.integers(1, 48), ahead=st.integers(0, 2))
         def fused_decode(self, pick: int, count: int, ahead: int) -> None:
             """``count`` steps that commit the token in flight and reserve the next one in one
-            resize: (h, h + 1) -> (h + 1, h + 2 + ahead)."""
+            resize: (h, h + 1) -> (h + 1, h + 2 + ahead); for a backend that commits before it
+            allocates, ``commit(1)`` then ``resize(h + 2 + ahead, h + 1)``."""
             rid = self._pick(pick, "active")
             for _ in range(count):
                 c, h = self.lock.lengths[rid]
                 nh = h + 1 if c > h else h
-                if not self._apply(Step.resize(rid, nh + 1 + ahead, nh)).ok or not self._active(rid):
+                if commit_first and nh > h:
+                    self._apply(Step.commit(rid, nh - h))
+                    if not self._active(rid):
+                        return
+                if not self._step(rid, nh + 1 + ahead, nh).ok or not self._active(rid):
+                    return
+
+        @precondition(lambda self: Operation.COMMIT in ops and self._has("active"))
+        @rule(rounds=st.integers(1, BATCH_ROUNDS))
+        def decode_batch(self, rounds: int) -> None:
+            """Continuous batching: ``rounds`` rounds in which every active request, in turn, takes a
+            decode step (resize(h + 1, h), then commit); a request that runs out of slots or stops
+            being active leaves the batch. Many steps for one rule: most of a campaign's steps."""
+            batch = self._ids("active")
+            for _ in range(rounds):
+                for rid in tuple(batch):
+                    _, h = self.lock.lengths[rid]
+                    if self._step(rid, h + 1, h).ok and self._active(rid):
+                        self._apply(Step.commit(rid, 1))
+                    if not self._active(rid) or self.lock.lengths[rid][1] != h + 1:
+                        batch.remove(rid)
+                if not batch:
                     return
 
         @precondition(lambda self: Operation.COMMIT in ops and self._has("active"))
@@ -185,7 +241,7 @@ def build_machine(backend: Any, against: Any, stats: Stats) -> type[RuleBasedSta
             """An n-token step (a token plus drafts): resize(h + n, h), then commit the accepted ones."""
             rid = self._pick(pick, "active")
             _, h = self.lock.lengths[rid]
-            if self._apply(Step.resize(rid, h + n, h)).ok and self._active(rid):
+            if self._step(rid, h + n, h).ok and self._active(rid):
                 self._apply(Step.commit(rid, min(n, accepted)))
 
         @precondition(lambda self: Operation.COMMIT in ops and self._has("active"))
@@ -195,7 +251,7 @@ def build_machine(backend: Any, against: Any, stats: Stats) -> type[RuleBasedSta
             rid = self._pick(pick, "active")
             chunk = data.draw(st.integers(1, self.horizon), label="chunk")
             _, h = self.lock.lengths[rid]
-            if self._apply(Step.resize(rid, h + chunk, h)).ok and self._active(rid):
+            if self._step(rid, h + chunk, h).ok and self._active(rid):
                 self._apply(Step.commit(rid, chunk))
 
         @precondition(lambda self: Operation.COMMIT in ops and self._has("active"))
@@ -206,7 +262,7 @@ def build_machine(backend: Any, against: Any, stats: Stats) -> type[RuleBasedSta
             c, h = self.lock.lengths[rid]
             self._apply(Step.commit(rid, min(tokens, c - h)))
 
-        @precondition(lambda self: self._has("active"))
+        @precondition(lambda self: cuts and self._has("active"))
         @rule(pick=PICK, cut=st.integers(1, 8))
         def shrink_capacity(self, pick: int, cut: int) -> None:
             """Give back reserved capacity: resize(max(h, c - cut), h)."""

@@ -25,7 +25,7 @@ from typing import Any, Callable, Hashable, Mapping, Protocol, runtime_checkable
 
 import attrs
 
-from swafloor.reference import Config, Outcome, Snapshot, SwafloorError
+from swafloor.reference import Config, Outcome, Semantics, Snapshot, SwafloorError
 
 __all__ = [
     "Operation",
@@ -38,6 +38,8 @@ __all__ = [
     "Unsupported",
     "factory",
     "capabilities_of",
+    "name_of",
+    "prepare",
     "ALL_OPERATIONS",
     "ALL_PARTS",
     "EXACT_EVERYTHING",
@@ -111,9 +113,20 @@ class Capabilities:
     ``operations``: the operations it implements (``CREATE``, ``RESUME`` and ``RESIZE`` are required).
     ``observations``: each part it can show and how it is compared (``OUTCOME`` is required).
     ``layer_kinds``: the layer kinds its configs may contain. ``sinks``: whether SWA layers may have
-    sink tokens. ``shared_pool_groups``: whether life cycles may share a pool group. ``reused_history``:
-    whether ``create`` accepts reused history. ``legacy_floor``: whether it accepts the pre-fix floor
-    rule. ``needs_gpu``: informational; the factory itself raises if the GPU is missing.
+    sink tokens. ``shared_pool_groups``: whether life cycles may share a pool group.
+    ``one_pool_group``: every life cycle shares one pool group (as vLLM serves every KV-cache group
+    from one block pool); the generator then makes only such configs. ``reused_history``: whether
+    ``create`` accepts reused history. ``legacy_floor``: whether it accepts the pre-fix floor rule.
+
+    How a step is driven: ``commit_before_allocate``: the engine advances history (the tokens just
+    computed) before it asks for the next step's slots, and that commit stands when the allocation
+    fails; the harness then never advances history inside ``resize``: a step is ``commit`` then
+    ``resize(capacity, current history)``, on both sides. ``capacity_cuts``: whether capacity may be
+    lowered (False: the engine never shrinks a block table, so the generator never lowers capacity).
+    ``semantics``: the reference :class:`~swafloor.reference.Semantics` the backend claims (tokens in
+    flight, when stale blocks are freed, what suspend does, the first resume's copy slot); every
+    generated config carries it, so the reference side is built with the same semantics.
+    ``needs_gpu``: informational; the factory itself raises if the GPU is missing.
     """
 
     operations: frozenset[Operation] = attrs.field(default=ALL_OPERATIONS, converter=_operations)
@@ -127,6 +140,10 @@ class Capabilities:
     shared_pool_groups: bool = True
     reused_history: bool = True
     legacy_floor: bool = True
+    one_pool_group: bool = False
+    commit_before_allocate: bool = False
+    capacity_cuts: bool = True
+    semantics: Semantics = attrs.field(factory=Semantics)
     needs_gpu: bool = False
 
     def __attrs_post_init__(self) -> None:
@@ -145,6 +162,10 @@ class Capabilities:
             raise ValueError("Capabilities.observations[shortfalls]: needs outcome compared exactly")
         if not self.layer_kinds - {LayerKind.SSM}:
             raise ValueError("Capabilities.layer_kinds: needs an attention kind ('swa' or 'full')")
+        if not isinstance(self.semantics, Semantics):
+            raise ValueError(f"Capabilities.semantics: must be a Semantics, got {type(self.semantics).__name__}")
+        if self.commit_before_allocate and Operation.COMMIT not in self.operations:
+            raise ValueError("Capabilities.commit_before_allocate: needs the 'commit' operation")
 
     def supports(self, operation: Operation) -> bool:
         return operation in self.operations
@@ -157,9 +178,25 @@ class Capabilities:
         ops = ",".join(o.value for o in Operation if o in self.operations)
         parts = ",".join(f"{p.value}={m.value}" for p, m in self.observations.items())
         kinds = ",".join(k.value for k in LayerKind if k in self.layer_kinds)
-        return f"operations [{ops}]; observations [{parts}]; layers [{kinds}]" + (
-            "; needs a GPU" if self.needs_gpu else ""
+        sem = self.semantics
+        flags = [
+            name
+            for name, on in (
+                ("one pool group", self.one_pool_group),
+                ("commit before allocate", self.commit_before_allocate),
+                ("no capacity cuts", not self.capacity_cuts),
+                ("no sinks", not self.sinks),
+                ("no reused history", not self.reused_history),
+            )
+            if on
+        ]
+        semantics = (
+            f"semantics [in-flight {sem.in_flight_tokens}, free {sem.free_stale.value}, suspend {sem.suspend.value}, "
+            f"first-resume copy {'yes' if sem.first_resume_copy else 'no'}]"
         )
+        return f"operations [{ops}]; observations [{parts}]; layers [{kinds}]; {semantics}" + (
+            f"; {', '.join(flags)}" if flags else ""
+        ) + ("; needs a GPU" if self.needs_gpu else "")
 
 
 EXACT_EVERYTHING = Capabilities()
@@ -202,8 +239,15 @@ class Backend(Protocol):
 BackendFactory = Callable[[Config], Backend]
 
 
-def factory(capabilities: Capabilities = EXACT_EVERYTHING, *, name: str | None = None):
-    """Decorate a ``config -> Backend`` function with its capabilities (and an optional name)::
+def factory(
+    capabilities: Capabilities = EXACT_EVERYTHING,
+    *,
+    name: str | None = None,
+    prepare: Callable[[], Any] | None = None,
+):
+    """Decorate a ``config -> Backend`` function with its capabilities, an optional display name
+    (reports show it instead of the spec string) and an optional ``prepare()`` that does the slow
+    imports once, before a campaign, so their time is reported apart from the campaign's::
 
         @factory(Capabilities(observations={"outcome": "exact", "pool_totals": "at-least"}))
         def make(config): return MyAdapter(config)
@@ -213,9 +257,24 @@ def factory(capabilities: Capabilities = EXACT_EVERYTHING, *, name: str | None =
         fn.capabilities = capabilities  # type: ignore[attr-defined]
         if name is not None:
             fn.backend_name = name  # type: ignore[attr-defined]
+        if prepare is not None:
+            fn.prepare = prepare  # type: ignore[attr-defined]
         return fn
 
     return decorate
+
+
+def name_of(backend_factory: Any, default: str) -> str:
+    """The name a factory declared with :func:`factory` (``default``, the spec, when none)."""
+    name = getattr(backend_factory, "backend_name", None)
+    return name if isinstance(name, str) and name else default
+
+
+def prepare(backend_factory: Any) -> None:
+    """Run a factory's declared ``prepare()`` (its slow imports), if it has one."""
+    hook = getattr(backend_factory, "prepare", None)
+    if callable(hook):
+        hook()
 
 
 def capabilities_of(backend_factory: Any) -> Capabilities:

@@ -3,6 +3,13 @@ divergence is shrunk, saved as a JSON trace, and reported with the whole input a
 
 Profiles: ``ci`` (a fixed seed, bounded: the default) and ``nightly`` (a fresh random seed, long
 runs, longer traces). The seed used is always reported, so any run can be repeated.
+
+The report also says how well the generator fits the backend: the share of examples discarded
+because the backend refused the config (``Unsupported``; target at most :data:`MAX_DISCARD_RATE`) and
+the share of served examples with a sliding-window life cycle (target at least
+:data:`MIN_SWA_SHARE`); and where the time went: the backend's import (its ``prepare()``, done before
+the campaign and not counted in ``seconds``), and each side's time in its operations, with the
+steps per second that gives.
 """
 
 from __future__ import annotations
@@ -25,13 +32,28 @@ from swafloor.reference import SwafloorError
 from .backends import ResolvedBackend, resolve
 from .compare import Divergence
 from .machine import DivergenceFound, Stats, build_machine
+from .protocol import name_of, prepare
 from .reduce import reduce_trace
 from .replay import replay_command
 from .trace import Trace, save, to_dict
 
-__all__ = ["Profile", "PROFILES", "CampaignResult", "CampaignError", "run_campaign", "format_report", "DEFAULT_OUT"]
+__all__ = [
+    "Profile",
+    "PROFILES",
+    "CampaignResult",
+    "CampaignError",
+    "run_campaign",
+    "format_report",
+    "DEFAULT_OUT",
+    "MAX_DISCARD_RATE",
+    "MIN_SWA_SHARE",
+]
 
 DEFAULT_OUT = Path("fuzz-failures")
+#: Targets for every shipped backend: at most this share of examples discarded as Unsupported ...
+MAX_DISCARD_RATE = 0.05
+#: ... and at least this share of served examples with a sliding-window life cycle.
+MIN_SWA_SHARE = 0.5
 
 
 @attrs.frozen
@@ -65,12 +87,36 @@ class CampaignResult:
     examples: int  # examples completed (what Hypothesis counts), shrinking included
     runs: int  # state machine runs started, including ones Hypothesis discarded
     steps: int  # operations applied on each side
-    seconds: float
+    seconds: float  # the campaign, the backend's import (import_seconds) excluded
     divergence: Divergence | None = None
     trace: Trace | None = None
     trace_file: Path | None = None
     first_failure_example: int | None = None  # examples run when the first divergence was seen
     first_failure_seconds: float | None = None
+    backend_spec: str | None = None  # the name or MODULE:FACTORY it was resolved from (for replay)
+    unsupported: int = 0  # runs discarded: the backend refused the config
+    served: int = 0  # runs whose backend was built
+    served_swa: int = 0  # of those, with a sliding-window life cycle
+    import_seconds: float = 0.0  # resolving the backend and its prepare() (slow imports)
+    backend_seconds: float = 0.0  # in the backend's operations, observations and builds
+    reference_seconds: float = 0.0  # likewise on the side compared against
+
+    @property
+    def discard_rate(self) -> float:
+        tried = self.unsupported + self.served
+        return self.unsupported / tried if tried else 0.0
+
+    @property
+    def swa_share(self) -> float:
+        return self.served_swa / self.served if self.served else 0.0
+
+    @property
+    def on_target(self) -> bool:
+        """Whether the generator fits the backend: discards and SWA share within their targets."""
+        return self.discard_rate <= MAX_DISCARD_RATE and self.swa_share >= MIN_SWA_SHARE
+
+    def steps_per_second(self, seconds: float) -> float | None:
+        return round(self.steps / seconds, 1) if seconds > 0 else None
 
     @property
     def result(self) -> str:
@@ -80,7 +126,7 @@ class CampaignResult:
     def replay(self) -> str | None:
         if self.trace_file is None:
             return None
-        return replay_command(str(self.trace_file), self.backend, self.against)
+        return replay_command(str(self.trace_file), self.backend_spec or self.backend, self.against)
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -93,7 +139,19 @@ class CampaignResult:
             "runs": self.runs,
             "steps": self.steps,
             "seconds": round(self.seconds, 3),
+            "import_seconds": round(self.import_seconds, 3),
+            "unsupported": self.unsupported,
+            "served": self.served,
+            "discard_rate": round(self.discard_rate, 4),
+            "swa_share": round(self.swa_share, 4),
+            "targets": {"max_discard_rate": MAX_DISCARD_RATE, "min_swa_share": MIN_SWA_SHARE, "met": self.on_target},
+            "backend_seconds": round(self.backend_seconds, 3),
+            "reference_seconds": round(self.reference_seconds, 3),
+            "backend_steps_per_second": self.steps_per_second(self.backend_seconds),
+            "reference_steps_per_second": self.steps_per_second(self.reference_seconds),
         }
+        if self.backend_spec is not None and self.backend_spec != self.backend:
+            data["backend_spec"] = self.backend_spec
         if self.divergence is not None:
             data["first_failure_example"] = self.first_failure_example
             data["first_failure_seconds"] = (
@@ -145,8 +203,17 @@ def run_campaign(
     if profile not in PROFILES:
         raise CampaignError(f"profile={profile!r}: must be one of {sorted(PROFILES)}")
     chosen = PROFILES[profile]
+    import_started = time.perf_counter()
     backend_ = backend if isinstance(backend, ResolvedBackend) else resolve(backend, "backend")
     against_ = against if isinstance(against, ResolvedBackend) else resolve(against, "against")
+    for side in (backend_, against_):
+        try:
+            prepare(side.factory)
+        except SwafloorError as exc:
+            raise CampaignError(f"backend={side.name!r}: cannot be prepared: {exc}") from exc
+    import_seconds = time.perf_counter() - import_started
+    backend_name = name_of(backend_.factory, backend_.name)
+    against_name = name_of(against_.factory, against_.name)
     examples = chosen.examples if examples is None else examples
     steps = chosen.steps if steps is None else steps
     if seed is None:
@@ -170,8 +237,8 @@ def run_campaign(
     except HypothesisException as exc:
         raise CampaignError(f"backend={backend_.name!r}: the campaign could not run: {type(exc).__name__}: {exc}") from exc
     return CampaignResult(
-        backend=backend_.name,
-        against=against_.name,
+        backend=backend_name,
+        against=against_name,
         profile=chosen.name,
         seed=seed,
         examples=stats.examples,
@@ -183,6 +250,28 @@ def run_campaign(
         trace_file=path,
         first_failure_example=stats.first_failure_example,
         first_failure_seconds=stats.first_failure_seconds,
+        backend_spec=backend_.name,
+        unsupported=stats.unsupported,
+        served=stats.served,
+        served_swa=stats.served_swa,
+        import_seconds=import_seconds,
+        backend_seconds=stats.backend_seconds,
+        reference_seconds=stats.reference_seconds,
+    )
+
+
+def _fit_line(result: CampaignResult) -> str:
+    def rate(seconds: float) -> str:
+        value = result.steps_per_second(seconds)
+        return "-" if value is None else f"{value:,.0f}"
+
+    verdict = "on target" if result.on_target else "OFF TARGET"
+    return (
+        f"  generator fit: {result.discard_rate:.1%} of examples discarded as unsupported "
+        f"({result.unsupported} of {result.unsupported + result.served}; target <= {MAX_DISCARD_RATE:.0%}), "
+        f"{result.swa_share:.1%} of served examples with an SWA life cycle (target >= {MIN_SWA_SHARE:.0%}): {verdict}\n"
+        f"  time: import {result.import_seconds:.1f} s (not in the campaign's); steps/s: "
+        f"{result.backend} {rate(result.backend_seconds)}, {result.against} {rate(result.reference_seconds)}"
     )
 
 
@@ -201,6 +290,7 @@ def format_report(result: CampaignResult) -> str:
             f"after {found_after:.1f} s, shrunk in {result.seconds - found_after:.1f} s "
             f"({result.runs} runs in all; {where})"
         )
+    head += "\n" + _fit_line(result)
     if result.divergence is None or result.trace is None:
         return head
     lines = [head, "", result.divergence.describe(), "", "config:", "  " + json.dumps(result.trace.config.to_dict())]

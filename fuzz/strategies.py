@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import functools
 
+import attrs
 from hypothesis import strategies as st
 
 from swafloor.reference import AttentionLayer, Config, SsmLayer, build_layout
 
 from .protocol import EXACT_EVERYTHING, Capabilities, LayerKind
 
-__all__ = ["TOKENS_PER_BLOCK", "windows", "layers", "configs", "horizon"]
+__all__ = ["TOKENS_PER_BLOCK", "windows", "layers", "configs", "horizon", "has_swa"]
 
 TOKENS_PER_BLOCK = (1, 2, 3, 4, 8, 16, 32, 64, 128)
 MAX_LAYERS = 4
@@ -64,18 +65,23 @@ def configs(draw, caps: Capabilities = EXACT_EVERYTHING, tokens_per_block=TOKENS
     if all(isinstance(layer, SsmLayer) for layer in chosen):
         attention = [k for k in (LayerKind.SWA, LayerKind.FULL) if k in caps.layer_kinds][0]
         chosen[0] = AttentionLayer(window=draw(windows(t)) if attention is LayerKind.SWA else None)
-    base = Config(tokens_per_block=t, layers=chosen)
+    semantics = caps.semantics  # the reference side runs the semantics the backend claims
+    base = Config(tokens_per_block=t, layers=chosen, semantics=semantics)
     life_cycles = len(build_layout(base).life_cycles)
 
     pool_groups = None
-    if caps.shared_pool_groups and life_cycles > 1 and draw(st.booleans()):
+    if caps.one_pool_group:
+        pool_groups = (0,) * life_cycles if life_cycles > 1 else None
+    elif caps.shared_pool_groups and life_cycles > 1 and draw(st.booleans()):
         raw = draw(_per_group(0, life_cycles - 1, life_cycles))
         renumber: dict[int, int] = {}
         pool_groups = tuple(renumber.setdefault(g, len(renumber)) for g in raw)
     floor_rule = "fixed"
     if caps.legacy_floor and draw(st.integers(0, 9)) == 9:  # rarely; shrinks towards "fixed"
         floor_rule = "legacy"
-    sized = Config(tokens_per_block=t, layers=chosen, pool_groups=pool_groups, floor_rule=floor_rule)
+    sized = Config(
+        tokens_per_block=t, layers=chosen, pool_groups=pool_groups, floor_rule=floor_rule, semantics=semantics
+    )
     minimum = build_layout(sized).min_slots
 
     how = draw(st.sampled_from(("minimum", "explicit", "bump")))
@@ -84,25 +90,23 @@ def configs(draw, caps: Capabilities = EXACT_EVERYTHING, tokens_per_block=TOKENS
     if how == "explicit":
         extra = draw(_per_group(0, 2, len(minimum)))
         slots = tuple(m + k for m, k in zip(minimum, extra))
-        return Config(tokens_per_block=t, layers=chosen, pool_groups=pool_groups, floor_rule=floor_rule, slots=slots)
+        return attrs.evolve(sized, slots=slots)
     below = draw(_per_group(0, 3, len(minimum)))
     slots = tuple(max(0, m - 1 - k) for m, k in zip(minimum, below))
-    return Config(
-        tokens_per_block=t,
-        layers=chosen,
-        pool_groups=pool_groups,
-        floor_rule=floor_rule,
-        slots=slots,
-        below_minimum="bump",
-    )
+    return attrs.evolve(sized, slots=slots, below_minimum="bump")
+
+
+def has_swa(config: Config) -> bool:
+    """Whether a config has a sliding-window life cycle (the subject of every comparison)."""
+    return any(isinstance(layer, AttentionLayer) and layer.window is not None for layer in config.layers)
 
 
 def horizon(config: Config) -> int:
-    """A history past which nothing new happens for any layer: sinks, the largest window and two
-    blocks (for reused-history draws)."""
+    """A history past which nothing new happens for any layer: sinks, the largest window (plus the
+    tokens in flight) and two blocks (for reused-history draws)."""
     t = config.tokens_per_block
     reach = 0
     for layer in config.layers:
         if isinstance(layer, AttentionLayer) and layer.window is not None:
-            reach = max(reach, layer.sink_tokens + t + layer.window)
+            reach = max(reach, layer.sink_tokens + t + layer.window + config.semantics.in_flight_tokens)
     return reach + 2 * t

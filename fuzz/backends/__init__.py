@@ -14,7 +14,7 @@ import attrs
 
 from swafloor.reference import SwafloorError
 
-__all__ = ["REGISTRY", "MUTANT_NAMES", "UnknownBackend", "ResolvedBackend", "resolve", "names"]
+__all__ = ["REGISTRY", "MUTANT_NAMES", "DATA_MUTANT_NAMES", "DATAPLANE_PREFIX", "UnknownBackend", "ResolvedBackend", "resolve", "names"]
 
 REGISTRY: dict[str, str] = {
     "reference": "swafloor.fuzz.backends.reference:reference",
@@ -25,9 +25,16 @@ REGISTRY: dict[str, str] = {
     "mutant:ignore-sinks": "swafloor.fuzz.backends.mutants:ignore_sinks",
     "mutant:allocate-before-release": "swafloor.fuzz.backends.mutants:allocate_before_release",
     "mutant:release-inflight-block": "swafloor.fuzz.backends.mutants:release_inflight_block",
+    "mutant:shared-slot": "swafloor.fuzz.backends.mutants:shared_slot",
+    "vllm": "swafloor.fuzz.backends.vllm:vllm",
+    "vllm-async": "swafloor.fuzz.backends.vllm:vllm_async",
 }
 
-MUTANT_NAMES = tuple(name for name in REGISTRY if name.startswith("mutant:"))
+#: Seeded bugs whose block tables and slot counts match the reference's: only the data plane
+#: (``dataplane:NAME``, which wraps any backend here) can catch them.
+DATA_MUTANT_NAMES = ("mutant:shared-slot",)
+MUTANT_NAMES = tuple(name for name in REGISTRY if name.startswith("mutant:") and name not in DATA_MUTANT_NAMES)
+DATAPLANE_PREFIX = "dataplane:"
 
 
 class UnknownBackend(SwafloorError, ValueError):
@@ -50,6 +57,7 @@ class ResolvedBackend:
 
 
 def names() -> tuple[str, ...]:
+    """Registered names; any of them may also be wrapped as ``dataplane:NAME``."""
     return tuple(REGISTRY)
 
 
@@ -59,6 +67,10 @@ def resolve(spec: str, field: str = "backend") -> ResolvedBackend:
 
     if not isinstance(spec, str) or not spec:
         raise UnknownBackend(field, spec, "must be a backend name or MODULE:FACTORY")
+    if spec.startswith(DATAPLANE_PREFIX):  # a wrapper around the backend named after the prefix
+        from .dataplane import resolve_dataplane
+
+        return resolve_dataplane(spec, field)
     target = REGISTRY.get(spec, spec)
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:

@@ -1,0 +1,306 @@
+"""The ``vllm`` and ``vllm-async`` backends: vLLM v1's own block manager (``KVCacheManager``),
+driven on a CPU through the protocol.
+
+vLLM's block bookkeeping is pure Python; only the KV data would live on a GPU, so nothing here needs
+one. vLLM is never a dependency of swafloor: it runs in its own pinned venv (``scripts/vllm-venv``)
+and is imported only when a backend is built (:func:`load`).
+
+What is built: one ``KVCacheManager`` with prefix caching off (vLLM then uses its no-prefix-cache
+coordinator), one ``KVCacheGroupSpec`` per life cycle (``SlidingWindowSpec(block_size=t,
+sliding_window=W)`` or ``FullAttentionSpec``), every group served from one ``BlockPool`` of
+``slots + 1`` blocks (block 0 is vLLM's null block). The protocol's operations map onto vLLM's own
+calls, in vLLM's own order, nothing emulated:
+
+- ``create(r, h)``: a waiting ``Request``; ``h`` reused tokens are held by a KV connector.
+- ``resume(r)``: the connector load path, ``allocate_slots(request, c - h,
+  num_external_computed_tokens=h)`` with ``num_computed_tokens = 0``, then ``num_computed_tokens =
+  h`` (as the scheduler does once the load is in). Nothing to load and nothing to allocate
+  (``c == h == 0``, the case after a preemption) allocates nothing.
+- ``resize(r, c, h)``: a scheduled step, ``allocate_slots(request, c - h)``, which first frees the
+  blocks skipped at ``max(0, h - in_flight)`` (that free stands even when the allocation then fails)
+  and returns None when the new blocks do not fit. A step with no new token (``c == h``) cannot be
+  scheduled; only the free runs (``remove_skipped_blocks``). ``h`` above the request's history is the
+  step's output returning first (``num_computed_tokens`` advances), as vLLM orders it; the harness
+  sends that only to backends without ``commit_before_allocate``.
+- ``commit(r, n)``: the step's output returns: ``num_computed_tokens += n``. vLLM frees nothing here
+  (its scheduler frees lazily, at the request's next ``allocate_slots``).
+- ``suspend(r)``: preemption: every block freed, ``num_computed_tokens = 0`` (recompute on resume).
+- ``close(r)``: the request finishes: every block freed.
+
+``vllm-async`` is asynchronous scheduling with one token in flight: before each allocation the
+request's ``num_in_flight_tokens`` is ``min(1, history)`` (the step scheduled before the previous
+one's output returned), so vLLM frees on ``history - 1``. It creates no request with reused
+history: right after a connector load nothing is in flight (vLLM frees on the loaded history),
+while the model's ``k`` applies to every history.
+
+Observations are read from vLLM's objects: pool totals and use from the ``BlockPool``, tables from
+the manager's per-group block lists (a null entry holds no slot), states from ``Request.status`` and
+history from ``Request.num_computed_tokens``. The capacity is the token count the last step asked
+slots for (vLLM keeps no such number; its table length is ``ceil(capacity / t)``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Hashable
+
+from swafloor.reference import (
+    Config,
+    LifeCycleKind,
+    Outcome,
+    RequestError,
+    Semantics,
+    build_layout,
+)
+
+from ..protocol import Capabilities, LayerKind, Operation, Part, Unsupported, factory
+
+__all__ = ["VllmBackend", "vllm", "vllm_async", "load", "capabilities", "semantics", "import_seconds"]
+
+#: The longest sequence the manager is told of: far above any generated history.
+MAX_MODEL_LEN = 1 << 30
+
+_loaded: dict[str, Any] = {}
+_import_seconds: list[float] = []
+
+
+def load() -> dict[str, Any]:
+    """Import the parts of vLLM the backend uses (once; 10 to 25 s the first time)."""
+    if not _loaded:
+        started = time.perf_counter()
+        try:
+            from vllm.sampling_params import SamplingParams
+            from vllm.v1.core.kv_cache_manager import KVCacheManager
+            from vllm.v1.kv_cache_interface import (
+                FullAttentionSpec,
+                KVCacheConfig,
+                KVCacheGroupSpec,
+                SlidingWindowSpec,
+            )
+            from vllm.v1.request import Request, RequestStatus
+        except ImportError as exc:
+            raise Unsupported(
+                f"vLLM is not importable here ({exc}); run the vLLM backend in the venv made by scripts/vllm-venv"
+            ) from exc
+        import torch
+
+        _loaded.update(
+            SamplingParams=SamplingParams,
+            KVCacheManager=KVCacheManager,
+            FullAttentionSpec=FullAttentionSpec,
+            KVCacheConfig=KVCacheConfig,
+            KVCacheGroupSpec=KVCacheGroupSpec,
+            SlidingWindowSpec=SlidingWindowSpec,
+            Request=Request,
+            RequestStatus=RequestStatus,
+            dtype=torch.float16,
+        )
+        _import_seconds.append(time.perf_counter() - started)
+    return _loaded
+
+
+def import_seconds() -> float | None:
+    """How long importing vLLM took in this process (None: not imported yet)."""
+    return _import_seconds[0] if _import_seconds else None
+
+
+def semantics(in_flight: int) -> Semantics:
+    """The reference semantics vLLM's v1 manager has, with ``in_flight`` tokens in flight."""
+    return Semantics(
+        in_flight_tokens=in_flight,
+        free_stale="at-allocate",  # the scheduler frees stale blocks at the request's next allocate_slots
+        suspend="recompute",  # preemption frees everything and recomputes from token 0
+        first_resume_copy=False,  # the connector loads a reused prefix into fresh blocks: no copy slot
+    )
+
+
+def capabilities(in_flight: int) -> Capabilities:
+    """What the backend supports and how each part is compared (everything it shows, exactly)."""
+    return Capabilities(
+        operations=[Operation.CREATE, Operation.RESUME, Operation.RESIZE, Operation.COMMIT, Operation.SUSPEND,
+                    Operation.CLOSE],
+        # vLLM returns no shortfall detail and validates no misuse (its scheduler never misuses it).
+        observations={
+            Part.OUTCOME: "exact",
+            Part.POOL_TOTALS: "exact",
+            Part.POOL_USED: "exact",
+            Part.LENGTHS: "exact",
+            Part.TABLES: "exact",
+        },
+        layer_kinds=[LayerKind.SWA, LayerKind.FULL],  # vLLM's SSM manager is another design, not driven here
+        sinks=False,  # SlidingWindowSpec has no sink tokens
+        shared_pool_groups=True,
+        one_pool_group=True,  # every KV-cache group draws from one BlockPool
+        reused_history=in_flight == 0,  # see the module docstring
+        legacy_floor=True,  # vLLM has no floor of its own: any pool size is served
+        commit_before_allocate=True,  # num_computed_tokens advances before the next allocate_slots
+        capacity_cuts=False,  # vLLM never shrinks a block table
+        semantics=semantics(in_flight),
+    )
+
+
+class _Request:
+    __slots__ = ("request", "capacity", "closed")
+
+    def __init__(self, request: Any, capacity: int):
+        self.request = request
+        self.capacity = capacity
+        self.closed = False
+
+
+class VllmBackend:
+    """vLLM's ``KVCacheManager`` behind the protocol (see the module docstring)."""
+
+    def __init__(self, config: Config, in_flight: int = 0):
+        v = load()
+        layout = build_layout(config)
+        self.t = t = layout.tokens_per_block
+        self.in_flight = in_flight
+        if layout.num_pool_groups != 1:
+            raise Unsupported(f"vLLM serves every life cycle from one pool; config has {layout.num_pool_groups}")
+        groups = []
+        for i, lc in enumerate(layout.life_cycles):
+            if lc.kind is LifeCycleKind.SWA:
+                if lc.sink_blocks:
+                    raise Unsupported("vLLM's sliding-window manager has no sink tokens")
+                spec = v["SlidingWindowSpec"](
+                    block_size=t, num_kv_heads=1, head_size=1, dtype=v["dtype"], sliding_window=lc.window
+                )
+            elif lc.kind is LifeCycleKind.FULL:
+                spec = v["FullAttentionSpec"](block_size=t, num_kv_heads=1, head_size=1, dtype=v["dtype"])
+            else:
+                raise Unsupported("vLLM's SSM (Mamba) manager is not driven by this backend")
+            groups.append(v["KVCacheGroupSpec"](layer_names=[f"layer.{i}"], kv_cache_spec=spec))
+        self.slots = layout.slots[0]
+        kv_cache_config = v["KVCacheConfig"](num_blocks=self.slots + 1, kv_cache_tensors=[], kv_cache_groups=groups)
+        self.manager = v["KVCacheManager"](
+            kv_cache_config,
+            max_model_len=MAX_MODEL_LEN,
+            scheduler_block_size=t,
+            hash_block_size=t,
+            max_in_flight_tokens=max(1, in_flight),
+            enable_caching=False,
+        )
+        self.pool = self.manager.block_pool
+        self.status = v["RequestStatus"]
+        self.requests: dict[Hashable, _Request] = {}
+
+    # ------------------------------------------------------------------ helpers
+    def _get(self, request_id: Hashable, *statuses: Any) -> _Request:
+        entry = self.requests.get(request_id)
+        if entry is None:
+            raise RequestError(request_id, "request_id", request_id, "unknown request")
+        if entry.closed:
+            raise RequestError(request_id, "state", "closed", "request is closed")
+        if statuses and entry.request.status not in statuses:
+            raise RequestError(request_id, "state", self._state(entry), "not allowed in this state")
+        return entry
+
+    def _state(self, entry: _Request) -> str:
+        if entry.closed:
+            return "closed"
+        return "active" if entry.request.status == self.status.RUNNING else "suspended"
+
+    def _set_in_flight(self, request: Any) -> None:
+        request.num_in_flight_tokens = min(self.in_flight, request.num_computed_tokens)
+
+    # ------------------------------------------------------------------ operations
+    def create(self, request_id: Hashable, reused_history: int = 0) -> None:
+        if request_id in self.requests:
+            raise RequestError(request_id, "request_id", request_id, "already exists")
+        v = _loaded
+        request = v["Request"](
+            request_id=str(request_id),
+            prompt_token_ids=[0] * max(1, reused_history),
+            sampling_params=v["SamplingParams"](max_tokens=MAX_MODEL_LEN),
+            pooling_params=None,
+        )
+        request.num_computed_tokens = reused_history  # held by the connector until loaded
+        self.requests[request_id] = _Request(request, reused_history)
+
+    def resume(self, request_id: Hashable) -> Outcome:
+        entry = self._get(request_id, self.status.WAITING, self.status.PREEMPTED)
+        request = entry.request
+        h, c = request.num_computed_tokens, entry.capacity
+        if c > h or h > 0:
+            request.num_computed_tokens = 0
+            request.num_in_flight_tokens = 0
+            blocks = self.manager.allocate_slots(request, c - h, num_external_computed_tokens=h)
+            request.num_computed_tokens = h
+            if blocks is None:
+                return Outcome(False)
+        request.status = self.status.RUNNING
+        return Outcome(True)
+
+    def resize(self, request_id: Hashable, capacity: int, history: int) -> Outcome:
+        entry = self._get(request_id, self.status.RUNNING)
+        request = entry.request
+        if history > request.num_computed_tokens:  # the previous step's output returns first
+            request.num_computed_tokens = history
+        h = request.num_computed_tokens
+        self._set_in_flight(request)
+        if capacity > h:
+            if self.manager.allocate_slots(request, capacity - h) is None:
+                return Outcome(False)
+        else:  # nothing to schedule: only the free that precedes every allocation
+            self.manager.remove_skipped_blocks(
+                request.request_id, max(0, h - request.num_in_flight_tokens), request.num_prompt_tokens
+            )
+        entry.capacity = capacity
+        return Outcome(True)
+
+    def commit(self, request_id: Hashable, tokens: int) -> None:
+        entry = self._get(request_id, self.status.RUNNING)
+        entry.request.num_computed_tokens += tokens
+
+    def suspend(self, request_id: Hashable) -> None:
+        entry = self._get(request_id, self.status.RUNNING)
+        request = entry.request
+        self.manager.free(request)
+        request.status = self.status.PREEMPTED
+        request.num_computed_tokens = 0
+        request.num_in_flight_tokens = 0
+        entry.capacity = 0
+
+    def close(self, request_id: Hashable) -> None:
+        entry = self._get(request_id)
+        self.manager.free(entry.request)
+        entry.request.status = self.status.FINISHED_ABORTED
+        entry.closed = True
+
+    # ------------------------------------------------------------------ observation
+    def _table(self, blocks: list[Any], capacity: int) -> tuple[int | None, ...]:
+        table = [None if block.is_null else i for i, block in enumerate(blocks)]
+        length = -(-capacity // self.t)
+        table.extend([None] * (length - len(table)))
+        return tuple(table)
+
+    def observe(self) -> dict[Part, Any]:
+        total = self.pool.num_gpu_blocks - 1  # block 0 is the null block
+        lengths: dict[Hashable, tuple[str, int, int]] = {}
+        tables: dict[Hashable, tuple[tuple[int | None, ...], ...]] = {}
+        for rid, entry in self.requests.items():
+            if entry.closed:
+                continue
+            request = entry.request
+            lengths[rid] = (self._state(entry), entry.capacity, request.num_computed_tokens)
+            groups = self.manager.coordinator.get_blocks(request.request_id)
+            tables[rid] = tuple(self._table(blocks, entry.capacity) for blocks in groups)
+        return {
+            Part.POOL_TOTALS: (total,),
+            Part.POOL_USED: (total - self.pool.get_num_free_blocks(),),
+            Part.LENGTHS: lengths,
+            Part.TABLES: tables,
+        }
+
+
+@factory(capabilities(0), name="vllm", prepare=load)
+def vllm(config: Config) -> VllmBackend:
+    """vLLM's v1 block manager, synchronous scheduling (nothing in flight when a step is allocated)."""
+    return VllmBackend(config, in_flight=0)
+
+
+@factory(capabilities(1), name="vllm-async", prepare=load)
+def vllm_async(config: Config) -> VllmBackend:
+    """vLLM's v1 block manager, asynchronous scheduling with one token in flight."""
+    return VllmBackend(config, in_flight=1)
