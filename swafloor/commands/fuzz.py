@@ -86,7 +86,11 @@ def run(args) -> int:
             f"; a divergence was found at example {stats.first_failure_example} (rerun with the same seed to shrink it)")
         print(f"fuzz: interrupted after {done}{found or '; no divergence so far'}", file=sys.stderr)
         return 130
-    print(f"fuzz: {result.result} after {result.examples} examples in {result.seconds:.1f} s", file=sys.stderr)
+    if result.divergence is None:
+        print(f"fuzz: {result.result} after {result.examples} examples in {result.seconds:.1f} s", file=sys.stderr)
+    else:  # the same example number as the report on stdout; the rest were spent shrinking
+        print(f"fuzz: divergence found at example {result.first_failure_example}; {result.examples} examples "
+              f"in all, shrinking included, in {result.seconds:.1f} s", file=sys.stderr)
     if args.json:
         print_json(result.to_dict())
     else:
