@@ -11,12 +11,13 @@ from typing import Any, Mapping
 
 import attrs
 
-from swafloor.reference import Outcome, RequestError, RequestState, Snapshot
+from swafloor.reference import Outcome, RequestError, RequestState, Snapshot, SwafloorError
 
 from .protocol import Backend, Capabilities, Comparison, Operation, Part
 from .trace import Step
 
 __all__ = [
+    "BackendCheckFailed",
     "Result",
     "Divergence",
     "run_step",
@@ -48,12 +49,24 @@ class Result:
             )
         if self.kind == "error":
             return f"RequestError on field {self.field!r} ({self.message})"
+        if self.kind == "check":
+            return f"its own check failed: {self.message}"
         if self.kind == "crash":
             return f"crashed: {self.message}"
         return "ok"
 
 
 OK = Result("ok")
+
+
+class BackendCheckFailed(SwafloorError):
+    """Raised by a backend whose own check failed after an operation did its work (the data plane's
+    outputs through the block tables): reported as a divergence on ``field``, not as a crash."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        self.message = message
+        super().__init__(f"{field}: {message}")
 
 
 def run_step(backend: Backend, step: Step) -> Result:
@@ -73,6 +86,8 @@ def run_step(backend: Backend, step: Step) -> Result:
             value = backend.close(step.request)
     except RequestError as exc:
         return Result("error", field=exc.field, message=str(exc))
+    except BackendCheckFailed as exc:
+        return Result("check", field=exc.field, message=exc.message)
     except Exception as exc:  # noqa: BLE001 - any other exception is a finding
         return Result("crash", message=f"{type(exc).__name__}: {exc}")
     if step.op in (Operation.RESUME, Operation.RESIZE):
@@ -175,6 +190,8 @@ def compare_results(
 ) -> tuple[Divergence | None, bool]:
     """Compare what one step did on both sides. Returns ``(divergence, slack)``: ``slack`` is True when
     an ``AT_LEAST`` outcome let the backend succeed where the reference ran out of slots."""
+    if reference is OK and backend is OK:  # the common case: both succeeded, nothing else to compare
+        return None, False
 
     def diverge(field: str, mode: Comparison | str, reason: str) -> tuple[Divergence, bool]:
         mode_value = mode.value if isinstance(mode, Comparison) else mode
@@ -182,6 +199,8 @@ def compare_results(
 
     if reference.kind == "crash":
         return diverge("outcome", "exact", "the reference itself crashed")
+    if backend.kind == "check":
+        return diverge(backend.field, "invariant", "the backend's own check failed after the operation")
     if backend.kind == "crash":
         return diverge("outcome", "exact", "the backend raised an unexpected exception")
     if reference.kind == "error" or backend.kind == "error":

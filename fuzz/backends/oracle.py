@@ -97,6 +97,8 @@ class _Request:
     history: int
     pending_copy: bool
     held: list[frozenset[int]]
+    # The last snapshot of this request and the state it was taken from (see OracleManager.snapshot).
+    shown: tuple | None = None
 
 
 class OracleManager:
@@ -177,9 +179,14 @@ class OracleManager:
         return Outcome(False, tuple(lacking)) if lacking else Outcome(True)
 
     def _move(self, req: _Request, targets: list[frozenset[int]]) -> None:
+        held = []
         for i, (old, new) in enumerate(zip(req.held, targets)):
+            if new == old:
+                held.append(old)  # unchanged: keep the same set (snapshot() recognises it by identity)
+                continue
             self.used[self.group_of[i]] += len(new - old) - len(old - new)
-        req.held = list(targets)
+            held.append(new)
+        req.held = held
 
     def _release_all(self, req: _Request) -> None:
         self._move(req, [frozenset() for _ in self.geometries])
@@ -253,18 +260,37 @@ class OracleManager:
         self._release_all(req)
         req.state = RequestState.CLOSED
 
+    def _request_snapshot(self, rid: Hashable, req: _Request) -> RequestSnapshot:
+        """One request as shown: its tables list every allocated block, held or not (None)."""
+        tables = []
+        for geometry, held in zip(self.geometries, req.held):
+            blocks = [0] if geometry.kind == "ssm" else _allocated(req.capacity, self.t)
+            tables.append(tuple(b if b in held else None for b in blocks))
+        return RequestSnapshot(rid, req.state, req.capacity, req.history, tuple(tables))
+
     def snapshot(self) -> Snapshot:
+        """The state as a Snapshot. A request whose state, lengths and held sets are the very ones
+        of its last snapshot is shown by that snapshot again (a step changes one request; the
+        fuzzer observes after every step); :meth:`fresh_snapshot` recomputes everything."""
         requests = []
         for rid, req in self.requests.items():
             if req.state is RequestState.CLOSED:
                 continue
-            tables = []
-            for geometry, held in zip(self.geometries, req.held):
-                blocks = [0] if geometry.kind == "ssm" else _allocated(req.capacity, self.t)
-                tables.append(tuple(b if b in held else None for b in blocks))
-            requests.append(RequestSnapshot(rid, req.state, req.capacity, req.history, tuple(tables)))
+            key = (req.state, req.capacity, req.history, *req.held)
+            shown = req.shown
+            if shown is None or len(shown[0]) != len(key) or any(a is not b for a, b in zip(shown[0], key)):
+                shown = req.shown = (key, self._request_snapshot(rid, req))
+            requests.append(shown[1])
         pools = tuple(PoolSnapshot(total, total - used) for total, used in zip(self.totals, self.used))
         return Snapshot(pools, tuple(requests))
+
+    def fresh_snapshot(self) -> Snapshot:
+        """The state as a Snapshot, every request recomputed (what :meth:`snapshot` must equal)."""
+        requests = tuple(
+            self._request_snapshot(rid, req) for rid, req in self.requests.items() if req.state is not RequestState.CLOSED
+        )
+        pools = tuple(PoolSnapshot(total, total - used) for total, used in zip(self.totals, self.used))
+        return Snapshot(pools, requests)
 
 
 @factory(EXACT_EVERYTHING, name="oracle")
