@@ -164,12 +164,13 @@ class CampaignResult:
         return data
 
 
-def _settings(examples: int, steps: int, shrink: bool) -> settings:
-    phases = [Phase.explicit, Phase.generate] + ([Phase.shrink] if shrink else [])
+def _settings(examples: int, steps: int, shrink: bool, database: Any = None, search: bool = True) -> settings:
+    phases = ([Phase.reuse] if database is not None else []) + ([Phase.explicit, Phase.generate] if search else [])
+    phases += [Phase.shrink] if shrink else []
     return settings(
         max_examples=examples,
         stateful_step_count=steps,
-        database=None,
+        database=database,
         deadline=None,
         derandomize=False,
         phases=phases,
@@ -197,9 +198,15 @@ def run_campaign(
     shrink: bool = True,
     out_dir: Path | str | None = DEFAULT_OUT,
     progress: Callable[[Stats], None] | None = None,
+    database: Any = None,
+    search: bool = True,
 ) -> CampaignResult:
     """Fuzz ``backend`` against ``against``. A divergence is shrunk (unless ``shrink`` is False) and,
-    when ``out_dir`` is not None, saved there as a JSON trace."""
+    when ``out_dir`` is not None, saved there as a JSON trace.
+
+    ``database``: a Hypothesis example database (e.g. a directory shared by workers): the failures
+    saved there for this backend and side compared against are replayed first, and a failure found
+    is saved there. ``search=False`` only replays what the database holds."""
     if profile not in PROFILES:
         raise CampaignError(f"profile={profile!r}: must be one of {sorted(PROFILES)}")
     chosen = PROFILES[profile]
@@ -220,9 +227,11 @@ def run_campaign(
         seed = chosen.seed if chosen.seed is not None else random.SystemRandom().randrange(2**32)
     stats = Stats(on_example=progress)
     machine = hypothesis_seed(seed)(build_machine(backend_, against_, stats))
+    # The example database key: one per pair of sides (the machine's source is the same for all).
+    machine._hypothesis_internal_add_digest = f"swafloor:{backend_.name}|{against_.name}".encode()
     divergence, trace, path = None, None, None
     try:
-        run_state_machine_as_test(machine, settings=_settings(examples, steps, shrink))
+        run_state_machine_as_test(machine, settings=_settings(examples, steps, shrink, database, search))
     except DivergenceFound as found:
         divergence, trace = found.divergence, found.trace
         if shrink:  # Hypothesis has shrunk the run; drop the steps it could not
