@@ -54,7 +54,20 @@ def window_span(t, L, f, b):
 
 # ----------------------------------------------------------------------------- decode and n-token steps
 def decode_sufficient(t, W, S, h):
-    return _live(h, h + 1, t, W, S) <= floors.swa_floor(t, W, S)
+    floor = floors.swa_floor(t, W, S)
+    return (
+        _live(h, h + 1, t, W, S) <= floor,
+        lifecycle.transition_peak(h, h, h + 1, t, W, S, False) <= floor,  # resize(h+1, h) from (h, h)
+        lifecycle.transition_peak(h, h + 1, h + 2, t, W, S, False) <= floor,  # resize(h+2, h+1) from (h, h+1)
+    )
+
+
+def first_floor_history(t, W, S, h):
+    first, floor = floors.first_floor_history(t, W, S), floors.swa_floor(t, W, S)
+    return (
+        _live(first, first + 1, t, W, S) == floor,
+        implies(h < first, _live(h, h + 1, t, W, S) < floor),
+    )
 
 
 def decode_tight(t, W, S):
@@ -63,10 +76,13 @@ def decode_tight(t, W, S):
 
 
 def _decode_tight_exists(t, W, S):
-    import z3
+    if type(t).__module__.startswith("cvc5"):
+        from cvc5 import pythonic as api
+    else:
+        import z3 as api
 
-    h = z3.Int("h_witness", t.ctx)
-    return z3.Exists([h], all_of(h >= 0, _live(h, h + 1, t, W, S) == floors.swa_floor(t, W, S)))
+    h = api.Int("h_witness", t.ctx)
+    return api.Exists([h], all_of(h >= 0, _live(h, h + 1, t, W, S) == floors.swa_floor(t, W, S)))
 
 
 def step_sufficient(t, W, S, h, n):
@@ -79,14 +95,6 @@ def step_tight(t, W, S, n):
     return (
         _live(h, h + n, t, W, S) == worst,
         _is_ceiling(worst - S - 1, W + n - 2, t),
-    )
-
-
-def decode_transition(t, W, S, h):
-    floor = floors.swa_floor(t, W, S)
-    return (
-        lifecycle.transition_peak(h, h, h + 1, t, W, S, False) <= floor,  # resize(h+1, h) from (h, h)
-        lifecycle.transition_peak(h, h + 1, h + 2, t, W, S, False) <= floor,  # resize(h+2, h+1) from (h, h+1)
     )
 
 
@@ -138,25 +146,129 @@ def _pool_group_lemmas(t, W, S, W2, S2, h):
     )
 
 
-# ----------------------------------------------------------------------------- concurrency
-REQUESTS = upto("N", "requests", 1, 2, "N <= 2")
+def _group_need(h, t, W, S):
+    """A lone request's decode-step need in a pool group of one SWA life cycle and full attention."""
+    return _live(h, h + 1, t, W, S) + _full(h, h + 1, t)
 
 
-def _others_values(env):
-    """The most the hypothesis U <= (N - 1) * floor admits."""
-    return [(env["N"] - 1) * floors.swa_floor(env["t"], env["W"], env["S"])]
+def _full_values(env):
+    return range(1, floors.swa_floor(env["t"], env["W"], env["S"]) + 2)
 
 
-OTHERS = Var("U", "slots the other N - 1 requests hold", 0, _others_values, "U = (N-1)*floor, the most allowed")
+FULL_MIN = Var("m", "full attention's minimum slots", 1, _full_values, "m <= F + 1")
+H_FIRST = upto(
+    "h", "history: tokens already computed", 0,
+    lambda env: floors.first_floor_history(env["t"], env["W"], env["S"]) + env["t"], "h <= (F-1)*t + t",
+)
 
 
-def concurrency(t, W, S, N, U, h):
+def full_attention_below_floor_serves(t, W, S, m, h):
     floor = floors.swa_floor(t, W, S)
-    return implies(U <= (N - 1) * floor, U + _live(h, h + 1, t, W, S) <= N * floor)
+    first = floors.first_floor_history(t, W, S)
+    return implies(all_of(m < floor, h <= first), _group_need(h, t, W, S) <= floor + m)
 
 
-def concurrency_minus_one(t, W, S, h, N):
-    return N * _live(h, h + 1, t, W, S) <= N * floors.swa_floor(t, W, S) - 1
+def full_attention_floor_exact(t, W, S, m, h):
+    floor = floors.swa_floor(t, W, S)
+    first = floors.first_floor_history(t, W, S)
+    minimum = floors.full_attention_floor(floor)
+    return (
+        implies(h <= first, _group_need(h, t, W, S) <= floor + minimum),
+        implies(all_of(m >= floor, h <= first), _group_need(h, t, W, S) <= floor + m),
+        implies(m < floor, _group_need(first, t, W, S) > floor + m),
+        _group_need(first, t, W, S) == 2 * floor,
+    )
+
+
+def _blocks_values(env):
+    return range(0, floors.swa_floor(env["t"], env["W"], env["S"]) + 4)
+
+
+BLOCKS = Var("k", "whole blocks of history: h = k*t", 0, _blocks_values, "k <= F + 3")
+
+
+def pool_group_tight(t, W, S, k):
+    floor = floors.swa_floor(t, W, S)
+    h = k * t
+    return (
+        implies(k >= floor - 1, _live(h, h + 1, t, W, S) == floor),
+        implies(k == floor - 1, _full(h, h + 1, t) == floors.full_attention_floor(floor)),
+        implies(k >= floor - 1, _full(h, h + 1, t) >= floors.full_attention_floor(floor)),
+    )
+
+
+PERIODS = upto("j", "whole blocks past the worst-case history", 0, 4, "j <= 4")
+
+
+def mixed_steps_tight(t, W, S, n, j):
+    h = floors.worst_case_history(t, W, S) + j * t
+    return _live(h, h + n, t, W, S) == floors.step_floor(t, W, S, n)
+
+
+SSM = lifecycle.LifeCycle(lifecycle.LifeCycleKind.SSM)
+
+
+def ssm_minimum(t, h, n):
+    minimum = floors.life_cycle_min_slots(SSM, t, floors.FloorRule.FIXED, (SSM,))
+    return minimum == len(SSM.live_indices(h, h + n, t))
+
+
+# ----------------------------------------------------------------------------- tokens in flight
+IN_FLIGHT = upto("k", "tokens in flight", 0, 4, "k <= 4")
+H_FLIGHT = upto(
+    "h", "history: tokens already computed", 0,
+    lambda env: env["S"] * env["t"] + 2 * (env["W"] + env["t"]) + env["k"] - 1, "h < S*t + 2*(W + t) + k",
+)
+
+
+def _live_in_flight(h, c, t, W, S, k):
+    """Live blocks with ``k`` tokens in flight: stale blocks are those at the released history."""
+    return _live(lifecycle.released_history(h, k), c, t, W, S)
+
+
+def in_flight_sufficient(t, W, S, k, h):
+    return _live_in_flight(h, h + 1, t, W, S, k) <= floors.in_flight_floor(t, W, S, k)
+
+
+def in_flight_tight(t, W, S, k):
+    h = floors.worst_case_history(t, W, S, k)
+    floor = floors.in_flight_floor(t, W, S, k)
+    first = floors.first_floor_history(t, W, S, k)
+    return (
+        _live_in_flight(h, h + 1, t, W, S, k) == floor,
+        _live_in_flight(first, first + 1, t, W, S, k) == floor,
+        floors.in_flight_floor(t, W, S, 0) == floors.swa_floor(t, W, S),
+    )
+
+
+def sync_floor_serves_one_in_flight(t, W, S, h):
+    return _live_in_flight(h, h + 1, t, W, S, 1) <= floors.swa_floor(t, W, S)
+
+
+def sync_floor_one_in_flight_exact(t, W, S, h):
+    floor, need = floors.swa_floor(t, W, S), _live_in_flight(h, h + 1, t, W, S, 1)
+    aligned = arith.fmod(W - 1, t) == 0
+    worst = floors.worst_case_history(t, W, S, 1)
+    return (
+        need <= floor + 1,
+        implies(need > floor, aligned),
+        implies(aligned, _live_in_flight(worst, worst + 1, t, W, S, 1) == floor + 1),
+        (floors.in_flight_floor(t, W, S, 1) > floor) == aligned,
+    )
+
+
+def _one_in_flight_lemmas(t, W, S, h):
+    """With one token in flight a decode step at h keeps what a 2-token step at h - 1 keeps."""
+    two, floor = floors.step_floor(t, W, S, 2), floors.swa_floor(t, W, S)
+    aligned = arith.fmod(W - 1, t) == 0
+    worst = floors.worst_case_history(t, W, S, 1)
+    return (
+        _live_in_flight(h, h + 1, t, W, S, 1) <= two,
+        _live_in_flight(worst, worst + 1, t, W, S, 1) == two,
+        implies(negate(aligned), two == floor),
+        implies(aligned, two == floor + 1),
+        floors.in_flight_floor(t, W, S, 1) == two,
+    )
 
 
 # ----------------------------------------------------------------------------- peers' formulas
@@ -299,10 +411,21 @@ CATALOGUE: tuple[Theorem, ...] = (
     Theorem(
         "decode-sufficient",
         "A one-token step (capacity c = h+1) never has more live blocks than the SWA floor "
-        "S + ceil((W-1)/t) + 1.",
+        "S + ceil((W-1)/t) + 1, and releasing before allocating neither does the transition into it: "
+        "resize(h+1, h) from (h, h), or one resize from (h, h+1) to (h+1, h+2). Per-request needs add up in "
+        "a shared pool, so N requests decoding at any histories fit in N x floor.",
         PROVED,
         (T, W, S, H),
         decode_sufficient,
+    ),
+    Theorem(
+        "first-floor-history",
+        "A decode step first holds the floor F at history h = (F-1)*t (floors.first_floor_history): there "
+        "it holds exactly F, and at every earlier history fewer. (W = 4, t = 4: h = 4; W = 128, t = 32, "
+        "S = 1: h = 160.)",
+        PROVED,
+        (T, W, S, H),
+        first_floor_history,
     ),
     Theorem(
         "decode-tight",
@@ -337,15 +460,6 @@ CATALOGUE: tuple[Theorem, ...] = (
         step_tight,
     ),
     Theorem(
-        "decode-transition",
-        "Releasing before allocating, the peak inside a decode step from h to h+1 is at most the floor, "
-        "both for resize(h+1, h) from (h, h) then commit, and for one resize from (h, h+1) to (h+1, h+2) "
-        "(the peaks bound every resting state, which is what a step keeps).",
-        PROVED,
-        (T, W, S, H),
-        decode_transition,
-    ),
-    Theorem(
         "full-attention-lower-bound",
         "At every h a full-attention life cycle has at least as many live blocks as an SWA one (at c = h+1), "
         "so at the SWA worst case it needs >= the SWA floor F and no smaller pool serves it; and its post-fix "
@@ -365,12 +479,46 @@ CATALOGUE: tuple[Theorem, ...] = (
         lemmas=(_pool_group_lemmas,),
     ),
     Theorem(
-        "concurrency",
-        "N requests decoding at any histories are served by N x floor slots, for every N >= 1, by induction "
-        "on N: if the other N-1 hold U <= (N-1) x floor slots, a request at any history h fits beside them.",
+        "pool-group-tight",
+        "For any number of SWA life cycles (W_i, S_i, floors F_i) sharing a pool group with full attention, "
+        "a request at history h = k*t (capacity h+1 = 1 mod t) with k = max F_i - 1 holds exactly F_i blocks "
+        "in every SWA life cycle at once (each does at every k >= F_i - 1), and full attention holds "
+        "max(1, max F_i): the group needs the whole sum of minimums at once, so no smaller minimum serves; "
+        "N requests there in lockstep need N times the sum. The goal is one life cycle at the shared "
+        "history, which is why it holds for any number of them.",
         PROVED,
-        (T, W, S, REQUESTS, OTHERS, H),
-        concurrency,
+        (T, W, S, BLOCKS),
+        pool_group_tight,
+    ),
+    Theorem(
+        "mixed-steps-tight",
+        "The n-token worst case recurs every t tokens: at every h = (S+1)*t + W - 2 + j*t (j >= 0) an n-token "
+        "step holds exactly step_floor(n), for every n. So requests at different histories (multiples of t "
+        "apart), some decoding (n = 1) and some in n-token steps, reach their step floors at the same moment, "
+        "and a pool they share needs the sum of their step floors (step-sufficient, summed, is enough).",
+        PROVED,
+        (T, W, S, STEP, PERIODS),
+        mixed_steps_tight,
+    ),
+    Theorem(
+        "full-attention-below-floor",
+        "Claim: a full-attention minimum m below the SWA floor F (1 <= m < F) still lets a lone request, "
+        "in a pool group of one SWA life cycle and full attention sized F + m, decode through every history "
+        "up to the first one where its SWA life cycle holds F (h <= (F-1)*t).",
+        REFUTED,
+        (T, W, S, FULL_MIN, H_FIRST),
+        full_attention_below_floor_serves,
+        replay=replay.full_attention_short,
+    ),
+    Theorem(
+        "full-attention-floor-exact",
+        "In a pool group of one SWA life cycle (floor F) and full attention sized F + m, a lone request "
+        "decodes through every history up to the first where SWA holds F (h <= (F-1)*t) exactly when m >= F: "
+        "at that history both life cycles hold F (2F in all). So full attention's minimum max(1, F) "
+        "(floors.full_attention_floor) is the least that serves.",
+        PROVED,
+        (T, W, S, FULL_MIN, H_FIRST),
+        full_attention_floor_exact,
     ),
     Theorem(
         "ceil-identity",
@@ -405,6 +553,50 @@ CATALOGUE: tuple[Theorem, ...] = (
         cpp_sizing_covers,
     ),
     Theorem(
+        "ssm-minimum",
+        "An SSM life cycle's minimum (floors.life_cycle_min_slots) is the state pages it holds per active "
+        "request at every history and step size (LifeCycle.live_indices, what the manager keeps): one, so "
+        "it is enough and no fewer serves.",
+        PROVED,
+        (T, upto("h", "history: tokens already computed", 0, 64, "h <= 64"), STEP),
+        ssm_minimum,
+    ),
+    Theorem(
+        "in-flight-sufficient",
+        "With k >= 0 tokens in flight (stale blocks computed at max(0, h-k)), a decode step never has more "
+        "live blocks than in_flight_floor = S + ceil((W-1+k)/t) + 1.",
+        PROVED,
+        (T, W, S, IN_FLIGHT, H_FLIGHT),
+        in_flight_sufficient,
+    ),
+    Theorem(
+        "in-flight-tight",
+        "For every k >= 0 a decode step holds exactly in_flight_floor at h = (S+1)*t + W - 2 + k and at the "
+        "first such history (in_flight_floor - 1)*t, so no smaller floor serves; k = 0 is the SWA floor.",
+        PROVED,
+        (T, W, S, IN_FLIGHT),
+        in_flight_tight,
+    ),
+    Theorem(
+        "sync-floor-short-in-flight",
+        "Claim: the synchronous SWA floor S + ceil((W-1)/t) + 1 serves a decode step with one token in "
+        "flight at every history.",
+        REFUTED,
+        (T, W, S, H),
+        sync_floor_serves_one_in_flight,
+        replay=replay.in_flight_short,
+    ),
+    Theorem(
+        "sync-floor-short-in-flight-exact",
+        "With one token in flight a decode step needs at most the synchronous floor + 1, more than the "
+        "floor only when (W-1) % t == 0, and then floor + 1 at h = (S+1)*t + W - 1 (W = 16, t = 3: 7 "
+        "against 6); in_flight_floor(k = 1) exceeds the floor exactly then.",
+        PROVED,
+        (T, W, S, H),
+        sync_floor_one_in_flight_exact,
+        lemmas=(_one_in_flight_lemmas,),
+    ),
+    Theorem(
         "legacy-floor-insufficient",
         "Claim: one slot per SWA life cycle (the pre-fix minimum) serves a lone request's decode steps "
         "at every history.",
@@ -420,14 +612,6 @@ CATALOGUE: tuple[Theorem, ...] = (
         (T, W, S, H, STEP.at_least(2)),
         decode_floor_serves_multi_token,
         replay=replay.multi_token_step,
-    ),
-    Theorem(
-        "concurrency-minus-one",
-        "Claim: N x floor - 1 slots serve N >= 2 requests decoding in lockstep at every (aligned) history.",
-        REFUTED,
-        (T, W, S, H, REQUESTS.at_least(2)),
-        concurrency_minus_one,
-        replay=replay.concurrency_short,
     ),
     Theorem(
         "same-call-release-transient",

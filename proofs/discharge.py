@@ -1,16 +1,18 @@
-"""Discharging a theorem with Z3.
+"""Discharging a theorem with an SMT solver: Z3 (the default) or cvc5 (through its pythonic API,
+which mirrors z3py, so the same goal functions build its terms).
 
-The goal is built by calling the theorem's goal function on Z3 integer constants, one per variable,
-under the domain (each variable at least its lower bound; narrower domains are implications inside
-the goal). Each
-conjunct is proved separately (``domain and not part`` unsatisfiable); a satisfiable one refutes the
-theorem, and the counterexample is then minimised lexicographically in the theorem's variable order
-(t, then W, then S, then h, then the rest) by bisection on each variable in turn.
+The goal is built by calling the theorem's goal function on the solver's integer constants, one per
+variable, under the domain (each variable at least its lower bound; narrower domains are
+implications inside the goal). Each conjunct is proved separately (``domain and not part``
+unsatisfiable); a satisfiable one refutes the theorem, and the counterexample is then minimised
+lexicographically in the theorem's variable order (t, then W, then S, then h, then the rest) by
+bisection on each variable in turn.
 
-Hygiene: one deadline per theorem shared by all its solver calls (``timeout_s``), Z3's random seed
-set from ``seed``, and ``unknown`` (a timeout or an incomplete answer) reported as such, never as
-proved. Each theorem is discharged in a fresh Z3 context, so what the solver does depends on the
-theorem and the seed alone, not on the theorems discharged before it in the same process.
+Hygiene: one deadline per theorem shared by all its solver calls (``timeout_s``), the solver's random
+seed set from ``seed``, and ``unknown`` (a timeout or an incomplete answer) reported as such, never
+as proved. Each theorem is discharged in a fresh solver context, so what the solver does depends on
+the theorem and the seed alone, not on the theorems discharged before it in the same process. cvc5
+is imported only when asked for (the optional extra ``swafloor[cvc5]``).
 """
 
 from __future__ import annotations
@@ -21,16 +23,110 @@ from typing import Any, Sequence
 import attrs
 import z3
 
-from .symbolic import symbols
 from .theorem import Theorem, goal_parts
 
-__all__ = ["PROVED", "REFUTED", "UNKNOWN", "AttemptResult", "Discharge", "discharge", "z3_version"]
+__all__ = [
+    "PROVED",
+    "REFUTED",
+    "UNKNOWN",
+    "SOLVERS",
+    "AttemptResult",
+    "Discharge",
+    "discharge",
+    "z3_version",
+    "solver_version",
+    "SolverMissing",
+]
 
 PROVED, REFUTED, UNKNOWN = "proved", "refuted", "unknown"
+SOLVERS = ("z3", "cvc5")
+
+
+class SolverMissing(RuntimeError):
+    """The requested solver is not installed."""
 
 
 def z3_version() -> str:
     return z3.get_version_string()
+
+
+def _cvc5() -> Any:
+    try:
+        from cvc5 import pythonic
+    except ImportError as exc:  # the optional extra is missing
+        raise SolverMissing("cvc5 is not installed: pip install 'swafloor[cvc5]'") from exc
+    return pythonic
+
+
+def solver_version(solver: str) -> str:
+    """``"z3 4.x"`` or ``"cvc5 1.x"``; raises :class:`SolverMissing` when cvc5 is absent."""
+    if solver == "z3":
+        return f"z3 {z3_version()}"
+    _cvc5()
+    import cvc5
+
+    return f"cvc5 {getattr(cvc5, '__version__', '?')}"
+
+
+class _Z3:
+    """The solver interface discharge needs, on z3py."""
+
+    name = "z3"
+    api = z3
+
+    def __init__(self, seed: int):
+        z3.set_param("smt.random_seed", seed)
+        self.seed = seed
+        self.ctx = z3.Context()
+
+    def ints(self, names: Sequence[str]) -> list[Any]:
+        return [z3.Int(n, self.ctx) for n in names]
+
+    def solver(self, facts: Sequence[Any]) -> Any:
+        solver = z3.Solver(ctx=self.ctx)
+        solver.set("random_seed", self.seed)
+        solver.add(*facts)
+        return solver
+
+    def set_timeout(self, solver: Any, ms: int) -> None:
+        solver.set("timeout", ms)
+
+    def as_bool(self, value: Any) -> Any:
+        return z3.BoolVal(value, self.ctx) if isinstance(value, bool) else value
+
+
+class _Cvc5:
+    """The same interface on cvc5's pythonic API."""
+
+    name = "cvc5"
+
+    def __init__(self, seed: int):
+        self.api = _cvc5()
+        self.seed = seed
+        self.ctx = self.api.Context()
+
+    def ints(self, names: Sequence[str]) -> list[Any]:
+        return [self.api.Int(n, self.ctx) for n in names]
+
+    def solver(self, facts: Sequence[Any]) -> Any:
+        solver = self.api.Solver(ctx=self.ctx)
+        solver.set("seed", self.seed)
+        solver.add(*facts)
+        return solver
+
+    def set_timeout(self, solver: Any, ms: int) -> None:
+        solver.set("tlimit-per", ms)
+
+    def as_bool(self, value: Any) -> Any:
+        return self.api.BoolVal(value, self.ctx) if isinstance(value, bool) else value
+
+
+def _backend(solver: str, seed: int) -> Any:
+    if solver == "z3":
+        return _Z3(seed)
+    if solver == "cvc5":
+        return _Cvc5(seed)
+    raise ValueError(f"solver={solver!r}: must be one of {SOLVERS}")
 
 
 @attrs.frozen
@@ -59,39 +155,41 @@ class Discharge:
 class _Deadline:
     """Solver calls that share what is left of one time budget."""
 
-    def __init__(self, seconds: float):
+    def __init__(self, backend: Any, seconds: float):
+        self.backend = backend
         self.end = time.perf_counter() + seconds
         self.reason: str | None = None
 
-    def check(self, solver: z3.Solver) -> Any:
-        left = self.end - time.perf_counter()
+    def left(self) -> float:
+        return self.end - time.perf_counter()
+
+    def check(self, solver: Any, cap_s: float | None = None) -> str:
+        """``"sat"``, ``"unsat"`` or ``"unknown"``, within what is left (at most ``cap_s``)."""
+        left = self.left()
         if left <= 0:
             self.reason = "timeout"
-            return z3.unknown
-        solver.set("timeout", max(1, int(left * 1000)))
-        answer = solver.check()
-        if answer == z3.unknown:
-            self.reason = solver.reason_unknown() or "unknown"
+            return UNKNOWN_ANSWER
+        if cap_s is not None:
+            left = min(left, cap_s)
+        self.backend.set_timeout(solver, max(1, int(left * 1000)))
+        answer = str(solver.check())
+        if answer not in ("sat", "unsat"):
+            self.reason = str(solver.reason_unknown() or "unknown")
+            if self.left() <= 0:
+                self.reason = "timeout"
+            return UNKNOWN_ANSWER
         return answer
 
 
-def _as_bool(value: Any, ctx: z3.Context) -> Any:
-    return z3.BoolVal(value, ctx) if isinstance(value, bool) else value
+UNKNOWN_ANSWER = "unknown"
 
 
-def _solver(seed: int, facts: Sequence[Any], ctx: z3.Context) -> z3.Solver:
-    solver = z3.Solver(ctx=ctx)
-    solver.set("random_seed", seed)
-    solver.add(*facts)
-    return solver
-
-
-def _value(model: z3.ModelRef, sym: Any) -> int:
+def _value(model: Any, sym: Any) -> int:
     return model.eval(sym, model_completion=True).as_long()
 
 
 def _minimise(
-    solver: z3.Solver, syms: Sequence[Any], lowers: Sequence[int], model: z3.ModelRef, deadline: _Deadline
+    solver: Any, syms: Sequence[Any], lowers: Sequence[int], model: Any, deadline: _Deadline
 ) -> tuple[dict[str, int], bool]:
     """Fix each variable in turn at its smallest value that still admits a counterexample."""
     for sym, lower in zip(syms, lowers):
@@ -101,28 +199,28 @@ def _minimise(
             solver.push()
             solver.add(sym <= mid)
             answer = deadline.check(solver)
-            if answer == z3.sat:
+            if answer == "sat":
                 model = solver.model()
                 best = _value(model, sym)
             solver.pop()
-            if answer == z3.unsat:
+            if answer == "unsat":
                 lo = mid + 1
-            elif answer != z3.sat:
+            elif answer != "sat":
                 return {str(s): _value(model, s) for s in syms}, False
         solver.add(sym == best)
     return {str(s): _value(model, s) for s in syms}, True
 
 
-def _attempt(theorem: Theorem, attempt: Any, seed: int, timeout_s: float) -> AttemptResult:
+def _attempt(theorem: Theorem, attempt: Any, seed: int, timeout_s: float, solver: str) -> AttemptResult:
     start = time.perf_counter()
-    deadline = _Deadline(min(timeout_s, attempt.timeout_s))
-    ctx = z3.Context()
-    syms = symbols(theorem.variables, ctx)
+    backend = _backend(solver, seed)
+    deadline = _Deadline(backend, min(timeout_s, attempt.timeout_s))
+    syms = backend.ints(theorem.variable_names)
     domain = [sym >= v.lower for sym, v in zip(syms, theorem.variables)]
-    solver = _solver(seed, domain, ctx)
-    solver.add(z3.Not(_as_bool(attempt.build(*syms), ctx)))
-    answer = deadline.check(solver)
-    result = PROVED if answer == z3.unsat else REFUTED if answer == z3.sat else UNKNOWN
+    check = backend.solver(domain)
+    check.add(backend.api.Not(backend.as_bool(attempt.build(*syms))))
+    answer = deadline.check(check)
+    result = PROVED if answer == "unsat" else REFUTED if answer == "sat" else UNKNOWN
     return AttemptResult(
         attempt.label,
         attempt.statement,
@@ -132,52 +230,84 @@ def _attempt(theorem: Theorem, attempt: Any, seed: int, timeout_s: float) -> Att
     )
 
 
+LEMMA_CAP_S = 2.0  # the most one lemma check may take, so that a stuck lemma cannot eat the budget
+
+
+def _lemmas(theorem: Theorem, syms: Sequence[Any], backend: Any, domain: list[Any], deadline: _Deadline) -> list[Any]:
+    """Every lemma part the solver proves, in rounds: the first round tries each part from the domain
+    alone, each later round tries the parts still open with everything the rounds before proved, until
+    a round proves nothing new. Within a round the hypotheses are fixed, so what is proved does not
+    depend on the order the lemmas are listed in (stages are a reading aid, not a schedule)."""
+    pending = [backend.as_bool(part) for lemma in theorem.lemmas for part in goal_parts(lemma(*syms))]
+    proved: list[Any] = []
+    while pending and deadline.left() > 0:
+        known = list(proved)
+        for part in list(pending):
+            check = backend.solver(domain + known)
+            check.add(backend.api.Not(part))
+            if deadline.check(check, LEMMA_CAP_S) == "unsat":
+                proved.append(part)
+                pending.remove(part)
+        if len(proved) == len(known):
+            break
+    return proved
+
+
 def discharge(
-    theorem: Theorem, *, timeout_s: float = 10.0, seed: int = 0, minimise: bool = True, attempts: bool = True
+    theorem: Theorem,
+    *,
+    timeout_s: float = 10.0,
+    seed: int = 0,
+    minimise: bool = True,
+    attempts: bool = True,
+    solver: str = "z3",
 ) -> Discharge:
-    """Prove or refute ``theorem`` with Z3 within ``timeout_s`` seconds."""
-    z3.set_param("smt.random_seed", seed)
+    """Prove or refute ``theorem`` with ``solver`` ("z3" or "cvc5") within ``timeout_s`` seconds."""
     start = time.perf_counter()
-    deadline = _Deadline(timeout_s)
-    ctx = z3.Context()
-    syms = symbols(theorem.variables, ctx)
+    backend = _backend(solver, seed)
+    api = backend.api
+    deadline = _Deadline(backend, timeout_s)
+    syms = backend.ints(theorem.variable_names)
     lowers = [v.lower for v in theorem.variables]
     domain = [sym >= lower for sym, lower in zip(syms, lowers)]
+    hypotheses = _lemmas(theorem, syms, backend, domain, deadline)
 
-    hypotheses: list[Any] = []
-    for lemma in theorem.lemmas:  # each stage is proved from the stages before it
-        earlier = list(hypotheses)
-        for part in goal_parts(lemma(*syms)):
-            solver = _solver(seed, domain + earlier, ctx)
-            solver.add(z3.Not(_as_bool(part, ctx)))
-            if deadline.check(solver) == z3.unsat:
-                hypotheses.append(_as_bool(part, ctx))
-
-    parts = [_as_bool(p, ctx) for p in goal_parts(theorem.goal(*syms))]
+    parts = [backend.as_bool(p) for p in goal_parts(theorem.goal(*syms))]
+    # First each part gets an equal share of what is left, so that one stuck part cannot hide a
+    # refutable one behind it; then the parts still open get everything that is left.
     result, reason = PROVED, None
-    for part in parts:
-        solver = _solver(seed, domain + hypotheses, ctx)
-        solver.add(z3.Not(part))
-        answer = deadline.check(solver)
-        if answer == z3.sat:
-            result = REFUTED
+    open_parts = list(parts)
+    for share in (True, False):
+        still_open = []
+        for i, part in enumerate(open_parts):
+            check = backend.solver(domain + hypotheses)
+            check.add(api.Not(part))
+            cap = deadline.left() / (len(open_parts) - i) if share else None
+            answer = deadline.check(check, cap)
+            if answer == "sat":
+                result = REFUTED
+                break
+            if answer != "unsat":
+                still_open.append(part)
+        if result == REFUTED or not still_open:
             break
-        if answer != z3.unsat:
-            result, reason = UNKNOWN, deadline.reason
+        open_parts = still_open
+    if result != REFUTED and open_parts and still_open:
+        result, reason = UNKNOWN, deadline.reason
 
     counterexample, minimal = None, False
     if result == REFUTED:
-        solver = _solver(seed, domain + hypotheses, ctx)
-        solver.add(z3.Or(*[z3.Not(p) for p in parts]))
-        if deadline.check(solver) == z3.sat:
-            model = solver.model()
+        check = backend.solver(domain + hypotheses)
+        check.add(api.Or(*[api.Not(p) for p in parts]) if len(parts) > 1 else api.Not(parts[0]))
+        if deadline.check(check) == "sat":
+            model = check.model()
             if minimise:
-                counterexample, minimal = _minimise(solver, syms, lowers, model, deadline)
+                counterexample, minimal = _minimise(check, syms, lowers, model, deadline)
             else:
                 counterexample = {str(s): _value(model, s) for s in syms}
         else:  # a part's negation was satisfiable, so this is: only the deadline can get here
             result, reason = UNKNOWN, deadline.reason
     seconds = time.perf_counter() - start
 
-    tried = tuple(_attempt(theorem, a, seed, timeout_s) for a in theorem.attempts) if attempts else ()
+    tried = tuple(_attempt(theorem, a, seed, timeout_s, solver) for a in theorem.attempts) if attempts else ()
     return Discharge(result, seconds, counterexample, minimal, reason, len(hypotheses), tried)

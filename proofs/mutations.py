@@ -1,14 +1,17 @@
 """Seeded bugs in the reference formulas, applied as temporary patches of reference functions.
 
 The catalogue's goals look reference functions up through their modules at call time, so inside
-:func:`applied` every goal is built from the mutated formula. A mutation the catalogue cannot tell
-from the real formula would show that the theorems miss that bug; :func:`flips` reports which
-theorems change outcome.
+:func:`applied` every goal is built from the mutated formula. A patch replaces the formula in its
+defining module and in every loaded swafloor module that bound the same function under the same name
+(``from .floors import swa_floor``), so a mutation reaches every user of the formula, the manager
+included. Each mutation names the theorems it is expected to flip; :func:`flips` reports which
+theorems change outcome, :func:`score` the share of mutations that flip at least one.
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
 from typing import Any, Callable, Iterator, Sequence
 
 import attrs
@@ -18,16 +21,19 @@ from swafloor.reference import arith, floors, lifecycle, peers
 from .discharge import UNKNOWN, discharge
 from .theorem import Theorem
 
-__all__ = ["Mutation", "MUTATIONS", "applied", "flips"]
+__all__ = ["Mutation", "MUTATIONS", "applied", "flips", "score"]
 
 Patch = tuple[Any, str, Callable[..., Any]]
 
 
 @attrs.frozen
 class Mutation:
+    """``expected``: the theorems this bug must flip (each one is checked, not only the first)."""
+
     name: str
     description: str
     patches: Callable[[], list[Patch]] = attrs.field(eq=False)  # (module, attribute, replacement)
+    expected: tuple[str, ...] = attrs.field(default=(), converter=tuple)
 
 
 def _drop_in_flight() -> list[Patch]:
@@ -69,15 +75,116 @@ def _cpp_floor() -> list[Patch]:
     return [(floors, "swa_floor", swa_floor)]
 
 
+def _full_attention_one() -> list[Patch]:
+    def full_attention_floor(largest_swa_floor):
+        return 1
+
+    return [(floors, "full_attention_floor", full_attention_floor)]
+
+
+def _ssm_zero() -> list[Patch]:
+    real = floors.life_cycle_min_slots
+
+    def life_cycle_min_slots(life_cycle, t, rule, all_life_cycles, *args, **kwargs):
+        if life_cycle.kind is lifecycle.LifeCycleKind.SSM and rule is floors.FloorRule.FIXED:
+            return 0
+        return real(life_cycle, t, rule, all_life_cycles, *args, **kwargs)
+
+    return [(floors, "life_cycle_min_slots", life_cycle_min_slots)]
+
+
+def _release_one_too_many() -> list[Patch]:
+    real = lifecycle.stale_range
+
+    def stale_range(h, t, window, sink_blocks):  # one live block more counted stale
+        start, end = real(h, t, window, sink_blocks)
+        if window is None:
+            return start, end
+        return start, arith.imax(start, end + 1)
+
+    return [(lifecycle, "stale_range", stale_range)]
+
+
+def _hold_as_release() -> list[Patch]:
+    real = lifecycle.resize_peak
+
+    def resize_peak(h0, c0, h1, c1, t, window, sink_blocks, hold_stale):  # the held blocks forgotten
+        return real(h0, c0, h1, c1, t, window, sink_blocks, False)
+
+    return [(lifecycle, "resize_peak", resize_peak)]
+
+
+def _no_copy_slot() -> list[Patch]:
+    def first_resume_peak(h, capacity, t, window, sink_blocks):
+        return lifecycle.live_blocks(h, capacity, t, window, sink_blocks)
+
+    return [(lifecycle, "first_resume_peak", first_resume_peak)]
+
+
+def _worst_case_late() -> list[Patch]:
+    real = floors.worst_case_history
+
+    def worst_case_history(t, window, sink_blocks, in_flight=0):
+        return real(t, window, sink_blocks, in_flight) + 1
+
+    return [(floors, "worst_case_history", worst_case_history)]
+
+
+def _in_flight_ignored() -> list[Patch]:
+    def in_flight_floor(t, window, sink_blocks, in_flight):
+        return floors.swa_floor(t, window, sink_blocks)
+
+    return [(floors, "in_flight_floor", in_flight_floor)]
+
+
+def _first_floor_at_worst() -> list[Patch]:
+    def first_floor_history(t, window, sink_blocks, in_flight=0):  # issue 12's "reached first at"
+        return floors.worst_case_history(t, window, sink_blocks, in_flight)
+
+    return [(floors, "first_floor_history", first_floor_history)]
+
+
 MUTATIONS: tuple[Mutation, ...] = (
     Mutation("drop-in-flight-plus-one", "stale range ends at (h - W) // t: the in-flight token's +1 dropped",
-             _drop_in_flight),
+             _drop_in_flight, ("decode-sufficient", "in-flight-sufficient")),
     Mutation("floor-not-ceiling", "the floor's window term is floor((W-1)/t) + 1 instead of the ceiling",
-             _floor_not_ceiling),
-    Mutation("sinks-ignored", "the floor (and the n-token worst case) leave out the sink blocks", _sinks_ignored),
-    Mutation("pre-fix-floor", "the SWA floor is the pre-fix 1 slot", _pre_fix),
-    Mutation("cpp-floor", "the SWA floor is the looser S + ceil(W/t) + 1", _cpp_floor),
+             _floor_not_ceiling, ("decode-sufficient", "step-sufficient", "in-flight-sufficient")),
+    Mutation("sinks-ignored", "the floor (and the n-token worst case) leave out the sink blocks", _sinks_ignored,
+             ("decode-sufficient", "step-sufficient")),
+    Mutation("pre-fix-floor", "the SWA floor is the pre-fix 1 slot", _pre_fix,
+             ("decode-sufficient", "decode-tight", "pool-group-tight")),
+    Mutation("cpp-floor", "the SWA floor is the looser S + ceil(W/t) + 1", _cpp_floor,
+             ("decode-tight", "first-floor-history", "pool-group-tight")),
+    Mutation("full-attention-floor-one", "full attention's minimum is 1 slot, not max(1, largest SWA floor)",
+             _full_attention_one, ("full-attention-floor-exact", "pool-group-tight")),
+    Mutation("ssm-minimum-zero", "an SSM life cycle's minimum is 0 slots, not its one state page",
+             _ssm_zero, ("ssm-minimum",)),
+    Mutation("release-one-too-many", "the stale range ends one block late: a live block is released",
+             _release_one_too_many, ("decode-tight", "step-tight", "pool-group-tight")),
+    Mutation("resize-peak-hold-as-release", "resize_peak ignores hold_stale: blocks made stale by the call "
+             "are counted as released before it allocates", _hold_as_release,
+             ("same-call-release-transient", "same-call-release-transient-exact")),
+    Mutation("first-resume-no-copy", "first_resume_peak leaves out the transient copy slot", _no_copy_slot,
+             ("resume-partial-copy", "resume-partial-copy-exact")),
+    Mutation("worst-case-history-late", "worst_case_history is one token late: (S+1)*t + W - 1 + k",
+             _worst_case_late, ("decode-tight", "step-tight", "in-flight-tight")),
+    Mutation("in-flight-floor-ignores-k", "the in-flight floor is the synchronous floor for every k",
+             _in_flight_ignored, ("in-flight-sufficient", "in-flight-tight")),
+    Mutation("first-floor-at-worst-case", "the first history at the floor is (S+1)*t + W - 2 (issue 12)",
+             _first_floor_at_worst, ("first-floor-history",)),
 )
+
+
+def _users(module: Any, attribute: str) -> list[Any]:
+    """``module`` and every loaded swafloor module that bound the same object as ``attribute``."""
+    real = getattr(module, attribute)
+    users = [module]
+    for name, other in list(sys.modules.items()):
+        if other is None or other is module or not name.startswith("swafloor"):
+            continue
+        if getattr(other, attribute, None) is real:
+            users.append(other)
+    return users
 
 
 @contextlib.contextmanager
@@ -86,8 +193,9 @@ def applied(mutation: Mutation) -> Iterator[None]:
     originals = []
     try:
         for module, attribute, replacement in mutation.patches():
-            originals.append((module, attribute, getattr(module, attribute)))
-            setattr(module, attribute, replacement)
+            for user in _users(module, attribute):
+                originals.append((user, attribute, getattr(user, attribute)))
+                setattr(user, attribute, replacement)
         yield
     finally:
         for module, attribute, original in reversed(originals):
@@ -114,3 +222,47 @@ def flips(
                 if first_only:
                     break
     return changed
+
+
+_SCORE_WORK: tuple[Any, ...] = ()
+
+
+def _score_one(index: int) -> dict[str, Any]:
+    mutations, theorems, timeout_s, seed = _SCORE_WORK
+    return flips(mutations[index], theorems, timeout_s=timeout_s, seed=seed)
+
+
+def score(
+    mutations: Sequence[Mutation],
+    theorems: Sequence[Theorem],
+    *,
+    timeout_s: float = 10.0,
+    seed: int = 0,
+    jobs: int = 1,
+) -> dict[str, Any]:
+    """Which theorems each mutation flips over the whole ``theorems``, and the share of mutations that
+    flip at least one (the mutation score). ``jobs > 1``: one forked worker per mutation at a time."""
+    global _SCORE_WORK
+    _SCORE_WORK = (tuple(mutations), tuple(theorems), timeout_s, seed)
+    try:
+        if jobs > 1:
+            import multiprocessing
+
+            with multiprocessing.get_context("fork").Pool(jobs) as pool:
+                all_flips = pool.map(_score_one, range(len(mutations)), chunksize=1)
+        else:
+            all_flips = [_score_one(i) for i in range(len(mutations))]
+    finally:
+        _SCORE_WORK = ()
+    rows = []
+    for mutation, flipped in zip(mutations, all_flips):
+        rows.append({
+            "mutation": mutation.name,
+            "description": mutation.description,
+            "flipped": sorted(flipped),
+            "expected": list(mutation.expected),
+            "missing": sorted(set(mutation.expected) - set(flipped)),
+        })
+    caught = sum(1 for r in rows if r["flipped"])
+    return {"mutations": rows, "caught": caught, "total": len(rows),
+            "score": round(100.0 * caught / len(rows), 1) if rows else 0.0}

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 from typing import Any, Hashable, Mapping
 
-from swafloor.reference import AttentionLayer, Config, Manager, floors
+from swafloor.reference import AttentionLayer, Config, Manager, Semantics, floors
 
 from .theorem import Replay
 
 __all__ = [
     "legacy_deadlock",
     "multi_token_step",
-    "concurrency_short",
+    "full_attention_short",
+    "in_flight_short",
     "same_call_transient",
     "resume_copy",
 ]
@@ -29,10 +30,15 @@ class _Driver:
 
     def __init__(self, config: Config, release_order: str = "release-first"):
         self.manager = Manager(config, release_order=release_order)
-        (layer,) = config.layers
+        layers = ", ".join(f"(window={x.window}, sink_tokens={x.sink_tokens})" for x in config.layers)
+        extra = ""
+        if config.pool_groups is not None:
+            extra += f", pool_groups={config.pool_groups}"
+        if config.semantics.in_flight_tokens:
+            extra += f", in_flight_tokens={config.semantics.in_flight_tokens}"
         self.trace: list[str] = [
-            f"Manager(t={config.tokens_per_block}, window={layer.window}, sink_tokens={layer.sink_tokens}, "
-            f"slots={config.slots}, floor_rule={config.floor_rule.value}, release_order={release_order})"
+            f"Manager(t={config.tokens_per_block}, layers=[{layers}], slots={config.slots}{extra}, "
+            f"floor_rule={config.floor_rule.value}, release_order={release_order})"
         ]
         self.failures: list[str] = []
 
@@ -104,20 +110,41 @@ def multi_token_step(cex: Mapping[str, int]) -> Replay:
     return _verdict(d, reached, failed, f"{n}-token step at h={h} with the decode floor {floor}")
 
 
-def concurrency_short(cex: Mapping[str, int]) -> Replay:
-    """``N`` requests decoding in lockstep to ``h`` in a pool of ``N * floor - 1`` slots."""
-    t, w, s, h, n_req = cex["t"], cex["W"], cex["S"], cex["h"], cex["N"]
-    slots = n_req * floors.swa_floor(t, w, s) - 1
-    d = _Driver(_config(t, w, s, slots))
-    rids = tuple(f"r{i}" for i in range(n_req))
-    reached = _decode_to(d, rids, h)
-    failed = None
-    if reached:
-        for rid in rids:
-            failed = d.call("resize", rid, h + 1, h)
-            if not failed:
-                break
-    return _verdict(d, reached, failed, f"aligned decode step at h={h} of {n_req} requests in {slots} slots")
+def full_attention_short(cex: Mapping[str, int]) -> Replay:
+    """One SWA life cycle and full attention in one pool group of ``F + m`` slots (the legacy rule, so
+    the manager accepts a full-attention share below the floor); a lone request decodes to ``h``."""
+    t, w, s, m, h = cex["t"], cex["W"], cex["S"], cex["m"], cex["h"]
+    floor = floors.swa_floor(t, w, s)
+    config = Config(
+        tokens_per_block=t,
+        layers=[AttentionLayer(window=w, sink_tokens=s * t), AttentionLayer()],
+        pool_groups=(0, 0),
+        slots=(floor + m,),
+        floor_rule="legacy",
+    )
+    d = _Driver(config)
+    reached = _decode_to(d, ("r0",), h)
+    failed = d.call("resize", "r0", h + 1, h) if reached else None
+    return _verdict(d, reached, failed, f"decode step at h={h} with SWA floor {floor} + full attention {m}")
+
+
+def in_flight_short(cex: Mapping[str, int]) -> Replay:
+    """A pool at the synchronous floor, one token in flight (``Semantics(in_flight_tokens=1)``; the
+    legacy rule, so the manager accepts a pool below the in-flight floor); a lone request decodes to
+    ``h``."""
+    t, w, s, h = cex["t"], cex["W"], cex["S"], cex["h"]
+    floor = floors.swa_floor(t, w, s)
+    config = Config(
+        tokens_per_block=t,
+        layers=[AttentionLayer(window=w, sink_tokens=s * t)],
+        slots=(floor,),
+        floor_rule="legacy",
+        semantics=Semantics(in_flight_tokens=1),
+    )
+    d = _Driver(config)
+    reached = _decode_to(d, ("r0",), h)
+    failed = d.call("resize", "r0", h + 1, h) if reached else None
+    return _verdict(d, reached, failed, f"decode step at h={h} with one token in flight at the floor {floor}")
 
 
 def same_call_transient(cex: Mapping[str, int]) -> Replay:

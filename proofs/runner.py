@@ -1,18 +1,19 @@
-"""Running theorems: Z3, the bounded concrete check, their agreement, and the replay of refutations.
+"""Running theorems: the solver(s), the bounded concrete check, their agreement, and the replay of
+refutations.
 
-A theorem meets its expectation when Z3's answer is the expected one, the concrete check agrees (a
-proof holds on every bounded point; a refutation's counterexample fails on ints and, when minimal,
-is exactly the first failing bounded point), and a refutation's replay really fails on the manager.
+A theorem meets its expectation when each solver's answer is the expected one, the concrete check
+agrees (a proof holds on every bounded point; a refutation's counterexample fails on ints and, when
+minimal, is exactly the first failing bounded point), the solvers agree with each other (same
+answer, same smallest counterexample), and a refutation's replay really fails on the manager.
 Anything else is *contradicted*; a solver ``unknown`` (or an unfinished minimisation) is *unknown*.
 
-With ``jobs > 1`` the concrete checks run in forked worker processes, split by the first variable's
-values, while the parent runs Z3 and the replays.
+With ``jobs > 1`` every solver run and every concrete check is a task for a pool of forked worker
+processes (the longest first); the parent collects them and runs the replays.
 """
 
 from __future__ import annotations
 
 import multiprocessing
-import os
 from typing import Any, Callable, Sequence
 
 import attrs
@@ -29,23 +30,40 @@ OK, CONTRADICTED, UNKNOWN_STATUS = "ok", "contradicted", "unknown"
 
 @attrs.frozen
 class TheoremResult:
+    """``discharges``: one per solver, in the order asked for; ``discharge`` is the first."""
+
     theorem: Theorem
-    discharge: Discharge
+    discharges: tuple[tuple[str, Discharge], ...]
     concrete: ConcreteCheck
     disagreement: str | None
     replay: Replay | None
     seed: int
 
     @property
+    def discharge(self) -> Discharge:
+        return self.discharges[0][1]
+
+    @property
+    def solver(self) -> str:
+        return self.discharges[0][0]
+
+    def of(self, solver: str) -> Discharge | None:
+        return dict(self.discharges).get(solver)
+
+    @property
     def status(self) -> str:
-        d, expected = self.discharge, self.theorem.expected.value
-        if d.result != UNKNOWN and d.result != expected:
+        expected = self.theorem.expected.value
+        answered = [d for _, d in self.discharges if d.result != UNKNOWN]
+        if any(d.result != expected for d in answered):
             return CONTRADICTED
         if self.disagreement is not None:
             return CONTRADICTED
+        d = self.discharge
         if d.result == REFUTED and (self.replay is None or not self.replay.confirmed):
             return CONTRADICTED
-        if d.result == UNKNOWN or (d.result == REFUTED and not d.minimal):
+        if len(answered) < len(self.discharges) or any(
+            d.result == REFUTED and not d.minimal for _, d in self.discharges
+        ):
             return UNKNOWN_STATUS
         return OK
 
@@ -77,7 +95,18 @@ class TheoremResult:
             if self.replay is None
             else {"confirmed": self.replay.confirmed, "summary": self.replay.summary, "trace": list(self.replay.trace)},
             "attempts": [attrs.asdict(a) | {"seconds": round(a.seconds, 4)} for a in d.attempts],
-            "solver": f"z3 {discharge.z3_version()}",
+            "solver": discharge.solver_version(self.solver),
+            "solvers": {
+                name: {
+                    "result": x.result,
+                    "seconds": round(x.seconds, 4),
+                    "counterexample": x.counterexample,
+                    "minimal": x.minimal if x.result == REFUTED else None,
+                    "reason": x.reason,
+                    "attempts": [attrs.asdict(a) | {"seconds": round(a.seconds, 4)} for a in x.attempts],
+                }
+                for name, x in self.discharges
+            },
             "seed": self.seed,
         }
 
@@ -93,18 +122,40 @@ def exit_code(results: Sequence[TheoremResult]) -> int:
 
 
 def disagreement(theorem: Theorem, d: Discharge, c: ConcreteCheck) -> str | None:
-    """Why Z3 and the bounded check disagree, or None (also when Z3 did not answer)."""
+    """Why a solver and the bounded check disagree, or None (also when the solver did not answer)."""
     if d.result == UNKNOWN:
         return None
     if d.result == PROVED:
-        return None if c.holds else f"Z3 proved it, but it fails on ints at {c.counterexample}"
+        return None if c.holds else f"the solver proved it, but it fails on ints at {c.counterexample}"
     admissible, holds = concrete.evaluate(theorem, d.counterexample)
     if not admissible or holds:
-        return f"Z3's counterexample {d.counterexample} does not fail on ints"
+        return f"the solver's counterexample {d.counterexample} does not fail on ints"
     if c.holds:
-        return f"Z3 refuted it at {d.counterexample}, outside the bounded ranges, where nothing fails"
+        return f"refuted at {d.counterexample}, outside the bounded ranges, where nothing fails"
     if d.minimal and c.counterexample != d.counterexample:
-        return f"smallest counterexamples differ: Z3 {d.counterexample}, ints {c.counterexample}"
+        return f"smallest counterexamples differ: solver {d.counterexample}, ints {c.counterexample}"
+    return None
+
+
+def solvers_disagree(discharges: Sequence[tuple[str, Discharge]]) -> str | None:
+    """Why two solvers' answers differ (both answered), or None."""
+    answered = [(n, d) for n, d in discharges if d.result != UNKNOWN]
+    for (n1, d1), (n2, d2) in zip(answered, answered[1:]):
+        if d1.result != d2.result:
+            return f"{n1} {d1.result}, {n2} {d2.result}"
+        if d1.minimal and d2.minimal and d1.counterexample != d2.counterexample:
+            return f"smallest counterexamples differ: {n1} {d1.counterexample}, {n2} {d2.counterexample}"
+    return None
+
+
+def _why(theorem: Theorem, discharges: Sequence[tuple[str, Discharge]], c: ConcreteCheck) -> str | None:
+    across = solvers_disagree(discharges)
+    if across is not None:
+        return across
+    for name, d in discharges:
+        why = disagreement(theorem, d, c)
+        if why is not None:
+            return why if len(discharges) == 1 else f"{name}: {why}"
     return None
 
 
@@ -117,22 +168,28 @@ def _replay(theorem: Theorem, d: Discharge) -> Replay | None:
         return Replay(False, f"replay raised {type(exc).__name__}: {exc}", ())
 
 
+def _refuting(discharges: Sequence[tuple[str, Discharge]]) -> Discharge:
+    """The discharge whose counterexample is replayed: the first that refuted, else the first."""
+    return next((d for _, d in discharges if d.result == REFUTED), discharges[0][1])
+
+
 # Set in the parent just before forking the workers, which inherit it.
 _WORK: Sequence[Theorem] = ()
+_OPTIONS: dict[str, Any] = {}
 
 
-def _concrete_chunk(index: int, chunk: int, chunks: int) -> ConcreteCheck:
-    return concrete.check(_WORK[index], first=(chunk, chunks))
+def _task(kind: str, index: int, solver: str | None) -> Any:
+    theorem = _WORK[index]
+    if kind == "concrete":
+        return concrete.check(theorem)
+    return discharge.discharge(theorem, solver=solver, **_OPTIONS)
 
 
-def _merge(parts: list[ConcreteCheck]) -> ConcreteCheck:
-    """Chunks split the first variable's values, so the smallest failing point is the smallest of the
-    chunks' first failures."""
-    failures = [p.counterexample for p in parts if p.counterexample is not None]
-    first = min(failures, key=lambda cex: list(cex.values())) if failures else None
-    return ConcreteCheck(
-        first is None, sum(p.points for p in parts), sum(p.seconds for p in parts), first
-    )
+def _cost(theorem: Theorem, kind: str) -> float:
+    """A rough order for scheduling: solver runs with lemmas or attempts first, then big checks."""
+    if kind == "concrete":
+        return float(len(theorem.variables))
+    return 100.0 * (len(theorem.lemmas) + len(theorem.attempts)) + 10.0 * len(theorem.variables)
 
 
 def prove(
@@ -141,30 +198,34 @@ def prove(
     timeout_s: float = 10.0,
     seed: int = 0,
     jobs: int = 1,
+    solvers: Sequence[str] = ("z3",),
     progress: Callable[[TheoremResult | Theorem, str], None] | None = None,
 ) -> list[TheoremResult]:
-    """Discharge each theorem with Z3, check it on ints and replay its refutation; see the module doc."""
-    global _WORK
-    pending: dict[int, Any] = {}
-    pool = None
-    if jobs > 1:
-        _WORK = tuple(theorems)
-        # Niced, so that Z3 in this process keeps its time budget on a busy machine.
-        pool = multiprocessing.get_context("fork").Pool(jobs, initializer=os.nice, initargs=(5,))
-        pending = {
-            i: [pool.apply_async(_concrete_chunk, (i, k, jobs)) for k in range(jobs)] for i in range(len(theorems))
-        }
+    """Discharge each theorem with each solver, check it on ints and replay its refutation; see the
+    module doc."""
+    global _WORK, _OPTIONS
+    theorems = tuple(theorems)
+    tasks = [("solve", i, s) for i in range(len(theorems)) for s in solvers]
+    tasks += [("concrete", i, None) for i in range(len(theorems))]
+    tasks.sort(key=lambda task: -_cost(theorems[task[1]], task[0]))
+    _WORK, _OPTIONS = theorems, {"timeout_s": timeout_s, "seed": seed}
+    pool = multiprocessing.get_context("fork").Pool(jobs) if jobs > 1 else None
     try:
-        solved = []
-        for theorem in theorems:
-            d = discharge.discharge(theorem, timeout_s=timeout_s, seed=seed)
-            solved.append((d, _replay(theorem, d)))
-            if progress is not None:
-                progress(theorem, f"z3 {d.result} in {d.seconds:.2f} s")
+        if pool is not None:
+            pending = {task: pool.apply_async(_task, task) for task in tasks}
+            get = lambda task: pending[task].get()  # noqa: E731
+        else:
+            get = lambda task: _task(*task)  # noqa: E731
         results = []
-        for i, (theorem, (d, replay)) in enumerate(zip(theorems, solved)):
-            c = _merge([job.get() for job in pending[i]]) if pool else concrete.check(theorem)
-            result = TheoremResult(theorem, d, c, disagreement(theorem, d, c), replay, seed)
+        for i, theorem in enumerate(theorems):
+            discharges = tuple((s, get(("solve", i, s))) for s in solvers)
+            if progress is not None:
+                for s, d in discharges:
+                    progress(theorem, f"{s} {d.result} in {d.seconds:.2f} s")
+            c = get(("concrete", i, None))
+            result = TheoremResult(
+                theorem, discharges, c, _why(theorem, discharges, c), _replay(theorem, _refuting(discharges)), seed
+            )
             results.append(result)
             if progress is not None:
                 progress(result, result.status)
@@ -172,4 +233,4 @@ def prove(
     finally:
         if pool is not None:
             pool.terminate()
-            _WORK = ()
+        _WORK, _OPTIONS = (), {}

@@ -1,6 +1,7 @@
 """The variables theorems quantify over: each with its domain (``name >= lower``, unbounded above) for
 the solver and a bounded range for the concrete check, plus logic connectives that, like the
-reference's arithmetic kernel, work on Python bools and on Z3 terms alike.
+reference's arithmetic kernel, work on Python bools, numpy arrays (the vectorised bounded check) and
+solver terms (Z3, cvc5) alike.
 """
 
 from __future__ import annotations
@@ -38,11 +39,12 @@ class Var:
     lower: int
     values: Callable[[Env], Iterable[int]] = attrs.field(eq=False)
     bound_text: str
+    constant: bool = False  # the bounded range does not depend on the variables before it
 
     def at_least(self, lower: int) -> "Var":
         """The same variable with a larger lower bound (domain and bounded range alike)."""
         values = self.values
-        return attrs.evolve(self, lower=lower, values=lambda env: (x for x in values(env) if x >= lower))
+        return attrs.evolve(self, lower=lower, values=lambda env: [x for x in values(env) if x >= lower])
 
     def describe(self) -> str:
         return f"{self.name} >= {self.lower} ({self.meaning}); checked on ints for {self.bound_text}"
@@ -53,7 +55,7 @@ def upto(name: str, meaning: str, lower: int, upper: Callable[[Env], int] | int,
     variables before it."""
     if isinstance(upper, int):
         top = upper
-        return Var(name, meaning, lower, lambda env: range(lower, top + 1), bound_text)
+        return Var(name, meaning, lower, lambda env: range(lower, top + 1), bound_text, constant=True)
     return Var(name, meaning, lower, lambda env: range(lower, upper(env) + 1), bound_text)
 
 
@@ -72,37 +74,78 @@ H = upto(
 STEP = upto("n", "tokens in one step", 1, 8, "n <= 8")
 
 
-def implies(a: Any, b: Any) -> Any:
-    """``a -> b`` on bools, ``z3.Implies`` on terms."""
-    if isinstance(a, bool) and isinstance(b, bool):
-        return (not a) or b
+def _family(xs: Iterable[Any]) -> str:
+    """Which library the terms come from: "bool" (all plain bools), "numpy", "cvc5" or "z3"."""
+    family = "bool"
+    for x in xs:
+        if isinstance(x, bool):
+            continue
+        top = type(x).__module__.partition(".")[0]
+        if top in ("numpy", "cvc5"):
+            return top
+        family = "z3"
+    return family
+
+
+def _solver(family: str) -> Any:
+    if family == "cvc5":
+        from cvc5 import pythonic
+
+        return pythonic
     import z3
 
-    return z3.Implies(a, b)
+    return z3
+
+
+def implies(a: Any, b: Any) -> Any:
+    """``a -> b`` on bools, elementwise on numpy arrays, ``Implies`` on solver terms."""
+    family = _family((a, b))
+    if family == "bool":
+        return (not a) or b
+    if family == "numpy":
+        import numpy
+
+        return numpy.logical_or(numpy.logical_not(a), b)
+    return _solver(family).Implies(a, b)
 
 
 def all_of(*xs: Any) -> Any:
-    if all(isinstance(x, bool) for x in xs):
+    family = _family(xs)
+    if family == "bool":
         return all(xs)
-    import z3
+    if family == "numpy":
+        import numpy
 
-    return z3.And(*xs)
+        out = True
+        for x in xs:
+            out = numpy.logical_and(out, x)
+        return out
+    return _solver(family).And(*xs)
 
 
 def any_of(*xs: Any) -> Any:
-    if all(isinstance(x, bool) for x in xs):
+    family = _family(xs)
+    if family == "bool":
         return any(xs)
-    import z3
+    if family == "numpy":
+        import numpy
 
-    return z3.Or(*xs)
+        out = False
+        for x in xs:
+            out = numpy.logical_or(out, x)
+        return out
+    return _solver(family).Or(*xs)
 
 
 def negate(x: Any) -> Any:
-    if isinstance(x, bool):
+    family = _family((x,))
+    if family == "bool":
         return not x
-    import z3
+    if family == "numpy":
+        import numpy
 
-    return z3.Not(x)
+        return numpy.logical_not(x)
+    return _solver(family).Not(x)
 
 
 def symbols(variables: Iterable[Var], ctx: Any = None) -> list[Any]:

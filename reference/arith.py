@@ -1,9 +1,11 @@
 """The arithmetic kernel: integer operations that work on Python ints and on Z3 integer terms.
 
-On ints they compute. On Z3 terms they build Z3 expressions: SMT-LIB integer ``div`` is floor division
-whenever the divisor is positive, which is the only case swafloor divides by (tokens per block >= 1),
-and ``ite`` becomes ``z3.If``. z3 is imported lazily, only when a symbolic term is actually met, so the
-manager never needs it.
+On ints they compute. On solver terms (Z3, or cvc5's pythonic API, which mirrors it) they build
+expressions: SMT-LIB integer ``div`` is floor division whenever the divisor is positive, which is the
+only case swafloor divides by (tokens per block >= 1), and ``ite`` becomes the solver's ``If``. On numpy
+integer arrays (the vectorised bounded checks) they compute elementwise: ``//`` and ``numpy.where``.
+A solver or numpy is imported lazily, only when one of its terms is actually met (dispatch on the
+term's type), so the manager never needs them.
 
 Callers must keep every divisor positive; on ints a non-positive divisor raises ``ZeroDivisionError``
 or gives floor semantics, on Z3 terms the caller's domain constraints (t >= 1) carry that obligation.
@@ -21,13 +23,22 @@ def is_concrete(*values: Any) -> bool:
     return all(isinstance(v, (int, bool)) for v in values)
 
 
+def _family(x: Any) -> str:
+    """The top-level module of a value's type: "z3", "cvc5", "numpy", "builtins", ..."""
+    return type(x).__module__.partition(".")[0]
+
+
+def _solver_term(x: Any) -> bool:
+    return _family(x) in ("z3", "cvc5")
+
+
 def fdiv(a: Any, b: Any) -> Any:
     """Floor division ``a // b`` for a positive divisor ``b``."""
-    if type(a) is int and type(b) is int:  # fast path: the manager and the bounded checks live here
+    if type(a) is int and type(b) is int:  # fast path: the manager lives here
         return a // b
-    if is_concrete(a, b):
-        return a // b
-    return a / b  # Z3: integer division, floor for b > 0
+    if _solver_term(a) or _solver_term(b):
+        return a / b  # solver terms: integer division, floor for b > 0
+    return a // b  # ints, numpy arrays: floor division
 
 
 def cdiv(a: Any, b: Any) -> Any:
@@ -41,9 +52,19 @@ def fmod(a: Any, b: Any) -> Any:
 
 
 def ite(cond: Any, then: Any, otherwise: Any) -> Any:
-    """If-then-else: a Python choice for a bool condition, ``z3.If`` for a symbolic one."""
+    """If-then-else: a Python choice for a bool condition, the solver's ``If`` for a solver term,
+    ``numpy.where`` for a numpy array."""
     if isinstance(cond, bool):
         return then if cond else otherwise
+    family = _family(cond)
+    if family == "numpy":
+        import numpy  # only the vectorised bounded checks get here
+
+        return numpy.where(cond, then, otherwise)
+    if family == "cvc5":
+        from cvc5 import pythonic  # only the second solver gets here
+
+        return pythonic.If(cond, then, otherwise)
     import z3  # only symbolic callers get here
 
     return z3.If(cond, then, otherwise)

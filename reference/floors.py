@@ -25,6 +25,7 @@ __all__ = [
     "full_attention_max_capacity",
     "life_cycle_min_slots",
     "worst_case_history",
+    "first_floor_history",
 ]
 
 
@@ -102,3 +103,11 @@ def worst_case_history(t: Any, window: Any, sink_blocks: Any, in_flight: Any = 0
     ``k`` in flight) starts at the last token of the first block past the sinks,
     ``h = (S + 1) * t + W - 2 + k`` (for every step size n)."""
     return (sink_blocks + 1) * t + window - 2 + in_flight
+
+
+def first_floor_history(t: Any, window: Any, sink_blocks: Any, in_flight: Any = 0) -> Any:
+    """The first history at which an SWA life cycle's decode step holds its floor ``F`` (with ``k``
+    tokens in flight, :func:`in_flight_floor`): ``h = (F - 1) * t``. Until the first block past the
+    sinks goes stale nothing is released, so a decode step holds ``ceil((h + 1) / t)`` blocks, which
+    first reaches ``F`` at ``h + 1 = (F - 1) * t + 1``; that is never after :func:`worst_case_history`."""
+    return (in_flight_floor(t, window, sink_blocks, in_flight) - 1) * t

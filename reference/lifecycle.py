@@ -35,6 +35,7 @@ __all__ = [
     "transition_peak",
     "first_resume_peak",
     "partial_block",
+    "released_history",
 ]
 
 
@@ -63,6 +64,12 @@ def stale_range(h: Any, t: Any, window: Any, sink_blocks: Any) -> tuple[Any, Any
         return (0, 0)
     start = imin(cdiv(h, t), sink_blocks)
     return (start, imax(start, fdiv(h + 1 - window, t)))
+
+
+def released_history(h: Any, in_flight: Any) -> Any:
+    """The history stale blocks are computed on with ``k = in_flight`` tokens in flight:
+    ``max(0, h - k)`` (the window keeps ``W + k`` tokens); ``k = 0`` is ``h``."""
+    return imax(0, h - in_flight)
 
 
 def stale_count(h: Any, t: Any, window: Any, sink_blocks: Any) -> Any:

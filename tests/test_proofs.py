@@ -105,7 +105,7 @@ def test_concrete_chunks_merge_to_the_whole():
     theorem = catalogue.by_name("resume-partial-copy")
     whole = concrete.check(theorem)
     parts = [concrete.check(theorem, first=(k, 3)) for k in range(3)]
-    merged = runner._merge(parts)
+    merged = concrete.merge(parts)
     assert merged.counterexample == whole.counterexample
     proved = catalogue.by_name("decode-tight")
     assert sum(concrete.check(proved, first=(k, 2)).points for k in range(2)) == concrete.check(proved).points

@@ -1,4 +1,6 @@
-"""Seeded bugs in the reference formulas flip at least one theorem; the patches are undone after."""
+"""Seeded bugs in the reference formulas: each flips every theorem it is expected to flip (all of
+them, not only the first), on the solver and on ints; the patches reach every user of the formula
+and are undone after; the mutation score is therefore 100%."""
 
 from __future__ import annotations
 
@@ -7,14 +9,24 @@ import pytest
 from swafloor.proofs import catalogue, concrete, discharge, mutations
 from swafloor.reference import floors, lifecycle
 
+CASES = [(m, name) for m in mutations.MUTATIONS for name in m.expected]
 
-@pytest.mark.parametrize("mutation", mutations.MUTATIONS, ids=lambda m: m.name)
-def test_each_mutation_flips_a_theorem(mutation):
-    flipped = mutations.flips(mutation, catalogue.CATALOGUE, first_only=True)
-    assert flipped, f"no theorem notices {mutation.name}"
-    ((name, (expected, result, cex)),) = flipped.items()
-    assert result != expected
+
+def test_every_mutation_expects_flips_of_catalogue_theorems():
+    names = {t.name for t in catalogue.CATALOGUE}
+    assert len({m.name for m in mutations.MUTATIONS}) == len(mutations.MUTATIONS)
+    for m in mutations.MUTATIONS:
+        assert m.expected, f"{m.name} names no theorem it flips"
+        assert set(m.expected) <= names, (m.name, set(m.expected) - names)
+
+
+@pytest.mark.parametrize("mutation,name", CASES, ids=[f"{m.name}:{n}" for m, n in CASES])
+def test_the_mutation_flips_the_theorem(mutation, name):
     theorem = catalogue.by_name(name)
+    flipped = mutations.flips(mutation, [theorem])
+    assert name in flipped, f"{name} does not notice {mutation.name}"
+    expected, result, cex = flipped[name]
+    assert result != expected
     with mutations.applied(mutation):  # the flip shows on ints too
         if result == "refuted":
             assert concrete.evaluate(theorem, cex) == (True, False)
@@ -22,26 +34,40 @@ def test_each_mutation_flips_a_theorem(mutation):
             assert concrete.check(theorem).holds
 
 
-@pytest.mark.parametrize(
-    "mutation,name",
-    [
-        ("drop-in-flight-plus-one", "decode-sufficient"),
-        ("floor-not-ceiling", "decode-sufficient"),
-        ("sinks-ignored", "decode-sufficient"),
-        ("pre-fix-floor", "decode-sufficient"),
-        ("cpp-floor", "decode-tight"),
-    ],
-)
-def test_the_mutation_refutes_the_theorem_it_breaks(mutation, name):
-    (m,) = [m for m in mutations.MUTATIONS if m.name == mutation]
+def test_the_score_is_the_share_of_mutations_that_flip_something(monkeypatch):
+    fake = {m.name: ({m.expected[0]: ("proved", "refuted", {})} if i % 2 else {})
+            for i, m in enumerate(mutations.MUTATIONS)}
+    monkeypatch.setattr(mutations, "flips", lambda m, theorems, **kw: fake[m.name])
+    out = mutations.score(mutations.MUTATIONS, catalogue.CATALOGUE)
+    caught = sum(1 for v in fake.values() if v)
+    assert out["caught"] == caught and out["total"] == len(mutations.MUTATIONS)
+    assert out["score"] == round(100.0 * caught / len(mutations.MUTATIONS), 1) < 100.0
+    for row in out["mutations"]:
+        assert row["missing"] == sorted(set(row["expected"]) - set(row["flipped"]))
+
+
+def test_a_mutation_reaches_modules_that_import_the_formula_by_name():
+    import swafloor.reference as package
+    from swafloor.reference import config
+
+    (m,) = [x for x in mutations.MUTATIONS if x.name == "ssm-minimum-zero"]
+    real = floors.life_cycle_min_slots
     with mutations.applied(m):
-        assert discharge.discharge(catalogue.by_name(name), attempts=False).result == "refuted"
+        assert floors.life_cycle_min_slots is not real
+        assert package.life_cycle_min_slots is floors.life_cycle_min_slots
+        if hasattr(config, "life_cycle_min_slots"):
+            assert config.life_cycle_min_slots is floors.life_cycle_min_slots
+    assert floors.life_cycle_min_slots is real and package.life_cycle_min_slots is real
 
 
 def test_patches_are_undone():
-    before = (lifecycle.stale_range, floors.window_span_blocks, floors.step_floor, floors.swa_floor)
+    watched = [(lifecycle, "stale_range"), (lifecycle, "window_span_blocks"), (lifecycle, "resize_peak"),
+               (lifecycle, "first_resume_peak"), (floors, "window_span_blocks"), (floors, "step_floor"),
+               (floors, "swa_floor"), (floors, "full_attention_floor"), (floors, "life_cycle_min_slots"),
+               (floors, "worst_case_history"), (floors, "in_flight_floor"), (floors, "first_floor_history")]
+    before = [getattr(mod, name) for mod, name in watched]
     for m in mutations.MUTATIONS:
         with mutations.applied(m):
             pass
-    assert (lifecycle.stale_range, floors.window_span_blocks, floors.step_floor, floors.swa_floor) == before
+    assert [getattr(mod, name) for mod, name in watched] == before
     assert discharge.discharge(catalogue.by_name("decode-sufficient"), attempts=False).result == "proved"

@@ -57,7 +57,8 @@ def test_one_call_step_peak_is_transition_peak(order, hold):
     [
         (replay.legacy_deadlock, {"t": 4, "W": 4, "S": 0, "h": 4}),  # window [1, 4] straddles
         (replay.multi_token_step, {"t": 4, "W": 4, "S": 0, "h": 2, "n": 8}),
-        (replay.concurrency_short, {"t": 4, "W": 5, "S": 1, "h": 8, "N": 3}),
+        (replay.full_attention_short, {"t": 4, "W": 5, "S": 0, "m": 2, "h": 8}),  # F = 3 at h = (F-1)*t
+        (replay.in_flight_short, {"t": 3, "W": 16, "S": 0, "h": 18}),  # issue 7's example: needs 7, floor 6
         (replay.same_call_transient, {"t": 4, "W": 5, "S": 0, "h": 7}),
         (replay.resume_copy, {"t": 4, "W": 4, "S": 1, "h": 9}),
     ],
@@ -73,7 +74,9 @@ def test_replays_confirm_real_failures(fn, cex):
     [
         (replay.legacy_deadlock, {"t": 1, "W": 1, "S": 0, "h": 5}),  # W = 1 without sinks needs 1 slot
         (replay.multi_token_step, {"t": 8, "W": 2, "S": 0, "h": 0, "n": 2}),  # one block holds both tokens
-        (replay.concurrency_short, {"t": 4, "W": 5, "S": 0, "h": 0, "N": 2}),  # not at the worst history
+        (replay.full_attention_short, {"t": 4, "W": 5, "S": 0, "m": 3, "h": 8}),  # m = F: it fits
+        (replay.full_attention_short, {"t": 4, "W": 5, "S": 0, "m": 2, "h": 7}),  # before the first floor history
+        (replay.in_flight_short, {"t": 3, "W": 15, "S": 0, "h": 30}),  # (W-1) % t != 0: fits
         (replay.same_call_transient, {"t": 4, "W": 4, "S": 0, "h": 9}),  # (W-1) % t != 0: no transient
         (replay.resume_copy, {"t": 4, "W": 6, "S": 0, "h": 9}),  # (W-2) % t == 0: the copy fits
         (replay.resume_copy, {"t": 4, "W": 4, "S": 0, "h": 8}),  # block-aligned history: no copy
@@ -82,3 +85,50 @@ def test_replays_confirm_real_failures(fn, cex):
 def test_replays_do_not_confirm_what_does_not_fail(fn, cex):
     r = fn(cex)
     assert not r.confirmed and r.summary.startswith("NOT REPRODUCED"), r
+
+
+@pytest.mark.parametrize("t", [1, 3, 4])
+def test_pool_group_tight_in_the_manager(t):
+    """pool-group-tight on the manager: three SWA life cycles and full attention in one pool group; at
+    h = (max F - 1) * t a lone request holds exactly the sum of the minimums, and one slot less fails."""
+    from swafloor.reference import floors
+
+    geometry = [(5, 0), (9, 1), (2, 2)]  # (W, S)
+    layers = [AttentionLayer(window=w, sink_tokens=s * t) for w, s in geometry] + [AttentionLayer()]
+    minimums = [swa_floor(t, w, s) for w, s in geometry]
+    total = sum(minimums) + floors.full_attention_floor(max(minimums))
+    h = (max(minimums) - 1) * t
+    for slots, fits in ((total, True), (total - 1, False)):
+        config = Config(tokens_per_block=t, layers=layers, pool_groups=(0, 0, 0, 0), slots=(slots,),
+                        floor_rule="legacy")
+        m = Manager(config)
+        m.create("r")
+        assert m.resume("r")
+        for k in range(h):
+            assert m.resize("r", k + 1, k)
+            m.commit("r", 1)
+        assert bool(m.resize("r", h + 1, h)) is fits, (t, slots)
+        if fits:
+            m.check()
+            assert m.snapshot().pools[0].free == 0
+
+
+def test_a_patched_stale_range_reaches_the_manager():
+    """Mutations patch module attributes; the manager looks stale_range up through its module, so a
+    patched one changes what the manager holds."""
+    from swafloor.proofs import mutations
+
+    def held(m):
+        m.create("r")
+        assert m.resume("r")
+        for k in range(12):
+            assert m.resize("r", k + 1, k)
+            m.commit("r", 1)
+        return m.snapshot().pools[0].free
+
+    before = held(_manager(2, 4, 0, slots=20))
+    (mutation,) = [x for x in mutations.MUTATIONS if x.name == "release-one-too-many"]
+    with mutations.applied(mutation):
+        during = held(_manager(2, 4, 0, slots=20))
+    assert held(_manager(2, 4, 0, slots=20)) == before
+    assert during > before  # one block more released: one slot more free
