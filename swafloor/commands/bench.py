@@ -1,7 +1,9 @@
 """``swafloor bench``: figures, never pass/fail. Targets:
 
 - ``reference``: decode steps per second of the reference manager beside the token-level oracle's,
-  for one request and for 64 requests sharing pools, W in {128, 4096}.
+  for one request and for 64 requests sharing pools, W in {128, 4096}; with ``--against vllm``,
+  beside vLLM v1's sliding-window manager in the same process (run it with the vLLM venv's python,
+  ``.venv-vllm/bin/swafloor bench reference --against vllm``; elsewhere it says vLLM is missing).
 - ``proofs``: each theorem's Z3 seconds beside its bounded concrete check's, and their ratio.
 - ``fuzz``: per mutant, the median examples and seconds to catch it; differential steps per second.
 """
@@ -35,6 +37,8 @@ def register(subparsers) -> None:
                    help=f"what to measure: {', '.join(TARGETS)} (default: all)")
     p.add_argument("--seconds", type=float_in(0.001, 3600.0), default=1.0,
                    help="time budget per reference figure (default 1)")
+    p.add_argument("--against", choices=("oracle", "vllm"), default="oracle",
+                   help="what the reference target measures the reference beside (default oracle)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=run)
 
@@ -54,13 +58,17 @@ def run(args) -> int:
     results = {}
     for target in targets:
         print(f"bench: measuring {target} ...", file=sys.stderr)
+        if target == "reference" and args.against == "vllm":
+            results[target] = vllm_figures(seconds=args.seconds)
+            continue
         fn = _load(TARGETS[target])
         results[target] = fn(seconds=args.seconds) if target == "reference" else fn()
     if args.json:
         print_json(results)
         return 0
     for target in targets:
-        print(_load(FORMATTERS[target])(results[target]))
+        formatter = format_vllm if target == "reference" and args.against == "vllm" else _load(FORMATTERS[target])
+        print(formatter(results[target]))
         print()
     return 0
 
@@ -124,5 +132,83 @@ def format_reference(figures: dict) -> str:
             f"{r['window']:>6} {r['tokens_per_block']:>4} {r['requests']:>8} {r['slots']:>6} "
             f"{r['reference']['steps_per_second']:>12,} {r['oracle']['steps_per_second']:>10,} "
             f"{r['speedup']:>6}x {r['reference']['final_history']:>12}/{r['oracle']['final_history']}"
+        )
+    return "\n".join(lines)
+
+
+# The rows of the speed issue: (W, t, requests), each request from history 2W, slots at the floor.
+VLLM_ROWS = ((128, 32, 1), (128, 32, 64), (4096, 32, 1), (4096, 32, 64), (4096, 16, 8))
+
+
+def _reference_decode(config: Config, requests: int, seconds: float, start_history: int) -> dict:
+    """The reference Manager driven like :func:`swafloor.vllm_decode.decode_rate` drives vLLM: warmed
+    up by decoding from history 0 (untimed), then round-robin ``resize(h + 1, h)`` and ``commit(1)``."""
+    from swafloor.reference import Manager
+
+    manager = Manager(config)
+    ids = [f"r{i}" for i in range(requests)]
+    history = dict.fromkeys(ids, 0)
+    for rid in ids:
+        manager.create(rid)
+        assert manager.resume(rid)
+
+    def step(rid: str) -> None:
+        h = history[rid]
+        if not manager.resize(rid, h + 1, h):
+            raise AssertionError(f"reference: {rid} ran out of slots at history {h}")
+        manager.commit(rid, 1)
+        history[rid] = h + 1
+
+    for _ in range(start_history):
+        for rid in ids:
+            step(rid)
+    steps, start = 0, time.perf_counter()
+    deadline = start + seconds
+    while steps == 0 or time.perf_counter() < deadline:
+        for rid in ids:
+            step(rid)
+        steps += requests
+    elapsed = time.perf_counter() - start
+    manager.check()
+    return {"steps": steps, "seconds": round(elapsed, 3), "steps_per_second": round(steps / elapsed),
+            "final_history": max(history.values())}
+
+
+def vllm_figures(seconds: float = 1.0, rows=VLLM_ROWS) -> dict:
+    """Decode steps per second of the reference beside vLLM's SlidingWindowManager, row by row, in
+    this process; without vLLM, the reference alone and the reason."""
+    from swafloor import vllm_decode
+
+    missing = vllm_decode.available()
+    out = []
+    for window, t, n in rows:
+        floor = build_layout(Config(t, [AttentionLayer(window)])).min_slots[0]
+        config = Config(t, [AttentionLayer(window)], slots=[n * floor])
+        row = {"window": window, "tokens_per_block": t, "requests": n, "slots": n * floor,
+               "start_history": 2 * window,
+               "reference": _reference_decode(config, n, seconds, 2 * window)}
+        if missing is None:
+            row["vllm"] = vllm_decode.decode_rate(window, t, n, n * floor, seconds, 2 * window)
+            row["ratio"] = round(row["reference"]["steps_per_second"] / row["vllm"]["steps_per_second"], 2)
+        out.append(row)
+    return {"seconds_per_figure": seconds, "python": sys.version.split()[0], "vllm_missing": missing, "rows": out}
+
+
+def format_vllm(figures: dict) -> str:
+    missing = figures["vllm_missing"]
+    lines = [
+        f"reference manager vs vLLM v1 SlidingWindowManager + BlockPool: decode steps per second "
+        f"({figures['seconds_per_figure']} s each, Python {figures['python']}, one process), "
+        f"each request from history 2W, slots at the floor",
+    ]
+    if missing:
+        lines.append(f"vLLM is not importable here ({missing}); the reference alone:")
+    lines.append(f"{'W':>6} {'t':>4} {'requests':>8} {'slots':>6} {'reference':>12} {'vLLM':>10} {'ref/vLLM':>9}")
+    for r in figures["rows"]:
+        vllm = f"{r['vllm']['steps_per_second']:>10,}" if "vllm" in r else f"{'-':>10}"
+        ratio = f"{r['ratio']:>8}x" if "ratio" in r else f"{'-':>9}"
+        lines.append(
+            f"{r['window']:>6} {r['tokens_per_block']:>4} {r['requests']:>8} {r['slots']:>6} "
+            f"{r['reference']['steps_per_second']:>12,} {vllm} {ratio}"
         )
     return "\n".join(lines)
