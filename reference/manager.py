@@ -1,14 +1,14 @@
 """The reference manager: requests holding per-life-cycle block slots from per-pool-group pools.
 
 A request is created suspended, activated by ``resume``, stepped by ``resize(capacity, history)``,
-has history finalized by ``commit``, and is ``suspend``-ed (releasing every slot) or ``close``-d.
-After every call an active request holds a slot for exactly its live blocks
-(:func:`~.lifecycle.live_block_indices`) and nothing else, and a suspended or closed one holds none.
+has history finalized by ``commit``, and is ``suspend``-ed or ``close``-d. After every call an active
+request holds a slot for exactly its live blocks (:meth:`Manager.required_ranges`, the ranges of
+:func:`~.lifecycle.live_block_indices`) and nothing else, and a closed one holds none.
 
 Running out of slots is an :class:`Outcome`, not an exception: it names each pool group that lacked
-slots, and the manager's state is exactly as before the call. Misuse (history going backwards,
-capacity below history, an operation on a closed request) raises :class:`RequestError` and changes
-nothing either.
+slots, and the manager's state is exactly as before the call. Misuse (a request id that is not a
+non-empty string, history going backwards, capacity below history, an operation on a closed request)
+raises :class:`RequestError` and changes nothing either.
 
 Two release orders exist. ``RELEASE_FIRST`` (the spec) frees blocks a resize no longer needs before
 allocating. ``HOLD_UNTIL_RETURN`` (as TensorRT-LLM does) keeps blocks made stale by the same call held
@@ -19,6 +19,16 @@ A request created with ``reused_history=k`` starts from ``k`` reused committed t
 of token ``k`` is partially filled (``k % t != 0``) its first resume copies that block into a private
 slot while the source page is still held: one extra slot per attention life cycle for the duration
 of the call (SSM: one extra when ``k > 0``, the state snapshot).
+
+What engines do differently is the config's :class:`~.config.Semantics`: tokens in flight (blocks
+released on ``h - k``), freeing stale blocks lazily at the next resize (that release stands even when
+the allocation then fails), suspension that drops the computed tokens or frees nothing, and no
+first-resume copy.
+
+Costs: a pool is a counter and a heap of returned slot ids (memory O(slots in use)); a step is planned
+from the endpoints of block ranges (O(blocks that change), independent of ``W / t``), and a step that
+changes no block is recognised from a per-request cache without planning. ``check()`` recomputes
+everything from the formulas.
 """
 
 from __future__ import annotations
