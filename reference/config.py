@@ -15,9 +15,11 @@ import attrs
 
 from .floors import FloorRule, life_cycle_min_slots
 from .lifecycle import LifeCycle, LifeCycleKind, sink_blocks_for
+from .show import bounded
 
 __all__ = [
     "ConfigError",
+    "MAX_COUNT",
     "FreeStale",
     "SuspendMode",
     "Semantics",
@@ -31,21 +33,38 @@ __all__ = [
 ]
 
 
+#: The largest count a config may hold (tokens per block, window, sink tokens, slots, pool group
+#: numbers, tokens in flight): beyond any engine's fixed-width integers, and it keeps every formula
+#: on it cheap. Larger values are rejected, never silently clipped.
+MAX_COUNT = 10**18
+
+
 class ConfigError(ValueError):
-    """A configuration value is invalid. ``field`` names it and ``value`` holds what was given."""
+    """A configuration value is invalid. ``field`` names it and ``value`` holds what was given; the
+    message quotes a bounded, one-line form of both (a 5000-digit int or a deep list is fine)."""
 
     def __init__(self, field: str, value: Any, reason: str):
         self.field = field
         self.value = value
         self.reason = reason
-        super().__init__(f"{field}={value!r}: {reason}")
+        shown_field = field if len(field) <= 120 and field.isprintable() else bounded(field, 120)
+        super().__init__(f"{shown_field}={bounded(value)}: {reason}")
 
 
-def _require_int(field: str, value: Any, minimum: int) -> None:
+def _key(key: Any) -> str:
+    """A dict key as it may appear in a field name: plain when short and printable, else bounded."""
+    if isinstance(key, str) and len(key) <= 40 and key.isprintable():
+        return key
+    return bounded(key, 40)
+
+
+def _require_int(field: str, value: Any, minimum: int, maximum: int = MAX_COUNT) -> None:
     if not isinstance(value, int) or isinstance(value, bool):
         raise ConfigError(field, value, "must be an integer")
     if value < minimum:
         raise ConfigError(field, value, f"must be >= {minimum}")
+    if value > maximum:
+        raise ConfigError(field, value, f"must be <= {maximum}")
 
 
 @attrs.frozen
@@ -85,7 +104,7 @@ def _enum_of(field: str, enum_type: type[enum.Enum]):
     def convert(value: Any) -> Any:
         try:
             return enum_type(value)
-        except ValueError:
+        except (TypeError, ValueError):
             raise ConfigError(field, value, f"must be one of {[m.value for m in enum_type]}") from None
 
     return convert
@@ -170,7 +189,7 @@ class Semantics:
         known = ("in_flight_tokens", "free_stale", "suspend", "first_resume_copy")
         for key in data:
             if key not in known:
-                raise ConfigError(f"config.semantics.{key}", data[key], "unknown field")
+                raise ConfigError(f"config.semantics.{_key(key)}", data[key], "unknown field")
         return cls(**{key: data[key] for key in known if key in data})
 
 
@@ -231,7 +250,7 @@ class Config:
         known = {"tokens_per_block", "layers", "pool_groups", "slots", "floor_rule", "below_minimum", "semantics"}
         for key in data:
             if key not in known:
-                raise ConfigError(f"config.{key}", data[key], "unknown field")
+                raise ConfigError(f"config.{_key(key)}", data[key], "unknown field")
         if "tokens_per_block" not in data:
             raise ConfigError("config.tokens_per_block", None, "missing")
         raw_layers = data.get("layers")
@@ -243,7 +262,7 @@ class Config:
                 raise ConfigError(f"config.layers[{i}]", raw, "must be an object with kind 'attention' or 'ssm'")
             extra = set(raw) - ({"kind"} if raw["kind"] == "ssm" else {"kind", "window", "sink_tokens"})
             if extra:
-                raise ConfigError(f"config.layers[{i}]", raw, f"unknown fields {sorted(extra)}")
+                raise ConfigError(f"config.layers[{i}]", raw, f"unknown fields {sorted(map(_key, extra))[:5]}")
             if raw["kind"] == "ssm":
                 layers.append(SsmLayer())
             else:

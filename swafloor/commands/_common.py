@@ -18,11 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from swafloor.reference.config import MAX_COUNT  # the largest count any option accepts, as in a Config
 from swafloor.reference.show import bounded
-
-#: The largest count any option accepts (tokens, windows, slots, steps): 10**18 fits every
-#: fixed-width integer a real engine uses, and keeps arithmetic on it cheap.
-MAX_COUNT = 10**18
 #: The longest time budget (seconds) any option accepts: one day.
 MAX_SECONDS = 86_400.0
 #: The most worker processes ``--jobs`` may ask for.
