@@ -1,0 +1,103 @@
+"""``swafloor check trtllm``: TensorRT-LLM KVCacheManagerV2's own sources against the reference.
+
+Exit codes: 0 the source agrees with the reference (under the floor rule it implements, which is
+reported); 1 a mismatch (each printed with its whole input), or the rule differs from
+``--expect-rule``; 2 the source cannot be loaded (one stderr line naming what is missing).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from ._common import int_at_least, print_json
+
+CHECK_NAMES = {
+    "stale": "stale ranges",
+    "scratch": "scratch ranges",
+    "registry": "life-cycle registry",
+    "min_slots": "minimum slots per pool group",
+    "batch_slots": "slot counts per batch",
+    "accounting": "storage-manager slot accounting",
+}
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("check", help="check an upstream implementation's own sources against the reference")
+    targets = p.add_subparsers(dest="target", metavar="TARGET", parser_class=type(p))
+    targets.required = True
+    t = targets.add_parser("trtllm", help="TensorRT-LLM KVCacheManagerV2 (its CPU-safe Python modules)")
+    t.add_argument("--source", default=None, metavar="PATH",
+                   help="a TensorRT-LLM checkout or its tensorrt_llm/runtime/kv_cache_manager_v2 folder "
+                        "(default: $SWAFLOOR_TRTLLM_SOURCE)")
+    t.add_argument("--examples", type=int_at_least(0), default=200,
+                   help="Hypothesis examples per comparison beyond the grid (default 200; 0: grid only)")
+    t.add_argument("--seed", type=int_at_least(0), default=0, help="Hypothesis seed (default 0)")
+    t.add_argument("--grid", choices=("small", "tiny"), default="small", help="exhaustive grid size (default small)")
+    t.add_argument("--expect-rule", choices=("post-fix", "pre-fix"), default=None,
+                   help="also fail (exit 1) unless the source implements this floor rule")
+    t.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
+    t.add_argument("--json", action="store_true", help="machine-readable output")
+    t.set_defaults(handler=run)
+
+
+class _Progress:
+    def __init__(self, enabled: bool, every: float = 2.0):
+        self.enabled = enabled
+        self.every = every
+        self.last = 0.0
+        self.phase = None
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if phase != self.phase or now - self.last >= self.every or done == total:
+            if phase != self.phase or now - self.last >= self.every:
+                print(f"check trtllm: {phase}: {done}/{total}", file=sys.stderr, flush=True)
+                self.last = now
+            self.phase = phase
+
+
+def run(args) -> int:
+    from swafloor.fuzz.trtllm.compare import CHECKS, RULE_TEXT, Checker
+    from swafloor.fuzz.trtllm.loader import load
+
+    upstream = load(args.source)  # LoadError -> one line, exit 2 (swafloor.cli)
+    progress = _Progress(not args.no_progress)
+    report = Checker(upstream, examples=args.examples, seed=args.seed, grid=args.grid, progress=progress).run()
+    data = report.to_dict()
+    rule_ok = args.expect_rule is None or report.rule == args.expect_rule
+    data["expected_rule"] = args.expect_rule
+    data["ok"] = report.ok and rule_ok
+    if args.json:
+        print_json(data)
+        return 0 if data["ok"] else 1
+    print(f"swafloor check trtllm: {data['source']}")
+    print(f"  loaded: rawref, _common, _config, _exceptions, _utils, _life_cycle_registry, _storage_manager")
+    print(f"  stand-ins: tensorrt_llm, tensorrt_llm.runtime, tensorrt_llm.envs (synthetic), "
+          f"{', '.join(data['stand_ins'])} (imported by _storage_manager, not driven)")
+    print(f"  rawref: {data['rawref']}")
+    votes = data["min_slots_votes"]
+    print(f"  rule: {RULE_TEXT.get(report.rule, report.rule)}")
+    print(f"        (configs whose minimum matched post-fix only: {votes['post-fix']}, pre-fix only: "
+          f"{votes['pre-fix']}, both: {votes['both']}, neither: {votes['neither']})")
+    for check in CHECKS:
+        print(f"  {CHECK_NAMES[check]:<34} {data['comparisons'][check]:>10} comparisons, "
+              f"{data['mismatches'][check]} mismatches")
+    print(f"  {'total':<34} {data['total_comparisons']:>10} comparisons, {sum(data['mismatches'].values())} mismatches")
+    print(f"  a lone request decoding on pools of upstream's own minimum: {data['lone_decode_out_of_slots']} of "
+          f"{data['lone_decode_runs']} runs ran out of slots; of those without full attention, "
+          f"{data['windowed_lone_decode_out_of_slots']} of {data['windowed_lone_decode_runs']}")
+    if data["first_windowed_out_of_slots"] is not None:
+        print(f"    first such: {json.dumps(data['first_windowed_out_of_slots'])}")
+    for m in data["first_mismatches"]:
+        print(f"MISMATCH ({CHECK_NAMES[m['check']]}): input {json.dumps(m['input'])}")
+        print(f"  upstream:  {json.dumps(m['upstream'])}")
+        print(f"  reference: {json.dumps(m['reference'])}")
+    if not rule_ok:
+        print(f"RULE: expected {args.expect_rule}, the source implements {report.rule}")
+    verdict = "agrees with the reference" if data["ok"] else "DISAGREES with the reference"
+    print(f"  result: {verdict} ({data['seconds']} s)")
+    return 0 if data["ok"] else 1
