@@ -1,75 +1,142 @@
-"""Benchmark: each theorem's Z3 seconds beside the seconds of its bounded concrete check (the same
-goal on ints), and their ratio. Figures only, never pass/fail. Everything runs in one process, one
-after the other, so the figures are not disturbed by the workers ``swafloor prove`` uses.
+"""Benchmark: each theorem's solver seconds (Z3, and cvc5 when installed) beside the seconds of its
+bounded concrete check (the same goal on ints), and the mutation score (the share of seeded bugs in
+the reference's formulas that flip at least one theorem). Figures only, never pass/fail. The solver
+and concrete figures run in one process, one after the other, so they are not disturbed by workers;
+the mutation score runs on two forked workers.
 
 ``python -m swafloor.proofs.bench`` prints them; ``swafloor bench proofs`` calls :func:`run` and
-:func:`format`.
+:func:`format`. ``python -m swafloor.proofs.bench --write-times`` also stores the per-theorem solver
+times in ``proofs/solver_times.json``, which docs/theorems.md shows (with the machine they came from).
 """
 
 from __future__ import annotations
 
+import json
+import os
+import pathlib
+import platform
 import sys
 import time
 from typing import Any
 
-from . import catalogue, concrete, discharge
+from . import catalogue, concrete, discharge, mutations
 
-__all__ = ["run", "format"]
+__all__ = ["run", "format", "available_solvers", "TIMES_FILE"]
+
+TIMES_FILE = pathlib.Path(__file__).resolve().parent / "solver_times.json"
+
+
+def available_solvers() -> tuple[str, ...]:
+    solvers = ["z3"]
+    try:
+        discharge.solver_version("cvc5")
+        solvers.append("cvc5")
+    except discharge.SolverMissing:
+        pass
+    return tuple(solvers)
 
 
 def _ratio(a: float, b: float) -> float | None:
     return round(a / b, 1) if b > 0 else None
 
 
-def run(timeout_s: float = 10.0, seed: int = 0) -> dict[str, Any]:
-    """Discharge and check every catalogue theorem; return the figures."""
+def run(timeout_s: float = 10.0, seed: int = 0, score: bool = True) -> dict[str, Any]:
+    """Discharge and check every catalogue theorem with every installed solver; the mutation score."""
+    solvers = available_solvers()
     rows = []
     start = time.perf_counter()
     for theorem in catalogue.CATALOGUE:
-        d = discharge.discharge(theorem, timeout_s=timeout_s, seed=seed, attempts=False)
+        row: dict[str, Any] = {"name": theorem.name, "expected": theorem.expected.value}
+        for solver in solvers:
+            d = discharge.discharge(theorem, timeout_s=timeout_s, seed=seed, attempts=False, solver=solver)
+            row[solver] = {"result": d.result, "seconds": round(d.seconds, 4)}
         c = concrete.check(theorem)
-        rows.append({
-            "name": theorem.name,
-            "result": d.result,
-            "z3_seconds": round(d.seconds, 4),
+        row.update({
+            "result": row["z3"]["result"],
+            "z3_seconds": row["z3"]["seconds"],
             "concrete_seconds": round(c.seconds, 4),
             "concrete_points": c.points,
-            "ratio": _ratio(c.seconds, d.seconds),
+            "ratio": _ratio(c.seconds, row["z3"]["seconds"]),
         })
+        rows.append(row)
+    attempts = {}
+    for solver in solvers:
+        (attempt,) = discharge.run_attempts(catalogue.by_name("decode-tight"), timeout_s=timeout_s, seed=seed,
+                                            solver=solver)
+        attempts[solver] = {"label": attempt.label, "result": attempt.result, "reason": attempt.reason,
+                            "seconds": round(attempt.seconds, 4)}
     z3_total = sum(r["z3_seconds"] for r in rows)
     concrete_total = sum(r["concrete_seconds"] for r in rows)
-    return {
-        "solver": f"z3 {discharge.z3_version()}",
+    figures = {
+        "solvers": [discharge.solver_version(s) for s in solvers],
+        "solver": discharge.solver_version("z3"),
         "seed": seed,
+        "timeout_s": timeout_s,
         "theorems": rows,
+        "solver_seconds": {s: round(sum(r[s]["seconds"] for r in rows), 3) for s in solvers},
         "z3_seconds": round(z3_total, 3),
         "concrete_seconds": round(concrete_total, 3),
         "concrete_points": sum(r["concrete_points"] for r in rows),
         "ratio": _ratio(concrete_total, z3_total),
+        "decode_tight_forall_exists": attempts,
         "wall_seconds": round(time.perf_counter() - start, 3),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}",
     }
+    if score:
+        figures["mutations"] = mutations.score(mutations.MUTATIONS, catalogue.CATALOGUE, timeout_s=timeout_s,
+                                               seed=seed, jobs=2)
+    return figures
 
 
 def format(figures: dict[str, Any]) -> str:  # noqa: A001 - the name ``swafloor bench`` looks up
+    solvers = [s.split()[0] for s in figures["solvers"]]
     width = max(len(r["name"]) for r in figures["theorems"])
+    cells = "".join(f"  {s + ' s':>8}  {s + ' result':<12}" for s in solvers)
     lines = [
-        f"proofs: {figures['solver']}, seed {figures['seed']}; Z3 (unbounded) vs the bounded concrete check",
-        f"{'theorem'.ljust(width)}  result    z3 s  concrete s    points  concrete/z3",
+        f"proofs: {', '.join(figures['solvers'])}, seed {figures['seed']}, timeout {figures['timeout_s']:g} s; "
+        "solvers (unbounded) vs the bounded concrete check",
+        f"{'theorem'.ljust(width)}{cells}  concrete s    points  concrete/z3",
     ]
     for r in figures["theorems"]:
         ratio = "-" if r["ratio"] is None else f"{r['ratio']:.1f}x"
-        lines.append(
-            f"{r['name'].ljust(width)}  {r['result']:<8}{r['z3_seconds']:6.2f}  {r['concrete_seconds']:10.2f}"
-            f"  {r['concrete_points']:8d}  {ratio:>11}"
-        )
+        cells = "".join(f"  {r[s]['seconds']:8.2f}  {r[s]['result']:<12}" for s in solvers)
+        lines.append(f"{r['name'].ljust(width)}{cells}  {r['concrete_seconds']:10.2f}  {r['concrete_points']:8d}"
+                     f"  {ratio:>11}")
+    totals = "".join(f"  {figures['solver_seconds'][s]:8.2f}  {'':<12}" for s in solvers)
     total_ratio = "-" if figures["ratio"] is None else f"{figures['ratio']:.1f}x"
-    lines.append(
-        f"{'total'.ljust(width)}  {'':8}{figures['z3_seconds']:6.2f}  {figures['concrete_seconds']:10.2f}"
-        f"  {figures['concrete_points']:8d}  {total_ratio:>11}"
-    )
-    lines.append(f"(one process, wall {figures['wall_seconds']:.1f} s)")
+    lines.append(f"{'total'.ljust(width)}{totals}  {figures['concrete_seconds']:10.2f}"
+                 f"  {figures['concrete_points']:8d}  {total_ratio:>11}")
+    for s, a in figures["decode_tight_forall_exists"].items():
+        reason = f" ({a['reason']})" if a["reason"] else ""
+        lines.append(f"decode-tight, forall-exists form, {s}: {a['result']}{reason} in {a['seconds']:.2f} s")
+    lines.append(f"(one process, wall {figures['wall_seconds']:.1f} s; {figures['machine']})")
+    if "mutations" in figures:
+        m = figures["mutations"]
+        lines.append(f"mutation score: {m['score']:.1f}% ({m['caught']} of {m['total']} seeded bugs flip a theorem)")
+        for row in m["mutations"]:
+            missing = f"; expected but not flipped: {', '.join(row['missing'])}" if row["missing"] else ""
+            lines.append(f"  {row['mutation']}: {len(row['flipped'])} flipped ({', '.join(row['flipped']) or 'none'})"
+                         f"{missing}")
     return "\n".join(lines)
 
 
+def write_times(figures: dict[str, Any], path: pathlib.Path = TIMES_FILE) -> None:
+    """Store the per-theorem solver results and seconds for docs/theorems.md."""
+    data = {
+        "command": "python -m swafloor.proofs.bench --write-times",
+        "machine": figures["machine"],
+        "solvers": figures["solvers"],
+        "timeout_s": figures["timeout_s"],
+        "seed": figures["seed"],
+        "theorems": {r["name"]: {s.split()[0]: r[s.split()[0]] for s in figures["solvers"]}
+                     for r in figures["theorems"]},
+        "decode_tight_forall_exists": figures["decode_tight_forall_exists"],
+    }
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
 if __name__ == "__main__":
-    print(format(run()), file=sys.stdout)
+    figures = run(score="--no-score" not in sys.argv)
+    print(format(figures), file=sys.stdout)
+    if "--write-times" in sys.argv:
+        write_times(figures)

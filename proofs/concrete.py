@@ -21,7 +21,8 @@ from .theorem import Theorem, goal_parts
 
 __all__ = ["ConcreteCheck", "check", "check_scalar", "evaluate", "merge", "BLOCK_ROWS"]
 
-BLOCK_ROWS = 1 << 18  # rows per vectorised goal evaluation
+BLOCK_ROWS = 1 << 18  # the most rows per vectorised goal evaluation
+FIRST_BLOCK_ROWS = 1 << 12  # the first block; each next one doubles (a refutation fails early)
 
 
 @attrs.frozen
@@ -85,9 +86,9 @@ def check(theorem: Theorem, first: tuple[int, int] = (0, 1)) -> ConcreteCheck:
     start = time.perf_counter()
     cols = _columns(theorem, *first)
     rows = len(cols[0])
-    points, failing = 0, None
-    for lo in range(0, rows, BLOCK_ROWS):
-        hi = min(rows, lo + BLOCK_ROWS)
+    points, failing, lo, size = 0, None, 0, FIRST_BLOCK_ROWS
+    while lo < rows:
+        hi = min(rows, lo + size)
         ok = np.ones(hi - lo, dtype=bool)
         for part in goal_parts(theorem.goal(*(c[lo:hi] for c in cols))):
             ok &= np.broadcast_to(np.asarray(part, dtype=bool), ok.shape)
@@ -95,6 +96,7 @@ def check(theorem: Theorem, first: tuple[int, int] = (0, 1)) -> ConcreteCheck:
         if not ok.all():
             failing = lo + int(np.argmin(ok))
             break
+        lo, size = hi, min(BLOCK_ROWS, 2 * size)
     seconds = time.perf_counter() - start
     if failing is None:
         return ConcreteCheck(True, points, seconds)

@@ -33,6 +33,7 @@ __all__ = [
     "AttemptResult",
     "Discharge",
     "discharge",
+    "run_attempts",
     "z3_version",
     "solver_version",
     "SolverMissing",
@@ -309,5 +310,12 @@ def discharge(
             result, reason = UNKNOWN, deadline.reason
     seconds = time.perf_counter() - start
 
-    tried = tuple(_attempt(theorem, a, seed, timeout_s, solver) for a in theorem.attempts) if attempts else ()
+    tried = run_attempts(theorem, timeout_s=timeout_s, seed=seed, solver=solver) if attempts else ()
     return Discharge(result, seconds, counterexample, minimal, reason, len(hypotheses), tried)
+
+
+def run_attempts(
+    theorem: Theorem, *, timeout_s: float = 10.0, seed: int = 0, solver: str = "z3"
+) -> tuple[AttemptResult, ...]:
+    """The theorem's informational attempts (never counted), each in a fresh context."""
+    return tuple(_attempt(theorem, a, seed, timeout_s, solver) for a in theorem.attempts)

@@ -182,14 +182,19 @@ def _task(kind: str, index: int, solver: str | None) -> Any:
     theorem = _WORK[index]
     if kind == "concrete":
         return concrete.check(theorem)
-    return discharge.discharge(theorem, solver=solver, **_OPTIONS)
+    if kind == "attempts":
+        return discharge.run_attempts(theorem, solver=solver, **_OPTIONS)
+    return discharge.discharge(theorem, solver=solver, attempts=False, **_OPTIONS)
 
 
 def _cost(theorem: Theorem, kind: str) -> float:
-    """A rough order for scheduling: solver runs with lemmas or attempts first, then big checks."""
+    """A rough order for scheduling: attempts (they run to their time limit) and solver runs with
+    lemmas first, then the rest, the concrete checks last."""
     if kind == "concrete":
         return float(len(theorem.variables))
-    return 100.0 * (len(theorem.lemmas) + len(theorem.attempts)) + 10.0 * len(theorem.variables)
+    if kind == "attempts":
+        return 1000.0
+    return 100.0 * len(theorem.lemmas) + 10.0 * len(theorem.variables)
 
 
 def prove(
@@ -206,6 +211,7 @@ def prove(
     global _WORK, _OPTIONS
     theorems = tuple(theorems)
     tasks = [("solve", i, s) for i in range(len(theorems)) for s in solvers]
+    tasks += [("attempts", i, s) for i, t in enumerate(theorems) if t.attempts for s in solvers]
     tasks += [("concrete", i, None) for i in range(len(theorems))]
     tasks.sort(key=lambda task: -_cost(theorems[task[1]], task[0]))
     _WORK, _OPTIONS = theorems, {"timeout_s": timeout_s, "seed": seed}
@@ -218,7 +224,10 @@ def prove(
             get = lambda task: _task(*task)  # noqa: E731
         results = []
         for i, theorem in enumerate(theorems):
-            discharges = tuple((s, get(("solve", i, s))) for s in solvers)
+            discharges = tuple(
+                (s, attrs.evolve(get(("solve", i, s)), attempts=get(("attempts", i, s)) if theorem.attempts else ()))
+                for s in solvers
+            )
             if progress is not None:
                 for s, d in discharges:
                     progress(theorem, f"{s} {d.result} in {d.seconds:.2f} s")

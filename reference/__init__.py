@@ -20,6 +20,7 @@ from .config import (
 )
 from .floors import (
     FloorRule,
+    first_floor_history,
     full_attention_floor,
     full_attention_max_capacity,
     in_flight_floor,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from swafloor.reference import (
+    first_floor_history,
     in_flight_floor,
     sink_blocks_for,
     step_floor,
@@ -33,6 +34,7 @@ def figures(window: int, t: int, sink_tokens: int, step_tokens: int | None, in_f
         "sink_blocks": s,
         "window_blocks": window_blocks(t, window),
         "floor_blocks": swa_floor(t, window, s),
+        "first_floor_history": first_floor_history(t, window, s),
         "worst_case_history": worst_case_history(t, window, s),
     }
     if step_tokens is not None:
@@ -42,6 +44,7 @@ def figures(window: int, t: int, sink_tokens: int, step_tokens: int | None, in_f
         out["in_flight"] = in_flight
         out["in_flight_floor_blocks"] = in_flight_floor(t, window, s, in_flight)
         out["in_flight_worst_case_history"] = worst_case_history(t, window, s, in_flight)
+        out["in_flight_first_floor_history"] = first_floor_history(t, window, s, in_flight)
     return out
 
 
@@ -55,12 +58,13 @@ def run(args) -> int:
     print(f"  sink blocks    S = ceil({f['sink_tokens']}/{t}) = {f['sink_blocks']}")
     print(f"  window blocks    ceil((W-1)/t) + 1 = ceil({w - 1}/{t}) + 1 = {f['window_blocks']}")
     print(f"  floor            S + ceil((W-1)/t) + 1 = {f['floor_blocks']} blocks")
-    print(f"  reached first at history h = {f['worst_case_history']} (decode step, capacity h+1)")
+    print(f"  reached first at history h = (floor-1)*t = {f['first_floor_history']} (decode step, capacity h+1; "
+          f"theorem first-floor-history)")
     if "step_floor_blocks" in f:
         n = f["step_tokens"]
         print(f"  {n}-token step    S + ceil((W+n-2)/t) + 1 = {f['step_floor_blocks']} blocks")
     if "in_flight_floor_blocks" in f:
         k = f["in_flight"]
         print(f"  {k} in flight      S + ceil((W-1+k)/t) + 1 = ceil({w - 1 + k}/{t}) + 1 + S = "
-              f"{f['in_flight_floor_blocks']} blocks, reached at history h = {f['in_flight_worst_case_history']}")
+              f"{f['in_flight_floor_blocks']} blocks, reached first at history h = {f['in_flight_first_floor_history']}")
     return 0

@@ -1,8 +1,10 @@
-"""``swafloor prove``: discharge the theorem catalogue with Z3 and check each theorem on ints.
+"""``swafloor prove``: discharge the theorem catalogue with Z3 (or cvc5, or both) and check each
+theorem on ints.
 
 Exit 0 when every theorem meets its expected outcome, 1 when any result contradicts it (including a
-disagreement between Z3 and the bounded check, or a refutation the manager does not reproduce),
-3 when any is unknown (a solver timeout or ``unknown``), 2 on bad arguments.
+disagreement between a solver and the bounded check, between the two solvers, or a refutation the
+manager does not reproduce), 3 when any is unknown (a solver timeout or ``unknown``, from either
+solver), 2 on bad arguments (and ``--solver cvc5|both`` without cvc5 installed).
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ def register(subparsers) -> None:
                    help="Z3 time budget per theorem in seconds (default 10)")
     p.add_argument("--seed", type=int_in(0, 2**32 - 1), default=0, metavar="N", help="Z3 random seed (default 0)")
     p.add_argument("--jobs", type=int_in(1, MAX_JOBS), default=None, metavar="N",
-                   help="worker processes for the bounded concrete checks (default: up to 2 cores)")
+                   help="worker processes for the solver runs and bounded checks (default: up to 2 cores)")
+    p.add_argument("--solver", choices=("z3", "cvc5", "both"), default="z3",
+                   help="which SMT solver discharges the theorems (default z3; cvc5 needs swafloor[cvc5])")
     p.set_defaults(handler=run)
 
 
@@ -42,25 +46,34 @@ def _cex(cex) -> str:
 def format_table(results, header: str) -> str:
     from swafloor.proofs.runner import CONTRADICTED, OK, UNKNOWN_STATUS
 
+    solvers = [name for name, _ in results[0].discharges] if results else ["z3"]
     rows = [("theorem", "expected", "result", "seconds", "concrete", "counterexample")]
+    if len(solvers) > 1:
+        rows[0] = ("theorem", "expected", "result", "seconds " + "/".join(solvers), "concrete", "counterexample")
     notes: dict[int, list[str]] = {}
     for i, r in enumerate(results):
         c = r.concrete
         concrete = f"{'holds' if c.holds else 'fails'}, {c.points} pts"
-        rows.append((r.theorem.name, r.theorem.expected.value, r.discharge.result,
-                     f"{r.discharge.seconds:.2f}", concrete, _cex(r.discharge.counterexample)))
+        answers = "/".join(d.result for _, d in r.discharges)
+        seconds = "/".join(f"{d.seconds:.2f}" for _, d in r.discharges)
+        rows.append((r.theorem.name, r.theorem.expected.value, answers, seconds, concrete,
+                     _cex(r.discharge.counterexample)))
         lines = notes.setdefault(i + 1, [])
         if r.status == CONTRADICTED:
             why = r.disagreement or (r.replay.summary if r.replay and not r.replay.confirmed else
                                      f"expected {r.theorem.expected.value}, got {r.discharge.result}")
             lines.append(f"CONTRADICTED: {why}")
         elif r.status == UNKNOWN_STATUS:
-            lines.append(f"UNKNOWN: {r.discharge.reason or 'counterexample not shown minimal'}")
+            for name, d in r.discharges:
+                if d.result == "unknown" or (d.result == "refuted" and not d.minimal):
+                    lines.append(f"UNKNOWN ({name}): {d.reason or 'counterexample not shown minimal'}")
         if r.replay is not None and r.status == OK:
             lines.append(f"replay: {r.replay.summary}")
-        for a in r.discharge.attempts:
-            reason = f" ({a.reason})" if a.reason else ""
-            lines.append(f"attempt {a.label}: {a.result}{reason} in {a.seconds:.2f} s, not counted")
+        for name, d in r.discharges:
+            for a in d.attempts:
+                reason = f" ({a.reason})" if a.reason else ""
+                who = f" ({name})" if len(r.discharges) > 1 else ""
+                lines.append(f"attempt {a.label}{who}: {a.result}{reason} in {a.seconds:.2f} s, not counted")
     widths = [max(len(row[k]) for row in rows) for k in range(5)]
     out = [header]
     for i, row in enumerate(rows):
@@ -82,26 +95,35 @@ def run(args) -> int:
             return 2
         theorems = tuple(known[n] for n in dict.fromkeys(args.names))
     jobs = args.jobs or default_jobs()
-    version = discharge.z3_version()
-    print(f"swafloor prove: z3 {version}, seed {args.seed}, {len(theorems)} theorems", file=sys.stderr)
+    solvers = ("z3", "cvc5") if args.solver == "both" else (args.solver,)
+    try:
+        version = ", ".join(discharge.solver_version(s) for s in solvers)
+    except discharge.SolverMissing as exc:
+        print(f"swafloor prove: --solver {args.solver}: {exc}", file=sys.stderr)
+        return 2
+    print(f"swafloor prove: {version}, seed {args.seed}, {len(theorems)} theorems", file=sys.stderr)
 
     def progress(item, message: str) -> None:
         name = getattr(item, "name", None) or item.theorem.name
         print(f"  {name}: {message}", file=sys.stderr)
 
     start = time.perf_counter()
-    results = runner.prove(theorems, timeout_s=args.timeout, seed=args.seed, jobs=jobs, progress=progress)
+    results = runner.prove(theorems, timeout_s=args.timeout, seed=args.seed, jobs=jobs, solvers=solvers,
+                           progress=progress)
     wall = time.perf_counter() - start
     if args.json:
         print_json([r.to_json() for r in results])
     else:
-        header = (f"z3 {version}; seed {args.seed}; timeout {args.timeout:g} s per theorem; "
-                  f"bounded concrete check on {jobs} worker(s)")
+        header = (f"{version}; seed {args.seed}; timeout {args.timeout:g} s per theorem; "
+                  f"solvers and bounded concrete checks on {jobs} worker(s)")
         print(format_table(results, header))
         statuses = [r.status for r in results]
-        z3_s = sum(r.discharge.seconds for r in results)
+        solver_s = ", ".join(
+            f"{s} {sum(r.of(s).seconds for r in results):.1f} s" for s in solvers
+        )
         c_s = sum(r.concrete.seconds for r in results)
+        points = sum(r.concrete.points for r in results)
         print(f"{len(results)} theorems: {statuses.count(runner.OK)} as expected, "
               f"{statuses.count(runner.CONTRADICTED)} contradicted, {statuses.count(runner.UNKNOWN_STATUS)} unknown; "
-              f"z3 {z3_s:.1f} s, concrete checks {c_s:.1f} s summed over workers, wall {wall:.1f} s")
+              f"{solver_s}, concrete checks {c_s:.1f} s ({points} points), summed over workers; wall {wall:.1f} s")
     return runner.exit_code(results)
