@@ -147,3 +147,15 @@ def test_rawref_source_missing_is_named(tmp_path):
     (rawref / "__init__.py").write_text("from ._rawref import NULL\n")
     with pytest.raises(LoadError, match="rawrefmodule.c"):
         load(root)
+
+
+def test_the_whole_manager_backend_says_why_it_cannot_run(monkeypatch):
+    from swafloor.fuzz.backends import resolve
+    from swafloor.fuzz.protocol import Unsupported
+    from swafloor.reference import AttentionLayer, Config
+
+    resolved = resolve("trtllm")
+    assert resolved.capabilities.needs_gpu
+    monkeypatch.setitem(sys.modules, "tensorrt_llm", None)  # import fails as where it is not installed
+    with pytest.raises(Unsupported, match="tensorrt_llm is not importable"):
+        resolved.factory(Config(tokens_per_block=4, layers=[AttentionLayer(window=5)]))

@@ -28,6 +28,7 @@ REGISTRY: dict[str, str] = {
     "mutant:shared-slot": "swafloor.fuzz.backends.mutants:shared_slot",
     "vllm": "swafloor.fuzz.backends.vllm:vllm",
     "vllm-async": "swafloor.fuzz.backends.vllm:vllm_async",
+    "trtllm": "swafloor.fuzz.backends.trtllm:trtllm",
 }
 
 #: Seeded bugs whose block tables and slot counts match the reference's: only the data plane
