@@ -19,6 +19,8 @@ def register(subparsers) -> None:
     p.add_argument("--only", action="append", default=[], metavar="PAGE",
                    help="only this page, relative to the root (repeatable)")
     p.add_argument("--no-theorems", action="store_true", help="skip proving the catalogue for theorems.md")
+    p.add_argument("--no-measured", action="store_true",
+                   help="leave measured transcripts (timings of long runs) as they are")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=run)
 
@@ -33,7 +35,8 @@ def run(args) -> int:
         raise UsageError(f"swafloor docs: --root {str(root)[:200]!r} has no docs/ folder")
     started = time.perf_counter()
     try:
-        result = build(root, check=args.check, theorems=not args.no_theorems, only=tuple(args.only))
+        result = build(root, check=args.check, theorems=not args.no_theorems, only=tuple(args.only),
+                       measured=not args.no_measured)
     except DocsError as exc:
         raise UsageError(f"swafloor docs: {exc}") from None
     seconds = time.perf_counter() - started

@@ -203,16 +203,20 @@ def _columns(pic: dict) -> list[tuple[str, str, str]]:
     return cols
 
 
+def count_noun(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
 def render_text(pic: dict) -> list[str]:
     w, t, h = pic["window"], pic["tokens_per_block"], pic["history"]
     n, k = pic["step_tokens"], pic["in_flight_tokens"]
     step = "decode step" if n == 1 else f"{n}-token step (capacity h + {n})"
-    lines = [f"W = {w:,}, t = {t:,}, {pic['sink_tokens']:,} sink tokens (S = {pic['sink_blocks']:,}); "
+    lines = [f"W = {w:,}, t = {t:,}, {count_noun(pic['sink_tokens'], 'sink token')} (S = {pic['sink_blocks']:,}); "
              f"{step} at history h = {h:,}"]
     lo = pic["window_tokens"][0]
-    lines.append(f"live window: tokens [{lo:,}, {h:,}] ({w:,} tokens, the last one in flight)")
+    lines.append(f"live window: tokens [{lo:,}, {h:,}] ({count_noun(w, 'token')}, the last one in flight)")
     if k:
-        lines.append(f"{k:,} tokens in flight: blocks are freed on history h - k = {max(0, h - k):,}, "
+        lines.append(f"{count_noun(k, 'token')} in flight: blocks are freed on history h - k = {max(0, h - k):,}, "
                      f"so tokens from {pic['kept_from']:,} stay held")
     if pic["release_order"] == "hold-until-return":
         lines.append(f"hold-until-return: the resize moved history {h - 1:,} -> {h:,} and holds what it made stale")

@@ -95,9 +95,10 @@ def _theorem_files(files: dict[str, str]) -> None:
 
 
 def build(root: Path | str | None = None, check: bool = False, theorems: bool = True,
-          only: tuple[str, ...] = ()) -> BuildResult:
+          only: tuple[str, ...] = (), measured: bool = True) -> BuildResult:
     """Regenerate everything (or only the pages named in ``only``, paths relative to the root);
-    write the files that changed unless ``check``."""
+    write the files that changed unless ``check``. ``measured=False`` leaves the transcripts marked
+    measured (timings: long benchmark and campaign runs) as they are."""
     root = Path(root) if root is not None else repository_root()
     files: dict[str, str] = {}
     for page in pages(root):
@@ -106,7 +107,7 @@ def build(root: Path | str | None = None, check: bool = False, theorems: bool = 
             continue
         text = page.read_text(encoding="utf-8")
         new = markdown.refresh_regions(text, SECTIONS, rel)
-        new = markdown.refresh_transcripts(new, root, _svg_runner(root, page, new, files))
+        new = markdown.refresh_transcripts(new, root, _svg_runner(root, page, new, files), measured)
         files[rel] = new
     if theorems and (not only or "docs/theorems.md" in only):
         _theorem_files(files)

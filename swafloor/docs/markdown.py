@@ -146,13 +146,17 @@ def machine() -> str:
             f"{platform.system()} {platform.machine()}")
 
 
-def refresh_transcripts(text: str, root: Path, run: Callable[[str, Path], list[str]] = run_transcript) -> str:
-    """``text`` with every transcript's outputs rerun; measured ones marked and given the machine."""
+def refresh_transcripts(text: str, root: Path, run: Callable[[str, Path], list[str]] = run_transcript,
+                        measured: bool = True) -> str:
+    """``text`` with every transcript's outputs rerun; measured ones marked and given the machine.
+    With ``measured=False`` transcripts already marked measured are left as they are (not rerun)."""
     lines = text.split("\n")
     out: list[str] = []
     cursor = 0
     for tr in transcripts(text):
         f = tr.fence
+        if not measured and f.start > 0 and lines[f.start - 1] == MEASURED:
+            continue  # copied verbatim with the text around it
         out.extend(lines[cursor:f.start])
         body: list[str] = []
         for i, (command, _) in enumerate(tr.commands):
@@ -160,10 +164,10 @@ def refresh_transcripts(text: str, root: Path, run: Callable[[str, Path], list[s
                 body.append("")
             body.append("$ " + command)
             body.extend(run(command, root))
-        measured = any(TIMING.search(line) for line in body if not line.startswith("$ "))
+        timed = any(TIMING.search(line) for line in body if not line.startswith("$ "))
         while out and out[-1] == MEASURED:
             out.pop()
-        if measured:
+        if timed:
             out.append(MEASURED)
         out.append(lines[f.start])
         out.extend(body)
@@ -172,7 +176,7 @@ def refresh_transcripts(text: str, root: Path, run: Callable[[str, Path], list[s
         # An old machine line right after the fence is replaced.
         if cursor < len(lines) and lines[cursor].startswith(MEASURED_LINE):
             cursor += 1
-        if measured:
+        if timed:
             out.append(f"{MEASURED_LINE} {machine()}.")
     out.extend(lines[cursor:])
     return "\n".join(out)

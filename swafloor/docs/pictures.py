@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Callable, Mapping
 
 from swafloor import svg
-from swafloor.commands.explain import picture
+from swafloor.commands.explain import count_noun, picture
 from swafloor.reference import floors
 
 __all__ = ["refutation_svg", "STEP_PICTURES"]
@@ -17,33 +17,34 @@ __all__ = ["refutation_svg", "STEP_PICTURES"]
 
 def _legacy(c: Mapping[str, int]) -> tuple[dict, str]:
     pic = picture(c["W"], c["t"], c["S"] * c["t"], c["h"])
-    return pic, f"the pre-fix pool has {floors.legacy_floor()} slot; this decode step holds {pic['live_blocks']}"
+    pool = count_noun(floors.legacy_floor(), "slot")
+    return pic, f"the pre-fix pool has {pool}; this decode step holds {pic['live_blocks']}"
 
 
 def _multi_token(c: Mapping[str, int]) -> tuple[dict, str]:
     pic = picture(c["W"], c["t"], c["S"] * c["t"], c["h"], step_tokens=c["n"])
     floor = floors.swa_floor(c["t"], c["W"], c["S"])
-    return pic, f"a pool at the decode floor has {floor} slots; this {c['n']}-token step holds {pic['live_blocks']}"
+    return pic, (f"a pool at the decode floor has {count_noun(floor, 'slot')}; "
+                 f"this {c['n']}-token step holds {pic['live_blocks']}")
 
 
-def _concurrency(c: Mapping[str, int]) -> tuple[dict, str]:
-    pic = picture(c["W"], c["t"], c["S"] * c["t"], c["h"])
-    n, floor = c["N"], floors.swa_floor(c["t"], c["W"], c["S"])
-    return pic, (f"each of N = {n} requests holds {pic['live_blocks']} at this history: "
-                 f"{n * pic['live_blocks']} > N x floor - 1 = {n * floor - 1} slots")
+def _in_flight(c: Mapping[str, int]) -> tuple[dict, str]:
+    pic = picture(c["W"], c["t"], c["S"] * c["t"], c["h"], in_flight=1)
+    floor = floors.swa_floor(c["t"], c["W"], c["S"])
+    return pic, f"the synchronous floor is {floor}; with one token in flight this step holds {pic['live_blocks']}"
 
 
 def _same_call(c: Mapping[str, int]) -> tuple[dict, str]:
     pic = picture(c["W"], c["t"], c["S"] * c["t"], c["h"] + 1, hold=True)
     floor = floors.swa_floor(c["t"], c["W"], c["S"])
-    return pic, f"a pool at the floor has {floor} slots; inside this call {pic['live_blocks']} are held"
+    return pic, f"a pool at the floor has {count_noun(floor, 'slot')}; inside this call {pic['live_blocks']} are held"
 
 
 #: Refutations drawn as one step's blocks: theorem name -> counterexample -> (picture, caption).
 STEP_PICTURES: dict[str, Callable[[Mapping[str, int]], tuple[dict, str]]] = {
     "legacy-floor-insufficient": _legacy,
     "decode-floor-short-for-multi-token": _multi_token,
-    "concurrency-minus-one": _concurrency,
+    "sync-floor-short-in-flight": _in_flight,
     "same-call-release-transient": _same_call,
 }
 

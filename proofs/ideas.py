@@ -1,0 +1,126 @@
+"""The idea of each theorem's proof (or of why a claim fails), in a sentence or two, for readers of
+docs/theorems.md. Keyed by theorem name; a test checks that every catalogue theorem has one. The
+solver does the proof; these say why it goes through, so a reader can check it by hand.
+"""
+
+from __future__ import annotations
+
+__all__ = ["IDEAS"]
+
+IDEAS: dict[str, str] = {
+    "window-span": (
+        "A run of L tokens starting at offset f of its block ends at offset f + L - 1, so it touches "
+        "floor((f + L - 1)/t) + 1 blocks; that is largest when f = t - 1, where it is ceil((L-1)/t) + 1."
+    ),
+    "decode-sufficient": (
+        "A decode step holds the sink blocks plus the blocks of the W tokens [h+1-W, h] (the stale range "
+        "removes every earlier block past the sinks, and nothing is allocated past h); by window-span "
+        "those W tokens touch at most ceil((W-1)/t) + 1 blocks. Releasing first, a transition never holds "
+        "more than its target state, and requests hold disjoint slots, so N of them need at most N floors."
+    ),
+    "first-floor-history": (
+        "Before h = (F-1)*t a decode step has fewer than F blocks allocated (ceil((h+1)/t) < F); at "
+        "h = (F-1)*t it has exactly F, and the window [h+1-W, h] still reaches block S, so none is stale."
+    ),
+    "decode-tight": (
+        "At h = (S+1)*t + W - 2 the window starts at the last token of block S, the first block past the "
+        "sinks, so it touches the most blocks window-span allows and none of them is a sink block."
+    ),
+    "step-sufficient": (
+        "An n-token step keeps the W + n - 1 tokens [h+1-W, h+n-1] besides the sinks; window-span with "
+        "L = W + n - 1 bounds their blocks by ceil((W+n-2)/t) + 1."
+    ),
+    "step-tight": (
+        "The same history as decode-tight starts the kept run at the last token of block S, so the run "
+        "touches the most blocks window-span allows, for every n."
+    ),
+    "full-attention-lower-bound": (
+        "Full attention holds every allocated block, a superset of what a window keeps at the same "
+        "(h, c); and max(1, F) slots hold ceil(c/t) blocks exactly while c <= max(1, F) * t."
+    ),
+    "pool-group-sufficient": (
+        "Each life cycle's share bounds its own live blocks (decode-sufficient for the two windows, "
+        "the length condition for full attention); the proof adds the three bounds, with each given to "
+        "Z3 as a lemma first."
+    ),
+    "ceil-identity": (
+        "For t >= 1, ceil(a/t) = floor((a + t - 1)/t) for every integer a; with a = W - 1 that is "
+        "upstream's (W + t - 2) // t."
+    ),
+    "ceil-identity-at-zero": (
+        "The identity ceil(a/t) = floor((a + t - 1)/t) holds for negative a too; at a = -1 both sides "
+        "are 0 for t >= 2 and -1 for t = 1."
+    ),
+    "vllm-sizing-covers": (
+        "vLLM's ceil((W-1+T)/t) + 1 is step_floor with n = T + 1 tokens, one more than the step needs, "
+        "so it covers it; for T = 1 it equals ceil(W/t) + 1, which exceeds ceil((W-1)/t) + 1 exactly when "
+        "t divides W - 1."
+    ),
+    "cpp-sizing-covers": (
+        "ceil(W/t) and ceil((W-1)/t) differ only when W - 1 is a multiple of t, and then by one."
+    ),
+    "legacy-floor-insufficient": (
+        "Why the claim fails: any window whose live range straddles a block boundary, or any sink "
+        "block beside a window, needs two blocks; only W = 1 without sinks never does."
+    ),
+    "decode-floor-short-for-multi-token": (
+        "Why the claim fails: an n-token step keeps W + n - 1 tokens, and once that run crosses one more "
+        "block boundary than W tokens can, the decode floor is one block short."
+    ),
+    "same-call-release-transient": (
+        "Why the claim fails: a resize that moves history and capacity together and keeps the block it "
+        "made stale until it returns holds the blocks of a 2-token step, one more than the floor when "
+        "t divides W - 1."
+    ),
+    "same-call-release-transient-exact": (
+        "The held blocks are live_blocks(h, h+2), a 2-token step's, bounded by step_floor(n = 2), which "
+        "is the floor + 1 when t divides W - 1 and the floor otherwise; the worst-case history reaches it."
+    ),
+    "resume-partial-copy": (
+        "Why the claim fails: the private copy of a partially filled reused block needs a slot while the "
+        "source block is still held, one slot above what the resumed request keeps."
+    ),
+    "resume-partial-copy-exact": (
+        "The copy adds exactly one slot when the reused history ends mid-block; what is kept at (h, h) "
+        "then spans W - 1 tokens, so the peak exceeds the floor unless W - 1 tokens already reach one "
+        "block fewer than W, that is unless (W - 2) % t == 0 (and t = 1 never has a partial block)."
+    ),
+    "pool-group-tight": (
+        "At h = k*t the capacity k*t + 1 opens block k with one token, so a window ending at h starts "
+        "ceil((W-1)/t) blocks earlier and touches the most blocks it can; once k >= F_i - 1 that holds "
+        "for every SWA life cycle at once, and full attention holds all k + 1 allocated blocks."
+    ),
+    "mixed-steps-tight": (
+        "Past the sinks, moving h by t shifts every kept block by exactly one, so the live-block count of"
+        " any step repeats every t tokens and the worst case of decode-tight and step-tight recurs."
+    ),
+    "full-attention-below-floor": (
+        "Why the claim fails: at the first history where the SWA life cycle holds F, (F-1)*t, full "
+        "attention holds all F allocated blocks too, so a full-attention share m < F is short there."
+    ),
+    "full-attention-floor-exact": (
+        "Up to h = (F-1)*t full attention holds ceil((h+1)/t) <= F blocks and the SWA life cycle at most "
+        "F; at that history both hold F, so F + m slots serve exactly when m >= F."
+    ),
+    "in-flight-sufficient": (
+        "Blocks are released only on history h - k, so a decode step keeps the W + k tokens [h+1-W-k, h] "
+        "besides the sinks; window-span bounds their blocks by ceil((W-1+k)/t) + 1."
+    ),
+    "in-flight-tight": (
+        "Shifting decode-tight's history by k starts the kept run of W + k tokens at the last token of "
+        "block S, the most blocks window-span allows; (in_flight_floor - 1)*t is the first such history, "
+        "as in first-floor-history."
+    ),
+    "sync-floor-short-in-flight": (
+        "Why the claim fails: one token in flight keeps W + 1 tokens, which can touch one block more than"
+        " W tokens whenever t divides W - 1 (already at t = W = 1)."
+    ),
+    "sync-floor-short-in-flight-exact": (
+        "W + 1 kept tokens touch at most ceil(W/t) + 1 blocks, which is ceil((W-1)/t) + 1 plus one "
+        "exactly when t divides W - 1 (the arithmetic of cpp-sizing-covers)."
+    ),
+    "ssm-minimum": (
+        "An SSM layer keeps one state page per request whatever its history or step, so its life cycle "
+        "holds exactly one slot per active request: the minimum of one is both enough and needed."
+    ),
+}

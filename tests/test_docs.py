@@ -1,0 +1,140 @@
+"""The docs: generated files are current, every example runs, links resolve, everything is covered.
+
+`swafloor docs build` regenerates what these tests compare; when one fails, run it and review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from swafloor.docs import build, checks, markdown
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_generated_files_are_current():
+    """Sections, transcripts (all but the measured ones: long timed runs), pictures and
+    theorems.md equal what `swafloor docs build` makes now."""
+    result = build(ROOT, check=True, measured=False)
+    assert "docs/theorems.md" in result.files and "docs/comparison.md" in result.files
+    assert not result.changed, f"out of date (run: swafloor docs build): {list(result.changed)}"
+
+
+def test_measured_transcripts_name_the_machine_and_run_real_commands():
+    found = 0
+    for page in checks.doc_files(ROOT):
+        text = page.read_text(encoding="utf-8")
+        lines = text.split("\n")
+        for tr in markdown.transcripts(text):
+            f = tr.fence
+            if f.start == 0 or lines[f.start - 1] != markdown.MEASURED:
+                body = [line for _, out in tr.commands for line in out]
+                assert not any(markdown.TIMING.search(line) for line in body), (
+                    f"{page.name}:{f.start + 1}: a transcript with timings must be marked measured")
+                continue
+            found += 1
+            assert lines[f.end + 1].startswith(markdown.MEASURED_LINE), f"{page.name}:{f.end + 2}: no machine line"
+            for command, _ in tr.commands:
+                markdown.argv_of(command)  # a swafloor command, or DocsError
+    assert found >= 2  # fuzzing.md: the campaign transcripts and the benchmark
+
+
+def test_every_python_example_runs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    blocks = checks.code_blocks(ROOT, "python")
+    assert len(blocks) >= 4
+    for where, code in blocks:
+        exec(compile(code, where, "exec"), {"__name__": f"docs_example_{len(where)}"})
+
+
+def test_json_examples_parse_and_traces_load():
+    assert checks.json_problems(ROOT) == []
+    assert checks.code_blocks(ROOT, "json"), "fuzzing.md shows a trace"
+
+
+def test_synopses_name_real_commands_and_options():
+    assert checks.synopsis_problems(ROOT) == []
+
+
+def test_synopsis_check_catches_a_wrong_option():
+    subs = checks._subparsers()
+    assert checks._check_command("swafloor replay T.json [--backend NAME]", "x", subs, set()) == []
+    assert checks._check_command("swafloor replay T.json [--nonsense]", "x", subs, set())
+    assert checks._check_command("swafloor frobnicate", "x", subs, set())
+    assert checks._check_command("rm -rf /", "x", subs, set())
+
+
+def test_relative_links_and_anchors_resolve():
+    assert checks.link_problems(ROOT) == []
+
+
+def test_link_check_catches_a_broken_link(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "README.md").write_text("# Top\n[ok](docs/a.md#part) [bad](docs/none.md) [anchor](docs/a.md#nope)\n")
+    (tmp_path / "docs" / "a.md").write_text("# A\n## Part\n")
+    problems = checks.link_problems(tmp_path)
+    assert len(problems) == 2 and "none.md" in problems[0] and "#nope" in problems[1]
+
+
+def test_every_theorem_command_and_backend_is_in_the_docs():
+    assert checks.coverage_problems(ROOT) == []
+
+
+def test_adapter_example_in_backends_md_is_fuzzed(tmp_path):
+    """The complete adapter of docs/backends.md, saved as a module, passes a campaign; the same
+    adapter with the in-flight token dropped is caught."""
+    text = (ROOT / "docs" / "backends.md").read_text(encoding="utf-8")
+    code = next(code for _, code in checks.code_blocks(ROOT, "python") if "toy_adapter.py" in code)
+    assert code in text
+    (tmp_path / "toy_adapter.py").write_text(code)
+    broken = code.replace("(b + 1) * t > h + 1 - window", "(b + 1) * t > h + 2 - window")
+    assert broken != code
+    (tmp_path / "toy_broken.py").write_text(broken)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+
+    def fuzz(module: str) -> dict:
+        done = subprocess.run(
+            [sys.executable, "-m", "swafloor", "fuzz", "--backend", f"{module}:make", "--examples", "60",
+             "--no-shrink", "--out", str(tmp_path / "out"), "--json"],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+        )
+        assert done.returncode in (0, 1), done.stderr
+        return json.loads(done.stdout)
+
+    assert fuzz("toy_adapter")["result"] == "pass"
+    assert fuzz("toy_broken")["result"] == "divergence"
+
+
+def test_ideas_are_sentences():
+    from swafloor.proofs.ideas import IDEAS
+
+    for name, idea in IDEAS.items():
+        assert 40 <= len(idea) <= 500 and idea.endswith("."), name
+
+
+@pytest.mark.parametrize("section", sorted(__import__("swafloor.docs.sections", fromlist=["SECTIONS"]).SECTIONS))
+def test_every_section_is_used_by_a_page(section):
+    pages = "\n".join(p.read_text(encoding="utf-8") for p in checks.doc_files(ROOT))
+    assert f"<!-- begin generated: {section} -->" in pages
+
+
+def test_comparison_numbers_come_from_the_reference():
+    """Spot values of the generated table against the reference formulas and the facts."""
+    from swafloor.reference import floors, peers
+
+    text = (ROOT / "docs" / "comparison.md").read_text(encoding="utf-8")
+    row = re.search(r"^\| 32 \| 4097 \| (\d+) \| (\d+) \| \*\*1\*\* \| \*\*(\d+)\*\* \|", text, re.M)
+    assert row, "the t = 32, W = 4097 row"
+    assert int(row.group(1)) == floors.swa_floor(32, 4097, 0) == 129
+    assert int(row.group(2)) == peers.upstream_swa_floor(32, 4097, 0)
+    assert int(row.group(3)) == peers.trtllm_cpp_blocks(32, 4097) == 130
+    for t in (16, 32, 64, 128):  # SGLang's long-request budget is the C++ manager's number
+        for w in (128, 1024, 4096, 4097):
+            assert peers.sglang_request_pages(t, w, 10 * w) == peers.trtllm_cpp_blocks(t, w)
