@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
+from .ideas import IDEAS
 from .runner import TheoremResult
 
 __all__ = ["render", "main"]
@@ -46,6 +47,8 @@ def render(results: Sequence[TheoremResult]) -> str:
         t = r.theorem
         lines += ["", f"## {t.name}", "", t.statement, "", f"- expected: **{t.expected.value}**; "
                   f"Z3: **{r.discharge.result}**"]
+        if t.name in IDEAS:
+            lines.append(f"- idea: {IDEAS[t.name]}")
         lines.append("- variables: " + "; ".join(v.describe() for v in t.variables))
         if t.lemmas:
             lines.append(f"- proof hints: {len(t.lemmas)} lemma stage(s), each proved by Z3 before use")
@@ -58,6 +61,8 @@ def render(results: Sequence[TheoremResult]) -> str:
         for a in t.attempts:
             lines.append(f"- also tried, not counted: {a.label}: {a.statement} (its answer is printed by "
                          "`swafloor prove`)")
+        if r.discharge.counterexample is not None:  # drawn by `swafloor docs build`
+            lines += ["", f"![the failing step of {t.name}](img/theorems/{t.name}.svg)"]
     return "\n".join(lines) + "\n"
 
 
