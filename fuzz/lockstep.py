@@ -31,6 +31,7 @@ from swafloor.reference import (
     life_cycle_min_slots,
 )
 
+from .backends import UnknownBackend
 from .compare import Divergence, Result, compare_parts, compare_results, parts_of, run_step
 from .protocol import Backend, Capabilities, Operation, Part, Unsupported
 from .trace import Step
@@ -89,6 +90,8 @@ class Lockstep:
         started = time.perf_counter()
         try:
             self.reference = reference_factory(config)
+        except UnknownBackend:  # a spec naming no backend factory: a clean error, not a build failure
+            raise
         except Exception as exc:  # noqa: BLE001
             raise BuildFailed(f"the reference side failed to build: {type(exc).__name__}: {exc}") from exc
         self.reference_seconds += time.perf_counter() - started
@@ -98,7 +101,7 @@ class Lockstep:
             self.backend = backend_factory(config)
         except Exception as exc:  # noqa: BLE001 - Unsupported is re-raised for callers that filter
             self.backend_seconds += time.perf_counter() - started
-            if isinstance(exc, Unsupported):
+            if isinstance(exc, (Unsupported, UnknownBackend)):
                 raise
             self.backend = None  # type: ignore[assignment]
             self.build_divergence = Divergence(

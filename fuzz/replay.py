@@ -37,14 +37,21 @@ def replay(
     trace: Trace, backend: str | ResolvedBackend | None = None, against: str | ResolvedBackend | None = None
 ) -> ReplayResult:
     """Replay ``trace`` comparing ``backend`` (default: the trace's) with ``against`` (default: the
-    trace's, normally the reference). Raises UnknownBackend for a bad name, Unsupported when the
-    backend cannot serve the trace's config."""
+    trace's, normally the reference). Raises UnknownBackend for a bad name, or for a ``MODULE:FACTORY``
+    that the trace names (only ``backend``/``against`` given here may load a module), Unsupported
+    when the backend cannot serve the trace's config."""
+    # A name the trace file gives may only be a registered one: replaying a file must not import a
+    # module the file chooses. MODULE:FACTORY is honoured only when the caller passes it.
     name = backend if backend is not None else trace.backend
     if name is None:
         name = "reference"
-    chosen = name if isinstance(name, ResolvedBackend) else resolve(name, "backend")
+    chosen = name if isinstance(name, ResolvedBackend) else resolve(
+        name, "backend", allow_import=backend is not None
+    )
     other_name = against if against is not None else trace.against
-    other = other_name if isinstance(other_name, ResolvedBackend) else resolve(other_name, "against")
+    other = other_name if isinstance(other_name, ResolvedBackend) else resolve(
+        other_name, "against", allow_import=against is not None
+    )
     lock = Lockstep(trace.config, chosen.factory, other.factory, chosen.capabilities)
     divergence = lock.build_divergence
     steps_run = 0

@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 
 from swafloor.reference import SwafloorError
+from swafloor.reference.show import bounded
 
 __all__ = ["REGISTRY", "MUTANT_NAMES", "DATA_MUTANT_NAMES", "DATAPLANE_PREFIX", "UnknownBackend", "ResolvedBackend", "resolve", "names"]
 
@@ -45,7 +46,7 @@ class UnknownBackend(SwafloorError, ValueError):
         self.field = field
         self.value = value
         self.reason = reason
-        super().__init__(f"{field}={value!r}: {reason}")
+        super().__init__(f"{field}={bounded(value)}: {reason}")
 
 
 @attrs.frozen
@@ -62,24 +63,68 @@ def names() -> tuple[str, ...]:
     return tuple(REGISTRY)
 
 
-def resolve(spec: str, field: str = "backend") -> ResolvedBackend:
-    """Resolve a registered name or ``MODULE:FACTORY``; raises :class:`UnknownBackend`."""
+_BACKEND_METHODS = ("observe",)  # besides the operations a backend's capabilities declare
+
+
+def _checked_factory(factory: Any, field: str, spec: str, caps: Any):
+    """``factory`` wrapped so that what it returns is checked to be a backend: a spec naming a
+    callable that is no backend factory (``builtins:print``, a manager class) is then a clean
+    :class:`UnknownBackend` naming it, not an AttributeError later."""
+    required = tuple(op.value for op in type(next(iter(caps.operations))) if op in caps.operations)
+    required += _BACKEND_METHODS
+
+    def build(config):
+        backend = factory(config)
+        missing = [name for name in required if not callable(getattr(backend, name, None))]
+        if missing:
+            raise UnknownBackend(
+                field, spec, f"is not a backend factory: it returned {bounded(type(backend).__name__, 40)}, "
+                f"which lacks {', '.join(missing)}"
+            )
+        return backend
+
+    if not isinstance(factory, type):  # a function's attributes: capabilities, backend_name, prepare
+        build.__dict__.update(getattr(factory, "__dict__", {}))
+    for name in ("capabilities", "backend_name", "prepare", "__name__", "__qualname__", "__doc__"):
+        if hasattr(factory, name):
+            setattr(build, name, getattr(factory, name))
+    build.__wrapped__ = factory
+    return build
+
+
+def resolve(spec: str, field: str = "backend", *, allow_import: bool = True) -> ResolvedBackend:
+    """Resolve a registered name or ``MODULE:FACTORY``; raises :class:`UnknownBackend`.
+
+    ``allow_import=False`` (names read from a trace file) accepts registered names only, so a file
+    cannot make swafloor import a module of its choosing; ``MODULE:FACTORY`` is for the command line."""
     from ..protocol import capabilities_of
 
     if not isinstance(spec, str) or not spec:
         raise UnknownBackend(field, spec, "must be a backend name or MODULE:FACTORY")
+    if len(spec) > 200 or not spec.isprintable():
+        raise UnknownBackend(field, spec, "is not a backend name (too long or not printable)")
     if spec.startswith(DATAPLANE_PREFIX):  # a wrapper around the backend named after the prefix
+        if not allow_import and spec[len(DATAPLANE_PREFIX):] not in REGISTRY:
+            raise UnknownBackend(field, spec, _ONLY_REGISTERED)
         from .dataplane import resolve_dataplane
 
         return resolve_dataplane(spec, field)
+    if spec not in REGISTRY and not allow_import:
+        raise UnknownBackend(field, spec, _ONLY_REGISTERED)
     target = REGISTRY.get(spec, spec)
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
         raise UnknownBackend(field, spec, f"not a registered backend ({', '.join(REGISTRY)}) nor MODULE:FACTORY")
+    if not all(part.isidentifier() for part in module_name.split(".")):
+        raise UnknownBackend(field, spec, f"{bounded(module_name, 60)} is not an absolute module name (a.b.c)")
+    if not all(part.isidentifier() for part in attr.split(".")):
+        raise UnknownBackend(field, spec, f"{bounded(attr, 60)} is not an attribute name")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise UnknownBackend(field, spec, f"cannot import module {module_name!r}: {exc}") from None
+        raise UnknownBackend(field, spec, f"cannot import module {module_name!r}: {_brief(exc)}") from None
+    except Exception as exc:  # noqa: BLE001 - the module's own code failed while importing
+        raise UnknownBackend(field, spec, f"importing {module_name!r} failed: {type(exc).__name__}: {_brief(exc)}") from None
     try:
         obj = module
         for part in attr.split("."):
@@ -91,5 +136,16 @@ def resolve(spec: str, field: str = "backend") -> ResolvedBackend:
     try:
         caps = capabilities_of(obj)
     except TypeError as exc:
-        raise UnknownBackend(field, spec, str(exc)) from None
-    return ResolvedBackend(spec, obj, caps)
+        raise UnknownBackend(field, spec, _brief(exc)) from None
+    return ResolvedBackend(spec, _checked_factory(obj, field, spec, caps), caps)
+
+
+_ONLY_REGISTERED = (
+    f"a trace file may name only registered backends ({', '.join(REGISTRY)}, dataplane:NAME); "
+    "give MODULE:FACTORY on the command line (--backend/--against) to load a module"
+)
+
+
+def _brief(exc: BaseException, limit: int = 160) -> str:
+    text = str(exc).replace("\n", "\\n").replace("\r", "\\r")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
