@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
+import time
 import subprocess
 import sys
 from pathlib import Path
@@ -16,13 +18,16 @@ from swafloor.fuzz.backends import MUTANT_NAMES, REGISTRY, ResolvedBackend, Unkn
 from swafloor.fuzz.backends.oracle import OracleManager
 from swafloor.fuzz.backends.reference import ManagerBackend
 from swafloor.fuzz.compare import parts_of, run_step
-from swafloor.fuzz.lockstep import Liveness
-from swafloor.fuzz.protocol import Backend, Capabilities, Comparison, Part, factory
-from swafloor.fuzz.reduce import reduce_trace
+from hypothesis import HealthCheck, given, settings
+
+from swafloor.fuzz.lockstep import Liveness, Lockstep
+from swafloor.fuzz.protocol import EXACT_EVERYTHING, Backend, Capabilities, Comparison, Part, Unsupported, factory
+from swafloor.fuzz.reduce import in_domain, reduce_trace, signature
 from swafloor.fuzz.replay import replay
-from swafloor.fuzz.runner import PROFILES, run_campaign
+from swafloor.fuzz.runner import PROFILES, format_report, run_campaign
+from swafloor.fuzz.strategies import configs
 from swafloor.fuzz.trace import SCHEMA, Step, Trace, TraceError, from_dict, load, save, to_dict
-from swafloor.reference import AttentionLayer, Config, Manager, SsmLayer, build_layout
+from swafloor.reference import AttentionLayer, Config, Manager, Outcome, Semantics, SsmLayer, build_layout
 
 ROOT = Path(__file__).resolve().parent.parent
 MIXED = Config(
@@ -44,8 +49,12 @@ def scenario(rid: str = "a") -> list[Step]:
     return steps
 
 
+# Backends that run in their own venv (tests/test_vllm.py drives them there).
+OWN_VENV = {"vllm", "vllm-async"}
+
+
 # --------------------------------------------------------------------------- protocol conformance
-@pytest.mark.parametrize("name", list(REGISTRY))
+@pytest.mark.parametrize("name", [n for n in REGISTRY if n not in OWN_VENV])
 def test_each_shipped_backend_conforms_to_the_protocol(name):
     resolved = resolve(name)
     assert isinstance(resolved.capabilities, Capabilities)
@@ -371,3 +380,211 @@ def test_cli_replay_of_a_matching_trace_exits_0(tmp_path, capsys):
     path = save(Trace(config=MIXED, steps=tuple(scenario()), backend="oracle"), tmp_path / "ok.json")
     assert main(["replay", str(path)]) == 0
     assert "match after" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------- what a real engine needs
+ENGINE = Capabilities(
+    observations={"outcome": "exact", "pool_totals": "exact", "pool_used": "exact", "lengths": "exact",
+                  "tables": "exact"},
+    layer_kinds=["swa", "full"],
+    sinks=False,
+    one_pool_group=True,
+    commit_before_allocate=True,
+    capacity_cuts=False,
+    semantics=Semantics(in_flight_tokens=1, free_stale="at-allocate", suspend="recompute", first_resume_copy=False),
+)
+
+
+@settings(max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(configs(ENGINE))
+def test_generator_makes_only_configs_the_capabilities_allow(config):
+    layout = build_layout(config)
+    assert layout.num_pool_groups == 1
+    assert config.semantics == ENGINE.semantics
+    assert all(not isinstance(layer, SsmLayer) and not layer.sink_tokens for layer in config.layers)
+
+
+class Recording:
+    """The reference with ENGINE's semantics, refusing (crashing on) any resize outside the domain
+    ENGINE declares: a resize that advances history, or one that lowers capacity."""
+
+    def __init__(self, config: Config):
+        self.inner = ManagerBackend(Manager(config))
+        self.resizes = 0
+
+    def create(self, rid, reused_history=0):
+        self.inner.create(rid, reused_history)
+
+    def resume(self, rid):
+        return self.inner.resume(rid)
+
+    def resize(self, rid, capacity, history):
+        manager = self.inner.manager
+        if history != manager.history_of(rid):
+            raise RuntimeError(f"resize advanced history {manager.history_of(rid)} -> {history}")
+        if capacity < manager.capacity_of(rid):
+            raise RuntimeError(f"resize cut capacity {manager.capacity_of(rid)} -> {capacity}")
+        return self.inner.resize(rid, capacity, history)
+
+    def commit(self, rid, tokens):
+        self.inner.commit(rid, tokens)
+
+    def suspend(self, rid):
+        self.inner.suspend(rid)
+
+    def close(self, rid):
+        self.inner.close(rid)
+
+    def observe(self):
+        return self.inner.observe()
+
+
+def test_commit_before_allocate_and_no_cuts_are_all_the_backend_sees():
+    result = run_campaign(ResolvedBackend("engine", Recording, ENGINE), examples=300, out_dir=None)
+    assert result.result == "pass", result.divergence and result.divergence.describe()
+    assert result.steps > 3000 and result.on_target
+    # The same backend driven as a TensorRT-LLM-like one (fused steps, cuts) is refused: the check bites.
+    plain = attrs.evolve(ENGINE, commit_before_allocate=False, capacity_cuts=True)
+    caught = run_campaign(ResolvedBackend("engine", Recording, plain), examples=300, shrink=False, out_dir=None)
+    assert caught.divergence is not None and "resize" in str(caught.divergence.backend.message)
+
+
+def test_lockstep_reads_lengths_from_the_reference_after_a_recompute_suspend():
+    config = Config(2, [AttentionLayer(window=3)], semantics=ENGINE.semantics)
+    lock = Lockstep(config, Recording, resolve("reference").factory, ENGINE)
+    for step in (Step.create("r0"), Step.resume("r0"), Step.resize("r0", 4, 0), Step.commit("r0", 3)):
+        assert lock.apply(step)[0] is None
+    assert lock.lengths["r0"] == (4, 3)
+    assert lock.apply(Step.suspend("r0"))[0] is None
+    assert lock.lengths["r0"] == (0, 0) and lock.states["r0"] == "suspended"
+    assert lock.apply(Step.close("r0"))[0] is None and lock.states["r0"] == "closed"
+
+
+def test_fit_is_counted_and_reported(capsys):
+    """Discards (Unsupported) and the SWA share are counted, and printed in text and JSON."""
+
+    @factory(Capabilities(layer_kinds=["swa", "full"], sinks=False))
+    def one_life_cycle(config: Config):
+        if len(build_layout(config).life_cycles) > 1:
+            raise Unsupported("one life cycle only")
+        return ManagerBackend(Manager(config))
+
+    result = run_campaign(ResolvedBackend("picky", one_life_cycle, one_life_cycle.capabilities), examples=100,
+                          out_dir=None)
+    assert result.unsupported > 0 and result.served >= 100
+    assert result.discard_rate == result.unsupported / (result.unsupported + result.served)
+    assert not result.on_target  # it refuses far more than 5%
+    data = result.to_dict()
+    assert data["unsupported"] == result.unsupported and data["targets"]["met"] is False
+    assert 0 < data["swa_share"] <= 1 and data["discard_rate"] > 0.05
+    text = format_report(result)
+    assert "discarded as unsupported" in text and "OFF TARGET" in text and "SWA life cycle" in text
+    for name in ("reference", "oracle"):
+        shipped = run_campaign(name, examples=100, out_dir=None)
+        assert shipped.on_target, (name, shipped.discard_rate, shipped.swa_share)
+
+
+def test_reports_use_the_declared_name_and_time_imports_apart(tmp_path):
+    calls = []
+
+    def slow_import():
+        calls.append("prepare")
+        time.sleep(0.5)
+
+    @factory(EXACT_EVERYTHING, name="pretty-name", prepare=slow_import)
+    def named(config: Config):
+        calls.append("build")
+        return resolve("mutant:release-inflight-block").factory(config)
+
+    result = run_campaign(ResolvedBackend("some.module:named", named, EXACT_EVERYTHING), examples=300,
+                          out_dir=tmp_path)
+    assert calls[0] == "prepare" and calls.count("prepare") == 1 and "build" in calls
+    assert result.backend == "pretty-name" and result.import_seconds >= 0.5
+    assert result.divergence is not None and result.trace.backend == "some.module:named"
+    assert "--backend some.module:named" in result.replay
+    assert result.to_dict()["backend_spec"] == "some.module:named"
+    assert result.backend_seconds > 0 and result.reference_seconds > 0
+
+
+class CrashesOnEarlyCommit:
+    """Out of slots on a resize to capacity >= 3 after a commit (a divergence); a KeyError on a
+    commit before any resize (a different divergence, a crash)."""
+
+    def __init__(self, config: Config):
+        self.inner = ManagerBackend(Manager(config))
+        self.resized: set[str] = set()
+        self.committed: set[str] = set()
+
+    def create(self, rid, reused_history=0):
+        self.inner.create(rid, reused_history)
+
+    def resume(self, rid):
+        return self.inner.resume(rid)
+
+    def resize(self, rid, capacity, history):
+        self.resized.add(rid)
+        if capacity >= 3 and rid in self.committed:
+            return Outcome(False)
+        return self.inner.resize(rid, capacity, history)
+
+    def commit(self, rid, tokens):
+        if rid not in self.resized:
+            raise KeyError(rid)
+        self.committed.add(rid)
+        self.inner.commit(rid, tokens)
+
+    def suspend(self, rid):
+        self.inner.suspend(rid)
+
+    def close(self, rid):
+        self.inner.close(rid)
+
+    def observe(self):
+        return self.inner.observe()
+
+
+def test_reduction_keeps_the_same_divergence_not_only_the_same_field():
+    config = Config(1, [AttentionLayer(window=4)], slots=(9,))
+    steps = (Step.create("r0"), Step.resume("r0"), Step.resize("r0", 1, 0), Step.commit("r0", 1),
+             Step.resize("r0", 3, 1))
+    caps = Capabilities(observations={"outcome": "exact", "errors": "exact"})
+    backend = ResolvedBackend("crashy", CrashesOnEarlyCommit, caps)
+    trace = Trace(config=config, steps=steps, backend="crashy")
+    divergence = replay(trace, backend).divergence
+    assert divergence.field == "outcome" and divergence.backend.kind == "out-of-slots"
+    # Dropping resize(1, 0) turns the commit into misuse the backend crashes on: also on 'outcome'.
+    dropped = attrs.evolve(trace, steps=steps[:2] + steps[3:])
+    other = replay(dropped, backend).divergence
+    assert other.field == "outcome" and other.backend.kind == "crash"
+    assert signature(other) != signature(divergence)
+    reduced, found = reduce_trace(trace, backend, resolve("reference"), divergence)
+    assert signature(found) == signature(divergence) and found.backend.kind == "out-of-slots"
+    assert reduced.steps == steps  # each step is needed for *this* divergence
+
+
+def test_reduced_traces_stay_in_the_generators_domain():
+    config = Config(1, [AttentionLayer(window=2)], slots=(9,))
+    start = (Step.create("r0"), Step.resume("r0"), Step.resize("r0", 2, 0))
+    everything = Capabilities()
+    assert in_domain(Trace(config, start + (Step.resize("r0", 4, 2),)), everything)  # history up to capacity
+    assert not in_domain(Trace(config, start + (Step.resize("r0", 5, 3),)), everything)  # past capacity 2
+    assert in_domain(Trace(config, start + (Step.resize("r0", 1, 0),)), everything)  # a cut
+    no_errors = Capabilities(observations={"outcome": "exact"})
+    assert not in_domain(Trace(config, start + (Step.commit("r0", 3),)), no_errors)  # misuse not declared
+    assert in_domain(Trace(config, start + (Step.commit("r0", 3),)), everything)
+    engine = attrs.evolve(ENGINE, semantics=Semantics())
+    assert not in_domain(Trace(config, start + (Step.resize("r0", 3, 1),)), engine)  # history inside resize
+    assert not in_domain(Trace(config, start + (Step.resize("r0", 1, 0),)), engine)  # a cut
+    assert in_domain(Trace(config, start + (Step.commit("r0", 1), Step.resize("r0", 3, 1))), engine)
+    assert not in_domain(Trace(config, (Step.create("r0", 4),)), attrs.evolve(engine, reused_history=False))
+
+
+def test_vllm_backend_needs_its_venv():
+    """Outside the venv scripts/vllm-venv makes, building the vLLM backend is refused with the fix."""
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vLLM is importable here; tests/test_vllm.py covers it")
+    for name in OWN_VENV:
+        resolved = resolve(name)  # the module imports without vLLM
+        assert resolved.capabilities.one_pool_group and not resolved.capabilities.sinks
+        with pytest.raises(Unsupported, match="scripts/vllm-venv"):
+            resolved.factory(Config(4, [AttentionLayer(window=8)]))

@@ -1,0 +1,141 @@
+"""vLLM's v1 block manager under differential test, in the venv ``scripts/vllm-venv`` makes.
+
+vLLM is never installed where swafloor's own tests run: each test here runs the vLLM venv's python
+in a subprocess. Without that venv the tests fail in CI (env ``CI=true``) and are skipped, with the
+command that makes it, elsewhere.
+
+- The ci profile (2000 examples, seed 0) passes for ``vllm`` and ``vllm-async`` (run side by side,
+  one per core), with the discard rate and the SWA share on target.
+- Every ``tests/regressions/vllm-*.json`` replays as it expects: a trace that expects a divergence
+  still shows the same one (part and both sides' kinds), a trace that expects a match matches.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = Path(os.environ.get("SWAFLOOR_VLLM_VENV") or ROOT / ".venv-vllm")
+PYTHON = VENV / "bin" / "python"
+REGRESSIONS = sorted((ROOT / "tests" / "regressions").glob("vllm-*.json"))
+BACKENDS = ("vllm", "vllm-async")
+TIMEOUT = 900  # seconds for one subprocess; CI's budget is far larger, a hang still ends
+
+
+def _need_venv() -> None:
+    if PYTHON.exists() and (VENV / ".swafloor-vllm-complete").exists():
+        return
+    message = f"the vLLM venv {VENV} is missing or incomplete: make it with scripts/vllm-venv"
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def _run(args: list[str], cwd: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": ""}
+    return subprocess.Popen(
+        [str(PYTHON), *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+@pytest.fixture(scope="module")
+def campaigns(tmp_path_factory):
+    """Both ci campaigns, started together (one core each), as ``{backend: (exit code, report, stderr)}``."""
+    _need_venv()
+    out = tmp_path_factory.mktemp("vllm-fuzz")
+    running = {
+        name: _run(["-m", "swafloor", "fuzz", "--backend", name, "--profile", "ci", "--json", "--out", str(out)], out)
+        for name in BACKENDS
+    }
+    results = {}
+    for name, proc in running.items():
+        stdout, stderr = proc.communicate(timeout=TIMEOUT)
+        try:
+            report = json.loads(stdout)
+        except ValueError:
+            report = None
+        results[name] = (proc.returncode, report, stderr[-4000:])
+    return results
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ci_profile_passes_with_the_generator_on_target(campaigns, backend):
+    code, report, stderr = campaigns[backend]
+    assert report is not None, f"no JSON report from swafloor fuzz --backend {backend}:\n{stderr}"
+    assert code == 0 and report["result"] == "pass", json.dumps(report.get("divergence"), indent=1)[:4000]
+    assert report["backend"] == backend and report["against"] == "reference"
+    assert (report["profile"], report["seed"]) == ("ci", 0)
+    assert report["examples"] >= 2000
+    assert report["served"] >= 2000 and report["steps"] > 10 * report["examples"]
+    assert report["discard_rate"] <= 0.05, report
+    assert report["swa_share"] >= 0.5, report
+    assert report["targets"]["met"] is True
+    # The import is reported apart; both sides' operations were timed.
+    assert report["import_seconds"] > 0 and report["backend_steps_per_second"] and report["reference_steps_per_second"]
+
+
+REPLAY = r"""
+import json, sys
+from swafloor.fuzz.replay import replay
+from swafloor.fuzz.trace import load
+for path in sys.argv[1:]:
+    trace = load(path)
+    found = replay(trace)
+    d = found.divergence
+    print(json.dumps({
+        "file": path, "backend": trace.backend, "expect": trace.expect, "steps": len(trace.steps),
+        "steps_run": found.steps_run, "divergence": None if d is None else d.to_dict(),
+        "saved": trace.divergence, "found": trace.found,
+    }))
+"""
+
+
+def _kind(value) -> str:
+    return value.get("kind", "?") if isinstance(value, dict) else type(value).__name__
+
+
+def test_regression_traces_replay_as_they_expect(tmp_path):
+    _need_venv()
+    assert REGRESSIONS, "no tests/regressions/vllm-*.json"
+    proc = _run(["-c", REPLAY, *map(str, REGRESSIONS)], tmp_path)
+    stdout, stderr = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 0, stderr[-4000:]
+    rows = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    assert len(rows) == len(REGRESSIONS)
+    backends = set()
+    for row in rows:
+        name = Path(row["file"]).name
+        backends.add(row["backend"])
+        assert row["backend"] in BACKENDS, name
+        assert row["found"] and row["found"].get("class") and row["found"].get("verdict"), f"{name}: class and verdict"
+        got = row["divergence"]
+        if row["expect"] == "match":
+            assert got is None, f"{name} diverges: {json.dumps(got)[:2000]}"
+            assert row["steps_run"] == row["steps"]
+            continue
+        assert got is not None, f"{name}: {row['backend']} no longer diverges"
+        saved = row["saved"]
+        same = (got["field"].split("[")[0], _kind(got["reference"]), _kind(got["backend"]), got["step_index"])
+        want = (saved["field"].split("[")[0], _kind(saved["reference"]), _kind(saved["backend"]), saved["step_index"])
+        assert same == want, f"{name}: a different divergence: {json.dumps(got)[:2000]}"
+    assert backends == set(BACKENDS)
+
+
+def test_missing_venv_fails_in_ci_and_skips_elsewhere(tmp_path):
+    """The rule above, checked by running this module against a venv path that does not exist."""
+    missing = tmp_path / "no-such-venv"
+    base = {k: v for k, v in os.environ.items() if k != "CI"}
+    for ci, expected in (("true", "failed"), ("", "skipped")):
+        env = {**base, "SWAFLOOR_VLLM_VENV": str(missing), "CI": ci}
+        out = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__,
+             "-k", "regression_traces_replay"],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        )
+        assert f"1 {expected}" in out.stdout, out.stdout[-2000:]
