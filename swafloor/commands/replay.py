@@ -31,7 +31,7 @@ def run(args) -> int:
     except TraceError as exc:
         from swafloor.cli import UsageError
 
-        raise UsageError(f"swafloor replay: {args.file}: TraceError: {exc}") from None
+        raise UsageError(f"swafloor replay: TraceError: {exc}") from None  # exc quotes the file, bounded
     result = replay(trace, args.backend, args.against)
     verdict = "divergence" if result.diverged else "match"
     if args.json:
