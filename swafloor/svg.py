@@ -25,6 +25,7 @@ COLOURS = {
     "W": "#31a354",  # inside the window: green
     "*": "#08519c",  # computed by this step (in flight): dark blue
     ".": "#ffffff",  # past the capacity: white
+    "c": "#e7298a",  # a first resume's private copy: magenta
 }
 REQUEST_COLOURS = ("#3182bd", "#e6550d", "#31a354", "#756bb1", "#636363", "#8c6d31", "#d6616b", "#17becf")
 FONT = "font-family='DejaVu Sans, Arial, Helvetica, sans-serif'"
@@ -77,7 +78,7 @@ def _cell_width(t: int) -> float:
 
 def block_svg(pic: dict, caption: str | None = None) -> str:
     """The block picture of one step as an SVG document, with an optional caption under the title."""
-    from swafloor.commands.explain import LITERAL_TOKENS, render_text
+    from swafloor.commands.explain import LITERAL_TOKENS, count_noun, render_text
 
     t = pic["tokens_per_block"]
     literal = t <= LITERAL_TOKENS
@@ -114,7 +115,7 @@ def block_svg(pic: dict, caption: str | None = None) -> str:
             continue
         b = it["block"]
         p = b * t
-        block_label = f"block {b:,}"
+        block_label = f"copy of block {b:,}" if it.get("copy") else f"block {b:,}"
         block_w = max(t * _cell_width(t) if literal else 220.0, 6.4 * len(block_label) + 10)
         if literal:
             cell = block_w / t
@@ -124,9 +125,10 @@ def block_svg(pic: dict, caption: str | None = None) -> str:
                     body.append(_rect(cx, top, cell, box_h, COLOURS[mark], "#ffffff", 0.6))
                     if cell >= 13:
                         body.append(_text(cx + cell / 2, top + box_h / 2 + 4, mark, 11, "middle",
-                                          fill="#ffffff" if mark in "S*Wx" else TEXT))
+                                          fill="#ffffff" if mark in "S*Wxc" else TEXT))
                     cx += cell
-            spans.append((p, p + t, x, x + block_w))
+            if not it.get("copy"):
+                spans.append((p, p + t, x, x + block_w))
         else:
             total = sum(n for _, n in it["runs"])
             minimum = 26.0
@@ -139,7 +141,7 @@ def block_svg(pic: dict, caption: str | None = None) -> str:
                 label = mark if n == 1 else f"{mark}×{n:,}"
                 if len(label) * 6.5 < wd:
                     body.append(_text(cx + wd / 2, top + box_h / 2 + 4, label, 10, "middle",
-                                      fill="#ffffff" if mark in "S*Wx" else TEXT))
+                                      fill="#ffffff" if mark in "S*Wxc" else TEXT))
                 spans.append((q, q + n, cx, cx + wd))
                 cx += wd
                 q += n
@@ -164,7 +166,7 @@ def block_svg(pic: dict, caption: str | None = None) -> str:
     xa, xb = at(max(lo, 0)), at(hi + 1)
     body.append(f"<path d='M{xa:.1f},{by - 6:.1f} L{xa:.1f},{by:.1f} L{xb:.1f},{by:.1f} L{xb:.1f},{by - 6:.1f}' "
                 f"fill='none' stroke='{COLOURS['W']}' stroke-width='2.5'/>")
-    wlabel = f"live window [{lo:,}, {hi:,}]: W = {pic['window']:,} tokens"
+    wlabel = f"live window [{lo:,}, {hi:,}]: W = {count_noun(pic['window'], 'token')}"
     body.append(_text(_label_x((xa + xb) / 2, wlabel, left), by + 16, wlabel, 12, "start", "bold", COLOURS["W"]))
     width = max(width, _label_x((xa + xb) / 2, wlabel, left) + 7.4 * len(wlabel) + left)
     ly = by + 34

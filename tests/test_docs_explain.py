@@ -59,12 +59,22 @@ def test_hold_and_in_flight_pictures_match_the_reference(t, w, s):
             assert fl["live_blocks"] <= floors.in_flight_floor(t, w, s, k)
 
 
+@pytest.mark.parametrize("t,w,s", [(4, 5, 0), (4, 6, 0), (3, 7, 1), (1, 1, 0), (2, 3, 2)])
+def test_first_resume_picture_matches_the_reference(t, w, s):
+    for h in range(0, 4 * (w + t)):
+        pic = picture(w, t, s * t, h, first_resume=True)
+        assert pic["capacity"] == h
+        assert pic["live_blocks"] == lifecycle.first_resume_peak(h, h, t, w, s), h
+        assert sum(1 for it in pic["blocks"] if it.get("copy")) == (1 if h % t else 0)
+
+
 def test_default_histories_show_each_worst_case(capsys):
     for argv, held in (
         (["--window", "5", "--tokens-per-block", "4", "--release-order", "hold-until-return"], 3),
         (["--window", "5", "--tokens-per-block", "4", "--in-flight-tokens", "1"], 3),
         (["--window", "5", "--tokens-per-block", "4", "--step-tokens", "4"], 3),
         (["--window", "4", "--tokens-per-block", "4"], 2),
+        (["--window", "5", "--tokens-per-block", "4", "--first-resume"], 3),
     ):
         assert main(["explain", *argv, "--json"]) == 0
         assert json.loads(capsys.readouterr().out)["live_blocks"] == held, argv

@@ -13,6 +13,7 @@ from typing import Any
 
 from swafloor.reference import (
     allocated_blocks,
+    partial_block,
     sink_blocks_for,
     stale_range,
     step_floor,
@@ -32,6 +33,7 @@ LEGEND = {
     "W": "computed token inside the live window [h+1-W, h-1]",
     "*": "token this step computes: the in-flight token at h (always attended), up to c-1",
     ".": "slot space past the capacity in the last block",
+    "c": "private copy of a reused partial block, held beside its source (first resume)",
 }
 
 LITERAL_TOKENS = 64  # blocks of at most this many tokens print every token; larger ones print runs
@@ -54,6 +56,9 @@ def register(subparsers) -> None:
     p.add_argument("--release-order", choices=("release-first", "hold-until-return"), default="release-first",
                    help="hold-until-return: the step's resize also advanced history from h - 1 and keeps the "
                         "blocks it made stale until it returns")
+    p.add_argument("--first-resume", action="store_true",
+                   help="the first resume of a request reusing h committed tokens (capacity h), with the "
+                        "private copy of a partially filled last block")
     p.add_argument("--trace", default=None, metavar="FILE",
                    help="instead: replay a saved trace on the reference manager, one row per step")
     p.add_argument("--svg", default=None, metavar="FILE", help="also write the picture as SVG to FILE")
@@ -110,12 +115,17 @@ def picture(
     step_tokens: int = 1,
     in_flight: int = 0,
     hold: bool = False,
+    first_resume: bool = False,
 ) -> dict:
     """The blocks of one SWA life cycle at a step ``(h, c = h + step_tokens)``: per block its tokens
     marked with :data:`LEGEND`'s symbols (as runs) and whether it holds a slot; uniform runs of many
     blocks elided into gaps. Blocks are stale at ``max(0, h - in_flight)``; with ``hold`` the step's
-    resize advanced history from ``h - 1`` and still holds the blocks it made stale."""
+    resize advanced history from ``h - 1`` and still holds the blocks it made stale. With
+    ``first_resume`` the step is a request's first resume after reusing ``h`` committed tokens
+    (capacity ``h``), holding a private copy of a partially filled last block beside its source."""
     s = sink_blocks_for(sink_tokens, t)
+    if first_resume:
+        step_tokens = 0
     capacity = h + step_tokens
     blocks = allocated_blocks(capacity, t)
     stale = stale_range(max(0, h - in_flight), t, window, s)
@@ -153,7 +163,11 @@ def picture(
     held = blocks - (stale[1] - stale[0])
     if hold:  # blocks stale now but not before the call stay held
         held += (stale[1] - stale[0]) - max(0, min(stale[1], stale_before[1]) - max(stale[0], stale_before[0]))
-    bound, bound_name = _bound(window, t, s, step_tokens, in_flight)
+    if first_resume and partial_block(h, t):
+        items.append({"block": h // t, "copy": True, "tokens": "c" * (h % t) + "." * (t - h % t),
+                      "runs": [["c", h % t], [".", t - h % t]], "held": True})
+        held += 1
+    bound, bound_name = _bound(window, t, s, max(1, step_tokens), in_flight)
     marks = {m for it in items for m in ([it["mark"]] if it.get("gap") else [r[0] for r in it["runs"]])}
     return {
         "window": window,
@@ -165,6 +179,7 @@ def picture(
         "step_tokens": step_tokens,
         "in_flight_tokens": in_flight,
         "release_order": "hold-until-return" if hold else "release-first",
+        "first_resume": first_resume,
         "window_tokens": [h + 1 - window, h],
         "kept_from": h + 1 - window - in_flight,
         "allocated_blocks": blocks,
@@ -197,7 +212,7 @@ def _columns(pic: dict) -> list[tuple[str, str, str]]:
             tokens = f"... {it['tokens_elided']:,} tokens {it['mark']} ..."
             slot = f"{'held' if it['held'] else 'free'} ×{it['blocks']:,}"
         else:
-            label, tokens = f"{it['block']:,}", it["tokens"]
+            label, tokens = f"{'copy ' if it.get('copy') else ''}{it['block']:,}", it["tokens"]
             slot = "held" if it["held"] else "free"
         cols.append((label, tokens, slot))
     return cols
@@ -211,8 +226,11 @@ def render_text(pic: dict) -> list[str]:
     w, t, h = pic["window"], pic["tokens_per_block"], pic["history"]
     n, k = pic["step_tokens"], pic["in_flight_tokens"]
     step = "decode step" if n == 1 else f"{n}-token step (capacity h + {n})"
+    step += f" at history h = {h:,}"
+    if pic.get("first_resume"):
+        step = f"first resume after reusing h = {count_noun(h, 'token')} (capacity h)"
     lines = [f"W = {w:,}, t = {t:,}, {count_noun(pic['sink_tokens'], 'sink token')} (S = {pic['sink_blocks']:,}); "
-             f"{step} at history h = {h:,}"]
+             f"{step}"]
     lo = pic["window_tokens"][0]
     lines.append(f"live window: tokens [{lo:,}, {h:,}] ({count_noun(w, 'token')}, the last one in flight)")
     if k:
@@ -299,6 +317,17 @@ def render_trace_text(tr: dict) -> list[str]:
     return lines
 
 
+def _worst_first_resume(window: int, t: int, s: int, fallback: int) -> int:
+    """The first reused history whose first resume holds the most blocks (searched over a few
+    windows' worth of histories; ``fallback`` when that range is too long to search)."""
+    from swafloor.reference import first_resume_peak
+
+    span = (s + 2) * t + 2 * window + 2 * t
+    if span > 100_000:
+        return fallback
+    return max(range(span), key=lambda h: (first_resume_peak(h, h, t, window, s), -h))
+
+
 # ----------------------------------------------------------------------------- the command
 def run(args) -> int:
     from swafloor.cli import UsageError
@@ -328,9 +357,11 @@ def run(args) -> int:
     hold = args.release_order == "hold-until-return"
     if args.history is None:  # a history where this kind of step holds the most blocks
         h = worst_case_history(t, w, s) + args.in_flight_tokens + (1 if hold else 0)
+        if args.first_resume:
+            h = _worst_first_resume(w, t, s, h)
     else:
         h = args.history
-    pic = picture(w, t, args.sink_tokens, h, args.step_tokens, args.in_flight_tokens, hold)
+    pic = picture(w, t, args.sink_tokens, h, args.step_tokens, args.in_flight_tokens, hold, args.first_resume)
     if args.svg:
         from swafloor import svg
 

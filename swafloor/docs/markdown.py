@@ -114,6 +114,15 @@ def argv_of(command: str) -> list[str]:
     raise DocsError(f"transcript command {command!r}: only 'swafloor ...' and 'python -m swafloor...' are run")
 
 
+def is_swafloor(command: str) -> bool:
+    """Whether a transcript command is one the generator runs (see :func:`argv_of`)."""
+    try:
+        argv_of(command)
+    except (DocsError, ValueError):
+        return False
+    return True
+
+
 def run_transcript(command: str, root: Path, timeout: float = 900.0) -> list[str]:
     """Run one transcript command in a scratch folder (``tests`` and ``docs`` of ``root`` reachable
     there) and return its stdout lines."""
@@ -157,6 +166,8 @@ def refresh_transcripts(text: str, root: Path, run: Callable[[str, Path], list[s
         f = tr.fence
         if not measured and f.start > 0 and lines[f.start - 1] == MEASURED:
             continue  # copied verbatim with the text around it
+        if not all(is_swafloor(command) for command, _ in tr.commands):
+            continue  # a shell session (setup, CI recipe): shown, not run
         out.extend(lines[cursor:f.start])
         body: list[str] = []
         for i, (command, _) in enumerate(tr.commands):

@@ -40,11 +40,19 @@ def _same_call(c: Mapping[str, int]) -> tuple[dict, str]:
     return pic, f"a pool at the floor has {count_noun(floor, 'slot')}; inside this call {pic['live_blocks']} are held"
 
 
+def _resume_copy(c: Mapping[str, int]) -> tuple[dict, str]:
+    pic = picture(c["W"], c["t"], c["S"] * c["t"], c["h"], first_resume=True)
+    floor = floors.swa_floor(c["t"], c["W"], c["S"])
+    return pic, (f"a pool at the floor has {count_noun(floor, 'slot')}; "
+                 f"this first resume holds {pic['live_blocks']}")
+
+
 #: Refutations drawn as one step's blocks: theorem name -> counterexample -> (picture, caption).
 STEP_PICTURES: dict[str, Callable[[Mapping[str, int]], tuple[dict, str]]] = {
     "legacy-floor-insufficient": _legacy,
     "decode-floor-short-for-multi-token": _multi_token,
     "sync-floor-short-in-flight": _in_flight,
+    "resume-partial-copy": _resume_copy,
     "same-call-release-transient": _same_call,
 }
 
