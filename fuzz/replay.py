@@ -6,12 +6,66 @@ import shlex
 
 import attrs
 
+from swafloor.reference import LifeCycleKind, build_layout, live_blocks
+from swafloor.reference.show import bounded
+
 from .backends import ResolvedBackend, resolve
 from .compare import Divergence
 from .lockstep import Lockstep
+from .protocol import Operation, Unsupported
 from .trace import Trace
 
-__all__ = ["ReplayResult", "replay", "replay_command"]
+__all__ = ["ReplayResult", "replay", "replay_command", "check_cost", "MAX_STEP_BLOCKS"]
+
+#: The most blocks one life cycle of one request may hold at any step of a replayed trace (beyond
+#: it, a step of the reference alone could allocate that many slots). Fuzzed traces are far below.
+MAX_STEP_BLOCKS = 1 << 20
+
+
+def check_cost(trace: Trace, *sides: ResolvedBackend) -> None:
+    """Refuse, before running anything, a trace whose steps no side can serve in bounded time and
+    memory: raises :class:`Unsupported` naming the step and the field. A step may make a life cycle
+    hold at most :data:`MAX_STEP_BLOCKS` blocks (counting only what its pool group's slots allow);
+    a side whose factory declares ``max_window_tokens`` / ``max_capacity_tokens`` (the token-level
+    oracle) is held to those too."""
+    config = trace.config
+    layout = build_layout(config)
+    t = layout.tokens_per_block
+    for side in sides:
+        limit = getattr(side.factory, "max_window_tokens", None)
+        if limit is not None:
+            for i, layer in enumerate(config.layers):
+                span = (getattr(layer, "window", None) or 0) + getattr(layer, "sink_tokens", 0)
+                if span > limit:
+                    raise Unsupported(f"config.layers[{i}].window={bounded(span)}: backend {side.name!r} "
+                                      f"serves windows plus sinks of at most {limit:,} tokens")
+    max_capacity = min((getattr(s.factory, "max_capacity_tokens", None) or 10**30) for s in sides)
+    lengths: dict[str, tuple[int, int]] = {}
+    for i, step in enumerate(trace.steps):
+        capacity, history = lengths.get(step.request, (0, 0))
+        if step.op is Operation.CREATE:
+            capacity = history = max(step.reused_history, 0)
+            field, value = "reused_history", step.reused_history
+        elif step.op is Operation.RESIZE:
+            capacity, history = max(step.capacity, 0), max(min(step.history, step.capacity), 0)
+            field, value = "capacity", step.capacity
+        elif step.op is Operation.COMMIT:
+            history = max(min(history + step.tokens, capacity), 0)
+            field, value = "tokens", step.tokens
+        else:
+            continue
+        lengths[step.request] = (capacity, history)
+        if capacity > max_capacity:
+            raise Unsupported(f"steps[{i}].{field}={bounded(value)}: a side of this replay serves "
+                              f"capacities of at most {max_capacity:,} tokens")
+        for k, lc in enumerate(layout.life_cycles):
+            if lc.kind is LifeCycleKind.SSM:
+                continue
+            held = live_blocks(history, capacity, t, lc.window, lc.sink_blocks) if lc.window else -(-capacity // t)
+            held = min(held, layout.slots[layout.pool_group_of[k]])
+            if held > MAX_STEP_BLOCKS:
+                raise Unsupported(f"steps[{i}].{field}={bounded(value)}: life cycle {k} would hold {held:,} "
+                                  f"blocks (a replay allows at most {MAX_STEP_BLOCKS:,} per step)")
 
 
 @attrs.frozen
@@ -52,6 +106,7 @@ def replay(
     other = other_name if isinstance(other_name, ResolvedBackend) else resolve(
         other_name, "against", allow_import=against is not None
     )
+    check_cost(trace, chosen, other)
     lock = Lockstep(trace.config, chosen.factory, other.factory, chosen.capabilities)
     divergence = lock.build_divergence
     steps_run = 0

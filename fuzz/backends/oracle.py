@@ -297,3 +297,9 @@ class OracleManager:
 def oracle(config: Config) -> ManagerBackend:
     """The independent token-level oracle."""
     return ManagerBackend(OracleManager(config))
+
+
+# It walks token positions, so its cost grows with lengths, not with blocks: a replay refuses traces
+# beyond these (see swafloor.fuzz.replay.check_cost). Its minimum search is quadratic in the window.
+oracle.max_window_tokens = 4096
+oracle.max_capacity_tokens = 10**6
