@@ -25,9 +25,9 @@ CHECK_NAMES = {
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("check", help="check an upstream implementation's own sources against the reference")
-    targets = p.add_subparsers(dest="target", metavar="TARGET", parser_class=type(p))
-    targets.required = True
-    t = targets.add_parser("trtllm", help="TensorRT-LLM KVCacheManagerV2 (its CPU-safe Python modules)")
+    t = p
+    t.add_argument("target", choices=("trtllm",),
+                   help="trtllm: TensorRT-LLM KVCacheManagerV2 (its CPU-safe Python modules)")
     t.add_argument("--source", default=None, metavar="PATH",
                    help="a TensorRT-LLM checkout or its tensorrt_llm/runtime/kv_cache_manager_v2 folder "
                         "(default: $SWAFLOOR_TRTLLM_SOURCE)")
