@@ -547,16 +547,19 @@ class Manager:
         reference's own functions (no formula restated), in O(log distance) evaluations, and only when
         the request has left the box the cache describes."""
         t = self.layout.tokens_per_block
-        if not req.capacity_from <= req.capacity < req.capacity_below:
-            allocated = lifecycle.allocated_blocks(req.capacity, t)
-            req.capacity_from = req.capacity
-            req.capacity_below = _first_change(lambda c: lifecycle.allocated_blocks(c, t), req.capacity, allocated)
+        c = req.capacity
+        if not req.capacity_from <= c < req.capacity_below:
+            guess = req.capacity_below - req.capacity_from
+            allocated = lifecycle.allocated_blocks(c, t)
+            req.capacity_from = c
+            req.capacity_below = _first_change(lambda x: lifecycle.allocated_blocks(x, t), c, allocated, guess=guess)
         h = req.released_to
         if not req.history_from <= h < req.history_below:
+            guess = req.history_below - req.history_from if req.history_below != _NEVER else 0
             nearest: int | float = _NEVER
             for lc_index in self._windows:
                 lc = self.layout.life_cycles[lc_index]
-                nearest = _first_change(lambda x: self._stale(lc, x), h, self._stale(lc, h), nearest)
+                nearest = _first_change(lambda x: self._stale(lc, x), h, self._stale(lc, h), nearest, guess)
             req.history_from, req.history_below = h, nearest
 
     def _plan(self, req: _Request, history: int, capacity: int) -> _Plan:
@@ -632,10 +635,15 @@ class Manager:
             req.ranges[lc_index] = ()
 
 
-def _first_change(f: Any, x: int, now: Any, limit: int | float = _NEVER) -> int | float:
+def _first_change(f: Any, x: int, now: Any, limit: int | float = _NEVER, guess: int = 0) -> int | float:
     """The smallest ``y`` in ``(x, limit)`` with ``f(y) != now``, else ``limit``, for an ``f`` that keeps
     differing from ``now`` once it does (a monotone function): galloping search, then bisection,
-    O(log(y - x)) evaluations. ``f(limit)`` is never evaluated."""
+    O(log(y - x)) evaluations. ``f(limit)`` is never evaluated. A ``guess`` of the distance (the last
+    one found: steps repeat) is confirmed with two evaluations: ``f`` still ``now`` just before it
+    and not at it make it the answer, by monotonicity."""
+    y = x + guess
+    if guess > 0 and y < limit and f(y) != now and (guess == 1 or f(y - 1) == now):
+        return y
     step = 1
     while x + step < limit and f(x + step) == now:
         step *= 2

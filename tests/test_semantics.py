@@ -291,3 +291,25 @@ def build_layout_min(config):
     from swafloor.reference import build_layout
 
     return build_layout(config).min_slots
+
+
+def test_first_change_search_against_a_linear_scan():
+    """The cache's search finds the first change of a monotone function exactly, with or without a
+    (right or wrong) guess, and never evaluates at its limit."""
+    import random
+
+    from swafloor.reference.manager import _first_change
+
+    rng = random.Random(7)
+    for _ in range(3000):
+        x = rng.randrange(0, 50)
+        change = x + rng.randrange(1, 80)
+        limit = rng.choice([float("inf"), x + rng.randrange(1, 100)])
+
+        def f(y, change=change, limit=limit):
+            assert x < y < limit, (x, y, limit)
+            return int(y >= change)
+
+        expected = change if change < limit else limit
+        for guess in (0, 1, rng.randrange(1, 90), change - x):
+            assert _first_change(f, x, 0, limit, guess) == expected, (x, change, limit, guess)
