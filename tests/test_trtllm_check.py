@@ -159,3 +159,11 @@ def test_the_whole_manager_backend_says_why_it_cannot_run(monkeypatch):
     monkeypatch.setitem(sys.modules, "tensorrt_llm", None)  # import fails as where it is not installed
     with pytest.raises(Unsupported, match="tensorrt_llm is not importable"):
         resolved.factory(Config(tokens_per_block=4, layers=[AttentionLayer(window=5)]))
+
+
+def test_a_source_lacking_a_driven_name_exits_2_naming_it(tmp_path, capsys):
+    root = write_fake(tmp_path / "co")
+    sm = root / "tensorrt_llm" / "runtime" / "kv_cache_manager_v2" / "_storage_manager.py"
+    sm.write_text(sm.read_text().replace("def _compute_slots_for_batch", "def _slots_for_batch"))
+    assert main(["check", "trtllm", "--source", str(root)] + FAST) == 2
+    assert "StorageManager._compute_slots_for_batch" in _one_line(capsys.readouterr().err)

@@ -282,4 +282,35 @@ def load(path: str | os.PathLike | None) -> Upstream:
         raise LoadError(f"module {name!r}", str(exc)[:200]) from None
     except ImportError as exc:
         raise LoadError(f"a name the loader expected ({exc})"[:200]) from None
+    _check_names(modules)
     return Upstream(folder, modules, stand_ins, origin)
+
+
+#: The names the check calls, per module (``A.b``: attribute ``b`` of class ``A``).
+REQUIRED_NAMES = {
+    "rawref": ("NULL",),
+    "_common": ("GPU_LEVEL", "CacheTier"),
+    "_config": ("BufferConfig", "AttentionLayerConfig", "SsmLayerConfig", "KVCacheDesc", "BatchDesc",
+                "SwaScratchReuseConfig"),
+    "_exceptions": ("OutOfPagesError",),
+    "_life_cycle_registry": ("AttnLifeCycle.make", "AttnLifeCycle.get_stale_range", "LifeCycleRegistry",
+                             "make_life_cycle", "compute_scratch_range"),
+    STORAGE_MANAGER: ("StorageManager._compute_min_slots_from_constraints",
+                      "StorageManager._compute_slots_for_batch", "StorageManager.new_gpu_slots",
+                      "StorageManager.release_slot", "StorageManager.get_statistics", "CacheLevelManager"),
+}
+
+
+def _check_names(modules: dict) -> None:
+    missing = []
+    for module, names in REQUIRED_NAMES.items():
+        for dotted in names:
+            obj: Any = modules[module]
+            for part in dotted.split("."):
+                obj = getattr(obj, part, None)
+                if obj is None:
+                    break
+            if obj is None:
+                missing.append(f"{module}.{dotted}")
+    if missing:
+        raise LoadError(", ".join(missing), "this source's API differs from what the check drives")
