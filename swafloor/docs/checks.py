@@ -126,7 +126,8 @@ def synopsis_lines(code: str) -> list[str]:
     return [line.split(" #", 1)[0].strip() for line in lines if not line.startswith("#")]
 
 
-SETUP = ("pip install", "python3 -m venv", ". .venv/bin/activate")
+SETUP = ("pip install", "pip ", "python3 -m venv", "python -m venv", ". ", "source ", "cd ", "export ", "git ",
+         "apt-get ", "mkdir ", "cp ", "ls ", "cat ")
 
 
 def synopsis_problems(root: Path) -> list[str]:
@@ -154,6 +155,11 @@ def _check_command(part: str, where: str, subs: dict, plugin_opts: set[str]) -> 
     words = part.replace("[", " ").replace("]", " ").replace("|", " ").split()
     if not words:
         return []
+    if words[0].endswith("python") and words[1:3] == ["-m", "swafloor"]:  # a venv's python running swafloor
+        words = ["swafloor", *words[3:]]
+    if words[0].startswith("scripts/"):  # a script of this repository
+        root = Path(__file__).resolve().parents[2]
+        return [] if (root / words[0]).exists() else [f"{where}: {part!r}: no script {words[0]}"]
     opts = {w.split("=")[0] for w in words if w.startswith("--")}
     if words[0] == "swafloor":
         if len(words) < 2 or words[1] not in subs:

@@ -247,7 +247,31 @@ def semantics_options() -> str:
     return "\n".join(lines)
 
 
+def pages_table() -> str:
+    """Every page under docs/ with its title and first sentence, so a new page is on the map."""
+    import re
+
+    from . import repository_root
+
+    lines = ["| page | what it holds |", "|---|---|"]
+    for page in sorted((repository_root() / "docs").glob("*.md")):
+        if page.name == "index.md":
+            continue
+        text = page.read_text(encoding="utf-8")
+        title = next((line[2:].strip() for line in text.splitlines() if line.startswith("# ")), page.stem)
+        skip = ("#", "<!--", "```", "|", "![")
+        body = [p for p in re.split(r"\n\s*\n", text) if p.strip() and not p.lstrip().startswith(skip)]
+        first = " ".join(body[0].split()) if body else ""
+        sentence = re.split(r"(?<=\.)\s", first, maxsplit=1)[0] if first else ""
+        if len(sentence) > 200:
+            sentence = sentence[:197].rsplit(" ", 1)[0] + " ..."
+        sentence = sentence.replace("|", "\\|")
+        lines.append(f"| [{page.stem}]({page.name}) | **{title}**: {sentence} |")
+    return "\n".join(lines)
+
+
 SECTIONS: dict[str, Callable[[], str]] = {
+    "pages": pages_table,
     "semantics-options": semantics_options,
     "comparison-sizings": comparison_sizings,
     "comparison-numbers": comparison_numbers,
