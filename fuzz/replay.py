@@ -6,7 +6,6 @@ import shlex
 
 import attrs
 
-from swafloor.reference import LifeCycleKind, build_layout, live_blocks
 from swafloor.reference.show import bounded
 
 from .backends import ResolvedBackend, resolve
@@ -17,20 +16,19 @@ from .trace import Trace
 
 __all__ = ["ReplayResult", "replay", "replay_command", "check_cost", "MAX_STEP_BLOCKS"]
 
-#: The most blocks one life cycle of one request may hold at any step of a replayed trace (beyond
-#: it, a step of the reference alone could allocate that many slots). Fuzzed traces are far below.
+#: The most blocks a request's capacity may span at any step of a replayed trace: each step compares
+#: snapshots whose block tables list them all, and a step may allocate that many. Fuzzed traces are
+#: far below.
 MAX_STEP_BLOCKS = 1 << 20
 
 
 def check_cost(trace: Trace, *sides: ResolvedBackend) -> None:
     """Refuse, before running anything, a trace whose steps no side can serve in bounded time and
-    memory: raises :class:`Unsupported` naming the step and the field. A step may make a life cycle
-    hold at most :data:`MAX_STEP_BLOCKS` blocks (counting only what its pool group's slots allow);
-    a side whose factory declares ``max_window_tokens`` / ``max_capacity_tokens`` (the token-level
+    memory: raises :class:`Unsupported` naming the step and the field. A request's capacity may span
+    at most :data:`MAX_STEP_BLOCKS` blocks; a side whose factory declares ``max_window_tokens`` / ``max_capacity_tokens`` (the token-level
     oracle) is held to those too."""
     config = trace.config
-    layout = build_layout(config)
-    t = layout.tokens_per_block
+    t = config.tokens_per_block
     for side in sides:
         limit = getattr(side.factory, "max_window_tokens", None)
         if limit is not None:
@@ -58,14 +56,10 @@ def check_cost(trace: Trace, *sides: ResolvedBackend) -> None:
         if capacity > max_capacity:
             raise Unsupported(f"steps[{i}].{field}={bounded(value)}: a side of this replay serves "
                               f"capacities of at most {max_capacity:,} tokens")
-        for k, lc in enumerate(layout.life_cycles):
-            if lc.kind is LifeCycleKind.SSM:
-                continue
-            held = live_blocks(history, capacity, t, lc.window, lc.sink_blocks) if lc.window else -(-capacity // t)
-            held = min(held, layout.slots[layout.pool_group_of[k]])
-            if held > MAX_STEP_BLOCKS:
-                raise Unsupported(f"steps[{i}].{field}={bounded(value)}: life cycle {k} would hold {held:,} "
-                                  f"blocks (a replay allows at most {MAX_STEP_BLOCKS:,} per step)")
+        spanned = -(-capacity // t)  # every snapshot compared after a step lists these blocks
+        if spanned > MAX_STEP_BLOCKS:
+            raise Unsupported(f"steps[{i}].{field}={bounded(value)}: a capacity of {capacity:,} tokens spans "
+                              f"{spanned:,} blocks (a replay compares at most {MAX_STEP_BLOCKS:,} per request)")
 
 
 @attrs.frozen
