@@ -197,11 +197,21 @@ def trace_svg(tr: dict) -> str:
     cell, row_h, left = 16.0, 24.0, 20.0
     top = 70.0
     groups = len(tr["slots"])
-    col_x = []
+    shown = tr.get("backend_shown")
+    widths = list(tr["slots"])
+    if shown:  # the backend's own slots in use may exceed the reference's totals
+        for row in tr["rows"]:
+            for g, u in enumerate(row.get("backend", {}).get("pool_used") or []):
+                if g < groups:
+                    widths[g] = max(widths[g], u)
+    col_x, other_x = [], []
     x = left + 40
     for g in range(groups):
         col_x.append(x)
-        x += tr["slots"][g] * cell + 24
+        x += max(tr["slots"][g] * cell, 6.0 * len(f"group {g}: reference")) + 16
+        if shown:
+            other_x.append(x)
+            x += max(widths[g] * cell, 6.0 * len("backend")) + 30
     text_x = x + 6
     requests: list[str] = []
     for row in tr["rows"]:
@@ -215,7 +225,9 @@ def trace_svg(tr: dict) -> str:
             _text(left, 44, f"backend {tr['backend']} vs {tr['against']}; slots per pool group {tr['slots']} "
                   f"(minimum {tr['min_slots']}); one row per step, a cell per slot", 12)]
     for g in range(groups):
-        body.append(_text(col_x[g], top - 8, f"pool group {g}", 11))
+        body.append(_text(col_x[g], top - 8, f"group {g}" + (": reference" if shown else ""), 11))
+        if shown:
+            body.append(_text(other_x[g], top - 8, "backend", 11))
     longest = 0
     for i, row in enumerate(tr["rows"]):
         y = top + i * row_h
@@ -230,7 +242,15 @@ def trace_svg(tr: dict) -> str:
             for k in range(tr["slots"][g]):
                 fill = colour[owners[k]] if k < len(owners) else "#ffffff"
                 body.append(_rect(cx + k * cell, y, cell - 2, row_h - 6, fill, "#777777", 0.8))
+            theirs = (row.get("backend") or {}).get("pool_used")
+            if shown and theirs is not None and g < len(theirs):
+                for k in range(widths[g]):
+                    fill = "#636363" if k < theirs[g] else "#ffffff"
+                    body.append(_rect(other_x[g] + k * cell, y, cell - 2, row_h - 6, fill, "#777777", 0.8))
         label = f"{row['operation']}  →  {row['outcome']}"
+        if shown and "backend" in row and row["backend"]["outcome"] != ("ok" if row["outcome"] in ("ok", "done")
+                                                                         else row["outcome"]):
+            label += f"  (backend: {row['backend']['outcome']})"
         if diverged:
             label += f"   ← the backend diverged here ({tr['divergence_field']})"
         longest = max(longest, len(label))
@@ -246,6 +266,10 @@ def trace_svg(tr: dict) -> str:
         body.append(_rect(x, ly - 11, 14, 14, colour[rid], "#555555", 0.8))
         body.append(_text(x + 20, ly, f"slot held by {rid}", 12))
         x += 140
+    if shown:
+        body.append(_rect(x, ly - 11, 14, 14, "#636363", "#555555", 0.8))
+        body.append(_text(x + 20, ly, f"slot in use on {shown}", 12))
+        x += 60 + 7 * len(f"slot in use on {shown}")
     body.append(_rect(x, ly - 11, 14, 14, "#ffffff", "#555555", 0.8))
     body.append(_text(x + 20, ly, "free slot", 12))
     title = f"{tr['file']}: {len(tr['rows'])} steps replayed on the reference manager"

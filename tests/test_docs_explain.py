@@ -126,6 +126,16 @@ def test_trace_picture_marks_the_divergence(capsys, tmp_path):
     assert "diverged here" in svg and svg == trace_svg(data)
 
 
+def test_trace_picture_runs_the_backend_beside_the_reference(capsys):
+    trace = ROOT / "tests" / "regressions" / "mutant-allocate-before-release.json"
+    assert main(["explain", "--trace", str(trace), "--backend", "mutant:allocate-before-release", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert rows[3]["outcome"] == "ok" and rows[3]["backend"]["outcome"].startswith("out of slots")
+    assert rows[2]["backend"]["pool_used"] == [1]
+    assert main(["explain", "--trace", str(trace), "--backend", "oracle", "--json"]) == 0
+    assert all(r["backend"]["outcome"] in ("ok",) for r in json.loads(capsys.readouterr().out)["rows"])
+
+
 def test_explain_without_window_or_trace_is_one_line_exit_2(capsys):
     assert main(["explain", "--tokens-per-block", "4"]) == 2
     err = capsys.readouterr().err

@@ -61,6 +61,8 @@ def register(subparsers) -> None:
                         "private copy of a partially filled last block")
     p.add_argument("--trace", default=None, metavar="FILE",
                    help="instead: replay a saved trace on the reference manager, one row per step")
+    p.add_argument("--backend", default=None, metavar="NAME|MODULE:FACTORY",
+                   help="with --trace: also run the steps on this backend and show its outcomes and slots")
     p.add_argument("--svg", default=None, metavar="FILE", help="also write the picture as SVG to FILE")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=run)
@@ -251,13 +253,19 @@ def render_text(pic: dict) -> list[str]:
 
 
 # ----------------------------------------------------------------------------- a trace, step by step
-def trace_rows(path: str) -> dict:
+def trace_rows(path: str, backend: str | None = None) -> dict:
     """Replay a saved trace on the reference manager: after each step, the outcome and, per pool
-    group, the slots each request holds."""
+    group, the slots each request holds. With ``backend`` (a name or MODULE:FACTORY) the steps also
+    run on it, and each row gets its outcome and, if it shows them, its slots in use."""
+    from swafloor.fuzz.backends import resolve
+    from swafloor.fuzz.replay import check_cost
     from swafloor.fuzz.trace import load
     from swafloor.reference import Manager, RequestError
 
     trace = load(path)
+    sides = [resolve("reference")] + ([resolve(backend, "--backend")] if backend else [])
+    check_cost(trace, *sides)  # refuses steps no side could hold in bounded memory
+    other = sides[1].factory(trace.config) if backend else None
     manager = Manager(trace.config)
     totals = list(manager.layout.slots)
     rows = []
@@ -277,12 +285,16 @@ def trace_rows(path: str) -> dict:
                 if n:
                     holders.append([str(req.request_id), n])
             used.append(holders)
-        rows.append({"step": i, "operation": step.describe(), "outcome": outcome, "pool_groups": used})
+        row = {"step": i, "operation": step.describe(), "outcome": outcome, "pool_groups": used}
+        if other is not None:
+            row["backend"] = _backend_row(other, step)
+        rows.append(row)
     divergence = dict(trace.divergence) if trace.divergence else None
     return {
         "file": str(path),
         "config": trace.config.to_dict(),
         "backend": trace.backend,
+        "backend_shown": backend,
         "against": trace.against,
         "slots": totals,
         "min_slots": list(manager.layout.min_slots),
@@ -291,6 +303,21 @@ def trace_rows(path: str) -> dict:
         "divergence_note": None if divergence is None else _divergence_note(divergence),
         "rows": rows,
     }
+
+
+def _backend_row(backend, step) -> dict:
+    from swafloor.fuzz.compare import parts_of, run_step
+    from swafloor.fuzz.protocol import Part
+
+    result = run_step(backend, step)
+    outcome = result.kind if result.kind != "out-of-slots" else "out of slots " + ", ".join(
+        f"[pool group {g}: needed {n}, {a} free]" for g, n, a in result.shortfalls)
+    try:
+        used = parts_of(backend.observe()).get(Part.POOL_USED)
+    except Exception as exc:  # noqa: BLE001 - a backend that cannot observe is shown as such
+        outcome += f"; observe failed: {type(exc).__name__}"
+        used = None
+    return {"outcome": outcome, "pool_used": None if used is None else list(used)}
 
 
 def _divergence_note(d: dict) -> str:
@@ -311,7 +338,13 @@ def render_trace_text(tr: dict) -> list[str]:
             bar = "".join(rid[-1] * n for rid, n in holders)
             cells.append(f"[{bar.ljust(tr['slots'][g], '.')}]")
         flag = "  <- diverged here" if row["step"] == tr["divergence_step"] else ""
-        lines.append(f"{row['step']:4d}  {' '.join(cells)}  {row['operation']}: {row['outcome']}{flag}")
+        theirs = ""
+        if "backend" in row:
+            used = row["backend"]["pool_used"]
+            shown = "" if used is None else " " + " ".join(f"[{'#' * u}{'.' * max(0, tr['slots'][g] - u)}]"
+                                                           for g, u in enumerate(used))
+            theirs = f"  | {tr['backend_shown']}:{shown} {row['backend']['outcome']}"
+        lines.append(f"{row['step']:4d}  {' '.join(cells)}  {row['operation']}: {row['outcome']}{theirs}{flag}")
     if tr["divergence_note"]:
         lines.append(tr["divergence_note"])
     return lines
@@ -333,12 +366,15 @@ def run(args) -> int:
     from swafloor.cli import UsageError
 
     if args.trace is not None:
+        from swafloor.fuzz.protocol import Unsupported
         from swafloor.fuzz.trace import TraceError
 
         try:
-            tr = trace_rows(args.trace)
-        except TraceError as exc:
-            raise UsageError(f"swafloor explain: {args.trace}: TraceError: {exc}") from None
+            tr = trace_rows(args.trace, args.backend)
+        except (TraceError, Unsupported) as exc:
+            raise UsageError(f"swafloor explain: {args.trace}: {type(exc).__name__}: {exc}") from None
+        except OSError as exc:
+            raise UsageError(f"swafloor explain: --trace: cannot read {args.trace!r}: {exc.strerror}") from None
         if args.svg:
             from swafloor import svg
 
