@@ -52,23 +52,23 @@ IDEAS: dict[str, str] = {
         "are 0 for t >= 2 and -1 for t = 1."
     ),
     "vllm-sizing-covers": (
-        "vLLM's ceil((W-1+T)/t) + 1 is step_floor with n = T + 1 tokens, one more than the step needs, "
+        "VLLM's ceil((W-1+T)/t) + 1 is step_floor with n = T + 1 tokens, one more than the step needs, "
         "so it covers it; for T = 1 it equals ceil(W/t) + 1, which exceeds ceil((W-1)/t) + 1 exactly when "
         "t divides W - 1."
     ),
     "cpp-sizing-covers": (
-        "ceil(W/t) and ceil((W-1)/t) differ only when W - 1 is a multiple of t, and then by one."
+        "Ceil(W/t) and ceil((W-1)/t) differ only when W - 1 is a multiple of t, and then by one."
     ),
     "legacy-floor-insufficient": (
-        "Why the claim fails: any window whose live range straddles a block boundary, or any sink "
+        "Any window whose live range straddles a block boundary, or any sink "
         "block beside a window, needs two blocks; only W = 1 without sinks never does."
     ),
     "decode-floor-short-for-multi-token": (
-        "Why the claim fails: an n-token step keeps W + n - 1 tokens, and once that run crosses one more "
+        "An n-token step keeps W + n - 1 tokens, and once that run crosses one more "
         "block boundary than W tokens can, the decode floor is one block short."
     ),
     "same-call-release-transient": (
-        "Why the claim fails: a resize that moves history and capacity together and keeps the block it "
+        "A resize that moves history and capacity together and keeps the block it "
         "made stale until it returns holds the blocks of a 2-token step, one more than the floor when "
         "t divides W - 1."
     ),
@@ -77,7 +77,7 @@ IDEAS: dict[str, str] = {
         "is the floor + 1 when t divides W - 1 and the floor otherwise; the worst-case history reaches it."
     ),
     "resume-partial-copy": (
-        "Why the claim fails: the private copy of a partially filled reused block needs a slot while the "
+        "The private copy of a partially filled reused block needs a slot while the "
         "source block is still held, one slot above what the resumed request keeps."
     ),
     "resume-partial-copy-exact": (
@@ -95,7 +95,7 @@ IDEAS: dict[str, str] = {
         " any step repeats every t tokens and the worst case of decode-tight and step-tight recurs."
     ),
     "full-attention-below-floor": (
-        "Why the claim fails: at the first history where the SWA life cycle holds F, (F-1)*t, full "
+        "At the first history where the SWA life cycle holds F, (F-1)*t, full "
         "attention holds all F allocated blocks too, so a full-attention share m < F is short there."
     ),
     "full-attention-floor-exact": (
@@ -112,7 +112,7 @@ IDEAS: dict[str, str] = {
         "as in first-floor-history."
     ),
     "sync-floor-short-in-flight": (
-        "Why the claim fails: one token in flight keeps W + 1 tokens, which can touch one block more than"
+        "One token in flight keeps W + 1 tokens, which can touch one block more than"
         " W tokens whenever t divides W - 1 (already at t = W = 1)."
     ),
     "sync-floor-short-in-flight-exact": (
