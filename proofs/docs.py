@@ -48,7 +48,8 @@ def render(results: Sequence[TheoremResult]) -> str:
         lines += ["", f"## {t.name}", "", t.statement, "", f"- expected: **{t.expected.value}**; "
                   f"Z3: **{r.discharge.result}**"]
         if t.name in IDEAS:
-            lines.append(f"- idea: {IDEAS[t.name]}")
+            label = "why it fails" if t.expected.value == "refuted" else "proof idea"
+            lines.append(f"- {label}: {IDEAS[t.name]}")
         lines.append("- variables: " + "; ".join(v.describe() for v in t.variables))
         if t.lemmas:
             lines.append(f"- proof hints: {len(t.lemmas)} lemma stage(s), each proved by Z3 before use")
