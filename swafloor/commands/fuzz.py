@@ -27,6 +27,12 @@ def register(subparsers) -> None:
     p.add_argument("--seed", type=int_in(0, 2**64 - 1), default=None, help="seed (default: ci 0, nightly random)")
     p.add_argument("--no-shrink", action="store_true", help="report the first divergence without shrinking it")
     p.add_argument("--out", type=writable_dir, default=Path("fuzz-failures"), metavar="DIR", help="where traces go (default ./fuzz-failures)")
+    p.add_argument("--workers", type=int_in(1, 1024), default=None, metavar="N",
+                   help="N processes (seeds SEED..SEED+N-1, --examples split between them) sharing one "
+                        "example database; one summary at the end")
+    p.add_argument("--db", type=writable_dir, default=None, metavar="DIR",
+                   help="the Hypothesis example database directory: its failures replay first, found ones "
+                        "are saved there (default with --workers: ./.swafloor-db; without: none)")
     p.add_argument("--list", action="store_true", help="list the registered backends and exit")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=run)
@@ -48,6 +54,33 @@ def _progress(every: int):
     return report
 
 
+def _run_workers(args) -> int:
+    from swafloor.fuzz.workers import DEFAULT_DB, WorkersError, format_progress, format_workers, run_workers
+
+    from swafloor.cli import UsageError
+
+    def progress(merged) -> None:
+        print(format_progress(merged), file=sys.stderr)
+
+    try:
+        result = run_workers(
+            args.backend, args.against, workers=args.workers, profile=args.profile, examples=args.examples,
+            steps=args.steps, seed=args.seed, shrink=not args.no_shrink, out_dir=args.out,
+            database=args.db if args.db is not None else DEFAULT_DB, progress=progress,
+        )
+    except WorkersError as exc:
+        if str(exc).startswith(("examples=", "workers=")):
+            raise UsageError(f"swafloor fuzz: {exc}") from None
+        raise
+    print(f"fuzz: {result.result}: {len(result.workers)} workers, {result.examples} examples, {result.steps} steps "
+          f"in {result.seconds:.1f} s ({result.steps / max(result.seconds, 1e-9):,.0f} steps/s)", file=sys.stderr)
+    if args.json:
+        print_json(result.to_dict())
+    else:
+        print(format_workers(result))
+    return 0 if result.first is None else 1
+
+
 def run(args) -> int:
     from swafloor.fuzz.backends import REGISTRY, resolve
     from swafloor.fuzz.runner import format_report, run_campaign
@@ -65,6 +98,13 @@ def run(args) -> int:
     backend = resolve(args.backend, "--backend")
     against = resolve(args.against, "--against")
     print(f"fuzz: {backend.name} vs {against.name} ({backend.capabilities.describe()})", file=sys.stderr)
+    if args.workers is not None:
+        return _run_workers(args)
+    database = None
+    if args.db is not None:
+        from hypothesis.database import DirectoryBasedExampleDatabase
+
+        database = DirectoryBasedExampleDatabase(str(args.db))
     progress = _progress(5)
     try:
         result = run_campaign(
@@ -77,6 +117,7 @@ def run(args) -> int:
             shrink=not args.no_shrink,
             out_dir=args.out,
             progress=progress,
+            database=database,
         )
     except KeyboardInterrupt:  # Ctrl-C: long work the user asked for; say what was done
         stats = progress.last
