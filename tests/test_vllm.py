@@ -131,11 +131,11 @@ def test_missing_venv_fails_in_ci_and_skips_elsewhere(tmp_path):
     """The rule above, checked by running this module against a venv path that does not exist."""
     missing = tmp_path / "no-such-venv"
     base = {k: v for k, v in os.environ.items() if k != "CI"}
-    for ci, expected in (("true", "failed"), ("", "skipped")):
+    for ci, code, mark in (("true", 1, "FAILED"), ("", 0, "SKIPPED")):
         env = {**base, "SWAFLOOR_VLLM_VENV": str(missing), "CI": ci}
         out = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__,
-             "-k", "regression_traces_replay"],
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rfs", __file__, "-k", "regression_traces_replay"],
             cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
         )
-        assert f"1 {expected}" in out.stdout, out.stdout[-2000:]
+        assert out.returncode == code, out.stdout[-2000:]
+        assert mark in out.stdout and "make it with scripts/vllm-venv" in out.stdout, out.stdout[-2000:]
