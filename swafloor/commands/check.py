@@ -98,6 +98,11 @@ def run(args) -> int:
         print(f"  reference: {json.dumps(m['reference'])}")
     if not rule_ok:
         print(f"RULE: expected {args.expect_rule}, the source implements {report.rule}")
-    verdict = "agrees with the reference" if data["ok"] else "DISAGREES with the reference"
+    if not report.ok:
+        verdict = "DISAGREES with the reference"
+    elif not rule_ok:
+        verdict = f"agrees with the reference, but implements the {report.rule} rule, not {args.expect_rule}"
+    else:
+        verdict = "agrees with the reference"
     print(f"  result: {verdict} ({data['seconds']} s)")
     return 0 if data["ok"] else 1
