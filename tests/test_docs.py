@@ -138,3 +138,15 @@ def test_comparison_numbers_come_from_the_reference():
     for t in (16, 32, 64, 128):  # SGLang's long-request budget is the C++ manager's number
         for w in (128, 1024, 4096, 4097):
             assert peers.sglang_request_pages(t, w, 10 * w) == peers.trtllm_cpp_blocks(t, w)
+
+
+def test_every_picture_is_well_formed_svg_and_linked():
+    import xml.etree.ElementTree as ET
+
+    pictures = sorted((ROOT / "docs" / "img").rglob("*.svg"))
+    assert len(pictures) >= 10
+    linked = "\n".join(p.read_text(encoding="utf-8") for p in checks.doc_files(ROOT))
+    for path in pictures:
+        root = ET.fromstring(path.read_text(encoding="utf-8"))
+        assert root.tag.endswith("svg") and float(root.get("width")) <= 4000, path.name
+        assert path.relative_to(ROOT / "docs").as_posix() in linked, f"{path.name} is linked from no page"
