@@ -9,6 +9,10 @@
   (the reference's hold-until-return order), so the transient peak can exceed the pool.
 - ``mutant:release-inflight-block``: frees the block of the token in flight (position ``h``) when no
   other needed position keeps it, as if the window ended at ``h - 1``.
+- ``mutant:shared-slot``: a block a request takes while another active request holds a slot of the
+  same pool group is handed that request's lowest slot (the free slot it took is kept aside), so one
+  slot serves two requests. Slot counts and block tables match the reference's: only the data plane
+  (``dataplane:mutant:shared-slot``) can see it.
 
 Bugs in sizing are built by handing the reference a config whose slot counts are the mutant's own
 minimum (under the legacy rule, whose minimum of one slot per life cycle never rejects them).
@@ -29,6 +33,7 @@ from swafloor.reference import (
     LifeCycleKind,
     Manager,
     ReleaseOrder,
+    RequestState,
     build_layout,
     fdiv,
     full_attention_floor,
@@ -116,8 +121,29 @@ class _ReleaseInflightBlock(Manager):
         others = [p for p in range(block * t, block * t + t) if p != history and history + 1 - lc.window <= p < capacity]
         if block < lc.sink_blocks or others:
             return ranges
-        blocks = self.required_blocks(life_cycle, history, capacity)
+        blocks = [b for lo, hi in ranges for b in range(lo, hi)]  # not required_blocks: it calls this method
         return ranges_of(tuple(b for b in blocks if b != block))
+
+
+class _SharedSlot(Manager):
+    """Hands one slot to two requests (see the module docstring)."""
+
+    def _apply(self, req, plan, held_back=None) -> None:
+        before = [set(held) for held in req.held]
+        super()._apply(req, plan, held_back)
+        for lc_index, held in enumerate(req.held):
+            g = self._group_of[lc_index]
+            for b in sorted(set(held) - before[lc_index]):
+                others = [
+                    slot
+                    for other in self._requests.values()
+                    if other is not req and other.state is RequestState.ACTIVE
+                    for i, theirs in enumerate(other.held)
+                    if self._group_of[i] == g
+                    for slot in theirs.values()
+                ]
+                if others:
+                    held[b] = min(others)  # the slot taken for b stays taken: counts are unchanged
 
 
 @factory(EXACT_EVERYTHING, name="mutant:legacy-floor")
@@ -152,6 +178,11 @@ def release_inflight_block(config: Config) -> ManagerBackend:
     return ManagerBackend(_ReleaseInflightBlock(config))
 
 
+@factory(EXACT_EVERYTHING, name="mutant:shared-slot")
+def shared_slot(config: Config) -> ManagerBackend:
+    return ManagerBackend(_SharedSlot(config))
+
+
 #: Mutant name -> factory.
 MUTANTS = {
     f.backend_name: f  # type: ignore[attr-defined]
@@ -162,5 +193,6 @@ MUTANTS = {
         ignore_sinks,
         allocate_before_release,
         release_inflight_block,
+        shared_slot,
     )
 }

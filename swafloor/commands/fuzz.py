@@ -7,6 +7,7 @@ Progress goes to stderr.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -33,6 +34,9 @@ def register(subparsers) -> None:
     p.add_argument("--db", type=writable_dir, default=None, metavar="DIR",
                    help="the Hypothesis example database directory: its failures replay first, found ones "
                         "are saved there (default with --workers: ./.swafloor-db; without: none)")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None,
+                   help="where a dataplane:NAME backend keeps its paged KV tensors (default: $SWAFLOOR_DEVICE, "
+                        "else auto: CUDA when torch sees it)")
     p.add_argument("--list", action="store_true", help="list the registered backends and exit")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=run)
@@ -95,6 +99,12 @@ def run(args) -> int:
         from swafloor.cli import UsageError
 
         raise UsageError("swafloor fuzz: the following arguments are required: --backend")
+    if args.device is not None:
+        if not any(name.startswith("dataplane:") for name in (args.backend, args.against)):
+            from swafloor.cli import UsageError
+
+            raise UsageError("swafloor fuzz: --device applies to dataplane:NAME backends only")
+        os.environ["SWAFLOOR_DEVICE"] = args.device  # read when resolving, here and in --workers processes
     backend = resolve(args.backend, "--backend")
     against = resolve(args.against, "--against")
     print(f"fuzz: {backend.name} vs {against.name} ({backend.capabilities.describe()})", file=sys.stderr)
