@@ -14,21 +14,26 @@ from .lockstep import Lockstep
 from .protocol import Operation, Unsupported
 from .trace import Trace
 
-__all__ = ["ReplayResult", "replay", "replay_command", "check_cost", "MAX_STEP_BLOCKS"]
+__all__ = ["ReplayResult", "replay", "replay_command", "check_cost", "MAX_STEP_BLOCKS", "MAX_REPLAY_WORK"]
 
 #: The most blocks a request's capacity may span at any step of a replayed trace: each step compares
-#: snapshots whose block tables list them all, and a step may allocate that many. Fuzzed traces are
-#: far below.
+#: snapshots whose block tables list every request's blocks, and a step may allocate that many.
 MAX_STEP_BLOCKS = 1 << 20
+#: The most work a whole replay may do, counted as the blocks its snapshots list summed over the
+#: steps (plus, for a token-level side, the window positions it walks per step). Fuzzed traces are
+#: far below both.
+MAX_REPLAY_WORK = 1 << 24
 
 
 def check_cost(trace: Trace, *sides: ResolvedBackend) -> None:
     """Refuse, before running anything, a trace whose steps no side can serve in bounded time and
     memory: raises :class:`Unsupported` naming the step and the field. A request's capacity may span
-    at most :data:`MAX_STEP_BLOCKS` blocks; a side whose factory declares ``max_window_tokens`` / ``max_capacity_tokens`` (the token-level
-    oracle) is held to those too."""
+    at most :data:`MAX_STEP_BLOCKS` blocks and the whole replay may do :data:`MAX_REPLAY_WORK`; a side
+    whose factory declares ``max_window_tokens`` / ``max_capacity_tokens`` (the token-level oracle) is
+    held to those too."""
     config = trace.config
     t = config.tokens_per_block
+    per_step = 0  # positions a token-level side walks per step besides the capacity
     for side in sides:
         limit = getattr(side.factory, "max_window_tokens", None)
         if limit is not None:
@@ -37,10 +42,14 @@ def check_cost(trace: Trace, *sides: ResolvedBackend) -> None:
                 if span > limit:
                     raise Unsupported(f"config.layers[{i}].window={bounded(span)}: backend {side.name!r} "
                                       f"serves windows plus sinks of at most {limit:,} tokens")
+                per_step = max(per_step, span)
     max_capacity = min((getattr(s.factory, "max_capacity_tokens", None) or 10**30) for s in sides)
     lengths: dict[str, tuple[int, int]] = {}
+    listed = work = 0  # blocks every snapshot lists now; work so far
     for i, step in enumerate(trace.steps):
         capacity, history = lengths.get(step.request, (0, 0))
+        before = -(-capacity // t)
+        field, value = "op", step.op.value
         if step.op is Operation.CREATE:
             capacity = history = max(step.reused_history, 0)
             field, value = "reused_history", step.reused_history
@@ -50,16 +59,19 @@ def check_cost(trace: Trace, *sides: ResolvedBackend) -> None:
         elif step.op is Operation.COMMIT:
             history = max(min(history + step.tokens, capacity), 0)
             field, value = "tokens", step.tokens
-        else:
-            continue
         lengths[step.request] = (capacity, history)
         if capacity > max_capacity:
             raise Unsupported(f"steps[{i}].{field}={bounded(value)}: a side of this replay serves "
                               f"capacities of at most {max_capacity:,} tokens")
-        spanned = -(-capacity // t)  # every snapshot compared after a step lists these blocks
+        spanned = -(-capacity // t)
         if spanned > MAX_STEP_BLOCKS:
             raise Unsupported(f"steps[{i}].{field}={bounded(value)}: a capacity of {capacity:,} tokens spans "
                               f"{spanned:,} blocks (a replay compares at most {MAX_STEP_BLOCKS:,} per request)")
+        listed += spanned - before
+        work += listed + per_step + 1
+        if work > MAX_REPLAY_WORK:
+            raise Unsupported(f"steps[{i}]: the replay would compare {work:,} blocks by this step "
+                              f"(at most {MAX_REPLAY_WORK:,} in all); split the trace")
 
 
 @attrs.frozen
