@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
+import os
 import time
 import subprocess
 import sys
@@ -59,7 +60,12 @@ def test_each_shipped_backend_conforms_to_the_protocol(name):
     resolved = resolve(name)
     assert isinstance(resolved.capabilities, Capabilities)
     config = attrs.evolve(MIXED, slots=tuple(m + 8 for m in build_layout(MIXED).min_slots))
-    backend = resolved.factory(config)
+    try:
+        backend = resolved.factory(config)
+    except Unsupported as exc:  # a backend whose peer is not installed here: fails in CI, skips elsewhere
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip(f"{name}: {exc}")
     assert isinstance(backend, Backend)
     for step in scenario():
         result = run_step(backend, step)
