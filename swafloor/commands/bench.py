@@ -6,6 +6,8 @@
   ``.venv-vllm/bin/swafloor bench reference --against vllm``; elsewhere it says vLLM is missing).
 - ``proofs``: each theorem's Z3 seconds beside its bounded concrete check's, and their ratio.
 - ``fuzz``: per mutant, the median examples and seconds to catch it; differential steps per second.
+- ``dataplane``: steps per second of ``dataplane:reference`` beside the table-only campaign, on
+  ``SWAFLOOR_DEVICE`` (needs torch; says so when it is missing).
 """
 
 from __future__ import annotations
@@ -23,16 +25,18 @@ TARGETS = {
     "reference": "swafloor.commands.bench:reference_figures",
     "proofs": "swafloor.proofs.bench:run",
     "fuzz": "swafloor.fuzz.bench:run",
+    "dataplane": "swafloor.fuzz.backends.dataplane.bench:run",
 }
 FORMATTERS = {
     "reference": "swafloor.commands.bench:format_reference",
     "proofs": "swafloor.proofs.bench:format",
     "fuzz": "swafloor.fuzz.bench:format",
+    "dataplane": "swafloor.fuzz.backends.dataplane.bench:format",
 }
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("bench", help="print performance figures (reference, proofs, fuzz)")
+    p = subparsers.add_parser("bench", help="print performance figures (reference, proofs, fuzz, dataplane)")
     p.add_argument("targets", nargs="*", metavar="TARGET",
                    help=f"what to measure: {', '.join(TARGETS)} (default: all)")
     p.add_argument("--seconds", type=float_in(0.001, 3600.0), default=1.0,
