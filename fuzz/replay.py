@@ -18,11 +18,11 @@ __all__ = ["ReplayResult", "replay", "replay_command", "check_cost", "MAX_STEP_B
 
 #: The most blocks a request's capacity may span at any step of a replayed trace: each step compares
 #: snapshots whose block tables list every request's blocks, and a step may allocate that many.
-MAX_STEP_BLOCKS = 1 << 20
+MAX_STEP_BLOCKS = 1 << 16
 #: The most work a whole replay may do, counted as the blocks its snapshots list summed over the
 #: steps (plus, for a token-level side, the window positions it walks per step). Fuzzed traces are
 #: far below both.
-MAX_REPLAY_WORK = 1 << 24
+MAX_REPLAY_WORK = 1 << 22
 
 
 def check_cost(trace: Trace, *sides: ResolvedBackend) -> None:
