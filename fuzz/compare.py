@@ -236,6 +236,10 @@ def _first_difference(ref: Any, got: Any, path: str, at_least: bool) -> tuple[st
                 return found
         return None
     if isinstance(ref, tuple) and isinstance(got, tuple):
+        if at_least and path.startswith(Part.TABLES.value) and len(got) > len(ref) and path.count("[") == 2:
+            # A block table longer than the reference's (an engine that never shrinks one): the
+            # common part is compared; blocks past the reference's capacity are accepted slack.
+            got = got[: len(ref)]
         if len(ref) != len(got):
             return path, ref, got, f"lengths differ ({len(ref)} vs {len(got)})"
         for i, (r, g) in enumerate(zip(ref, got)):

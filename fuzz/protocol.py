@@ -77,7 +77,8 @@ class Comparison(str, enum.Enum):
     """How a part of the backend is compared with the reference's.
 
     ``EXACT``: equal. ``AT_LEAST``: one-sided, the backend may exceed the reference: counts are ``>=``
-    element-wise, a table holds at least the reference's blocks, and an outcome may be ok where the
+    element-wise, a table holds at least the reference's blocks (and may be longer: an engine that
+    never shrinks a table keeps its tail), and an outcome may be ok where the
     reference ran out of slots (never the other way round; the harness then closes that request on
     both sides so the two stay comparable). ``LENGTHS``, ``ERRORS`` and ``SHORTFALLS`` are EXACT only.
     """

@@ -594,3 +594,17 @@ def test_vllm_backend_needs_its_venv():
         assert resolved.capabilities.one_pool_group and not resolved.capabilities.sinks
         with pytest.raises(Unsupported, match="scripts/vllm-venv"):
             resolved.factory(Config(4, [AttentionLayer(window=8)]))
+
+
+def test_at_least_tables_may_be_longer_never_shorter():
+    from swafloor.fuzz.compare import compare_parts
+
+    ref = {Part.TABLES: {"r0": ((None, 1), (0, 1))}}
+    longer = {Part.TABLES: {"r0": ((None, 1, 2), (0, 1, 2))}}
+    shorter = {Part.TABLES: {"r0": ((None,), (0, 1))}}
+    missing = {Part.TABLES: {"r0": ((None, None, 2), (0, 1))}}
+    one_sided = Capabilities(observations={"outcome": "exact", "tables": "at-least"})
+    assert compare_parts(0, None, ref, longer, one_sided) is None
+    assert compare_parts(0, None, ref, longer, Capabilities()).field == "tables[r0][0]"
+    assert compare_parts(0, None, ref, shorter, one_sided).field == "tables[r0][0]"
+    assert compare_parts(0, None, ref, missing, one_sided).field == "tables[r0][0][1]"
