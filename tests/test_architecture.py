@@ -59,3 +59,30 @@ def test_reference_modules_name_no_z3_at_top_level():
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 names = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) else [])
                 assert not any(n and n.split(".")[0] == "z3" for n in names), path.name
+
+
+#: The only modules that may import torch at their top level: the data plane's device side, imported
+#: when a ``dataplane:`` backend is built (never by swafloor's own imports).
+TORCH_MODULES = {"fuzz/backends/dataplane/engine.py"}
+
+
+def test_only_the_data_plane_engine_names_torch_at_top_level():
+    for folder in ("swafloor", "reference", "proofs", "fuzz"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            for node in ast.parse(path.read_text()).body:
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    names = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) else [])
+                    if any(n and n.split(".")[0] == "torch" for n in names):
+                        assert rel in TORCH_MODULES, f"{rel} imports torch at import time"
+
+
+def test_swafloor_and_its_commands_do_not_import_torch():
+    code = (
+        "import sys, importlib, pkgutil; import swafloor.cli, swafloor.commands as c; "
+        "[importlib.import_module('swafloor.commands.' + m.name) for m in pkgutil.iter_modules(c.__path__)]; "
+        "import swafloor.fuzz.runner, swafloor.fuzz.backends as b, swafloor.fuzz.backends.dataplane; "
+        "swafloor.cli.build_parser(); b.resolve('reference'); "
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
