@@ -52,6 +52,17 @@ def window_span(t, L, f, b):
     )
 
 
+def _window_span_lemmas(t, L, f, b):
+    """Shifting by whole blocks: a run's last block is its first block plus what its offset adds."""
+    offset = arith.fmod(f, t)
+    return (
+        arith.fdiv(f + L - 1, t) == arith.fdiv(f, t) + arith.fdiv(offset + L - 1, t),
+        arith.fdiv(offset + L - 1, t) <= arith.fdiv(t + L - 2, t),
+        arith.fdiv(b * t + t - 1, t) == b,
+        arith.fdiv(b * t + t + L - 2, t) == b + arith.fdiv(t + L - 2, t),
+    )
+
+
 # ----------------------------------------------------------------------------- decode and n-token steps
 def decode_sufficient(t, W, S, h):
     floor = floors.swa_floor(t, W, S)
@@ -258,13 +269,16 @@ def sync_floor_one_in_flight_exact(t, W, S, h):
 
 
 def _one_in_flight_lemmas(t, W, S, h):
-    """With one token in flight a decode step at h keeps what a 2-token step at h - 1 keeps."""
+    """With one token in flight a decode step at h >= 1 keeps what a 2-token step at h - 1 keeps."""
     two, floor = floors.step_floor(t, W, S, 2), floors.swa_floor(t, W, S)
     aligned = arith.fmod(W - 1, t) == 0
     worst = floors.worst_case_history(t, W, S, 1)
     return (
-        _live_in_flight(h, h + 1, t, W, S, 1) <= two,
-        _live_in_flight(worst, worst + 1, t, W, S, 1) == two,
+        implies(h >= 1, _live_in_flight(h, h + 1, t, W, S, 1) == _live(h - 1, h + 1, t, W, S)),
+        implies(h >= 1, _live(h - 1, h + 1, t, W, S) <= two),
+        _live_in_flight(0, 1, t, W, S, 1) <= floor,
+        _live_in_flight(worst, worst + 1, t, W, S, 1) == _live(worst - 1, worst + 1, t, W, S),
+        _live(worst - 1, worst + 1, t, W, S) == two,
         implies(negate(aligned), two == floor),
         implies(aligned, two == floor + 1),
         floors.in_flight_floor(t, W, S, 1) == two,
@@ -328,14 +342,24 @@ def same_call_exact(t, W, S, h):
 
 
 def _same_call_lemmas(t, W, S, h):
+    """Holding what it makes stale, the one-call decode step from h peaks at what a 2-token step at h
+    keeps (nothing it releases is freed before it allocates); step-sufficient and step-tight at n = 2
+    bound that, and the 2-token floor is the decode floor + 1 exactly when (W-1) % t == 0."""
     two, floor = floors.step_floor(t, W, S, 2), floors.swa_floor(t, W, S)
     aligned = arith.fmod(W - 1, t) == 0
+    worst = floors.worst_case_history(t, W, S)
     return (
-        _hold_peak(t, W, S, h) <= two,
-        _hold_peak(t, W, S, floors.worst_case_history(t, W, S)) == two,
+        _hold_peak(t, W, S, h) == _live(h, h + 2, t, W, S),
+        _hold_peak(t, W, S, worst) == _live(worst, worst + 2, t, W, S),
+        _live(h, h + 2, t, W, S) <= two,
+        _live(worst, worst + 2, t, W, S) == two,
         implies(negate(aligned), two == floor),
         implies(aligned, two == floor + 1),
     )
+
+
+def _same_call_refutation_lemmas(t, W, S, h):
+    return (_hold_peak(t, W, S, h) == _live(h, h + 2, t, W, S),)
 
 
 def _resume_peak(t, W, S, h):
@@ -407,6 +431,7 @@ CATALOGUE: tuple[Theorem, ...] = (
         PROVED,
         (T, L, F0, B),
         window_span,
+        lemmas=(_window_span_lemmas,),
     ),
     Theorem(
         "decode-sufficient",
@@ -620,6 +645,7 @@ CATALOGUE: tuple[Theorem, ...] = (
         REFUTED,
         (T, W, S, H),
         same_call_within_floor,
+        lemmas=(_same_call_refutation_lemmas,),
         replay=replay.same_call_transient,
     ),
     Theorem(

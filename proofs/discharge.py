@@ -189,27 +189,33 @@ def _value(model: Any, sym: Any) -> int:
     return model.eval(sym, model_completion=True).as_long()
 
 
+def _values(model: Any, syms: Sequence[Any]) -> dict[str, int]:
+    """The model's values, read at once (a cvc5 model is only valid until the solver's next call)."""
+    return {str(s): _value(model, s) for s in syms}
+
+
 def _minimise(
     solver: Any, syms: Sequence[Any], lowers: Sequence[int], model: Any, deadline: _Deadline
 ) -> tuple[dict[str, int], bool]:
     """Fix each variable in turn at its smallest value that still admits a counterexample."""
+    values = _values(model, syms)
     for sym, lower in zip(syms, lowers):
-        best, lo = _value(model, sym), lower
+        best, lo = values[str(sym)], lower
         while lo < best:
             mid = (lo + best) // 2
             solver.push()
             solver.add(sym <= mid)
             answer = deadline.check(solver)
             if answer == "sat":
-                model = solver.model()
-                best = _value(model, sym)
+                values = _values(solver.model(), syms)
+                best = values[str(sym)]
             solver.pop()
             if answer == "unsat":
                 lo = mid + 1
             elif answer != "sat":
-                return {str(s): _value(model, s) for s in syms}, False
+                return values, False
         solver.add(sym == best)
-    return {str(s): _value(model, s) for s in syms}, True
+    return values, True
 
 
 def _attempt(theorem: Theorem, attempt: Any, seed: int, timeout_s: float, solver: str) -> AttemptResult:
@@ -305,7 +311,7 @@ def discharge(
             if minimise:
                 counterexample, minimal = _minimise(check, syms, lowers, model, deadline)
             else:
-                counterexample = {str(s): _value(model, s) for s in syms}
+                counterexample = _values(model, syms)
         else:  # a part's negation was satisfiable, so this is: only the deadline can get here
             result, reason = UNKNOWN, deadline.reason
     seconds = time.perf_counter() - start

@@ -64,7 +64,43 @@ def render(results: Sequence[TheoremResult]) -> str:
                          "`swafloor prove`)")
         if r.discharge.counterexample is not None:  # drawn by `swafloor docs build`
             lines += ["", f"![the failing step of {t.name}](img/theorems/{t.name}.svg)"]
+    lines += _solver_times([r.theorem.name for r in results])
     return "\n".join(lines) + "\n"
+
+
+def _solver_times(names: Sequence[str]) -> list[str]:
+    """The solvers side by side, from the figures ``python -m swafloor.proofs.bench --write-times``
+    stored in proofs/solver_times.json (measured once, on the machine it names; not re-measured here)."""
+    import json
+
+    from .bench import TIMES_FILE
+
+    lines = ["", "## Solver times", ""]
+    if not TIMES_FILE.exists():
+        return lines + ["Not measured yet: `python -m swafloor.proofs.bench --write-times`."]
+    data = json.loads(TIMES_FILE.read_text(encoding="utf-8"))
+    solvers = [s.split()[0] for s in data["solvers"]]
+    lines += [
+        f"Each theorem discharged by {' and '.join(data['solvers'])} (seed {data['seed']}, timeout "
+        f"{data['timeout_s']:g} s per theorem), one after the other in one process, measured by "
+        f"`{data['command']}` on {data['machine']}. `unknown` is the solver giving up or running out of time; "
+        "it is never counted as proved.",
+        "",
+        "| theorem | " + " | ".join(f"{s} | {s} s" for s in solvers) + " |",
+        "| --- | " + " | ".join("--- | ---:" for _ in solvers) + " |",
+    ]
+    for name in names:
+        row = data["theorems"].get(name)
+        if row is None:
+            lines.append(f"| {name} | " + " | ".join("not measured | -" for _ in solvers) + " |")
+            continue
+        lines.append(f"| {name} | " + " | ".join(
+            f"{row[s]['result']} | {row[s]['seconds']:.2f}" if s in row else "- | -" for s in solvers) + " |")
+    for s, a in sorted(data.get("decode_tight_forall_exists", {}).items()):
+        reason = f" ({a['reason']})" if a.get("reason") else ""
+        lines += ["", f"- decode-tight in forall-exists form (no witness given), {s}: **{a['result']}**{reason} "
+                      f"after {a['seconds']:.2f} s"]
+    return lines
 
 
 def main() -> int:

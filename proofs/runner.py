@@ -238,6 +238,10 @@ def prove(
             results.append(result)
             if progress is not None:
                 progress(result, result.status)
+        if pool is not None:  # every task is done: let the workers exit (and be counted by `time`)
+            pool.close()
+            pool.join()
+            pool = None
         return results
     finally:
         if pool is not None:

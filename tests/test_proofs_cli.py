@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import attrs
 import pytest
 
 from swafloor.cli import main
@@ -100,3 +101,91 @@ def test_bad_arguments_exit_2(capsys, argv, needle):
     code, out, err = prove(capsys, *argv)
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and needle in err
+
+
+# ----------------------------------------------------------------------------- --solver
+def _need_cvc5():
+    """cvc5 is an optional extra; in CI (CI=true) its absence is a failure, not a skip."""
+    import os
+
+    try:
+        import cvc5.pythonic  # noqa: F401
+    except ImportError:
+        if os.environ.get("CI") == "true":
+            pytest.fail("cvc5 is not installed: pip install 'swafloor[cvc5]'")
+        pytest.skip("cvc5 is not installed")
+
+
+EASY = ["ceil-identity-at-zero", "ssm-minimum", "legacy-floor-insufficient"]
+
+
+def test_both_solvers_agree_and_report_side_by_side(capsys):
+    _need_cvc5()
+    code, out, err = prove(capsys, *EASY, "--solver", "both", "--json", "--jobs", "1")
+    data = json.loads(out)
+    assert code == 0, data
+    assert "cvc5 " in err and "z3 " in err
+    for d in data:
+        assert set(d["solvers"]) == {"z3", "cvc5"}
+        assert d["solvers"]["z3"]["result"] == d["solvers"]["cvc5"]["result"] == d["expected"]
+    refuted = data[-1]["solvers"]
+    assert refuted["z3"]["counterexample"] == refuted["cvc5"]["counterexample"] == {"t": 1, "W": 1, "S": 1, "h": 1}
+
+
+def test_cvc5_alone(capsys):
+    _need_cvc5()
+    code, out, _ = prove(capsys, "ceil-identity-at-zero", "--solver", "cvc5", "--jobs", "1")
+    assert code == 0 and out.splitlines()[0].startswith("cvc5 ")
+
+
+def _fake(result_of):
+    """A discharge that answers ``result_of[solver]`` (or the real answer) for every theorem."""
+    from swafloor.proofs import discharge
+
+    real = discharge.discharge
+
+    def fake(theorem, *, solver="z3", **kwargs):
+        d = real(theorem, solver="z3", **kwargs)
+        if solver in result_of:
+            return attrs.evolve(d, result=result_of[solver], counterexample=None, minimal=False,
+                                reason="fake" if result_of[solver] == "unknown" else None)
+        return d
+
+    return fake
+
+
+def test_a_disagreement_between_solvers_exits_1(capsys, monkeypatch):
+    from swafloor.proofs import discharge
+
+    monkeypatch.setattr(discharge, "solver_version", lambda s: f"{s} test")
+    monkeypatch.setattr(discharge, "discharge", _fake({"cvc5": "refuted"}))
+    code, out, _ = prove(capsys, "ceil-identity", "--solver", "both", "--jobs", "1")
+    assert code == 1
+    assert "CONTRADICTED: z3 proved, cvc5 refuted" in out
+
+
+def test_an_unknown_from_either_solver_exits_3(capsys, monkeypatch):
+    from swafloor.proofs import discharge
+
+    monkeypatch.setattr(discharge, "solver_version", lambda s: f"{s} test")
+    monkeypatch.setattr(discharge, "discharge", _fake({"cvc5": "unknown"}))
+    code, out, _ = prove(capsys, "ceil-identity", "--solver", "both", "--jobs", "1")
+    assert code == 3
+    assert "UNKNOWN (cvc5): fake" in out and "proved/unknown" in out
+
+
+def test_solver_missing_exits_2_with_one_line(capsys, monkeypatch):
+    from swafloor.proofs import discharge
+
+    def missing():
+        raise discharge.SolverMissing("cvc5 is not installed: pip install 'swafloor[cvc5]'")
+
+    monkeypatch.setattr(discharge, "_cvc5", missing)
+    code, out, err = prove(capsys, "--solver", "both")
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "cvc5 is not installed" in err
+
+
+def test_bad_solver_exits_2(capsys):
+    code, out, err = prove(capsys, "--solver", "yices")
+    assert code == 2 and out == "" and "--solver" in err and len(err.strip().splitlines()) == 1
