@@ -226,17 +226,15 @@ def _guarded_parser(real_build):
 
 
 def _fuzz_probe(args, UsageError):
-    """What fuzz does before its campaign: resolve both specs and build both sides once."""
-    from swafloor.fuzz.backends import resolve
-    from swafloor.fuzz.lockstep import Lockstep
-    from swafloor.reference import AttentionLayer, Config
+    """What fuzz does before its campaign: resolve both specs and check each builds a backend."""
+    from swafloor.fuzz.backends import check_factory, resolve
 
     if args.backend is None:
         raise UsageError("swafloor fuzz: the following arguments are required: --backend")
-    backend = resolve(args.backend, "--backend")
-    against = resolve(args.against, "--against")
+    sides = (resolve(args.backend, "--backend"), resolve(args.against, "--against"))
     with contextlib.redirect_stdout(io.StringIO()):  # builtins:print prints the config
-        Lockstep(Config(4, [AttentionLayer(4)]), backend.factory, against.factory, backend.capabilities)
+        for side in sides:
+            check_factory(side)
     return 0
 
 

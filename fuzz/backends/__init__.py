@@ -140,6 +140,20 @@ def resolve(spec: str, field: str = "backend", *, allow_import: bool = True) -> 
     return ResolvedBackend(spec, _checked_factory(obj, field, spec, caps), caps)
 
 
+def check_factory(resolved: ResolvedBackend) -> None:
+    """Build ``resolved`` once on a small config, so that a spec naming a callable that returns no
+    backend fails now (UnknownBackend, one line) rather than after a campaign has started. A factory
+    that refuses the config or fails otherwise is left for the campaign to report."""
+    from swafloor.reference import AttentionLayer, Config
+
+    try:
+        resolved.factory(Config(4, [AttentionLayer(4)]))
+    except UnknownBackend:
+        raise
+    except Exception:  # noqa: BLE001 - Unsupported, or a build failure the campaign reports as such
+        pass
+
+
 _ONLY_REGISTERED = (
     f"a trace file may name only registered backends ({', '.join(REGISTRY)}, dataplane:NAME); "
     "give MODULE:FACTORY on the command line (--backend/--against) to load a module"

@@ -86,7 +86,7 @@ def _run_workers(args) -> int:
 
 
 def run(args) -> int:
-    from swafloor.fuzz.backends import REGISTRY, resolve
+    from swafloor.fuzz.backends import REGISTRY, check_factory, resolve
     from swafloor.fuzz.runner import format_report, run_campaign
 
     if args.list:
@@ -107,6 +107,8 @@ def run(args) -> int:
         os.environ["SWAFLOOR_DEVICE"] = args.device  # read when resolving, here and in --workers processes
     backend = resolve(args.backend, "--backend")
     against = resolve(args.against, "--against")
+    for side in (backend, against):  # a spec naming no backend factory: one line, before any progress
+        check_factory(side)
     print(f"fuzz: {backend.name} vs {against.name} ({backend.capabilities.describe()})", file=sys.stderr)
     if args.workers is not None:
         return _run_workers(args)
