@@ -178,7 +178,7 @@ class VllmBackend:
             max_model_len=MAX_MODEL_LEN,
             scheduler_block_size=t,
             hash_block_size=t,
-            max_in_flight_tokens=max(1, in_flight),
+            max_in_flight_tokens=max(1, in_flight),  # sizes only vLLM's admission cap, never used here
             enable_caching=False,
         )
         self.pool = self.manager.block_pool
