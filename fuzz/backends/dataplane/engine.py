@@ -193,26 +193,28 @@ class Engine:
     def _positions(self, lo: int, hi: int) -> torch.Tensor:
         return torch.arange(lo, hi, device=self.device, dtype=torch.int64)
 
-    def dense_kv(self, rseed: int, lc: int, length: int) -> torch.Tensor:
-        """Keys and values of positions ``[0, length)`` (at least), ``[L, 2, H, D]``."""
+    def series(self, rseed: int, lc: int, length: int) -> torch.Tensor:
+        """The request's dense copy for a life cycle: positions ``[0, length)`` (at least) of its keys,
+        values, queries and SSM inputs, ``[L, 4, H, D]`` float32 (grown and kept)."""
         have = self._dense.get((rseed, lc))
         if have is not None and have.shape[0] >= length:
             return have
         new_len = max(length, 2 * (0 if have is None else have.shape[0]), 16)
         start = 0 if have is None else have.shape[0]
         pos = self._positions(start, new_len)
-        bases = torch.tensor(
-            [[_base(rseed, lc, KIND_K)], [_base(rseed, lc, KIND_V)]], device=self.device, dtype=torch.int64
-        )
-        fresh = token_data(bases, pos.unsqueeze(0).expand(2, -1), self.heads, self.head_dim).transpose(0, 1)
+        kinds = (KIND_K, KIND_V, KIND_Q, KIND_X)
+        bases = torch.tensor([[_base(rseed, lc, k)] for k in kinds], device=self.device, dtype=torch.int64)
+        fresh = token_data(bases, pos.unsqueeze(0).expand(len(kinds), -1), self.heads, self.head_dim).transpose(0, 1)
         full = fresh if have is None else torch.cat([have, fresh])
         self._dense[(rseed, lc)] = full
         return full
 
+    def dense_kv(self, rseed: int, lc: int, length: int) -> torch.Tensor:
+        """Keys and values of positions ``[0, length)`` (at least), ``[L, 2, H, D]``."""
+        return self.series(rseed, lc, length)[:, :2]
+
     def ssm_inputs(self, rseed: int, lc: int, lo: int, hi: int) -> torch.Tensor:
-        pos = self._positions(lo, hi)
-        base = torch.tensor(_base(rseed, lc, KIND_X), device=self.device, dtype=torch.int64)
-        return token_data(base, pos, self.heads, self.head_dim).to(torch.float64)
+        return self.series(rseed, lc, hi)[lo:hi, KIND_X].to(torch.float64)
 
     def dense_states(self, rseed: int, lc: int, length: int) -> torch.Tensor:
         """SSM states after positions ``[0, length)`` (at least), ``[L, H, D]`` float64."""
@@ -319,7 +321,7 @@ class Engine:
         blocks = [self._blocks_read(r, q) for r, q in zip(rows, queries)]
         nq = max(len(q) for q in queries)
         nb = max(len(b) for b in blocks)
-        index, block_ids, qpos, windows, sinks, bases = [], [], [], [], [], []
+        index, block_ids, qpos, windows, sinks = [], [], [], [], []
         for r, q, bl in zip(rows, queries, blocks):
             g_off = self.offsets[self.group_of[r.life_cycle]]
             get = r.table.get
@@ -330,18 +332,18 @@ class Engine:
             lc = self.life_cycles[r.life_cycle]
             windows.append(_FULL_WINDOW if lc.window is None else lc.window)
             sinks.append(0 if lc.window is None else lc.sink_blocks * t)
-            bases.append([_base(r.rseed, r.life_cycle, KIND_Q)])
         index_t = torch.tensor(index, device=dev, dtype=torch.int64)  # [R, NB]
         qpos_t = torch.tensor(qpos, device=dev, dtype=torch.int64)  # [R, Q]
         counts = torch.tensor([len(q) for q in queries], device=dev)
         qvalid = torch.arange(nq, device=dev) < counts.unsqueeze(1)
         win = torch.tensor(windows, device=dev, dtype=torch.int64).view(R, 1, 1)
         sink = torch.tensor(sinks, device=dev, dtype=torch.int64).view(R, 1, 1)
-        base_t = torch.tensor(bases, device=dev, dtype=torch.int64)  # [R, 1]
         blk = torch.tensor(block_ids, device=dev, dtype=torch.int64)  # [R, NB]
         lane = torch.arange(t, device=dev, dtype=torch.int64)
         kpos = torch.where(blk.unsqueeze(-1) >= 0, blk.unsqueeze(-1) * t + lane, -1).view(R, nb * t)
-        q = token_data(base_t, qpos_t, H, D).to(torch.float64)  # [R, Q, H, D]
+        top = max(r.capacity for r in rows)
+        series = [self.series(r.rseed, r.life_cycle, top) for r in rows]
+        q = torch.stack([x[p, KIND_Q] for x, p in zip(series, qpos_t)]).to(torch.float64)  # [R, Q, H, D]
 
         # the paged side: one gather through the tables
         gathered = self.kv[index_t]  # [R, NB, 2, t, H, D]
@@ -357,8 +359,7 @@ class Engine:
         j = torch.arange(length, device=dev, dtype=torch.int64).unsqueeze(0)
         dpos = torch.where(j < head.unsqueeze(1), j, lo.unsqueeze(1) + j - head.unsqueeze(1))
         dpos = torch.where(dpos <= qmax.unsqueeze(1), dpos, -1)  # [R, Ld]
-        top = int(qmax.max()) + 1
-        dense = torch.stack([self.dense_kv(r.rseed, r.life_cycle, top)[p] for r, p in zip(rows, dpos.clamp(min=0))])
+        dense = torch.stack([x[p, :2] for x, p in zip(series, dpos.clamp(min=0))])  # [R, Ld, 2, H, D]
         dmask = self._mask(qpos_t, dpos, win, sink)
 
         # one attention call for both sides (the dense rows after the paged ones, padded and masked)
@@ -377,7 +378,7 @@ class Engine:
         # every key and value read, compared exactly with the token data of its position
         needed = (mask & qvalid.unsqueeze(-1)).any(1)  # [R, L]
         at = kpos.clamp(0, top - 1)
-        expected = torch.stack([self.dense_kv(r.rseed, r.life_cycle, top)[p] for r, p in zip(rows, at)])
+        expected = torch.stack([x[p, :2] for x, p in zip(series, at)])
         wrong = needed & (paged.transpose(1, 2) != expected).flatten(2).any(-1)
         if not bool((over.any() | wrong.any())):
             return None
