@@ -77,3 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("swafloor: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # e.g. `swafloor fuzz --list | head -1`: the reader left; no traceback
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
