@@ -80,7 +80,8 @@ def run(timeout_s: float = 10.0, seed: int = 0, score: bool = True) -> dict[str,
         "ratio": _ratio(concrete_total, z3_total),
         "decode_tight_forall_exists": attempts,
         "wall_seconds": round(time.perf_counter() - start, 3),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}",
+        "machine": f"{platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}, "
+                   f"load average {os.getloadavg()[0]:.1f} at the end",
     }
     if score:
         figures["mutations"] = mutations.score(mutations.MUTATIONS, catalogue.CATALOGUE, timeout_s=timeout_s,
