@@ -105,10 +105,18 @@ def run(args) -> int:
 
             raise UsageError("swafloor fuzz: --device applies to dataplane:NAME backends only")
         os.environ["SWAFLOOR_DEVICE"] = args.device  # read when resolving, here and in --workers processes
+    from swafloor.fuzz.protocol import prepare
+
+    import_started = time.perf_counter()
     backend = resolve(args.backend, "--backend")
     against = resolve(args.against, "--against")
     for side in (backend, against):  # a spec naming no backend factory: one line, before any progress
+        try:
+            prepare(side.factory)  # slow imports, timed apart from the campaign
+        except Exception:  # noqa: BLE001 - the campaign reports a backend that cannot be prepared
+            pass
         check_factory(side)
+    import_seconds = time.perf_counter() - import_started
     print(f"fuzz: {backend.name} vs {against.name} ({backend.capabilities.describe()})", file=sys.stderr)
     if args.workers is not None:
         return _run_workers(args)
@@ -130,6 +138,7 @@ def run(args) -> int:
             out_dir=args.out,
             progress=progress,
             database=database,
+            import_seconds=import_seconds,
         )
     except KeyboardInterrupt:  # Ctrl-C: long work the user asked for; say what was done
         stats = progress.last
