@@ -39,7 +39,7 @@ class Attempt:
 
     label: str
     statement: str
-    build: Callable[..., Any]  # Z3 constants of the theorem's variables -> the claim (may quantify)
+    build: Callable[..., Any]  # the solver's constants of the theorem's variables -> the claim (may quantify)
     timeout_s: float = 2.0
 
 
@@ -47,10 +47,10 @@ class Attempt:
 class Theorem:
     """A catalogue entry. ``goal(*variables)`` returns a bool (or Z3 Bool), or a tuple of them (a
     conjunction whose parts the solver discharges one by one); a domain narrower than the variables'
-    lower bounds is an implication inside the goal. ``lemmas`` are stages of auxiliary statements over
-    the same variables (hints for nonlinear arithmetic): the solver proves each stage from the stages
-    before it and then uses them all as hypotheses for the goal; a lemma it cannot prove is simply not
-    used. ``replay`` runs a refutation's counterexample on the reference manager; ``attempts`` are
+    lower bounds is an implication inside the goal. ``lemmas`` are auxiliary statements over the same
+    variables (hints for nonlinear arithmetic), grouped in stages for the reader: the solver proves
+    them in rounds (each round from what the rounds before proved, so their order does not matter)
+    and uses those it proved as hypotheses for the goal; a lemma it cannot prove is simply not used. ``replay`` runs a refutation's counterexample on the reference manager; ``attempts`` are
     informational queries reported beside the theorem."""
 
     name: str
