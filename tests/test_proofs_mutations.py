@@ -71,3 +71,26 @@ def test_patches_are_undone():
             pass
     assert [getattr(mod, name) for mod, name in watched] == before
     assert discharge.discharge(catalogue.by_name("decode-sufficient"), attempts=False).result == "proved"
+
+
+def test_bench_prints_the_score_and_both_solvers():
+    from swafloor.proofs import bench
+
+    row = {"name": "decode-tight", "expected": "proved", "z3": {"result": "proved", "seconds": 0.1},
+           "cvc5": {"result": "unknown", "seconds": 10.0}, "result": "proved", "z3_seconds": 0.1,
+           "concrete_seconds": 0.01, "concrete_points": 3072, "ratio": 0.1}
+    figures = {
+        "solvers": ["z3 4", "cvc5 1"], "seed": 0, "timeout_s": 10.0, "theorems": [row],
+        "solver_seconds": {"z3": 0.1, "cvc5": 10.0}, "concrete_seconds": 0.01, "concrete_points": 3072,
+        "ratio": 0.1, "wall_seconds": 10.2, "machine": "test",
+        "decode_tight_forall_exists": {"cvc5": {"label": "forall-exists", "result": "unknown", "reason": "timeout",
+                                                "seconds": 2.0}},
+        "mutations": {"score": 50.0, "caught": 1, "total": 2, "mutations": [
+            {"mutation": "a", "flipped": ["decode-tight"], "expected": ["decode-tight"], "missing": []},
+            {"mutation": "b", "flipped": [], "expected": ["decode-tight"], "missing": ["decode-tight"]}]},
+    }
+    text = bench.format(figures)
+    assert "mutation score: 50.0% (1 of 2 seeded bugs flip a theorem)" in text
+    assert "b: 0 flipped (none); expected but not flipped: decode-tight" in text
+    assert "forall-exists form, cvc5: unknown (timeout)" in text
+    assert "unknown" in text.splitlines()[2] and "cvc5" in text.splitlines()[1]
