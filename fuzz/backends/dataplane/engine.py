@@ -186,6 +186,8 @@ class Engine:
         #: one view per pool group: ``[slots, K/V, t, heads, head_dim]``
         self.pools = [self.kv[self.offsets[g] : self.offsets[g + 1]] for g in range(len(self.totals))]
         self.last_writer: dict[tuple[int, int], Writer] = {}
+        #: slots written or poisoned since the wrapper last checked (it re-checks the requests holding them)
+        self.touched: set[tuple[int, int]] = set()
         self._dense: dict[tuple[int, int], torch.Tensor] = {}  # (rseed, lc) -> [L, 2, H, D] float32
         self._states: dict[tuple[int, int], torch.Tensor] = {}  # (rseed, lc) -> [L, H, D] float64
 
@@ -257,6 +259,7 @@ class Engine:
             else:
                 slots.append(s)
                 self.last_writer[(self.group_of[lc], s)] = Writer(request, lc, b, action)
+                self.touched.add((self.group_of[lc], s))
         if all(s < 0 for s in slots):
             return
         pos = self._positions(lo, hi)
@@ -272,6 +275,7 @@ class Engine:
             return
         self.kv[self._row(lc, slot), 0, 0] = self._state_before(rseed, lc, history).to(torch.float32)
         self.last_writer[(self.group_of[lc], slot)] = Writer(request, lc, 0, action)
+        self.touched.add((self.group_of[lc], slot))
 
     def advance_state(self, request: str, lc: int, rseed: int, slot: int | None, h0: int, h1: int) -> None:
         """History advanced over ``[h0, h1)``: read the state from the slot, run the recurrence over
@@ -283,6 +287,7 @@ class Engine:
         s = ssm_scan(s, self.ssm_inputs(rseed, lc, h0, h1))[-1]
         self.kv[row, 0, 0] = s.to(torch.float32)
         self.last_writer[(self.group_of[lc], slot)] = Writer(request, lc, 0, "state")
+        self.touched.add((self.group_of[lc], slot))
 
     def poison(self, slots: list[tuple[int, int]], releasers: list[Writer]) -> None:
         """Slots no request holds any more: their data is gone."""
@@ -292,6 +297,7 @@ class Engine:
         self.kv[rows] = POISON
         for key, who in zip(slots, releasers):
             self.last_writer[key] = who
+        self.touched.update(slots)
 
     # ------------------------------------------------------------------ the checks
     def check(self, rows: list[Row]) -> Mismatch | None:
