@@ -171,6 +171,13 @@ def to_dict(trace: Trace) -> dict[str, Any]:
     return data
 
 
+def _key(key: Any) -> str:
+    """A JSON key as it appears in a field name: plain when short and printable, else bounded."""
+    if isinstance(key, str) and len(key) <= 40 and key.isprintable():
+        return key
+    return bounded(key, 40)
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -193,7 +200,7 @@ def _step_from_dict(index: int, raw: Any) -> Step:
     allowed = {"op", "request"} | {name for name, _ in _ARGUMENTS[op]}
     for key in raw:
         if key not in allowed:
-            raise TraceError(f"{where}.{bounded(key, 40)}", raw[key], f"unknown field for op {op.value!r}")
+            raise TraceError(f"{where}.{_key(key)}", raw[key], f"unknown field for op {op.value!r}")
     args: dict[str, int] = {}
     for name, default in _ARGUMENTS[op]:
         value = raw.get(name, default)
@@ -218,7 +225,7 @@ def from_dict(data: Any) -> Trace:
     known = {"schema", "config", "steps", "backend", "against", "expect", "divergence", "found"}
     for key in data:
         if key not in known:
-            raise TraceError(bounded(key, 40), data[key], "unknown field")
+            raise TraceError(_key(key), data[key], "unknown field")
     if "config" not in data:
         raise TraceError("config", None, "missing")
     try:
