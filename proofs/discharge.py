@@ -260,6 +260,20 @@ def _lemmas(theorem: Theorem, syms: Sequence[Any], backend: Any, domain: list[An
     return proved
 
 
+PROBE_BOUND = 4  # a stuck part is probed for a counterexample with every variable at most this
+PROBE_CAP_S = 3.0
+
+
+def _probe(backend: Any, check: Any, syms: Sequence[Any], lowers: Sequence[int], deadline: _Deadline) -> str:
+    """A part the solver could not decide, searched for a counterexample among small values only: a
+    model found there is a real counterexample ("sat"); finding none proves nothing ("unknown")."""
+    check.push()
+    check.add(*[sym <= max(lower, 0) + PROBE_BOUND for sym, lower in zip(syms, lowers)])
+    answer = deadline.check(check, PROBE_CAP_S)
+    check.pop()
+    return "sat" if answer == "sat" else UNKNOWN_ANSWER
+
+
 def discharge(
     theorem: Theorem,
     *,
@@ -280,8 +294,9 @@ def discharge(
     hypotheses = _lemmas(theorem, syms, backend, domain, deadline)
 
     parts = [backend.as_bool(p) for p in goal_parts(theorem.goal(*syms))]
-    # First each part gets an equal share of what is left, so that one stuck part cannot hide a
-    # refutable one behind it; then the parts still open get everything that is left.
+    # First each part gets half an equal share of what is left (and, when undecided, a probe for a
+    # small counterexample), so that one stuck part cannot hide a refutable one behind it; then the
+    # parts still open get everything that is left.
     result, reason = PROVED, None
     open_parts = list(parts)
     for share in (True, False):
@@ -289,8 +304,10 @@ def discharge(
         for i, part in enumerate(open_parts):
             check = backend.solver(domain + hypotheses)
             check.add(api.Not(part))
-            cap = deadline.left() / (len(open_parts) - i) if share else None
+            cap = deadline.left() / (len(open_parts) - i) / 2 if share else None
             answer = deadline.check(check, cap)
+            if answer not in ("sat", "unsat") and share:
+                answer = _probe(backend, check, syms, lowers, deadline)
             if answer == "sat":
                 result = REFUTED
                 break
@@ -306,10 +323,18 @@ def discharge(
     if result == REFUTED:
         check = backend.solver(domain + hypotheses)
         check.add(api.Or(*[api.Not(p) for p in parts]) if len(parts) > 1 else api.Not(parts[0]))
-        if deadline.check(check) == "sat":
+        boxed = False
+        answer = deadline.check(check, deadline.left() / 2)
+        if answer != "sat":  # found by the probe only: look for it in the probe's box again
+            check.add(*[sym <= max(lower, 0) + PROBE_BOUND for sym, lower in zip(syms, lowers)])
+            boxed, answer = True, deadline.check(check)
+        if answer == "sat":
             model = check.model()
             if minimise:
                 counterexample, minimal = _minimise(check, syms, lowers, model, deadline)
+                minimal = minimal and not boxed  # the smallest in the box, not shown the smallest overall
+                if boxed:
+                    reason = "counterexample found among small values; not shown the smallest overall"
             else:
                 counterexample = _values(model, syms)
         else:  # a part's negation was satisfiable, so this is: only the deadline can get here
