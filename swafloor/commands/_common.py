@@ -108,6 +108,28 @@ def writable_dir(text: str) -> Path:
     return path
 
 
+def writable_file(text: str) -> Path:
+    """An argparse type: a file to write: not a folder, in a folder that exists and is writable, with
+    a name the file system accepts. Nothing is written here."""
+    if not isinstance(text, str) or not text or "\x00" in text:
+        raise argparse.ArgumentTypeError(f"not a usable file name: {_show(text)}")
+    path = Path(text)
+    if len(os.fsencode(path.name)) > 255 or len(os.fsencode(text)) > 4096:
+        raise argparse.ArgumentTypeError(f"file name too long: {_show(text)}")
+    folder = path.parent
+    try:
+        if path.is_dir():
+            raise argparse.ArgumentTypeError(f"{_show(text)} is a folder")
+        if not folder.is_dir():
+            why = "is not a folder" if folder.exists() else "does not exist"
+            raise argparse.ArgumentTypeError(f"{_show(text)}: {_show(str(folder))} {why}")
+        if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+            raise argparse.ArgumentTypeError(f"{_show(text)} is not writable")
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"{_show(text)}: {exc.strerror or type(exc).__name__}") from None
+    return path
+
+
 def add_window_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments that describe one sliding-window life cycle."""
     parser.add_argument("--window", type=int_at_least(1), required=True, help="window W in tokens (sinks excluded)")

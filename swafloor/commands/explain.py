@@ -21,7 +21,7 @@ from swafloor.reference import (
     worst_case_history,
 )
 
-from ._common import int_at_least, print_json
+from ._common import int_at_least, print_json, writable_file
 
 # Token marks, in the order a legend lists them.
 LEGEND = {
@@ -63,7 +63,7 @@ def register(subparsers) -> None:
                    help="instead: replay a saved trace on the reference manager, one row per step")
     p.add_argument("--backend", default=None, metavar="NAME|MODULE:FACTORY",
                    help="with --trace: also run the steps on this backend and show its outcomes and slots")
-    p.add_argument("--svg", default=None, metavar="FILE", help="also write the picture as SVG to FILE")
+    p.add_argument("--svg", type=writable_file, default=None, metavar="FILE", help="also write the picture as SVG to FILE")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=run)
 
