@@ -43,6 +43,23 @@ def decode_workload(requests: int = 4, tokens: int = 400):
     return Trace(config=config, steps=tuple(steps), backend="oracle")
 
 
+def workers_figures(workers: Sequence[int] = (1, 2), examples: int = 1000) -> list[dict[str, Any]]:
+    """Reference vs oracle with ``swafloor fuzz --workers N`` for each N: the same total examples,
+    steps per second across workers over the wall time (the workers' start-up included)."""
+    import tempfile
+
+    from .workers import run_workers
+
+    rows = []
+    for n in workers:
+        with tempfile.TemporaryDirectory() as db:
+            result = run_workers("oracle", workers=n, examples=examples, seed=0, database=db, out_dir=None)
+        rows.append({"workers": n, "examples": result.examples, "steps": result.steps,
+                     "seconds": round(result.seconds, 3),
+                     "steps_per_second": round(result.steps / result.seconds, 1), "result": result.result})
+    return rows
+
+
 def run(seeds: Sequence[int] = SEEDS, budget: int = 5000, campaign_examples: int = 500) -> dict[str, Any]:
     """Measure; returns JSON-ready figures."""
     from .backends import MUTANT_NAMES
@@ -91,6 +108,7 @@ def run(seeds: Sequence[int] = SEEDS, budget: int = 5000, campaign_examples: int
             "steps_per_second": round(replayed.steps_run / elapsed, 1),
             "result": "divergence" if replayed.diverged else "match",
         },
+        "workers": workers_figures(),
     }
 
 
@@ -114,6 +132,11 @@ def format(figures: dict[str, Any]) -> str:  # noqa: A001 - the name the bench c
         f"fuzz: reference vs oracle lockstep replay: {w['steps_per_second']:.0f} steps/s "
         f"({w['steps']} steps in {w['seconds']:.2f} s; {w['workload']}; {w['result']})"
     )
+    for row in figures.get("workers", ()):
+        lines.append(
+            f"fuzz: reference vs oracle, --workers {row['workers']}: {row['steps_per_second']:.0f} steps/s "
+            f"({row['steps']} steps, {row['examples']} examples, {row['seconds']:.1f} s wall, {row['result']})"
+        )
     return "\n".join(lines)
 
 

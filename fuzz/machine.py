@@ -2,8 +2,10 @@
 drives a backend and the reference in lockstep, and compares them after every operation.
 
 Rules (each made of protocol operations, all recorded in the trace): create (optionally with reused
-history), resume, decode steps (``resize(h + 1, h)`` then ``commit(1)``, many in one rule), fused
-decode steps (``resize(h + 2, h + 1)``: history and capacity advanced in one call, as TensorRT-LLM
+history; half the time resumed at once), resume, decode steps (``resize(h + 1, h)`` then
+``commit(1)``, many in one rule), batched decoding (every request resumed, then rounds of one decode
+step per active request: the rule that makes most steps, so Hypothesis's cost per rule is spread
+over many compared steps), fused decode steps (``resize(h + 2, h + 1)``: history and capacity advanced in one call, as TensorRT-LLM
 steps), n-token steps (draft tokens, some accepted), prefill chunks, advance history (commit), shrink
 capacity, suspend, close, and misuse (operations that must be rejected with the same field).
 
@@ -160,19 +162,23 @@ def build_machine(backend: Any, against: Any, stats: Stats) -> type[RuleBasedSta
             if self.lock.build_divergence is not None:
                 self._fail(self.lock.build_divergence)
             self.horizon = horizon(config)
-            self.create(data)
+            self.create(data, in_build=True)
             self._apply(Step.resume("r0"))
 
         # ------------------------------------------------------------ lifetime
         @precondition(lambda self: len(self._ids("suspended", "active")) < MAX_OPEN_REQUESTS)
         @rule(data=st.data())
-        def create(self, data) -> None:
+        def create(self, data, in_build: bool = False) -> None:
+            """Create a request (suspended), and as a rule half the time resume it at once (as an
+            engine admits a request): most rules need an active request."""
             reused = 0
             if caps.reused_history and data.draw(st.booleans(), label="reuse"):
                 reused = data.draw(st.integers(0, self.horizon), label="reused_history")
             rid = f"r{self.created}"
             self.created += 1
             self._apply(Step.create(rid, reused))
+            if not in_build and data.draw(st.booleans(), label="resume at once"):
+                self._apply(Step.resume(rid))
 
         @precondition(lambda self: self._has("suspended"))
         @rule(pick=PICK)
@@ -218,12 +224,15 @@ def build_machine(backend: Any, against: Any, stats: Stats) -> type[RuleBasedSta
                 if not self._step(rid, nh + 1 + ahead, nh).ok or not self._active(rid):
                     return
 
-        @precondition(lambda self: Operation.COMMIT in ops and self._has("active"))
+        @precondition(lambda self: Operation.COMMIT in ops and self._has("active", "suspended"))
         @rule(rounds=st.integers(1, BATCH_ROUNDS))
         def decode_batch(self, rounds: int) -> None:
-            """Continuous batching: ``rounds`` rounds in which every active request, in turn, takes a
-            decode step (resize(h + 1, h), then commit); a request that runs out of slots or stops
-            being active leaves the batch. Many steps for one rule: most of a campaign's steps."""
+            """Continuous batching: the suspended requests are resumed (admitted) in turn, then
+            ``rounds`` rounds in which every active request, in turn, takes a decode step
+            (resize(h + 1, h), then commit); a request that runs out of slots or stops being active
+            leaves the batch. Many steps for one rule: most of a campaign's steps."""
+            for rid in self._ids("suspended"):
+                self._apply(Step.resume(rid))
             batch = self._ids("active")
             for _ in range(rounds):
                 for rid in tuple(batch):
