@@ -220,6 +220,11 @@ def test_the_same_module_spec_is_honoured_on_the_command_line(capsys):
     (["explain", "--window", "4", "--tokens-per-block", "4", "--history=--"], "--history"),
     (["floor", "--window", "a\nb", "--tokens-per-block", "4"], "'a\\nb'"),
     (["floor", "--window", "4", "--tokens-per-block", "4", "--bogus", "x\ny"], "unrecognized"),
+    # found by the campaign: files to write are checked at parse time too
+    (["explain", "--window", "1", "--tokens-per-block", "1", "--svg=/"], "is a folder"),
+    (["explain", "--window", "1", "--tokens-per-block", "1", "--svg=/nonexistent/x"], "does not exist"),
+    (["explain", "--window", "1", "--tokens-per-block", "1", "--svg=/dev/null/x"], "is not a folder"),
+    (["explain", "--window", "1", "--tokens-per-block", "1", "--svg=" + "x" * 5000], "too long"),
 ])
 def test_absurd_values_exit_2_with_one_line_at_parse_time(capsys, argv, needle):
     code, out, err = run_cli(capsys, *argv)
