@@ -20,6 +20,7 @@ from typing import Any
 
 from swafloor.reference.config import MAX_COUNT  # the largest count any option accepts, as in a Config
 from swafloor.reference.show import bounded
+
 #: The longest time budget (seconds) any option accepts: one day.
 MAX_SECONDS = 86_400.0
 #: The most worker processes ``--jobs`` may ask for.
@@ -41,9 +42,9 @@ def int_in(minimum: int, maximum: int = MAX_COUNT):
             raise argparse.ArgumentTypeError(f"invalid int value: {_show(text)}")
         digits = len(stripped.lstrip("+-").replace("_", "").lstrip("0"))
         if digits > len(str(maximum)) + 1:  # never convert absurdly long numbers
-            sign = "-" if stripped.startswith("-") else ""
+            kind = "a negative" if stripped.startswith("-") else "a"
             raise argparse.ArgumentTypeError(
-                f"must be between {minimum:,} and {maximum:,}, got {sign}a {digits:,}-digit number"
+                f"must be between {minimum:,} and {maximum:,}, got {kind} {digits:,}-digit number"
             )
         value = int(stripped)
         if not minimum <= value <= maximum:
