@@ -178,3 +178,23 @@ def test_only_swafloor_commands_are_run():
     assert markdown.argv_of("python -m swafloor.fuzz.bench")[-1] == "swafloor.fuzz.bench"
     with pytest.raises(markdown.DocsError):
         markdown.argv_of("rm -rf /")
+
+
+def test_build_keeps_an_edit_made_while_it_ran(tmp_path, monkeypatch):
+    """The working tree is shared: a page edited while the commands ran keeps the edit."""
+    from swafloor.docs import build
+
+    (tmp_path / "docs").mkdir()
+    page = tmp_path / "docs" / "a.md"
+    page.write_text("# A\n\n```\n$ swafloor floor --window 4 --tokens-per-block 4\nold\n```\n")
+    run = markdown.run_transcript
+
+    def run_and_edit(command, root):
+        out = run(command, root)
+        page.write_text(page.read_text() + "\nadded meanwhile\n")
+        return out
+
+    monkeypatch.setattr(markdown, "run_transcript", run_and_edit)
+    build(tmp_path, theorems=False)
+    text = page.read_text()
+    assert "added meanwhile" in text and "\nold\n" not in text and "floor" in text

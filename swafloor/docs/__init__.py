@@ -101,20 +101,37 @@ def build(root: Path | str | None = None, check: bool = False, theorems: bool = 
     measured (timings: long benchmark and campaign runs) as they are."""
     root = Path(root) if root is not None else repository_root()
     files: dict[str, str] = {}
+    originals: dict[str, str] = {}
+    outputs: dict[tuple[str, str], list[str]] = {}  # (page, command) -> its output, run once
+
+    def refresh(page: Path, rel: str, text: str) -> str:
+        new = markdown.refresh_regions(text, SECTIONS, rel)
+        runner = _svg_runner(root, page, new, files)
+
+        def cached(command: str, root_: Path) -> list[str]:
+            if (rel, command) not in outputs:
+                outputs[(rel, command)] = runner(command, root_)
+            return outputs[(rel, command)]
+
+        return markdown.refresh_transcripts(new, root, cached, measured)
+
     for page in pages(root):
         rel = page.relative_to(root).as_posix()
         if only and rel not in only:
             continue
-        text = page.read_text(encoding="utf-8")
-        new = markdown.refresh_regions(text, SECTIONS, rel)
-        new = markdown.refresh_transcripts(new, root, _svg_runner(root, page, new, files), measured)
-        files[rel] = new
+        originals[rel] = page.read_text(encoding="utf-8")
+        files[rel] = refresh(page, rel, originals[rel])
     if theorems and (not only or "docs/theorems.md" in only):
         _theorem_files(files)
     changed = []
-    for rel, text in files.items():
+    for rel in list(files):
         path = root / rel
         old = path.read_text(encoding="utf-8") if path.exists() else None
+        if rel in originals and old is not None and old != originals[rel]:
+            # Someone edited the page while the commands ran (a shared working tree): refresh what is
+            # there now, reusing the outputs already made, so their edit is kept.
+            files[rel] = refresh(path, rel, old)
+        text = files[rel]
         same = old is not None and (markdown.normalise(old) == markdown.normalise(text)
                                     if rel.endswith(".md") else old == text)
         if not same:
