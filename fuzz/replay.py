@@ -38,10 +38,14 @@ def check_cost(trace: Trace, *sides: ResolvedBackend) -> None:
         limit = getattr(side.factory, "max_window_tokens", None)
         if limit is not None:
             for i, layer in enumerate(config.layers):
-                span = (getattr(layer, "window", None) or 0) + getattr(layer, "sink_tokens", 0)
+                window = getattr(layer, "window", None)
+                if window is None:
+                    continue
+                # the histories its minimum search walks: past the sinks, the window and a few blocks
+                span = window + getattr(layer, "sink_tokens", 0) + 3 * t
                 if span > limit:
-                    raise Unsupported(f"config.layers[{i}].window={bounded(span)}: backend {side.name!r} "
-                                      f"serves windows plus sinks of at most {limit:,} tokens")
+                    raise Unsupported(f"config.layers[{i}].window={bounded(window)}: backend {side.name!r} serves "
+                                      f"a window plus sinks plus 3 blocks of at most {limit:,} tokens, here {span:,}")
                 per_step = max(per_step, span)
     max_capacity = min((getattr(s.factory, "max_capacity_tokens", None) or 10**30) for s in sides)
     lengths: dict[str, tuple[int, int]] = {}

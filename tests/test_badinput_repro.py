@@ -320,7 +320,17 @@ def test_replay_refuses_a_window_the_oracle_cannot_serve(tmp_path, capsys):
     path = tmp_path / "wide.json"
     path.write_text(json.dumps(data))
     code, out, err = run_cli(capsys, "replay", str(path))
-    assert_one_line_exit_2(code, err, "serves windows plus sinks of at most")
+    assert_one_line_exit_2(code, err, "serves a window plus sinks plus 3 blocks of at most")
+
+
+def test_replay_refuses_huge_blocks_the_oracle_would_walk(tmp_path, capsys):
+    data = json.loads(REGRESSION.read_text())  # found by the campaign: t = 10**12 hung the oracle's build
+    data["config"]["tokens_per_block"] = 10**12
+    data.update(backend="oracle", expect="match")
+    path = tmp_path / "wide-blocks.json"
+    path.write_text(json.dumps(data))
+    code, out, err = run_cli(capsys, "replay", str(path))
+    assert_one_line_exit_2(code, err, "backend 'oracle' serves a window plus sinks plus 3 blocks")
 
 
 def test_a_config_with_20000_distinct_windows_builds_in_linear_time():

@@ -300,6 +300,7 @@ def oracle(config: Config) -> ManagerBackend:
 
 
 # It walks token positions, so its cost grows with lengths, not with blocks: a replay refuses traces
-# beyond these (see swafloor.fuzz.replay.check_cost). Its minimum search is quadratic in the window.
+# beyond these (see swafloor.fuzz.replay.check_cost). Its minimum search walks every history up to
+# the window plus sinks plus a few blocks, each in time linear in the window: quadratic.
 oracle.max_window_tokens = 4096
 oracle.max_capacity_tokens = 10**6
