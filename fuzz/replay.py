@@ -48,6 +48,7 @@ def check_cost(trace: Trace, *sides: ResolvedBackend) -> None:
                                       f"a window plus sinks plus 3 blocks of at most {limit:,} tokens, here {span:,}")
                 per_step = max(per_step, span)
     max_capacity = min((getattr(s.factory, "max_capacity_tokens", None) or 10**30) for s in sides)
+    token_level = any(getattr(s.factory, "max_capacity_tokens", None) is not None for s in sides)
     lengths: dict[str, tuple[int, int]] = {}
     listed = work = 0  # blocks every snapshot lists now; work so far
     for i, step in enumerate(trace.steps):
@@ -73,6 +74,8 @@ def check_cost(trace: Trace, *sides: ResolvedBackend) -> None:
                               f"{spanned:,} blocks (a replay compares at most {MAX_STEP_BLOCKS:,} per request)")
         listed += spanned - before
         work += listed + per_step + 1
+        if token_level:  # it walks the positions past the history, one by one
+            work += capacity - history
         if work > MAX_REPLAY_WORK:
             raise Unsupported(f"steps[{i}]: the replay would compare {work:,} blocks by this step "
                               f"(at most {MAX_REPLAY_WORK:,} in all); split the trace")
