@@ -92,6 +92,9 @@ class _Z3:
     def set_timeout(self, solver: Any, ms: int) -> None:
         solver.set("timeout", ms)
 
+    def set_rlimit(self, solver: Any, units: int) -> None:
+        solver.set("rlimit", units)
+
     def as_bool(self, value: Any) -> Any:
         return z3.BoolVal(value, self.ctx) if isinstance(value, bool) else value
 
@@ -117,6 +120,9 @@ class _Cvc5:
 
     def set_timeout(self, solver: Any, ms: int) -> None:
         solver.set("tlimit-per", ms)
+
+    def set_rlimit(self, solver: Any, units: int) -> None:
+        solver.set("rlimit-per", units)
 
     def as_bool(self, value: Any) -> Any:
         return self.api.BoolVal(value, self.ctx) if isinstance(value, bool) else value
@@ -156,9 +162,11 @@ class Discharge:
 class _Deadline:
     """Solver calls that share what is left of one time budget."""
 
-    def __init__(self, backend: Any, seconds: float):
+    def __init__(self, backend: Any, seconds: float, rlimit: int | None = None):
         self.backend = backend
+        self.seconds = seconds
         self.end = time.perf_counter() + seconds
+        self.rlimit = rlimit
         self.reason: str | None = None
 
     def left(self) -> float:
@@ -173,6 +181,8 @@ class _Deadline:
         if cap_s is not None:
             left = min(left, cap_s)
         self.backend.set_timeout(solver, max(1, int(left * 1000)))
+        if self.rlimit is not None:
+            self.backend.set_rlimit(solver, self.rlimit)
         answer = str(solver.check())
         if answer not in ("sat", "unsat"):
             self.reason = str(solver.reason_unknown() or "unknown")
@@ -237,7 +247,7 @@ def _attempt(theorem: Theorem, attempt: Any, seed: int, timeout_s: float, solver
     )
 
 
-LEMMA_CAP_S = 2.0  # the most one lemma check may take, so that a stuck lemma cannot eat the budget
+LEMMA_SHARE = 0.2  # the most of the theorem's time one lemma check may take (a stuck lemma cannot eat it)
 
 
 def _lemmas(theorem: Theorem, syms: Sequence[Any], backend: Any, domain: list[Any], deadline: _Deadline) -> list[Any]:
@@ -252,7 +262,7 @@ def _lemmas(theorem: Theorem, syms: Sequence[Any], backend: Any, domain: list[An
         for part in list(pending):
             check = backend.solver(domain + known)
             check.add(backend.api.Not(part))
-            if deadline.check(check, LEMMA_CAP_S) == "unsat":
+            if deadline.check(check, deadline.seconds * LEMMA_SHARE) == "unsat":
                 proved.append(part)
                 pending.remove(part)
         if len(proved) == len(known):
@@ -269,7 +279,7 @@ def _probe(backend: Any, check: Any, syms: Sequence[Any], lowers: Sequence[int],
     model found there is a real counterexample ("sat"); finding none proves nothing ("unknown")."""
     check.push()
     check.add(*[sym <= max(lower, 0) + PROBE_BOUND for sym, lower in zip(syms, lowers)])
-    answer = deadline.check(check, PROBE_CAP_S)
+    answer = deadline.check(check, min(PROBE_CAP_S, deadline.seconds * 0.3))
     check.pop()
     return "sat" if answer == "sat" else UNKNOWN_ANSWER
 
@@ -282,12 +292,15 @@ def discharge(
     minimise: bool = True,
     attempts: bool = True,
     solver: str = "z3",
+    rlimit: int | None = None,
 ) -> Discharge:
-    """Prove or refute ``theorem`` with ``solver`` ("z3" or "cvc5") within ``timeout_s`` seconds."""
+    """Prove or refute ``theorem`` with ``solver`` ("z3" or "cvc5") within ``timeout_s`` seconds.
+    ``rlimit``: also at most that many of the solver's resource units per check, a budget that, unlike
+    seconds, does not depend on the machine or its load (so an answer under it is reproducible)."""
     start = time.perf_counter()
     backend = _backend(solver, seed)
     api = backend.api
-    deadline = _Deadline(backend, timeout_s)
+    deadline = _Deadline(backend, timeout_s, rlimit)
     syms = backend.ints(theorem.variable_names)
     lowers = [v.lower for v in theorem.variables]
     domain = [sym >= lower for sym, lower in zip(syms, lowers)]
