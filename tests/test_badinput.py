@@ -509,13 +509,17 @@ def check_manager(case) -> Counter:
 
 
 # ----------------------------------------------------------------------------- running a surface
-def run_surface(surface: str, examples: int, seed: int = 0) -> Counter:
+def run_surface(surface: str, examples: int) -> Counter:
     """Run ``examples`` generated inputs on one surface in this process; returns outcome counts.
     Raises on the first input that breaks a rule (Hypothesis shrinks and reports it)."""
+    with tempfile.TemporaryDirectory(prefix="swafloor-badinput-") as work:
+        return _run_surface(surface, examples, Path(work))
+
+
+def _run_surface(surface: str, examples: int, workdir: Path) -> Counter:
     from hypothesis import HealthCheck, Phase, given, settings
 
     counts: Counter = Counter()
-    workdir = Path(tempfile.mkdtemp(prefix="swafloor-badinput-"))
     options = settings(max_examples=examples, database=None, deadline=None, derandomize=True,
                        suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.shrink])
     if surface == "cli":
