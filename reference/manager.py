@@ -212,6 +212,8 @@ class _Request:
     ranges: list[Ranges]  # per life cycle: the blocks it holds
     held: list[dict[int, int]]  # per life cycle: block index -> slot id
     resumed: bool = False  # was it ever active (a suspension that keeps slots keeps what it held)
+    snapshot: Any = None  # the last RequestSnapshot, valid while ``snapshot_key`` is current
+    snapshot_key: Any = None
     # A cache that lets a step that changes no block skip planning (see Manager._refresh): the blocks
     # every life cycle requires are the same for all capacities in ``[capacity_from, capacity_below)``
     # and histories in ``[history_from, history_below)``.
@@ -329,18 +331,25 @@ class Manager:
             pool.peak_used = pool.used
 
     def snapshot(self) -> Snapshot:
-        t = self.tokens_per_block
-        requests = []
-        for req in self._requests.values():
-            if req.state is RequestState.CLOSED:
-                continue  # gone, as in any backend; its id stays taken
+        requests = tuple(
+            self._request_snapshot(req) for req in self._requests.values() if req.state is not RequestState.CLOSED
+        )  # a closed request is gone, as in any backend; its id stays taken
+        pools = tuple(PoolSnapshot(p.total, p.free) for p in self._pools)
+        return Snapshot(pools, requests)
+
+    def _request_snapshot(self, req: _Request) -> RequestSnapshot:
+        """A request's snapshot, rebuilt only when its state, lengths or blocks changed (a harness
+        snapshots after every step; most steps change one request, and most change no block)."""
+        key = (req.state, req.capacity, req.history, tuple(req.ranges))
+        if req.snapshot_key != key:
+            t = self.tokens_per_block
             tables = []
             for lc, held in zip(self.layout.life_cycles, req.held):
                 length = 1 if lc.kind is LifeCycleKind.SSM else lifecycle.allocated_blocks(req.capacity, t)
                 tables.append(tuple(b if b in held else None for b in range(length)))
-            requests.append(RequestSnapshot(req.request_id, req.state, req.capacity, req.history, tuple(tables)))
-        pools = tuple(PoolSnapshot(p.total, p.free) for p in self._pools)
-        return Snapshot(pools, tuple(requests))
+            req.snapshot = RequestSnapshot(req.request_id, req.state, req.capacity, req.history, tuple(tables))
+            req.snapshot_key = key
+        return req.snapshot
 
     def _holds_blocks(self, req: _Request) -> bool:
         return req.state is RequestState.ACTIVE or (
