@@ -172,8 +172,9 @@ class _Deadline:
     def left(self) -> float:
         return self.end - time.perf_counter()
 
-    def check(self, solver: Any, cap_s: float | None = None) -> str:
-        """``"sat"``, ``"unsat"`` or ``"unknown"``, within what is left (at most ``cap_s``)."""
+    def check(self, solver: Any, cap_s: float | None = None, share: float = 1.0) -> str:
+        """``"sat"``, ``"unsat"`` or ``"unknown"``, within what is left (at most ``cap_s`` seconds, and
+        ``share`` of the resource budget per check)."""
         left = self.left()
         if left <= 0:
             self.reason = "timeout"
@@ -182,7 +183,7 @@ class _Deadline:
             left = min(left, cap_s)
         self.backend.set_timeout(solver, max(1, int(left * 1000)))
         if self.rlimit is not None:
-            self.backend.set_rlimit(solver, self.rlimit)
+            self.backend.set_rlimit(solver, max(1, int(self.rlimit * share)))
         answer = str(solver.check())
         if answer not in ("sat", "unsat"):
             self.reason = str(solver.reason_unknown() or "unknown")
@@ -248,6 +249,7 @@ def _attempt(theorem: Theorem, attempt: Any, seed: int, timeout_s: float, solver
 
 
 LEMMA_SHARE = 0.2  # the most of the theorem's time one lemma check may take (a stuck lemma cannot eat it)
+LEMMA_FIRST_SHARE = 0.05  # ... in the first round
 
 
 def _lemmas(theorem: Theorem, syms: Sequence[Any], backend: Any, domain: list[Any], deadline: _Deadline) -> list[Any]:
@@ -257,15 +259,19 @@ def _lemmas(theorem: Theorem, syms: Sequence[Any], backend: Any, domain: list[An
     depend on the order the lemmas are listed in (stages are a reading aid, not a schedule)."""
     pending = [backend.as_bool(part) for lemma in theorem.lemmas for part in goal_parts(lemma(*syms))]
     proved: list[Any] = []
+    rounds = 0
     while pending and deadline.left() > 0:
         known = list(proved)
+        # The first round is short: a lemma that needs others fails fast there and waits for them.
+        share = LEMMA_FIRST_SHARE if rounds == 0 else LEMMA_SHARE
+        rounds += 1
         for part in list(pending):
             check = backend.solver(domain + known)
             check.add(backend.api.Not(part))
-            if deadline.check(check, deadline.seconds * LEMMA_SHARE) == "unsat":
+            if deadline.check(check, deadline.seconds * share, share) == "unsat":
                 proved.append(part)
                 pending.remove(part)
-        if len(proved) == len(known):
+        if len(proved) == len(known) and rounds > 1:
             break
     return proved
 

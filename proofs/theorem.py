@@ -40,7 +40,7 @@ class Attempt:
     label: str
     statement: str
     build: Callable[..., Any]  # the solver's constants of the theorem's variables -> the claim (may quantify)
-    timeout_s: float = 2.0
+    timeout_s: float = 1.0
 
 
 @attrs.frozen
