@@ -212,8 +212,10 @@ def _minimise(
     values = _values(model, syms)
     for sym, lower in zip(syms, lowers):
         best, lo = values[str(sym)], lower
+        first = True
         while lo < best:
-            mid = (lo + best) // 2
+            mid = lo if first else (lo + best) // 2  # smallest counterexamples sit at the bound: try it first
+            first = False
             solver.push()
             solver.add(sym <= mid)
             answer = deadline.check(solver)
