@@ -303,7 +303,7 @@ class Manager:
 
     def _stale(self, lc: Any, history: int) -> tuple[int, int]:
         """The stale range of an SWA life cycle at ``history``: released on ``max(0, history - k)``."""
-        released_on = history - self._in_flight if history > self._in_flight else 0
+        released_on = lifecycle.released_history(history, self._in_flight)
         return lifecycle.stale_range(released_on, self.layout.tokens_per_block, lc.window, lc.sink_blocks)
 
     def required_blocks(self, life_cycle: int, history: int, capacity: int) -> tuple[int, ...]:
@@ -583,7 +583,7 @@ class Manager:
         """Per life cycle, the released blocks that are stale at ``history`` (rather than cut off by a
         smaller capacity): what the hold-until-return order keeps held while allocating."""
         kept: list[Ranges | None] = []
-        released_on = history - self._in_flight if history > self._in_flight else 0
+        released_on = lifecycle.released_history(history, self._in_flight)
         for lc_index, step in enumerate(plan):
             lc = self.layout.life_cycles[lc_index]
             if step is None or lc.kind is LifeCycleKind.SSM or lc.window is None:
