@@ -52,10 +52,17 @@ def scenario(rid: str = "a") -> list[Step]:
 
 # Backends that run in their own venv (tests/test_vllm.py drives them there).
 OWN_VENV = {"vllm", "vllm-async"}
+# Backends that need a GPU and a peer no CI machine can install (TensorRT-LLM is not on PyPI);
+# tests/test_trtllm_check.py checks that their factory refuses cleanly, naming what is missing.
+GPU_ONLY = {name for name in REGISTRY if resolve(name).capabilities.needs_gpu}
 
 
 # --------------------------------------------------------------------------- protocol conformance
-@pytest.mark.parametrize("name", [n for n in REGISTRY if n not in OWN_VENV])
+def test_gpu_only_backends_are_known():
+    assert GPU_ONLY == {"trtllm"}
+
+
+@pytest.mark.parametrize("name", [n for n in REGISTRY if n not in OWN_VENV | GPU_ONLY])
 def test_each_shipped_backend_conforms_to_the_protocol(name):
     resolved = resolve(name)
     assert isinstance(resolved.capabilities, Capabilities)
