@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 
-__all__ = ["available", "decode_rate"]
+__all__ = ["available", "decode_rate", "timed_rounds"]
 
 
 def available() -> str | None:
@@ -49,7 +49,13 @@ def decode_rate(window: int, t: int, requests: int, slots: int, seconds: float, 
         manager.allocate_new_blocks(rid, done + 1, done + 1)
         computed[rid] = done + 1
 
-    for _ in range(start_history):
+    return timed_rounds(step, ids, seconds, start_history, lambda: max(computed.values()))
+
+
+def timed_rounds(step, ids: list[str], seconds: float, warm_up: int, final_history) -> dict:
+    """``warm_up`` untimed rounds of ``step(rid)`` over ``ids``, then timed rounds until ``seconds``
+    pass (at least one); steps per second. Shared by both sides of the comparison."""
+    for _ in range(warm_up):
         for rid in ids:
             step(rid)
     steps, start = 0, time.perf_counter()
@@ -57,7 +63,7 @@ def decode_rate(window: int, t: int, requests: int, slots: int, seconds: float, 
     while steps == 0 or time.perf_counter() < deadline:
         for rid in ids:
             step(rid)
-        steps += requests
+        steps += len(ids)
     elapsed = time.perf_counter() - start
     return {"steps": steps, "seconds": round(elapsed, 3), "steps_per_second": round(steps / elapsed),
-            "final_history": max(computed.values())}
+            "final_history": final_history()}

@@ -24,21 +24,7 @@ from swafloor.reference import (
 )
 
 from . import brute
-
-
-def swa(t, window, sinks=0, **kw):
-    return Config(tokens_per_block=t, layers=[AttentionLayer(window=window, sink_tokens=sinks)], **kw)
-
-
-def decode_steps(m, rid, steps):
-    """Decode steps; returns the history of the first failure, or None."""
-    for _ in range(steps):
-        h = m.history_of(rid)
-        if not m.resize(rid, h + 1, h):
-            return h
-        m.commit(rid, 1)
-        m.check()
-    return None
+from .test_manager import decode as decode_steps, swa
 
 
 # ------------------------------------------------------------------ the manager against a brute force

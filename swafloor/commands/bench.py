@@ -148,6 +148,7 @@ def _reference_decode(config: Config, requests: int, seconds: float, start_histo
     """The reference Manager driven like :func:`swafloor.vllm_decode.decode_rate` drives vLLM: warmed
     up by decoding from history 0 (untimed), then round-robin ``resize(h + 1, h)`` and ``commit(1)``."""
     from swafloor.reference import Manager
+    from swafloor.vllm_decode import timed_rounds
 
     manager = Manager(config)
     ids = [f"r{i}" for i in range(requests)]
@@ -163,19 +164,9 @@ def _reference_decode(config: Config, requests: int, seconds: float, start_histo
         manager.commit(rid, 1)
         history[rid] = h + 1
 
-    for _ in range(start_history):
-        for rid in ids:
-            step(rid)
-    steps, start = 0, time.perf_counter()
-    deadline = start + seconds
-    while steps == 0 or time.perf_counter() < deadline:
-        for rid in ids:
-            step(rid)
-        steps += requests
-    elapsed = time.perf_counter() - start
+    figures = timed_rounds(step, ids, seconds, start_history, lambda: max(history.values()))
     manager.check()
-    return {"steps": steps, "seconds": round(elapsed, 3), "steps_per_second": round(steps / elapsed),
-            "final_history": max(history.values())}
+    return figures
 
 
 def vllm_figures(seconds: float = 1.0, rows=VLLM_ROWS) -> dict:
