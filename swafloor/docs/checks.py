@@ -157,6 +157,8 @@ def _check_command(part: str, where: str, subs: dict, plugin_opts: set[str]) -> 
         return []
     if words[0].endswith("python") and words[1:3] == ["-m", "swafloor"]:  # a venv's python running swafloor
         words = ["swafloor", *words[3:]]
+    if words[0].endswith("/bin/swafloor"):  # a venv's swafloor (e.g. the vLLM venv's)
+        words = ["swafloor", *words[1:]]
     if words[0].startswith("scripts/"):  # a script of this repository
         root = Path(__file__).resolve().parents[2]
         return [] if (root / words[0]).exists() else [f"{where}: {part!r}: no script {words[0]}"]
