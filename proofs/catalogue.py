@@ -16,7 +16,7 @@ from typing import Any
 from swafloor.reference import arith, floors, lifecycle, peers
 
 from . import replay
-from .symbolic import H, STEP, S, T, W, Var, all_of, implies, negate, upto
+from .symbolic import TOKENS, H, STEP, S, T, W, Var, all_of, implies, negate, upto
 from .theorem import Attempt, Expected, Theorem
 
 __all__ = ["CATALOGUE", "by_name"]
@@ -39,8 +39,8 @@ def _is_ceiling(k: Any, x: Any, t: Any) -> Any:
 
 
 # ----------------------------------------------------------------------------- window-span
-L = upto("L", "consecutive tokens", 1, 72, "L <= 72")
-F0 = upto("f", "first token of the run", 0, lambda env: 3 * env["t"] - 1, "f < 3*t")
+L = upto("L", "consecutive tokens", 1, 72, "L <= 72", TOKENS)
+F0 = upto("f", "first token of the run", 0, lambda env: 3 * env["t"] - 1, "f < 3*t", TOKENS)
 B = upto("b", "block the run starts in", 0, 3, "b <= 3")
 
 
@@ -121,7 +121,7 @@ def full_attention_lower_bound(t, W, S, h):
     )
 
 
-W2 = upto("W2", "window of a second SWA life cycle", 1, 2, "W2 <= 2")
+W2 = upto("W2", "window of a second SWA life cycle", 1, 2, "W2 <= 2", TOKENS)
 S2 = upto("S2", "sink blocks of the second SWA life cycle", 0, 1, "S2 <= 1")
 
 
@@ -137,7 +137,9 @@ def _group_length(env):
     return floors.full_attention_max_capacity(env["t"], full_minimum) - 1
 
 
-H_GROUP = upto("h", "history: tokens already computed", 0, _group_length, "every h + 1 within that length")
+H_GROUP = upto(
+    "h", "history: tokens already computed", 0, _group_length, "every h + 1 within that length", TOKENS
+)
 
 
 def pool_group_sufficient(t, W, S, W2, S2, h):
@@ -169,7 +171,7 @@ def _full_values(env):
 FULL_MIN = Var("m", "full attention's minimum slots", 1, _full_values, "m <= F + 1")
 H_FIRST = upto(
     "h", "history: tokens already computed", 0,
-    lambda env: floors.first_floor_history(env["t"], env["W"], env["S"]) + env["t"], "h <= (F-1)*t + t",
+    lambda env: floors.first_floor_history(env["t"], env["W"], env["S"]) + env["t"], "h <= (F-1)*t + t", TOKENS,
 )
 
 
@@ -225,10 +227,10 @@ def ssm_minimum(t, h, n):
 
 
 # ----------------------------------------------------------------------------- tokens in flight
-IN_FLIGHT = upto("k", "tokens in flight", 0, 4, "k <= 4")
+IN_FLIGHT = upto("k", "tokens in flight", 0, 4, "k <= 4", TOKENS)
 H_FLIGHT = upto(
     "h", "history: tokens already computed", 0,
-    lambda env: env["S"] * env["t"] + 2 * (env["W"] + env["t"]) + env["k"] - 1, "h < S*t + 2*(W + t) + k",
+    lambda env: env["S"] * env["t"] + 2 * (env["W"] + env["t"]) + env["k"] - 1, "h < S*t + 2*(W + t) + k", TOKENS,
 )
 
 
@@ -583,7 +585,7 @@ CATALOGUE: tuple[Theorem, ...] = (
         "request at every history and step size (LifeCycle.live_indices, what the manager keeps): one, so "
         "it is enough and no fewer serves.",
         PROVED,
-        (T, upto("h", "history: tokens already computed", 0, 64, "h <= 64"), STEP),
+        (T, upto("h", "history: tokens already computed", 0, 64, "h <= 64", TOKENS), STEP),
         ssm_minimum,
     ),
     Theorem(

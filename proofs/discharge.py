@@ -8,6 +8,14 @@ unsatisfiable); a satisfiable one refutes the theorem, and the counterexample is
 lexicographically in the theorem's variable order (t, then W, then S, then h, then the rest) by
 bisection on each variable in turn.
 
+Two encodings of the same goal. ``direct``: the goal's terms as they are, with integer division by
+the block size (nonlinear; Z3 decides the catalogue with the theorems' lemma hints, cvc5 does not).
+``blocks``: the same goal rewritten exactly into linear arithmetic by :mod:`.blockform` (token counts
+in whole blocks and a remainder), which any SMT solver decides; its range obligations are proved
+first, and a goal outside that fragment falls back to ``direct`` (the discharge says so). By default
+Z3 gets the direct encoding and cvc5 the block one, so ``--solver both`` is two solvers on two
+encodings.
+
 Hygiene: one deadline per theorem shared by all its solver calls (``timeout_s``), the solver's random
 seed set from ``seed``, and ``unknown`` (a timeout or an incomplete answer) reported as such, never
 as proved. Each theorem is discharged in a fresh solver context, so what the solver does depends on
@@ -23,6 +31,8 @@ from typing import Any, Sequence
 import attrs
 import z3
 
+from . import blockform
+from .symbolic import BLOCK_SIZE
 from .theorem import Theorem, goal_parts
 
 __all__ = [
@@ -37,10 +47,18 @@ __all__ = [
     "z3_version",
     "solver_version",
     "SolverMissing",
+    "ENCODINGS",
+    "default_encoding",
 ]
 
 PROVED, REFUTED, UNKNOWN = "proved", "refuted", "unknown"
 SOLVERS = ("z3", "cvc5")
+ENCODINGS = ("direct", "blocks")
+
+
+def default_encoding(solver: str) -> str:
+    """The encoding a solver gets unless asked otherwise: Z3 the direct one, cvc5 the linear one."""
+    return "direct" if solver == "z3" else "blocks"
 
 
 class SolverMissing(RuntimeError):
@@ -157,6 +175,8 @@ class Discharge:
     reason: str | None = None
     lemmas_proved: int = 0
     attempts: tuple[AttemptResult, ...] = ()
+    encoding: str = "direct"
+    obligations: int = 0  # range obligations the block encoding proved first
 
 
 class _Deadline:
@@ -196,70 +216,160 @@ class _Deadline:
 UNKNOWN_ANSWER = "unknown"
 
 
-def _value(model: Any, sym: Any) -> int:
-    return model.eval(sym, model_completion=True).as_long()
+class _Direct:
+    """The goal's own terms: the theorem's variables as the solver's integer constants."""
+
+    name = "direct"
+
+    def __init__(self, theorem: Theorem, backend: Any):
+        self.backend = backend
+        self.syms = backend.ints(theorem.variable_names)
+        self.domain = [sym >= v.lower for sym, v in zip(self.syms, theorem.variables)]
+        self.basic: list[Any] = []
+        self.obligations: list[Any] = []
+        self.parts = [backend.as_bool(p) for p in goal_parts(theorem.goal(*self.syms))]
+
+    def lemma_parts(self, theorem: Theorem) -> list[Any]:
+        return [self.backend.as_bool(p) for lemma in theorem.lemmas for p in goal_parts(lemma(*self.syms))]
+
+    def at_most(self, i: int, value: int) -> Any:
+        return self.syms[i] <= value
+
+    def fix(self, i: int, value: int) -> Any:
+        return self.syms[i] == value
+
+    def values(self, model: Any) -> dict[str, int]:
+        """The model's values, read at once (a cvc5 model is only valid until the solver's next call)."""
+        return {str(s): model.eval(s, model_completion=True).as_long() for s in self.syms}
 
 
-def _values(model: Any, syms: Sequence[Any]) -> dict[str, int]:
-    """The model's values, read at once (a cvc5 model is only valid until the solver's next call)."""
-    return {str(s): _value(model, s) for s in syms}
+class _Blocks:
+    """The goal rewritten into linear arithmetic (:mod:`.blockform`); needs no lemma hints."""
+
+    name = "blocks"
+
+    def __init__(self, theorem: Theorem, backend: Any):
+        if theorem.variables[0].unit != BLOCK_SIZE:
+            raise blockform.Unsupported("the block size must be the first variable (minimisation fixes it first)")
+        enc = self.enc = blockform.BlockEncoding(
+            [(v.name, v.unit, v.lower) for v in theorem.variables], backend.api, backend.ctx
+        )
+        self.names = theorem.variable_names
+        self.parts = [enc.bool(p) for p in goal_parts(theorem.goal(*enc.z3_syms))]
+        self.domain, self.basic = enc.domain, enc.basic
+        self.obligations = list(enc.obligations)  # those the goal and the domain rest on
+        self.block_size: int | None = None
+
+    def lemma_parts(self, theorem: Theorem) -> list[Any]:
+        return []
+
+    def at_most(self, i: int, value: int) -> Any:
+        """``variable <= value``; once the block size is fixed (minimisation fixes it first), a token
+        count's bound is ``t*q + r <= value`` with ``t`` a number: linear without a quotient."""
+        name = self.names[i]
+        if name in self.enc.coordinates and self.block_size is not None:
+            q, r = self.enc.coordinates[name]
+            return q * self.block_size + r <= value
+        return self.enc.bool(self.enc.z3_syms[i] <= value)
+
+    def fix(self, i: int, value: int) -> Any:
+        name = self.names[i]
+        if name == self.enc.t_name:
+            self.block_size = value
+        if name in self.enc.coordinates and self.block_size is not None:
+            q, r = self.enc.coordinates[name]
+            return q * self.block_size + r == value
+        return self.enc.bool(self.enc.z3_syms[i] == value)
+
+    def values(self, model: Any) -> dict[str, int]:
+        return {name: self.enc.value(name, model) for name in self.names}
+
+
+def _encode(theorem: Theorem, backend: Any, encoding: str) -> tuple[Any, str | None]:
+    """The theorem in ``encoding``, or in the direct one (with the reason) when the block encoding
+    does not cover its goal."""
+    if encoding == "blocks":
+        try:
+            return _Blocks(theorem, backend), None
+        except blockform.Unsupported as exc:
+            return _Direct(theorem, backend), f"block encoding unsupported: {exc}"
+    if encoding != "direct":
+        raise ValueError(f"encoding={encoding!r}: must be one of {ENCODINGS}")
+    return _Direct(theorem, backend), None
 
 
 def _minimise(
-    solver: Any, syms: Sequence[Any], lowers: Sequence[int], model: Any, deadline: _Deadline
+    solver: Any, enc: Any, lowers: Sequence[int], model: Any, deadline: _Deadline
 ) -> tuple[dict[str, int], bool]:
     """Fix each variable in turn at its smallest value that still admits a counterexample."""
-    values = _values(model, syms)
-    for sym, lower in zip(syms, lowers):
-        best, lo = values[str(sym)], lower
+    values = enc.values(model)
+    for i, (name, lower) in enumerate(zip(list(values), lowers)):
+        best, lo = values[name], lower
         first = True
         while lo < best:
             mid = lo if first else (lo + best) // 2  # smallest counterexamples sit at the bound: try it first
             first = False
             solver.push()
-            solver.add(sym <= mid)
+            solver.add(enc.at_most(i, mid))
             answer = deadline.check(solver)
             if answer == "sat":
-                values = _values(solver.model(), syms)
-                best = values[str(sym)]
+                values = enc.values(solver.model())
+                best = values[name]
             solver.pop()
             if answer == "unsat":
                 lo = mid + 1
             elif answer != "sat":
                 return values, False
-        solver.add(sym == best)
+        solver.add(enc.fix(i, best))
     return values, True
 
 
-def _attempt(theorem: Theorem, attempt: Any, seed: int, timeout_s: float, solver: str) -> AttemptResult:
+def _attempt(
+    theorem: Theorem, attempt: Any, seed: int, timeout_s: float, solver: str, encoding: str | None = None
+) -> AttemptResult:
     start = time.perf_counter()
     backend = _backend(solver, seed)
     deadline = _Deadline(backend, min(timeout_s, attempt.timeout_s))
-    syms = backend.ints(theorem.variable_names)
-    domain = [sym >= v.lower for sym, v in zip(syms, theorem.variables)]
-    check = backend.solver(domain)
-    check.add(backend.api.Not(backend.as_bool(attempt.build(*syms))))
-    answer = deadline.check(check)
+    encoding = encoding or default_encoding(solver)
+    label = attempt.label if encoding == "direct" else f"{attempt.label}, block encoding"
+    api, answer, reason = backend.api, UNKNOWN_ANSWER, None
+    try:
+        if encoding != "blocks":
+            raise blockform.Unsupported("direct encoding asked for")
+        enc = blockform.BlockEncoding([(v.name, v.unit, v.lower) for v in theorem.variables], api, backend.ctx)
+        claim, domain = enc.bool(attempt.build(*enc.z3_syms)), enc.domain
+        if enc.obligations:
+            check = backend.solver(enc.basic)
+            check.add(api.Not(api.And(*enc.obligations)))
+            if deadline.check(check) != "unsat":
+                reason = "a range obligation of the block encoding is not proved"
+                claim = None
+    except blockform.Unsupported:
+        if encoding == "blocks":
+            label = attempt.label
+        syms = backend.ints(theorem.variable_names)
+        domain = [sym >= v.lower for sym, v in zip(syms, theorem.variables)]
+        claim = backend.as_bool(attempt.build(*syms))
+    if claim is not None:
+        check = backend.solver(domain)
+        check.add(api.Not(claim))
+        answer = deadline.check(check)
+        reason = deadline.reason
     result = PROVED if answer == "unsat" else REFUTED if answer == "sat" else UNKNOWN
-    return AttemptResult(
-        attempt.label,
-        attempt.statement,
-        result,
-        time.perf_counter() - start,
-        deadline.reason if result == UNKNOWN else None,
-    )
+    return AttemptResult(label, attempt.statement, result, time.perf_counter() - start,
+                         reason if result == UNKNOWN else None)
 
 
 LEMMA_SHARE = 0.2  # the most of the theorem's time one lemma check may take (a stuck lemma cannot eat it)
 LEMMA_FIRST_SHARE = 0.05  # ... in the first round
 
 
-def _lemmas(theorem: Theorem, syms: Sequence[Any], backend: Any, domain: list[Any], deadline: _Deadline) -> list[Any]:
+def _lemmas(theorem: Theorem, enc: Any, backend: Any, domain: list[Any], deadline: _Deadline) -> list[Any]:
     """Every lemma part the solver proves, in rounds: the first round tries each part from the domain
     alone, each later round tries the parts still open with everything the rounds before proved, until
     a round proves nothing new. Within a round the hypotheses are fixed, so what is proved does not
     depend on the order the lemmas are listed in (stages are a reading aid, not a schedule)."""
-    pending = [backend.as_bool(part) for lemma in theorem.lemmas for part in goal_parts(lemma(*syms))]
+    pending = enc.lemma_parts(theorem)
     proved: list[Any] = []
     rounds = 0
     while pending and deadline.left() > 0:
@@ -282,11 +392,16 @@ PROBE_BOUND = 4  # a stuck part is probed for a counterexample with every variab
 PROBE_CAP_S = 3.0
 
 
-def _probe(backend: Any, check: Any, syms: Sequence[Any], lowers: Sequence[int], deadline: _Deadline) -> str:
+def _box(enc: Any, lowers: Sequence[int]) -> list[Any]:
+    """Every variable at most ``PROBE_BOUND`` past its lower bound (or past 0)."""
+    return [enc.at_most(i, max(lower, 0) + PROBE_BOUND) for i, lower in enumerate(lowers)]
+
+
+def _probe(check: Any, enc: Any, lowers: Sequence[int], deadline: _Deadline) -> str:
     """A part the solver could not decide, searched for a counterexample among small values only: a
     model found there is a real counterexample ("sat"); finding none proves nothing ("unknown")."""
     check.push()
-    check.add(*[sym <= max(lower, 0) + PROBE_BOUND for sym, lower in zip(syms, lowers)])
+    check.add(*_box(enc, lowers))
     answer = deadline.check(check, min(PROBE_CAP_S, deadline.seconds * 0.3))
     check.pop()
     return "sat" if answer == "sat" else UNKNOWN_ANSWER
@@ -301,20 +416,35 @@ def discharge(
     attempts: bool = True,
     solver: str = "z3",
     rlimit: int | None = None,
+    encoding: str | None = None,
 ) -> Discharge:
     """Prove or refute ``theorem`` with ``solver`` ("z3" or "cvc5") within ``timeout_s`` seconds.
     ``rlimit``: also at most that many of the solver's resource units per check, a budget that, unlike
-    seconds, does not depend on the machine or its load (so an answer under it is reproducible)."""
+    seconds, does not depend on the machine or its load (so an answer under it is reproducible).
+    ``encoding``: "direct" or "blocks" (see the module doc); by default :func:`default_encoding`."""
     start = time.perf_counter()
     backend = _backend(solver, seed)
     api = backend.api
     deadline = _Deadline(backend, timeout_s, rlimit)
-    syms = backend.ints(theorem.variable_names)
+    enc, fallback = _encode(theorem, backend, encoding or default_encoding(solver))
     lowers = [v.lower for v in theorem.variables]
-    domain = [sym >= lower for sym, lower in zip(syms, lowers)]
-    hypotheses = _lemmas(theorem, syms, backend, domain, deadline)
+    domain = enc.domain
 
-    parts = [backend.as_bool(p) for p in goal_parts(theorem.goal(*syms))]
+    def done(result: str, reason: str | None, **more: Any) -> Discharge:
+        tried = run_attempts(theorem, timeout_s=timeout_s, seed=seed, solver=solver, encoding=encoding) if attempts else ()
+        return Discharge(result, time.perf_counter() - start, reason=reason, attempts=tried,
+                         encoding=enc.name, obligations=len(enc.obligations), **more)
+
+    if enc.obligations:  # the block encoding's quotients are exact only on the ranges it assumed
+        check = backend.solver(enc.basic)
+        check.add(api.Not(api.And(*enc.obligations)))
+        answer = deadline.check(check)
+        if answer != "unsat":
+            why = "fails (a bug in proofs/blockform.py)" if answer == "sat" else f"undecided ({deadline.reason})"
+            return done(UNKNOWN, f"a range obligation of the block encoding {why}")
+    hypotheses = _lemmas(theorem, enc, backend, domain, deadline)
+
+    parts = enc.parts
     # First each part gets half an equal share of what is left (and, when undecided, a probe for a
     # small counterexample), so that one stuck part cannot hide a refutable one behind it; then the
     # parts still open get everything that is left.
@@ -328,7 +458,7 @@ def discharge(
             cap = deadline.left() / (len(open_parts) - i) / 2 if share else None
             answer = deadline.check(check, cap)
             if answer not in ("sat", "unsat") and share:
-                answer = _probe(backend, check, syms, lowers, deadline)
+                answer = _probe(check, enc, lowers, deadline)
             if answer == "sat":
                 result = REFUTED
                 break
@@ -347,27 +477,26 @@ def discharge(
         boxed = False
         answer = deadline.check(check, deadline.left() / 2)
         if answer != "sat":  # found by the probe only: look for it in the probe's box again
-            check.add(*[sym <= max(lower, 0) + PROBE_BOUND for sym, lower in zip(syms, lowers)])
+            check.add(*_box(enc, lowers))
             boxed, answer = True, deadline.check(check)
         if answer == "sat":
             model = check.model()
             if minimise:
-                counterexample, minimal = _minimise(check, syms, lowers, model, deadline)
+                counterexample, minimal = _minimise(check, enc, lowers, model, deadline)
                 minimal = minimal and not boxed  # the smallest in the box, not shown the smallest overall
                 if boxed:
                     reason = "counterexample found among small values; not shown the smallest overall"
             else:
-                counterexample = _values(model, syms)
+                counterexample = enc.values(model)
         else:  # a part's negation was satisfiable, so this is: only the deadline can get here
             result, reason = UNKNOWN, deadline.reason
-    seconds = time.perf_counter() - start
-
-    tried = run_attempts(theorem, timeout_s=timeout_s, seed=seed, solver=solver) if attempts else ()
-    return Discharge(result, seconds, counterexample, minimal, reason, len(hypotheses), tried)
+    if fallback is not None:
+        reason = fallback if reason is None else f"{reason}; {fallback}"
+    return done(result, reason, counterexample=counterexample, minimal=minimal, lemmas_proved=len(hypotheses))
 
 
 def run_attempts(
-    theorem: Theorem, *, timeout_s: float = 10.0, seed: int = 0, solver: str = "z3"
+    theorem: Theorem, *, timeout_s: float = 10.0, seed: int = 0, solver: str = "z3", encoding: str | None = None
 ) -> tuple[AttemptResult, ...]:
     """The theorem's informational attempts (never counted), each in a fresh context."""
-    return tuple(_attempt(theorem, a, seed, timeout_s, solver) for a in theorem.attempts)
+    return tuple(_attempt(theorem, a, seed, timeout_s, solver, encoding) for a in theorem.attempts)

@@ -14,7 +14,7 @@ processes (the longest first); the parent collects them and runs the replays.
 from __future__ import annotations
 
 import multiprocessing
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import attrs
 
@@ -96,6 +96,7 @@ class TheoremResult:
             else {"confirmed": self.replay.confirmed, "summary": self.replay.summary, "trace": list(self.replay.trace)},
             "attempts": [attrs.asdict(a) | {"seconds": round(a.seconds, 4)} for a in d.attempts],
             "solver": discharge.solver_version(self.solver),
+            "encoding": d.encoding,
             "solvers": {
                 name: {
                     "result": x.result,
@@ -103,6 +104,8 @@ class TheoremResult:
                     "counterexample": x.counterexample,
                     "minimal": x.minimal if x.result == REFUTED else None,
                     "reason": x.reason,
+                    "encoding": x.encoding,
+                    "obligations": x.obligations,
                     "attempts": [attrs.asdict(a) | {"seconds": round(a.seconds, 4)} for a in x.attempts],
                 }
                 for name, x in self.discharges
@@ -182,9 +185,11 @@ def _task(kind: str, index: int, solver: str | None) -> Any:
     theorem = _WORK[index]
     if kind == "concrete":
         return concrete.check(theorem)
+    options = dict(_OPTIONS)
+    encoding = options.pop("encodings").get(solver)
     if kind == "attempts":
-        return discharge.run_attempts(theorem, solver=solver, **_OPTIONS)
-    return discharge.discharge(theorem, solver=solver, attempts=False, **_OPTIONS)
+        return discharge.run_attempts(theorem, solver=solver, encoding=encoding, **options)
+    return discharge.discharge(theorem, solver=solver, attempts=False, encoding=encoding, **options)
 
 
 def _cost(theorem: Theorem, kind: str) -> float:
@@ -204,17 +209,18 @@ def prove(
     seed: int = 0,
     jobs: int = 1,
     solvers: Sequence[str] = ("z3",),
+    encodings: Mapping[str, str] | None = None,
     progress: Callable[[TheoremResult | Theorem, str], None] | None = None,
 ) -> list[TheoremResult]:
     """Discharge each theorem with each solver, check it on ints and replay its refutation; see the
-    module doc."""
+    module doc. ``encodings``: solver -> "direct" or "blocks" (default: :func:`discharge.default_encoding`)."""
     global _WORK, _OPTIONS
     theorems = tuple(theorems)
     tasks = [("solve", i, s) for i in range(len(theorems)) for s in solvers]
     tasks += [("attempts", i, s) for i, t in enumerate(theorems) if t.attempts for s in solvers]
     tasks += [("concrete", i, None) for i in range(len(theorems))]
     tasks.sort(key=lambda task: -_cost(theorems[task[1]], task[0]))
-    _WORK, _OPTIONS = theorems, {"timeout_s": timeout_s, "seed": seed}
+    _WORK, _OPTIONS = theorems, {"timeout_s": timeout_s, "seed": seed, "encodings": dict(encodings or {})}
     pool = multiprocessing.get_context("fork").Pool(jobs) if jobs > 1 else None
     try:
         if pool is not None:

@@ -12,6 +12,8 @@ import attrs
 
 __all__ = [
     "Var",
+    "TOKENS",
+    "BLOCK_SIZE",
     "upto",
     "T",
     "W",
@@ -27,6 +29,8 @@ __all__ = [
 
 Env = Mapping[str, int]
 
+TOKENS, BLOCK_SIZE = "tokens", "block size"  # the units the block-coordinate encoding treats specially
+
 
 @attrs.frozen
 class Var:
@@ -40,6 +44,11 @@ class Var:
     values: Callable[[Env], Iterable[int]] = attrs.field(eq=False)
     bound_text: str
     constant: bool = False  # the bounded range does not depend on the variables before it
+    unit: str = "count"  # "tokens", "block size" or "count": the block-coordinate encoding splits tokens
+
+    @property
+    def counts_tokens(self) -> bool:
+        return self.unit == TOKENS
 
     def at_least(self, lower: int) -> "Var":
         """The same variable with a larger lower bound (domain and bounded range alike)."""
@@ -50,19 +59,22 @@ class Var:
         return f"{self.name} >= {self.lower} ({self.meaning}); checked on ints for {self.bound_text}"
 
 
-def upto(name: str, meaning: str, lower: int, upper: Callable[[Env], int] | int, bound_text: str) -> Var:
+def upto(
+    name: str, meaning: str, lower: int, upper: Callable[[Env], int] | int, bound_text: str, unit: str = "count"
+) -> Var:
     """A variable whose bounded range is ``lower .. upper`` (inclusive); ``upper`` may depend on the
-    variables before it."""
+    variables before it. ``unit``: what it counts (see :class:`Var`)."""
     if isinstance(upper, int):
         top = upper
-        return Var(name, meaning, lower, lambda env: range(lower, top + 1), bound_text, constant=True)
-    return Var(name, meaning, lower, lambda env: range(lower, upper(env) + 1), bound_text)
+        return Var(name, meaning, lower, lambda env: range(lower, top + 1), bound_text, constant=True, unit=unit)
+    return Var(name, meaning, lower, lambda env: range(lower, upper(env) + 1), bound_text, unit=unit)
+
 
 
 # The parameters every sizing statement shares. The bounded ranges are the issue's: t <= 16,
 # W <= 64, S <= 2, n <= 8, and h up to two windows and two blocks past the sinks.
-T = upto("t", "tokens per block", 1, 16, "t <= 16")
-W = upto("W", "window in tokens", 1, 64, "W <= 64")
+T = upto("t", "tokens per block", 1, 16, "t <= 16", BLOCK_SIZE)
+W = upto("W", "window in tokens", 1, 64, "W <= 64", TOKENS)
 S = upto("S", "sink blocks", 0, 2, "S <= 2")
 H = upto(
     "h",
@@ -70,8 +82,9 @@ H = upto(
     0,
     lambda env: env["S"] * env["t"] + 2 * (env["W"] + env["t"]) - 1,
     "h < S*t + 2*(W + t)",
+    TOKENS,
 )
-STEP = upto("n", "tokens in one step", 1, 8, "n <= 8")
+STEP = upto("n", "tokens in one step", 1, 8, "n <= 8", TOKENS)
 
 
 def _family(xs: Iterable[Any]) -> str:
