@@ -122,9 +122,10 @@ class _Cvc5:
 
     name = "cvc5"
 
-    def __init__(self, seed: int):
+    def __init__(self, seed: int, rlimit: int | None = None):
         self.api = _cvc5()
         self.seed = seed
+        self.rlimit = rlimit
         self.ctx = self.api.Context()
 
     def ints(self, names: Sequence[str]) -> list[Any]:
@@ -133,6 +134,8 @@ class _Cvc5:
     def solver(self, facts: Sequence[Any]) -> Any:
         solver = self.api.Solver(ctx=self.ctx)
         solver.set("seed", self.seed)
+        if self.rlimit is not None:  # cvc5 takes a resource limit only before its first assertion
+            solver.set("rlimit-per", self.rlimit)
         solver.add(*facts)
         return solver
 
@@ -140,17 +143,17 @@ class _Cvc5:
         solver.set("tlimit-per", ms)
 
     def set_rlimit(self, solver: Any, units: int) -> None:
-        solver.set("rlimit-per", units)
+        pass  # set once per solver when it is made (the whole limit per check, not a share of it)
 
     def as_bool(self, value: Any) -> Any:
         return self.api.BoolVal(value, self.ctx) if isinstance(value, bool) else value
 
 
-def _backend(solver: str, seed: int) -> Any:
+def _backend(solver: str, seed: int, rlimit: int | None = None) -> Any:
     if solver == "z3":
         return _Z3(seed)
     if solver == "cvc5":
-        return _Cvc5(seed)
+        return _Cvc5(seed, rlimit)
     raise ValueError(f"solver={solver!r}: must be one of {SOLVERS}")
 
 
@@ -423,7 +426,7 @@ def discharge(
     seconds, does not depend on the machine or its load (so an answer under it is reproducible).
     ``encoding``: "direct" or "blocks" (see the module doc); by default :func:`default_encoding`."""
     start = time.perf_counter()
-    backend = _backend(solver, seed)
+    backend = _backend(solver, seed, rlimit)
     api = backend.api
     deadline = _Deadline(backend, timeout_s, rlimit)
     enc, fallback = _encode(theorem, backend, encoding or default_encoding(solver))

@@ -95,6 +95,7 @@ def test_a_tiny_timeout_is_unknown_never_proved(capsys):
         (["--timeout", "x"], "--timeout"),
         (["--seed", "-1"], "--seed"),
         (["--jobs", "0"], "--jobs"),
+        (["--encoding", "sideways"], "--encoding"),
     ],
 )
 def test_bad_arguments_exit_2(capsys, argv, needle):
@@ -128,8 +129,17 @@ def test_both_solvers_agree_and_report_side_by_side(capsys):
     for d in data:
         assert set(d["solvers"]) == {"z3", "cvc5"}
         assert d["solvers"]["z3"]["result"] == d["solvers"]["cvc5"]["result"] == d["expected"]
+        assert (d["solvers"]["z3"]["encoding"], d["solvers"]["cvc5"]["encoding"]) == ("direct", "blocks")
+        assert d["solvers"]["z3"]["obligations"] == 0 and d["solvers"]["cvc5"]["obligations"] > 0
     refuted = data[-1]["solvers"]
     assert refuted["z3"]["counterexample"] == refuted["cvc5"]["counterexample"] == {"t": 1, "W": 1, "S": 1, "h": 1}
+
+
+def test_encoding_chooses_for_every_solver(capsys):
+    code, out, err = prove(capsys, "decode-sufficient", "--encoding", "blocks", "--json", "--jobs", "1")
+    (d,) = json.loads(out)
+    assert code == 0 and d["encoding"] == "blocks" and d["solvers"]["z3"]["obligations"] > 0
+    assert "z3 " in err and "(blocks encoding)" in err
 
 
 def test_cvc5_alone(capsys):
