@@ -209,14 +209,17 @@ def flips(
     timeout_s: float = 10.0,
     seed: int = 0,
     first_only: bool = False,
+    solver: str = "z3",
+    encoding: str | None = None,
 ) -> dict[str, tuple[str, str, dict[str, int] | None]]:
-    """Theorems whose Z3 outcome under ``mutation`` is the opposite of their expected one:
-    ``{name: (expected, mutated result, counterexample)}``; unknown answers are not flips. With
-    ``first_only`` it stops at the first flip."""
+    """Theorems whose outcome under ``mutation`` (by ``solver`` on ``encoding``, default Z3 on its own)
+    is the opposite of their expected one: ``{name: (expected, mutated result, counterexample)}``;
+    unknown answers are not flips. With ``first_only`` it stops at the first flip."""
     changed = {}
     with applied(mutation):
         for theorem in theorems:
-            d = discharge(theorem, timeout_s=timeout_s, seed=seed, minimise=False, attempts=False)
+            d = discharge(theorem, timeout_s=timeout_s, seed=seed, minimise=False, attempts=False, solver=solver,
+                          encoding=encoding)
             if d.result != UNKNOWN and d.result != theorem.expected.value:
                 changed[theorem.name] = (theorem.expected.value, d.result, d.counterexample)
                 if first_only:

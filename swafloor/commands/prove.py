@@ -27,7 +27,7 @@ def default_jobs() -> int:
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("prove", help="prove the theorem catalogue with Z3 (the main CI job)")
+    p = subparsers.add_parser("prove", help="prove the theorem catalogue with Z3 (and cvc5: --solver both, the main CI job)")
     p.add_argument("names", nargs="*", metavar="NAME", help="theorems to run (default: the whole catalogue)")
     p.add_argument("--json", action="store_true", help="print a JSON list, one object per theorem")
     p.add_argument("--timeout", type=float_in(0.001, 86_400.0), default=10.0, metavar="S",
