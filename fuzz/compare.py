@@ -22,6 +22,7 @@ __all__ = [
     "Divergence",
     "run_step",
     "parts_of",
+    "lengths_of",
     "compare_results",
     "compare_parts",
     "jsonable",
@@ -130,6 +131,14 @@ def parts_of(observation: Snapshot | Mapping[Part, Any]) -> dict[Part, Any]:
             value = {rid: tuple(tuple(t) for t in v) for rid, v in value.items()}
         parts[part] = value
     return parts
+
+
+def lengths_of(observation: Snapshot | Mapping[Part, Any]) -> dict[str, Any] | None:
+    """The ``LENGTHS`` part of an observation as :func:`parts_of` gives it (None: not shown), without
+    normalizing the other parts (read after every step; the tables are long)."""
+    if isinstance(observation, Snapshot):
+        return {r.request_id: (_state(r.state), r.capacity, r.history) for r in observation.requests}
+    return parts_of(observation).get(Part.LENGTHS)
 
 
 def jsonable(value: Any) -> Any:

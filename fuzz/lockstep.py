@@ -32,8 +32,8 @@ from swafloor.reference import (
 )
 
 from .backends import UnknownBackend
-from .compare import Divergence, Result, compare_parts, compare_results, parts_of, run_step
-from .protocol import Backend, Capabilities, Operation, Part, Unsupported
+from .compare import Divergence, Result, compare_parts, compare_results, lengths_of, parts_of, run_step
+from .protocol import Backend, Capabilities, Operation, Unsupported
 from .trace import Step
 
 __all__ = ["Lockstep", "BuildFailed", "Liveness"]
@@ -123,15 +123,13 @@ class Lockstep:
             self.backend_seconds += middle - started
         ref = self.reference.observe()
         self.reference_seconds += time.perf_counter() - middle
-        ref_parts = parts_of(ref)
-        self._read_lengths(ref_parts)
+        self._read_lengths(lengths_of(ref))
         if not self.retired and isinstance(got, Snapshot) and got == ref:
             return None  # equal snapshots satisfy every mode
-        return compare_parts(index, step, ref_parts, parts_of(got), self.caps, frozenset(self.retired))
+        return compare_parts(index, step, parts_of(ref), parts_of(got), self.caps, frozenset(self.retired))
 
-    def _read_lengths(self, ref_parts: dict) -> None:
+    def _read_lengths(self, lengths: dict | None) -> None:
         """States and lengths as the reference side shows them (closed requests are not shown)."""
-        lengths = ref_parts.get(Part.LENGTHS)
         if lengths is None:
             return
         for rid in self.states:
@@ -173,8 +171,8 @@ class Lockstep:
         decode = (
             step.op is Operation.RESIZE
             and step.capacity == step.history + 1
-            and self._lone(step.request)
             and self.liveness.covers(step.capacity)
+            and self._lone(step.request)
         )
         started = time.perf_counter()
         ref_result = run_step(self.reference, step)

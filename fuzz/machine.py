@@ -37,11 +37,11 @@ from .protocol import Operation, Part, Unsupported
 from .strategies import configs, has_swa, horizon
 from .trace import Step, Trace
 
-__all__ = ["DivergenceFound", "Stats", "build_machine", "MAX_OPEN_REQUESTS"]
+__all__ = ["DivergenceFound", "Stats", "build_machine", "MAX_OPEN_REQUESTS", "BATCH_ROUNDS"]
 
 MAX_OPEN_REQUESTS = 4
 PICK = st.integers(0, MAX_OPEN_REQUESTS - 1)
-BATCH_ROUNDS = 256  # the most rounds of one decode_batch rule
+BATCH_ROUNDS = 256  # the most rounds of one decode_batch rule, unless the campaign gives its own
 
 
 class DivergenceFound(AssertionError):
@@ -78,9 +78,13 @@ class Stats:
     on_example: Callable[["Stats"], None] | None = None
 
 
-def build_machine(backend: Any, against: Any, stats: Stats) -> type[RuleBasedStateMachine]:
+def build_machine(
+    backend: Any, against: Any, stats: Stats, batch_rounds: int = BATCH_ROUNDS
+) -> type[RuleBasedStateMachine]:
     """A state machine class comparing ``backend`` with ``against`` (both
-    :class:`~swafloor.fuzz.backends.ResolvedBackend`), counting into ``stats``."""
+    :class:`~swafloor.fuzz.backends.ResolvedBackend`), counting into ``stats``. ``batch_rounds``: the
+    most rounds one ``decode_batch`` rule draws (longer runs: more compared steps per Hypothesis draw,
+    and longer examples)."""
     caps = backend.capabilities
     ops = caps.operations
     misuse_allowed = caps.mode(Part.ERRORS) is not None
@@ -100,9 +104,6 @@ def build_machine(backend: Any, against: Any, stats: Stats) -> type[RuleBasedSta
         def _apply(self, step: Step) -> Result:
             divergence, result = self.lock.apply(step)
             stats.steps += 1
-            stats.backend_seconds += self.lock.backend_seconds - self.timed[0]
-            stats.reference_seconds += self.lock.reference_seconds - self.timed[1]
-            self.timed = (self.lock.backend_seconds, self.lock.reference_seconds)
             if divergence is not None:
                 self._fail(divergence)
             return result
@@ -142,6 +143,9 @@ def build_machine(backend: Any, against: Any, stats: Stats) -> type[RuleBasedSta
             return self.lock.states.get(rid) == "active"
 
         def teardown(self) -> None:
+            if self.lock is not None:  # the time each side spent, building included
+                stats.backend_seconds += self.lock.backend_seconds
+                stats.reference_seconds += self.lock.reference_seconds
             if sys.exc_info()[0] is None:  # called from a finally: no exception means it completed
                 stats.examples += 1
 
@@ -156,9 +160,6 @@ def build_machine(backend: Any, against: Any, stats: Stats) -> type[RuleBasedSta
                 reject()
             stats.served += 1
             stats.served_swa += has_swa(config)
-            stats.backend_seconds += self.lock.backend_seconds
-            stats.reference_seconds += self.lock.reference_seconds
-            self.timed = (self.lock.backend_seconds, self.lock.reference_seconds)
             if self.lock.build_divergence is not None:
                 self._fail(self.lock.build_divergence)
             self.horizon = horizon(config)
@@ -225,7 +226,7 @@ def build_machine(backend: Any, against: Any, stats: Stats) -> type[RuleBasedSta
                     return
 
         @precondition(lambda self: Operation.COMMIT in ops and self._has("active", "suspended"))
-        @rule(rounds=st.integers(1, BATCH_ROUNDS))
+        @rule(rounds=st.integers(1, batch_rounds))
         def decode_batch(self, rounds: int) -> None:
             """Continuous batching: the suspended requests are resumed (admitted) in turn, then
             ``rounds`` rounds in which every active request, in turn, takes a decode step

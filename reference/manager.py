@@ -339,17 +339,27 @@ class Manager:
 
     def _request_snapshot(self, req: _Request) -> RequestSnapshot:
         """A request's snapshot, rebuilt only when its state, lengths or blocks changed (a harness
-        snapshots after every step; most steps change one request, and most change no block)."""
-        key = (req.state, req.capacity, req.history, tuple(req.ranges))
-        if req.snapshot_key != key:
-            t = self.tokens_per_block
-            tables = []
-            for lc, held in zip(self.layout.life_cycles, req.held):
-                length = 1 if lc.kind is LifeCycleKind.SSM else lifecycle.allocated_blocks(req.capacity, t)
-                tables.append(tuple(b if b in held else None for b in range(length)))
-            req.snapshot = RequestSnapshot(req.request_id, req.state, req.capacity, req.history, tuple(tables))
+        snapshots after every step; most steps change one request, and most change no block); its
+        tables are kept while the blocks it holds and the blocks its capacity spans stay the same."""
+        allocated = lifecycle.allocated_blocks(req.capacity, self.tokens_per_block)
+        key = (req.state, req.capacity, req.history, allocated, tuple(req.ranges))
+        last = req.snapshot_key
+        if last != key:
+            tables = req.snapshot.tables if last is not None and last[3:] == key[3:] else self._tables(req, allocated)
+            req.snapshot = RequestSnapshot(req.request_id, req.state, req.capacity, req.history, tables)
             req.snapshot_key = key
         return req.snapshot
+
+    def _tables(self, req: _Request, allocated: int) -> tuple[tuple[int | None, ...], ...]:
+        """Per life cycle, the block index where a block is held and None where not, over the
+        ``allocated`` blocks the capacity spans (SSM: its one page)."""
+        tables = []
+        for lc, ranges in zip(self.layout.life_cycles, req.ranges):  # the ranges of the held blocks
+            table: list[int | None] = [None] * (1 if lc.kind is LifeCycleKind.SSM else allocated)
+            for lo, hi in ranges:
+                table[lo:hi] = range(lo, hi)
+            tables.append(tuple(table))
+        return tuple(tables)
 
     def _holds_blocks(self, req: _Request) -> bool:
         return req.state is RequestState.ACTIVE or (

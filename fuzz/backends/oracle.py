@@ -58,13 +58,10 @@ def _sink_blocks(sink_tokens: int, t: int) -> frozenset[int]:
     return frozenset(p // t for p in range(sink_tokens))
 
 
-def _allocated(capacity: int, t: int) -> list[int]:
-    """The blocks that hold at least one position below ``capacity``, found by walking blocks."""
-    blocks, b = [], 0
-    while b * t < capacity:
-        blocks.append(b)
-        b += 1
-    return blocks
+def _allocated(capacity: int, t: int) -> range:
+    """The blocks that hold at least one position below ``capacity``: one per block start
+    ``0, t, 2t, ...`` below it (the starts are counted, not derived from a formula)."""
+    return range(len(range(0, capacity, t)))
 
 
 def _held(geometry: _Geometry, history: int, capacity: int, t: int) -> frozenset[int]:
@@ -76,8 +73,10 @@ def _held(geometry: _Geometry, history: int, capacity: int, t: int) -> frozenset
         return frozenset(allocated)
     oldest = max(0, history + 1 - geometry.window)  # the oldest position the token in flight reads
     newest = max(capacity, history + 1)  # positions up to the token in flight and the capacity
-    needed = {p // t for p in range(oldest, newest)} | geometry.sink_blocks
-    return frozenset(b for b in allocated if b in needed)
+    positions = range(oldest, newest)  # never empty: it holds the token in flight
+    # Every t-th of these positions and the last one: no block between them is skipped.
+    needed = {p // t for p in positions[::t]} | {positions[-1] // t} | geometry.sink_blocks
+    return frozenset(b for b in needed if b in allocated)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -182,7 +181,7 @@ class OracleManager:
         held = []
         for i, (old, new) in enumerate(zip(req.held, targets)):
             if new == old:
-                held.append(old)  # unchanged: keep the same set (snapshot() recognises it by identity)
+                held.append(old)  # unchanged: keep the same set (snapshot() compares it by identity)
                 continue
             self.used[self.group_of[i]] += len(new - old) - len(old - new)
             held.append(new)
@@ -260,34 +259,41 @@ class OracleManager:
         self._release_all(req)
         req.state = RequestState.CLOSED
 
-    def _request_snapshot(self, rid: Hashable, req: _Request) -> RequestSnapshot:
-        """One request as shown: its tables list every allocated block, held or not (None)."""
+    def _tables(self, req: _Request) -> tuple[tuple[int | None, ...], ...]:
+        """A request's tables: every allocated block, its index where held, None where not."""
         tables = []
         for geometry, held in zip(self.geometries, req.held):
-            blocks = [0] if geometry.kind == "ssm" else _allocated(req.capacity, self.t)
-            tables.append(tuple(b if b in held else None for b in blocks))
-        return RequestSnapshot(rid, req.state, req.capacity, req.history, tuple(tables))
+            blocks = range(1) if geometry.kind == "ssm" else _allocated(req.capacity, self.t)
+            table: list[int | None] = [None] * len(blocks)
+            for b in held:  # every held block is an allocated one
+                table[b] = b
+            tables.append(tuple(table))
+        return tuple(tables)
 
     def snapshot(self) -> Snapshot:
-        """The state as a Snapshot. A request whose state, lengths and held sets are the very ones
-        of its last snapshot is shown by that snapshot again (a step changes one request; the
-        fuzzer observes after every step); :meth:`fresh_snapshot` recomputes everything."""
+        """The state as a Snapshot. A request whose state, lengths and held sets equal those of its
+        last snapshot is shown by that snapshot again, and one whose held sets and allocated blocks
+        do, with its last tables (a step changes one request, most steps no block, and the fuzzer
+        observes after every step); :meth:`fresh_snapshot` recomputes everything."""
         requests = []
         for rid, req in self.requests.items():
             if req.state is RequestState.CLOSED:
                 continue
-            key = (req.state, req.capacity, req.history, *req.held)
-            shown = req.shown
-            if shown is None or len(shown[0]) != len(key) or any(a is not b for a, b in zip(shown[0], key)):
-                shown = req.shown = (key, self._request_snapshot(rid, req))
-            requests.append(shown[1])
+            key = (req.state, req.capacity, req.history, len(_allocated(req.capacity, self.t)), *req.held)
+            last = req.shown
+            if last is None or last[0] != key:  # the same sets compare by identity, at no cost
+                tables = last[1].tables if last is not None and last[0][3:] == key[3:] else self._tables(req)
+                req.shown = (key, RequestSnapshot(rid, req.state, req.capacity, req.history, tables))
+            requests.append(req.shown[1])
         pools = tuple(PoolSnapshot(total, total - used) for total, used in zip(self.totals, self.used))
         return Snapshot(pools, tuple(requests))
 
     def fresh_snapshot(self) -> Snapshot:
         """The state as a Snapshot, every request recomputed (what :meth:`snapshot` must equal)."""
         requests = tuple(
-            self._request_snapshot(rid, req) for rid, req in self.requests.items() if req.state is not RequestState.CLOSED
+            RequestSnapshot(rid, req.state, req.capacity, req.history, self._tables(req))
+            for rid, req in self.requests.items()
+            if req.state is not RequestState.CLOSED
         )
         pools = tuple(PoolSnapshot(total, total - used) for total, used in zip(self.totals, self.used))
         return Snapshot(pools, requests)
@@ -299,8 +305,8 @@ def oracle(config: Config) -> ManagerBackend:
     return ManagerBackend(OracleManager(config))
 
 
-# It walks token positions, so its cost grows with lengths, not with blocks: a replay refuses traces
-# beyond these (see swafloor.fuzz.replay.check_cost). Its minimum search walks every history up to
-# the window plus sinks plus a few blocks, each in time linear in the window: quadratic.
+# It walks token positions (the sinks, one per block of a window and of a capacity), so its cost
+# grows with lengths: a replay refuses traces beyond these (see swafloor.fuzz.replay.check_cost). Its
+# minimum search walks every history up to the window plus sinks plus a few blocks: quadratic.
 oracle.max_window_tokens = 4096
 oracle.max_capacity_tokens = 10**6
