@@ -6,6 +6,7 @@ command that makes it, elsewhere.
 
 - The ci profile (2000 examples, seed 0) passes for ``vllm`` and ``vllm-async`` (run side by side,
   one per core), with the discard rate and the SWA share on target.
+- ``dataplane:vllm`` (attention through vLLM's own block tables) passes a bounded ci campaign.
 - Every ``tests/regressions/vllm-*.json`` replays as it expects: a trace that expects a divergence
   still shows the same one (part and both sides' kinds), a trace that expects a match matches.
 """
@@ -125,6 +126,25 @@ def test_regression_traces_replay_as_they_expect(tmp_path):
         want = (saved["field"].split("[")[0], _kind(saved["reference"]), _kind(saved["backend"]), saved["step_index"])
         assert same == want, f"{name}: a different divergence: {json.dumps(got)[:2000]}"
     assert backends == set(BACKENDS)
+
+
+DATAPLANE_EXAMPLES = 40
+
+
+def test_attention_through_vllm_tables_matches_dense_attention(tmp_path):
+    """``dataplane:vllm``: K/V written and read through the slots vLLM's own block tables give, attention
+    after every resize compared with a dense copy (and every K/V read exactly): vLLM never lets two live
+    blocks share a slot nor loses a block it still needs, over a bounded ci campaign."""
+    _need_venv()
+    argv = ["-m", "swafloor", "fuzz", "--backend", "dataplane:vllm", "--profile", "ci",
+            "--examples", str(DATAPLANE_EXAMPLES), "--json", "--out", str(tmp_path)]
+    proc = _run(argv, tmp_path)
+    stdout, stderr = proc.communicate(timeout=TIMEOUT)
+    report = json.loads(stdout) if stdout.strip().startswith("{") else None
+    assert report is not None, stderr[-4000:]
+    assert proc.returncode == 0 and report["result"] == "pass", json.dumps(report.get("divergence"), indent=1)[:4000]
+    assert report["backend"] == "dataplane:vllm" and report["examples"] >= DATAPLANE_EXAMPLES
+    assert report["steps"] > 10 * report["examples"] and report["swa_share"] >= 0.5, report
 
 
 def test_missing_venv_fails_in_ci_and_skips_elsewhere(tmp_path):
