@@ -32,8 +32,11 @@ from swafloor.reference import (
 )
 
 from .backends import UnknownBackend
-from .compare import Divergence, Result, compare_parts, compare_results, lengths_of, parts_of, run_step
-from .protocol import Backend, Capabilities, Operation, Unsupported
+from .compare import (
+    COMMIT, CREATE, RESIZE, RESUME, SUSPEND, Divergence, Result, compare_parts, compare_results, lengths_of, parts_of,
+    run_step,
+)
+from .protocol import Backend, Capabilities, Unsupported
 from .trace import Step
 
 __all__ = ["Lockstep", "BuildFailed", "Liveness"]
@@ -147,20 +150,23 @@ class Lockstep:
     def _track(self, step: Step, result: Result) -> None:
         if result.kind == "error":
             return
-        if step.op is Operation.CREATE:
-            self.states[step.request] = "suspended"
-            self.lengths[step.request] = (step.reused_history, step.reused_history)
-        elif step.op is Operation.RESIZE and result.ok:
-            self.lengths[step.request] = (step.capacity, step.history)
-        elif step.op is Operation.COMMIT:
-            capacity, history = self.lengths[step.request]
-            self.lengths[step.request] = (capacity, history + step.tokens)
-        elif step.op is Operation.RESUME and result.ok:
-            self.states[step.request] = "active"
-        elif step.op is Operation.SUSPEND:
-            self.states[step.request] = "suspended"
-        elif step.op is Operation.CLOSE:
-            self.states[step.request] = "closed"
+        op, rid = step.op, step.request
+        if op is RESIZE:
+            if result.ok:
+                self.lengths[rid] = (step.capacity, step.history)
+        elif op is COMMIT:
+            capacity, history = self.lengths[rid]
+            self.lengths[rid] = (capacity, history + step.tokens)
+        elif op is CREATE:
+            self.states[rid] = "suspended"
+            self.lengths[rid] = (step.reused_history, step.reused_history)
+        elif op is RESUME:
+            if result.ok:
+                self.states[rid] = "active"
+        elif op is SUSPEND:
+            self.states[rid] = "suspended"
+        else:
+            self.states[rid] = "closed"
 
     def apply(self, step: Step) -> tuple[Divergence | None, Result]:
         """Run ``step`` on both sides; returns the first divergence (or None) and the reference's result."""
@@ -169,7 +175,7 @@ class Lockstep:
         index = len(self.steps)
         self.steps.append(step)
         decode = (
-            step.op is Operation.RESIZE
+            step.op is RESIZE
             and step.capacity == step.history + 1
             and self.liveness.covers(step.capacity)
             and self._lone(step.request)

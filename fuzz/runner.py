@@ -1,8 +1,10 @@
 """Running a fuzzing campaign: Hypothesis drives the differential machine for N examples; the first
 divergence is shrunk, saved as a JSON trace, and reported with the whole input and a replay command.
 
-Profiles: ``ci`` (a fixed seed, bounded: the default) and ``nightly`` (a fresh random seed, long
-runs, longer traces). The seed used is always reported, so any run can be repeated.
+Profiles: ``standard`` (``swafloor fuzz``'s default: a fixed seed, long batched-decoding runs),
+``ci`` (the same seed and examples with short runs: what CI's campaigns use, :func:`run_campaign`'s
+default) and ``nightly`` (a fresh random seed, long runs, longer traces). The seed used is always
+reported, so any run can be repeated.
 
 The report also says how well the generator fits the backend: the share of examples discarded
 because the backend refused the config (``Unsupported``; target at most :data:`MAX_DISCARD_RATE`) and
@@ -31,7 +33,7 @@ from swafloor.reference import SwafloorError
 
 from .backends import ResolvedBackend, resolve
 from .compare import Divergence
-from .machine import DivergenceFound, Stats, build_machine
+from .machine import BATCH_ROUNDS, DivergenceFound, Stats, build_machine
 from .protocol import name_of, prepare
 from .reduce import reduce_trace
 from .replay import replay_command
@@ -58,15 +60,20 @@ MIN_SWA_SHARE = 0.5
 
 @attrs.frozen
 class Profile:
-    """Defaults of a kind of run: examples, steps (rules) per example, and the seed (None: random)."""
+    """Defaults of a kind of run: examples, steps (rules) per example, the seed (None: random), and
+    the most rounds one batched-decoding rule draws (``batch_rounds``: the rule that makes most of
+    the compared steps; longer runs spread Hypothesis's cost per rule over more steps, and lengthen
+    every example)."""
 
     name: str
     examples: int
     steps: int
     seed: int | None
+    batch_rounds: int = BATCH_ROUNDS
 
 
 PROFILES = {
+    "standard": Profile("standard", examples=2000, steps=12, seed=0, batch_rounds=4096),
     "ci": Profile("ci", examples=2000, steps=12, seed=0),
     "nightly": Profile("nightly", examples=50_000, steps=40, seed=None),
 }
@@ -229,7 +236,7 @@ def run_campaign(
     if seed is None:
         seed = chosen.seed if chosen.seed is not None else random.SystemRandom().randrange(2**32)
     stats = Stats(on_example=progress)
-    machine = hypothesis_seed(seed)(build_machine(backend_, against_, stats))
+    machine = hypothesis_seed(seed)(build_machine(backend_, against_, stats, chosen.batch_rounds))
     # The example database key: one per pair of sides (the machine's source is the same for all).
     machine._hypothesis_internal_add_digest = f"swafloor:{backend_.name}|{against_.name}".encode()
     divergence, trace, path = None, None, None

@@ -95,11 +95,16 @@ class TraceError(ValueError):
         super().__init__(f"{shown_field}={bounded(value)}: {shown_reason}")
 
 
+def _operation(value: Any) -> Operation:
+    """``value`` as an Operation; an Operation as it is (the fuzzer makes a step per operation)."""
+    return value if type(value) is Operation else Operation(value)
+
+
 @attrs.frozen
 class Step:
     """One operation with its arguments. Unused arguments are None."""
 
-    op: Operation = attrs.field(converter=Operation)
+    op: Operation = attrs.field(converter=_operation)
     request: str
     capacity: int | None = None
     history: int | None = None

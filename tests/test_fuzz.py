@@ -349,7 +349,17 @@ def test_cli_fuzz_pass_json(capsys):
     assert main(["fuzz", "--backend", "oracle", "--examples", "40", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["result"] == "pass" and out["examples"] == 40 and out["seconds"] > 0
+    assert out["profile"] == "standard" and out["seed"] == 0  # the command's default profile
     assert "trace_file" not in out
+
+
+def test_the_standard_profile_is_the_ci_profile_with_longer_batches():
+    standard, ci = PROFILES["standard"], PROFILES["ci"]
+    assert (standard.examples, standard.steps, standard.seed) == (ci.examples, ci.steps, ci.seed)
+    assert standard.batch_rounds > ci.batch_rounds
+    runs = {name: run_campaign("oracle", examples=40, seed=0, profile=name, out_dir=None) for name in ("standard", "ci")}
+    assert all(r.divergence is None and r.examples == 40 for r in runs.values())
+    assert runs["standard"].steps > runs["ci"].steps  # the same seed: its batches ran longer
 
 
 def test_cli_fuzz_divergence_and_replay(tmp_path, capsys):

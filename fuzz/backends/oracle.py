@@ -43,6 +43,9 @@ from ..protocol import EXACT_EVERYTHING, factory
 
 __all__ = ["OracleManager", "oracle", "decode_peak"]
 
+# Request states as module constants (on Python 3.11 reading a member off its enum costs a descriptor call).
+ACTIVE, SUSPENDED, CLOSED = RequestState.ACTIVE, RequestState.SUSPENDED, RequestState.CLOSED
+
 
 @attrs.frozen
 class _Geometry:
@@ -153,7 +156,7 @@ class OracleManager:
         req = self.requests.get(request_id)
         if req is None:
             raise RequestError(request_id, "request_id", request_id, "unknown request")
-        if req.state is RequestState.CLOSED:
+        if req.state is CLOSED:
             raise RequestError(request_id, "state", req.state.value, "request is closed")
         if state is not None and req.state is not state:
             raise RequestError(request_id, "state", req.state.value, f"must be {state.value}")
@@ -196,12 +199,12 @@ class OracleManager:
             raise RequestError(request_id, "request_id", request_id, "already exists")
         self._count(request_id, "reused_history", reused_history)
         self.requests[request_id] = _Request(
-            RequestState.SUSPENDED, reused_history, reused_history, reused_history > 0,
+            SUSPENDED, reused_history, reused_history, reused_history > 0,
             [frozenset() for _ in self.geometries],
         )
 
     def resume(self, request_id: Hashable) -> Outcome:
-        req = self._get(request_id, RequestState.SUSPENDED)
+        req = self._get(request_id, SUSPENDED)
         targets = self._targets(req.history, req.capacity)
         needed = [0] * len(self.totals)
         for i, (geometry, blocks) in enumerate(zip(self.geometries, targets)):
@@ -215,12 +218,12 @@ class OracleManager:
         outcome = self._shortfalls(needed, [0] * len(self.totals))
         if outcome.ok:
             self._move(req, targets)
-            req.state = RequestState.ACTIVE
+            req.state = ACTIVE
             req.pending_copy = False
         return outcome
 
     def resize(self, request_id: Hashable, capacity: int, history: int) -> Outcome:
-        req = self._get(request_id, RequestState.ACTIVE)
+        req = self._get(request_id, ACTIVE)
         self._count(request_id, "capacity", capacity)
         self._count(request_id, "history", history)
         if history < req.history:
@@ -240,7 +243,7 @@ class OracleManager:
         return outcome
 
     def commit(self, request_id: Hashable, tokens: int) -> None:
-        req = self._get(request_id, RequestState.ACTIVE)
+        req = self._get(request_id, ACTIVE)
         self._count(request_id, "tokens", tokens)
         if req.history + tokens > req.capacity:
             raise RequestError(
@@ -250,14 +253,14 @@ class OracleManager:
         self._move(req, self._targets(req.history, req.capacity))
 
     def suspend(self, request_id: Hashable) -> None:
-        req = self._get(request_id, RequestState.ACTIVE)
+        req = self._get(request_id, ACTIVE)
         self._release_all(req)
-        req.state = RequestState.SUSPENDED
+        req.state = SUSPENDED
 
     def close(self, request_id: Hashable) -> None:
         req = self._get(request_id)
         self._release_all(req)
-        req.state = RequestState.CLOSED
+        req.state = CLOSED
 
     def _tables(self, req: _Request) -> tuple[tuple[int | None, ...], ...]:
         """A request's tables: every allocated block, its index where held, None where not."""
@@ -277,7 +280,7 @@ class OracleManager:
         observes after every step); :meth:`fresh_snapshot` recomputes everything."""
         requests = []
         for rid, req in self.requests.items():
-            if req.state is RequestState.CLOSED:
+            if req.state is CLOSED:
                 continue
             key = (req.state, req.capacity, req.history, len(_allocated(req.capacity, self.t)), *req.held)
             last = req.shown
@@ -293,7 +296,7 @@ class OracleManager:
         requests = tuple(
             RequestSnapshot(rid, req.state, req.capacity, req.history, self._tables(req))
             for rid, req in self.requests.items()
-            if req.state is not RequestState.CLOSED
+            if req.state is not CLOSED
         )
         pools = tuple(PoolSnapshot(total, total - used) for total, used in zip(self.totals, self.used))
         return Snapshot(pools, requests)

@@ -21,11 +21,12 @@ def register(subparsers) -> None:
                    help="a registered backend (reference, oracle, mutant:...) or MODULE:FACTORY")
     p.add_argument("--against", default="reference", metavar="NAME|MODULE:FACTORY",
                    help="what to compare with (default: reference)")
-    p.add_argument("--profile", choices=("ci", "nightly"), default="ci",
-                   help="ci: fixed seed, bounded (default); nightly: random seed, long")
+    p.add_argument("--profile", choices=("standard", "ci", "nightly"), default="standard",
+                   help="standard: fixed seed, long batched-decoding runs (default); ci: fixed seed, the short "
+                        "runs CI's tests use; nightly: random seed, long")
     p.add_argument("--examples", type=int_in(1, 10**15), default=None, help="examples to run (default: the profile's)")
     p.add_argument("--steps", type=int_in(1, 100_000), default=None, help="rules per example (default: the profile's)")
-    p.add_argument("--seed", type=int_in(0, 2**64 - 1), default=None, help="seed (default: ci 0, nightly random)")
+    p.add_argument("--seed", type=int_in(0, 2**64 - 1), default=None, help="seed (default: 0, nightly random)")
     p.add_argument("--no-shrink", action="store_true", help="report the first divergence without shrinking it")
     p.add_argument("--out", type=writable_dir, default=Path("fuzz-failures"), metavar="DIR", help="where traces go (default ./fuzz-failures)")
     p.add_argument("--workers", type=int_in(1, 1024), default=None, metavar="N",
