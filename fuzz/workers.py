@@ -30,7 +30,10 @@ import attrs
 
 from swafloor.reference import SwafloorError
 
-__all__ = ["DEFAULT_DB", "WorkerSummary", "WorkersResult", "Progress", "WorkersError", "run_workers", "format_workers"]
+__all__ = [
+    "DEFAULT_DB", "WorkerSummary", "WorkersResult", "Progress", "WorkersError", "WorkersInterrupted", "run_workers",
+    "format_workers",
+]
 
 DEFAULT_DB = Path(".swafloor-db")
 REPORT_EVERY = 1.0  # seconds between a worker's progress messages
@@ -38,6 +41,15 @@ REPORT_EVERY = 1.0  # seconds between a worker's progress messages
 
 class WorkersError(SwafloorError):
     """A worker could not run (its backend failed to resolve, it crashed, or it died)."""
+
+
+class WorkersInterrupted(KeyboardInterrupt):
+    """Ctrl-C in the parent: every worker was stopped. ``progress`` is what they had done by then
+    (examples, runs and steps reported so far); the shared database keeps every failure they saved."""
+
+    def __init__(self, progress: "Progress"):
+        super().__init__("interrupted")
+        self.progress = progress
 
 
 class _Stopped(KeyboardInterrupt):
@@ -307,6 +319,7 @@ def run_workers(
     found: dict[int, Any] = {}
     errors: list[str] = []
     last_report = started
+    interrupted = False
     try:
         while len(done) + len(errors) < workers:
             try:
@@ -340,12 +353,18 @@ def run_workers(
             if progress is not None and now - last_report >= progress_every:
                 last_report = now
                 progress(_merged(counts, workers, workers - len(done), now - started, leader.value >= 0))
+    except KeyboardInterrupt:  # Ctrl-C: stop every worker, then say what they had done
+        interrupted = True
     finally:
         for process in processes:
+            if interrupted:
+                process.terminate()
             process.join(timeout=5 if not errors else 0.5)
             if process.is_alive():
                 process.terminate()
                 process.join()
+    if interrupted:
+        raise WorkersInterrupted(_merged(counts, workers, 0, time.perf_counter() - started, leader.value >= 0))
     if errors:
         raise WorkersError("; ".join(errors))
     seconds = time.perf_counter() - started

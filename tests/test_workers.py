@@ -84,3 +84,43 @@ def test_cli_db_without_workers_replays_the_saved_failure_first(tmp_path, capsys
     capsys.readouterr()
     assert main(argv + ["--seed", "12345"]) == 1
     assert json.loads(capsys.readouterr().out)["first_failure_example"] == 1
+
+
+def test_ctrl_c_stops_every_worker_and_prints_what_they_did(tmp_path):
+    """Ctrl-C in a terminal reaches the whole process group: the parent stops its workers, prints one
+    summary with the merged counts so far, and exits 130; no worker outlives it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    argv = [sys.executable, "-m", "swafloor", "fuzz", "--backend", "oracle", "--workers", "2",
+            "--examples", str(10**9), "--db", str(tmp_path / "db"), "--out", str(tmp_path)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    seen = []
+    try:
+        for line in proc.stderr:  # until the merged progress shows steps: the workers are searching
+            seen.append(line)
+            if "workers (2 running): searching" in line and " 0 steps" not in line:
+                break
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    err = "".join(seen) + err
+    assert proc.returncode == 130, err
+    summary = [line for line in err.splitlines() if line.startswith("fuzz: interrupted")]
+    assert len(summary) == 1 and "2 workers" in summary[0] and "no divergence so far" in summary[0], err
+    assert int(summary[0].split(" examples")[0].split()[-1].replace(",", "")) > 0, summary
+    assert "Traceback" not in err and out == ""
+    deadline = time.monotonic() + 15  # the group empties (an exited child may wait a moment to be reaped)
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.2)
+    else:
+        pytest.fail("a process of the fuzz command's group outlived it")

@@ -60,7 +60,9 @@ def _progress(every: int):
 
 
 def _run_workers(args) -> int:
-    from swafloor.fuzz.workers import DEFAULT_DB, WorkersError, format_progress, format_workers, run_workers
+    from swafloor.fuzz.workers import (
+        DEFAULT_DB, WorkersError, WorkersInterrupted, format_progress, format_workers, run_workers,
+    )
 
     from swafloor.cli import UsageError
 
@@ -77,6 +79,13 @@ def _run_workers(args) -> int:
         if str(exc).startswith(("examples=", "workers=")):
             raise UsageError(f"swafloor fuzz: {exc}") from None
         raise
+    except WorkersInterrupted as stop:  # Ctrl-C: every worker is stopped; say what they had done
+        p = stop.progress
+        found = ("a divergence was found (rerun the same command: the database replays it first)" if p.found
+                 else "no divergence so far")
+        print(f"fuzz: interrupted: {p.workers} workers, {p.examples:,} examples, {p.steps:,} steps in "
+              f"{p.seconds:.1f} s ({p.steps_per_second:,.0f} steps/s); {found}", file=sys.stderr)
+        return 130
     print(f"fuzz: {result.result}: {len(result.workers)} workers, {result.examples} examples, {result.steps} steps "
           f"in {result.seconds:.1f} s ({result.steps / max(result.seconds, 1e-9):,.0f} steps/s)", file=sys.stderr)
     if args.json:
