@@ -3,8 +3,9 @@
 - Per mutant, over 5 seeds: the median number of examples and seconds until the first divergence
   (no shrinking; seconds include Hypothesis's start-up), and how many seeds caught it within budget.
 - Differential steps per second, reference vs oracle: operations applied to both sides and compared,
-  inside a ``ci``-profile campaign (Hypothesis included) and replaying a fixed decode-heavy trace
-  (the lockstep alone).
+  inside a campaign (Hypothesis included) of the ``ci`` profile and of the ``standard`` one
+  (``swafloor fuzz``'s default: longer runs, more compared steps per Hypothesis draw), and replaying
+  a fixed decode-heavy trace (the lockstep alone).
 
 ``swafloor bench fuzz`` prints :func:`format` of :func:`run`; ``python -m swafloor.fuzz.bench`` too.
 """
@@ -44,8 +45,8 @@ def decode_workload(requests: int = 4, tokens: int = 400):
 
 
 def workers_figures(workers: Sequence[int] = (1, 2), examples: int = 1000) -> list[dict[str, Any]]:
-    """Reference vs oracle with ``swafloor fuzz --workers N`` for each N: the same total examples,
-    steps per second across workers over the wall time (the workers' start-up included)."""
+    """Reference vs oracle with ``swafloor fuzz --workers N --profile ci`` for each N: the same total
+    examples, steps per second across workers over the wall time (the workers' start-up included)."""
     import tempfile
 
     from .workers import run_workers
@@ -53,8 +54,9 @@ def workers_figures(workers: Sequence[int] = (1, 2), examples: int = 1000) -> li
     rows = []
     for n in workers:
         with tempfile.TemporaryDirectory() as db:
-            result = run_workers("oracle", workers=n, examples=examples, seed=0, database=db, out_dir=None)
-        rows.append({"workers": n, "examples": result.examples, "steps": result.steps,
+            result = run_workers("oracle", workers=n, profile="ci", examples=examples, seed=0, database=db,
+                                 out_dir=None)
+        rows.append({"workers": n, "profile": result.profile, "examples": result.examples, "steps": result.steps,
                      "seconds": round(result.seconds, 3),
                      "steps_per_second": round(result.steps / result.seconds, 1), "result": result.result})
     return rows
@@ -83,7 +85,10 @@ def run(seeds: Sequence[int] = SEEDS, budget: int = 5000, campaign_examples: int
             "max_examples": max(examples) if examples else None,
         }
 
-    campaign = run_campaign("oracle", examples=campaign_examples, seed=0, out_dir=None)
+    campaigns = {
+        profile: run_campaign("oracle", examples=campaign_examples, seed=0, out_dir=None, profile=profile)
+        for profile in ("ci", "standard")
+    }
     workload = decode_workload()
     start = time.perf_counter()
     replayed = replay(workload, "oracle", "reference")
@@ -92,15 +97,19 @@ def run(seeds: Sequence[int] = SEEDS, budget: int = 5000, campaign_examples: int
         "seeds": list(seeds),
         "budget_examples": budget,
         "mutants": mutants,
-        "campaign": {
-            "backend": "oracle",
-            "against": "reference",
-            "examples": campaign.examples,
-            "steps": campaign.steps,
-            "seconds": round(campaign.seconds, 3),
-            "steps_per_second": round(campaign.steps / campaign.seconds, 1),
-            "result": campaign.result,
-        },
+        "campaigns": [
+            {
+                "backend": "oracle",
+                "against": "reference",
+                "profile": profile,
+                "examples": campaign.examples,
+                "steps": campaign.steps,
+                "seconds": round(campaign.seconds, 3),
+                "steps_per_second": round(campaign.steps / campaign.seconds, 1),
+                "result": campaign.result,
+            }
+            for profile, campaign in campaigns.items()
+        ],
         "lockstep": {
             "workload": "4 requests x 400 decode steps, t=16, SWA W=100 + 4 sinks, full attention, SSM",
             "steps": replayed.steps_run,
@@ -123,18 +132,20 @@ def format(figures: dict[str, Any]) -> str:  # noqa: A001 - the name the bench c
         med_s = "-" if m["median_seconds"] is None else f"{m['median_seconds']:.2f}"
         max_e = "-" if m["max_examples"] is None else str(m["max_examples"])
         lines.append(f"  {name:34s} {m['caught']:>3d}/{m['seeds']:<3d} {med_e:>16s} {med_s:>9s} {max_e:>13s}")
-    c, w = figures["campaign"], figures["lockstep"]
-    lines.append(
-        f"fuzz: reference vs oracle campaign: {c['steps_per_second']:.0f} steps/s "
-        f"({c['steps']} steps, {c['examples']} examples, {c['seconds']:.1f} s, {c['result']})"
-    )
+    for c in figures["campaigns"]:
+        lines.append(
+            f"fuzz: reference vs oracle campaign, profile {c['profile']}: {c['steps_per_second']:.0f} steps/s "
+            f"({c['steps']} steps, {c['examples']} examples, {c['seconds']:.1f} s, {c['result']})"
+        )
+    w = figures["lockstep"]
     lines.append(
         f"fuzz: reference vs oracle lockstep replay: {w['steps_per_second']:.0f} steps/s "
         f"({w['steps']} steps in {w['seconds']:.2f} s; {w['workload']}; {w['result']})"
     )
     for row in figures.get("workers", ()):
         lines.append(
-            f"fuzz: reference vs oracle, --workers {row['workers']}: {row['steps_per_second']:.0f} steps/s "
+            f"fuzz: reference vs oracle, --workers {row['workers']}, profile {row['profile']}: "
+            f"{row['steps_per_second']:.0f} steps/s "
             f"({row['steps']} steps, {row['examples']} examples, {row['seconds']:.1f} s wall, {row['result']})"
         )
     return "\n".join(lines)

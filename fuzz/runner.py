@@ -1,9 +1,9 @@
 """Running a fuzzing campaign: Hypothesis drives the differential machine for N examples; the first
 divergence is shrunk, saved as a JSON trace, and reported with the whole input and a replay command.
 
-Profiles: ``standard`` (``swafloor fuzz``'s default: a fixed seed, long batched-decoding runs),
-``ci`` (the same seed and examples with short runs: what CI's campaigns use, :func:`run_campaign`'s
-default) and ``nightly`` (a fresh random seed, long runs, longer traces). The seed used is always
+Profiles: ``standard`` (``swafloor fuzz``'s default: a fixed seed, more rules per example and long
+batched-decoding runs: most compared steps per Hypothesis draw), ``ci`` (the same seed and examples
+with shorter runs: what CI's campaigns use, :func:`run_campaign`'s default) and ``nightly`` (a fresh random seed, long runs, longer traces). The seed used is always
 reported, so any run can be repeated.
 
 The report also says how well the generator fits the backend: the share of examples discarded
@@ -73,7 +73,7 @@ class Profile:
 
 
 PROFILES = {
-    "standard": Profile("standard", examples=2000, steps=12, seed=0, batch_rounds=4096),
+    "standard": Profile("standard", examples=2000, steps=16, seed=0, batch_rounds=4096),
     "ci": Profile("ci", examples=2000, steps=12, seed=0),
     "nightly": Profile("nightly", examples=50_000, steps=40, seed=None),
 }

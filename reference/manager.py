@@ -341,11 +341,15 @@ class Manager:
         """A request's snapshot, rebuilt only when its state, lengths or blocks changed (a harness
         snapshots after every step; most steps change one request, and most change no block); its
         tables are kept while the blocks it holds and the blocks its capacity spans stay the same."""
-        allocated = lifecycle.allocated_blocks(req.capacity, self.tokens_per_block)
-        key = (req.state, req.capacity, req.history, allocated, tuple(req.ranges))
+        key = (req.state, req.capacity, req.history, tuple(req.ranges))
         last = req.snapshot_key
         if last != key:
-            tables = req.snapshot.tables if last is not None and last[3:] == key[3:] else self._tables(req, allocated)
+            t = self.tokens_per_block
+            allocated = lifecycle.allocated_blocks(req.capacity, t)
+            if last is not None and last[3] == key[3] and lifecycle.allocated_blocks(last[1], t) == allocated:
+                tables = req.snapshot.tables  # the same blocks held and spanned
+            else:
+                tables = self._tables(req, allocated)
             req.snapshot = RequestSnapshot(req.request_id, req.state, req.capacity, req.history, tables)
             req.snapshot_key = key
         return req.snapshot

@@ -346,19 +346,19 @@ def test_malformed_files_name_the_file(tmp_path):
 
 # --------------------------------------------------------------------------- command line
 def test_cli_fuzz_pass_json(capsys):
-    assert main(["fuzz", "--backend", "oracle", "--examples", "40", "--json"]) == 0
+    assert main(["fuzz", "--backend", "oracle", "--examples", "12", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["result"] == "pass" and out["examples"] == 40 and out["seconds"] > 0
+    assert out["result"] == "pass" and out["examples"] == 12 and out["seconds"] > 0
     assert out["profile"] == "standard" and out["seed"] == 0  # the command's default profile
     assert "trace_file" not in out
 
 
-def test_the_standard_profile_is_the_ci_profile_with_longer_batches():
+def test_the_standard_profile_is_the_ci_profile_with_longer_runs():
     standard, ci = PROFILES["standard"], PROFILES["ci"]
-    assert (standard.examples, standard.steps, standard.seed) == (ci.examples, ci.steps, ci.seed)
-    assert standard.batch_rounds > ci.batch_rounds
-    runs = {name: run_campaign("oracle", examples=40, seed=0, profile=name, out_dir=None) for name in ("standard", "ci")}
-    assert all(r.divergence is None and r.examples == 40 for r in runs.values())
+    assert (standard.examples, standard.seed) == (ci.examples, ci.seed)
+    assert standard.steps >= ci.steps and standard.batch_rounds > ci.batch_rounds
+    runs = {name: run_campaign("oracle", examples=12, seed=0, profile=name, out_dir=None) for name in ("standard", "ci")}
+    assert all(r.divergence is None and r.examples == 12 for r in runs.values())
     assert runs["standard"].steps > runs["ci"].steps  # the same seed: its batches ran longer
 
 

@@ -282,10 +282,14 @@ class OracleManager:
         for rid, req in self.requests.items():
             if req.state is CLOSED:
                 continue
-            key = (req.state, req.capacity, req.history, len(_allocated(req.capacity, self.t)), *req.held)
+            key = (req.state, req.capacity, req.history, *req.held)
             last = req.shown
             if last is None or last[0] != key:  # the same sets compare by identity, at no cost
-                tables = last[1].tables if last is not None and last[0][3:] == key[3:] else self._tables(req)
+                spanned = len(_allocated(req.capacity, self.t))
+                if last is not None and last[0][3:] == key[3:] and len(_allocated(last[0][1], self.t)) == spanned:
+                    tables = last[1].tables  # the same blocks held and allocated
+                else:
+                    tables = self._tables(req)
                 req.shown = (key, RequestSnapshot(rid, req.state, req.capacity, req.history, tables))
             requests.append(req.shown[1])
         pools = tuple(PoolSnapshot(total, total - used) for total, used in zip(self.totals, self.used))

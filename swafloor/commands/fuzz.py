@@ -22,8 +22,8 @@ def register(subparsers) -> None:
     p.add_argument("--against", default="reference", metavar="NAME|MODULE:FACTORY",
                    help="what to compare with (default: reference)")
     p.add_argument("--profile", choices=("standard", "ci", "nightly"), default="standard",
-                   help="standard: fixed seed, long batched-decoding runs (default); ci: fixed seed, the short "
-                        "runs CI's tests use; nightly: random seed, long")
+                   help="standard: fixed seed, long runs of batched decoding (default); ci: fixed seed, the "
+                        "shorter runs CI's tests use; nightly: random seed, long")
     p.add_argument("--examples", type=int_in(1, 10**15), default=None, help="examples to run (default: the profile's)")
     p.add_argument("--steps", type=int_in(1, 100_000), default=None, help="rules per example (default: the profile's)")
     p.add_argument("--seed", type=int_in(0, 2**64 - 1), default=None, help="seed (default: 0, nightly random)")
