@@ -3,12 +3,15 @@ Hypothesis example database (a directory), and one summary at the end.
 
 - Seeds: worker ``i`` runs seed ``seed + i``; the examples are split between the workers (the total
   is the ``examples`` asked for).
-- The database: every worker saves a failure it finds there. When a worker finds a divergence, it
-  alone shrinks it and saves its trace; every other worker still running stops searching and, once
-  the finder is done, replays the database (``replayed`` in its summary). The next run's worker 0
-  replays the database before it searches, so a saved failure is found at once, and the others
-  replay it in turn. (Only one engine at a time replays and shrinks a failure: two doing so on one
-  database key at once can disagree on a run, which Hypothesis reports as flaky generation.)
+- The database: each worker has a private directory (no two Hypothesis engines ever use one at the
+  same time). Worker 0's starts as a copy of the shared database, and when that holds anything,
+  worker 0 first replays it (and shrinks what still fails) alone, before any worker searches: while
+  a second engine searched beside that replay, Hypothesis now and then reported flaky data generation
+  in it (about once in 20 runs of tests/test_workers.py). The others start empty.
+  When a worker finds a divergence, it alone shrinks it and saves its trace; every other worker
+  still running stops searching and, once the finder is done, copies the finder's directory into its
+  own and replays it (``replayed`` in its summary). At the end (and on Ctrl-C) every private
+  directory is merged into the shared one, so the next run's worker 0 finds a saved failure at once.
 - Progress: workers report their counts to the parent about once a second; the parent calls
   ``progress`` with the merged counts (examples and steps per second across workers).
 - Workers are started with ``spawn`` (a backend may hold a GPU or threads that do not survive a
@@ -21,7 +24,9 @@ import multiprocessing
 import os
 import queue as queue_module
 import random
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -169,34 +174,23 @@ class _Job:
     seed: int
     shrink: bool
     out_dir: str | None
-    database: str
+    database: str  # this worker's private directory
+    private: tuple[str, ...]  # every worker's private directory, by index
+    replay_first: bool  # worker 0 replays the saved failures before any worker searches
 
 
-def _save_only(database: Any) -> Any:
-    from hypothesis.database import ExampleDatabase
-
-    class SaveOnly(ExampleDatabase):
-        def __init__(self, inner: Any) -> None:
-            super().__init__()
-            self.inner = inner
-
-        def fetch(self, key: bytes):
-            return iter(())
-
-        def save(self, key: bytes, value: bytes) -> None:
-            self.inner.save(key, value)
-
-        def delete(self, key: bytes, value: bytes) -> None:
-            self.inner.delete(key, value)
-
-    return SaveOnly(database)
+def _merge(source: Path, target: Path) -> None:
+    """Copy every entry of one example-database directory into another (entries are files named by
+    their content's hash, so copying is a union)."""
+    if source.is_dir():
+        shutil.copytree(source, target, dirs_exist_ok=True)
 
 
 def _split(total: int, parts: int) -> list[int]:
     return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
-def _worker(job: _Job, messages: Any, leader: Any, leader_done: Any) -> None:
+def _worker(job: _Job, messages: Any, leader: Any, leader_done: Any, replayed: Any) -> None:
     """One worker process: a campaign, then (when stopped for another's divergence) a replay."""
     sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the parent owns stdout (--json)
     try:
@@ -204,11 +198,7 @@ def _worker(job: _Job, messages: Any, leader: Any, leader_done: Any) -> None:
 
         from .runner import run_campaign
 
-        database = DirectoryBasedExampleDatabase(job.database)
-        # Worker 0 replays the database before searching; the others only save to it (and replay it
-        # once worker 0, or whoever found a divergence, is done): two engines replaying and shrinking
-        # one failure at the same time can disagree on a run (FlakyStrategyDefinition).
-        searching_database = database if job.index == 0 else _save_only(database)
+        database = DirectoryBasedExampleDatabase(job.database)  # private: no other engine uses it
         started = time.perf_counter()
         seen: dict[str, Any] = {"last": 0.0, "stats": None, "found": False, "stopped": False}
 
@@ -230,9 +220,23 @@ def _worker(job: _Job, messages: Any, leader: Any, leader_done: Any) -> None:
                 messages.put(("progress", job.index, stats.runs, stats.examples, stats.steps))
 
         kwargs = dict(profile=job.profile, steps=job.steps, seed=job.seed)
+        result = None
         try:
-            result = run_campaign(job.backend, job.against, examples=job.examples, shrink=job.shrink,
-                                  out_dir=None, progress=progress, database=searching_database, **kwargs)
+            if job.index == 0:
+                if job.replay_first:  # the saved failures, alone: no other engine runs meanwhile
+                    first = run_campaign(job.backend, job.against, examples=job.examples, shrink=job.shrink,
+                                         out_dir=None, database=database, search=False, **kwargs)
+                    if first.divergence is not None:
+                        with leader.get_lock():
+                            if leader.value < 0:
+                                leader.value = job.index
+                        result = first
+                replayed.set()
+            else:
+                replayed.wait()
+            if result is None:
+                result = run_campaign(job.backend, job.against, examples=job.examples, shrink=job.shrink,
+                                      out_dir=None, progress=progress, database=database, **kwargs)
         except _Stopped:
             result = None
         if seen["stopped"]:
@@ -241,6 +245,7 @@ def _worker(job: _Job, messages: Any, leader: Any, leader_done: Any) -> None:
             # replaying one database key at the same time can disagree on a run).
             while not leader_done.wait(0.5):
                 pass
+            _merge(Path(job.private[leader.value]), Path(job.database))  # the finder's, now complete
             replay = run_campaign(job.backend, job.against, examples=1, shrink=False, out_dir=None,
                                   search=False, database=database, **kwargs)
             summary = WorkerSummary(job.index, job.seed, stats.examples, stats.runs, stats.steps + replay.steps,
@@ -299,9 +304,13 @@ def run_workers(
         seed = chosen.seed if chosen.seed is not None else random.SystemRandom().randrange(2**32)
     database = Path(database)
     database.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="swafloor-workers-"))
+    private = tuple(str(scratch / f"worker{i}") for i in range(workers))
+    _merge(database, Path(private[0]))  # worker 0 replays the saved failures first
+    saved = any(p.is_file() for p in database.rglob("*"))
     jobs = [
         _Job(i, backend, against, profile, share, steps, seed + i, shrink,
-             None if out_dir is None else str(out_dir), str(database))
+             None if out_dir is None else str(out_dir), private[i], private, saved)
         for i, share in enumerate(_split(total, workers))
     ]
 
@@ -309,8 +318,9 @@ def run_workers(
     messages = context.Queue()
     leader = context.Value("i", -1)
     leader_done = context.Event()
+    replayed = context.Event()  # worker 0 has replayed the saved failures: the others may search
     started = time.perf_counter()
-    processes = [context.Process(target=_worker, args=(job, messages, leader, leader_done), daemon=True) for job in jobs]
+    processes = [context.Process(target=_worker, args=(job, messages, leader, leader_done, replayed), daemon=True) for job in jobs]
     for process in processes:
         process.start()
 
@@ -349,6 +359,7 @@ def run_workers(
                 elif kind == "error":
                     errors.append(f"worker {index}: {message[2]}")
                     leader_done.set()  # nobody waits for a finder that failed
+                    replayed.set()  # ... nor for worker 0's replay
             now = time.perf_counter()
             if progress is not None and now - last_report >= progress_every:
                 last_report = now
@@ -363,6 +374,9 @@ def run_workers(
             if process.is_alive():
                 process.terminate()
                 process.join()
+        for path in private:  # what every worker saved, kept for the next run (Ctrl-C included)
+            _merge(Path(path), database)
+        shutil.rmtree(scratch, ignore_errors=True)
     if interrupted:
         raise WorkersInterrupted(_merged(counts, workers, 0, time.perf_counter() - started, leader.value >= 0))
     if errors:
