@@ -97,7 +97,11 @@ def test_ctrl_c_stops_every_worker_and_prints_what_they_did(tmp_path):
 
     argv = [sys.executable, "-m", "swafloor", "fuzz", "--backend", "oracle", "--workers", "2",
             "--examples", str(10**9), "--db", str(tmp_path / "db"), "--out", str(tmp_path)]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    def interruptible():  # a child of a background job inherits SIGINT ignored; a terminal's command does not
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=interruptible)
     seen = []
     try:
         for line in proc.stderr:  # until the merged progress shows steps: the workers are searching
