@@ -327,6 +327,20 @@ def _minimise(
     return values, True
 
 
+def _obligations_fail(backend: Any, enc: Any, deadline: _Deadline) -> str | None:
+    """Why the block encoding's range obligations are not proved (None when they are, or when there
+    are none): its quotients are exact only on the ranges it assumed."""
+    if not enc.obligations:
+        return None
+    check = backend.solver(enc.basic)
+    check.add(backend.api.Not(backend.api.And(*enc.obligations)))
+    answer = deadline.check(check)
+    if answer == "unsat":
+        return None
+    why = "fails (a bug in proofs/blockform.py)" if answer == "sat" else f"undecided ({deadline.reason})"
+    return f"a range obligation of the block encoding {why}"
+
+
 def _attempt(
     theorem: Theorem, attempt: Any, seed: int, timeout_s: float, solver: str, encoding: str | None = None
 ) -> AttemptResult:
@@ -341,12 +355,9 @@ def _attempt(
             raise blockform.Unsupported("direct encoding asked for")
         enc = blockform.BlockEncoding([(v.name, v.unit, v.lower) for v in theorem.variables], api, backend.ctx)
         claim, domain = enc.bool(attempt.build(*enc.z3_syms)), enc.domain
-        if enc.obligations:
-            check = backend.solver(enc.basic)
-            check.add(api.Not(api.And(*enc.obligations)))
-            if deadline.check(check) != "unsat":
-                reason = "a range obligation of the block encoding is not proved"
-                claim = None
+        reason = _obligations_fail(backend, enc, deadline)
+        if reason is not None:
+            claim = None
     except blockform.Unsupported:
         if encoding == "blocks":
             label = attempt.label
@@ -438,13 +449,9 @@ def discharge(
         return Discharge(result, time.perf_counter() - start, reason=reason, attempts=tried,
                          encoding=enc.name, obligations=len(enc.obligations), **more)
 
-    if enc.obligations:  # the block encoding's quotients are exact only on the ranges it assumed
-        check = backend.solver(enc.basic)
-        check.add(api.Not(api.And(*enc.obligations)))
-        answer = deadline.check(check)
-        if answer != "unsat":
-            why = "fails (a bug in proofs/blockform.py)" if answer == "sat" else f"undecided ({deadline.reason})"
-            return done(UNKNOWN, f"a range obligation of the block encoding {why}")
+    why = _obligations_fail(backend, enc, deadline)
+    if why is not None:
+        return done(UNKNOWN, why)
     hypotheses = _lemmas(theorem, enc, backend, domain, deadline)
 
     parts = enc.parts

@@ -46,10 +46,6 @@ class Var:
     constant: bool = False  # the bounded range does not depend on the variables before it
     unit: str = "count"  # "tokens", "block size" or "count": the block-coordinate encoding splits tokens
 
-    @property
-    def counts_tokens(self) -> bool:
-        return self.unit == TOKENS
-
     def at_least(self, lower: int) -> "Var":
         """The same variable with a larger lower bound (domain and bounded range alike)."""
         values = self.values
