@@ -15,13 +15,31 @@ Six comparisons, each exhaustive on a small grid and then by Hypothesis beyond i
   minimum, against the reference manager (stand-in storage; nothing evictable).
 
 Ranges are compared as sets of blocks (upstream leaves empty ranges unclamped, e.g. ``[3, 2)``).
+
+Two kinds of verdict. **Upstream's own**: every value above is computed by upstream's functions and
+compared with the reference's; in ``accounting`` the out-of-slots outcome is upstream's
+``new_gpu_slots`` raising or not and the statistics are its ``get_statistics``, but which blocks are
+released and allocated at each step is the reference's plan (release first, then allocate).
+**The reference's verdict on upstream's numbers**: how many lone decodes run out of slots on pools of
+upstream's own minimum is the reference manager's answer on those pools (or, when upstream's pools
+hold fewer than one slot per life cycle, which the reference manager refuses, the reference's
+required blocks counted against them).
+
+An exception raised inside upstream code (or inside a stand-in it called) is a failure with its input,
+recorded like a mismatch. An attribute that upstream code reads of another upstream module's class
+which does not define it means the source's files come from different commits:
+:class:`SourceInconsistent`, the check cannot run. An exception of our own in one comparison is
+recorded as *could not run* with its input; a mismatch found elsewhere still makes the run fail.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import os
+import sys
 import time
+import traceback
 from fractions import Fraction
 from typing import Any, Callable, Iterator
 
@@ -30,9 +48,11 @@ import attrs
 from swafloor.reference import (
     AttentionLayer,
     Config,
+    ConfigError,
     FloorRule,
     Manager,
     SsmLayer,
+    SwafloorError,
     build_layout,
     live_block_indices,
     scratch_range,
@@ -43,7 +63,8 @@ from swafloor.reference import (
 from .mapping import TrtllmLayout, layer_configs, to_trtllm
 from .standins import storage_manager
 
-__all__ = ["Mismatch", "Report", "Checker", "CHECKS", "RULE_POST_FIX", "RULE_PRE_FIX"]
+__all__ = ["Mismatch", "Report", "Checker", "CHECKS", "RULE_POST_FIX", "RULE_PRE_FIX", "Disagreement",
+           "SourceInconsistent", "UpstreamRaised"]
 
 CHECKS = ("stale", "scratch", "registry", "min_slots", "batch_slots", "accounting")
 RULE_POST_FIX = "post-fix"
@@ -56,17 +77,44 @@ RULE_TEXT = {
 }
 
 
+class Disagreement(Exception):
+    """Our own signal that a comparison disagreed (recorded already); ends a Hypothesis property.
+    Never an ``AssertionError``: an assert inside upstream code must not pass for one of ours."""
+
+
+class SourceInconsistent(SwafloorError):
+    """Upstream code reads an attribute that another module of the same source does not define:
+    the source's files come from different commits. The check cannot run (exit 2)."""
+
+
+class UpstreamRaised(Exception):
+    """An exception raised inside upstream code (or a stand-in it called); carries where."""
+
+    def __init__(self, exc: BaseException, where: str):
+        self.exc = exc
+        self.where = where
+        super().__init__(f"{type(exc).__name__}: {exc}" + (f" ({where})" if where else ""))
+
+    def to_dict(self) -> dict:
+        return {"raised": type(self.exc).__name__, "message": str(self.exc)[:300], "where": self.where}
+
+
 @attrs.frozen
 class Mismatch:
-    """One disagreement, with the whole input."""
+    """One disagreement (or one exception raised by upstream code), with the whole input.
+    ``detail``: more about it, e.g. the lone request that runs out on an undersized pool."""
 
     check: str
     input: dict
     upstream: Any
     reference: Any
+    detail: dict | None = None
 
     def to_dict(self) -> dict:
-        return {"check": self.check, "input": self.input, "upstream": self.upstream, "reference": self.reference}
+        out = {"check": self.check, "input": self.input, "upstream": self.upstream, "reference": self.reference}
+        if self.detail is not None:
+            out["detail"] = self.detail
+        return out
 
 
 @attrs.define
@@ -84,16 +132,55 @@ class Report:
     windowed_runs: int = 0  # lone decodes of configs without full attention (their pools never need to grow)
     windowed_out_of_slots: int = 0
     first_out_of_slots: dict | None = None
+    raised_counts: dict = attrs.Factory(lambda: {c: 0 for c in CHECKS})  # of mismatch_counts: upstream raised
+    below_reference_model: int = 0  # accounting runs on pools under 1 slot per life cycle (reference plan counted)
+    not_run: list = attrs.Factory(list)  # comparisons that could not run: {"check", "input", "error"} (first 10)
+    not_run_count: int = 0
+    fatal: str | None = None  # why the run stopped early (e.g. an inconsistent source)
     seconds: float = 0.0
 
     @property
     def ok(self) -> bool:
         return not any(self.mismatch_counts.values())
 
+    @property
+    def complete(self) -> bool:
+        """Every comparison ran (none stopped by an error of ours, no early stop)."""
+        return self.fatal is None and not self.not_run_count
+
+    def verdicts(self) -> dict:
+        """The two kinds of verdict, apart (see the module docstring)."""
+        return {
+            "upstream": {
+                "what": "values computed by upstream's own functions, compared with the reference's; in "
+                        "accounting, upstream's new_gpu_slots/release_slot/get_statistics driven by the "
+                        "reference's plan (which blocks to release and allocate; release first)",
+                "comparisons": dict(self.counts),
+                "mismatches": dict(self.mismatch_counts),
+                "raised": dict(self.raised_counts),
+            },
+            "reference": {
+                "what": "the reference's verdict on upstream's numbers: a lone request decoding on pools of "
+                        "upstream's own minimum, run by the reference manager on those pools (or, below one "
+                        "slot per life cycle, the reference's required blocks counted against them)",
+                "lone_decode_runs": self.decode_runs,
+                "lone_decode_out_of_slots": self.decode_out_of_slots,
+                "windowed_lone_decode_runs": self.windowed_runs,
+                "windowed_lone_decode_out_of_slots": self.windowed_out_of_slots,
+                "first_windowed_out_of_slots": self.first_out_of_slots,
+                "runs_below_one_slot_per_life_cycle": self.below_reference_model,
+            },
+        }
+
     def to_dict(self) -> dict:
         return {
             "source": self.source,
             "ok": self.ok,
+            "complete": self.complete,
+            "fatal": self.fatal,
+            "not_run": list(self.not_run),
+            "not_run_count": self.not_run_count,
+            "verdicts": self.verdicts(),
             "rule": self.rule,
             "rule_text": RULE_TEXT.get(self.rule, self.rule),
             "comparisons": dict(self.counts),
@@ -151,41 +238,147 @@ class Checker:
         self.grid = grid
         self.progress = progress or (lambda phase, done, total: None)
         self.report = Report(str(upstream.source), upstream.stand_ins, upstream.rawref_origin)
+        self._source_dir = os.path.realpath(str(upstream.source)) + os.sep
+        self._pending_min: list[tuple] = []
 
     # ------------------------------------------------------------------ bookkeeping
-    def _record(self, check: str, agree: bool, make_input: Callable[[], dict], upstream: Any, reference: Any) -> bool:
+    def _record(self, check: str, agree: bool, make_input: Callable[[], dict], upstream: Any, reference: Any,
+                detail: dict | None = None) -> bool:
         self.report.counts[check] += 1
         if agree:
             return True
         self.report.mismatch_counts[check] += 1
-        if not any(m.check == check for m in self.report.mismatches):
-            self.report.mismatches.append(Mismatch(check, make_input(), upstream, reference))
+        raised = isinstance(upstream, dict) and "raised" in upstream
+        if not any(m.check == check and _is_raise(m) == raised for m in self.report.mismatches):
+            self.report.mismatches.append(Mismatch(check, make_input(), upstream, reference, detail))
         return False
+
+    def _raised(self, check: str, make_input: Callable[[], dict], raised: UpstreamRaised, reference: Any) -> bool:
+        """An exception raised by upstream code: a failure of ``check`` with its input."""
+        self.report.raised_counts[check] += 1
+        return self._record(check, False, make_input, raised.to_dict(), reference)
+
+    def _in_source(self, filename: str) -> bool:
+        return os.path.realpath(filename).startswith(self._source_dir)
+
+    def upstream_raised(self, exc: BaseException) -> UpstreamRaised | None:
+        """``exc`` as an exception raised by upstream code (some frame of its traceback is in the
+        source folder: upstream's own code or a stand-in it called), or None when it is ours. Raises
+        :class:`SourceInconsistent` for an attribute one upstream module reads of another's class
+        that does not define it."""
+        if isinstance(exc, (Disagreement, SwafloorError, KeyboardInterrupt)):
+            return None
+        frames = traceback.extract_tb(exc.__traceback__)
+        ours = [f for f in frames if self._in_source(f.filename)]
+        if not ours:
+            return None
+        if isinstance(exc, AttributeError):
+            self._inconsistent(exc, ours[-1])
+        last = frames[-1]
+        where = f"{os.path.basename(last.filename)}:{last.lineno} in {last.name}"
+        if last is not ours[-1]:
+            where += f", called from {os.path.basename(ours[-1].filename)}:{ours[-1].lineno} in {ours[-1].name}"
+        return UpstreamRaised(exc, where)
+
+    def _inconsistent(self, exc: AttributeError, reader: Any) -> None:
+        obj, name = getattr(exc, "obj", None), getattr(exc, "name", None)
+        if obj is None or name is None:
+            return
+        cls = obj if isinstance(obj, type) else type(obj)
+        module = sys.modules.get(getattr(cls, "__module__", "") or "")
+        module_file = getattr(module, "__file__", None)
+        if module_file is None or not self._in_source(module_file) or hasattr(cls, name):
+            return
+        reader_file, class_file = os.path.basename(reader.filename), os.path.basename(module_file)
+        if reader_file == class_file:
+            return  # one module's own slip: an upstream failure like any other
+        raise SourceInconsistent(
+            f"inconsistent source: {reader_file} ({reader.name}, line {reader.lineno}) reads "
+            f"{cls.__name__}.{name}, but {class_file} defines {cls.__name__} without {name!r} "
+            f"(files from different commits?) in {self.up.source}")
+
+    def _api_difference(self, exc: BaseException) -> None:
+        """Our own code read an attribute this source's class or module does not have: the source's
+        API differs from what the check drives (it cannot run)."""
+        from .loader import LoadError
+
+        if not isinstance(exc, AttributeError):
+            return
+        obj, name = getattr(exc, "obj", None), getattr(exc, "name", None)
+        if obj is None or name is None:
+            return
+        cls = obj if isinstance(obj, (type, type(sys))) else type(obj)
+        module = obj if isinstance(obj, type(sys)) else sys.modules.get(getattr(cls, "__module__", "") or "")
+        module_file = getattr(module, "__file__", None)
+        if module_file is not None and self._in_source(module_file):
+            raise LoadError(f"{getattr(cls, '__name__', cls)}.{name} in {os.path.basename(module_file)}",
+                            "this source's API differs from what the check drives") from None
+
+    def guard(self, check: str, make_input: Callable[[], dict], fn: Callable[..., bool], *args: Any) -> bool:
+        """Run one comparison. An error of ours is recorded as *could not run* (with its input) and
+        the run goes on; an inconsistent source or an API difference ends the run."""
+        try:
+            return bool(fn(*args))
+        except (SourceInconsistent, KeyboardInterrupt):
+            raise
+        except SwafloorError as exc:
+            if type(exc).__name__ == "LoadError":
+                raise
+            self._could_not_run(check, make_input, exc)
+            return False
+        except Exception as exc:  # noqa: BLE001 - ours: recorded, never hidden
+            self._api_difference(exc)
+            self._could_not_run(check, make_input, exc)
+            return False
+
+    def _could_not_run(self, check: str, make_input: Callable[[], dict], exc: BaseException) -> None:
+        self.report.not_run_count += 1
+        if len(self.report.not_run) < 10:
+            try:
+                the_input = make_input()
+            except Exception as inner:  # noqa: BLE001
+                the_input = {"unavailable": repr(inner)[:200]}
+            frames = traceback.extract_tb(exc.__traceback__)
+            where = f"{os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+            self.report.not_run.append({"check": check, "input": the_input,
+                                        "error": f"{type(exc).__name__}: {exc}"[:300], "where": where})
 
     # ------------------------------------------------------------------ single comparisons
     def stale(self, t: int, window: int | None, sink_tokens: int, h: int) -> bool:
-        lc = self.lcr.AttnLifeCycle.make(window, sink_tokens or None, t)
-        got = lc.get_stale_range(h, t)
         want = stale_range(h, t, window, sink_blocks_for(sink_tokens, t))
-        return self._record(
-            "stale", _blocks(got) == _blocks(want),
-            lambda: {"tokens_per_block": t, "window": window, "sink_tokens": sink_tokens, "history": h},
-            [int(got[0]), int(got[1])], list(want),
-        )
+
+        def the_input() -> dict:
+            return {"tokens_per_block": t, "window": window, "sink_tokens": sink_tokens, "history": h}
+
+        try:
+            lc = self.lcr.AttnLifeCycle.make(window, sink_tokens or None, t)
+            got = lc.get_stale_range(h, t)
+            got_blocks, shown = _blocks(got), [int(got[0]), int(got[1])]
+        except Exception as exc:
+            if (raised := self.upstream_raised(exc)) is None:
+                raise
+            return self._raised("stale", the_input, raised, list(want))
+        return self._record("stale", got_blocks == _blocks(want), the_input, shown, list(want))
 
     def scratch(self, t: int, window: int | None, sink_tokens: int, h: int, c: int, rewind: int) -> bool:
-        lc = self.lcr.AttnLifeCycle.make(window, sink_tokens or None, t)
-        got = self.lcr.compute_scratch_range(lc, h, c, t, rewind)
         if window is None:
             want = (0, 0)
         else:
             want = scratch_range(h, c, t, window, sink_blocks_for(sink_tokens, t), rewind)
-        return self._record(
-            "scratch", _blocks(got) == _blocks(want),
-            lambda: {"tokens_per_block": t, "window": window, "sink_tokens": sink_tokens, "history": h,
-                     "capacity": c, "max_rewind_len": rewind},
-            [int(got[0]), int(got[1])], list(want),
-        )
+
+        def the_input() -> dict:
+            return {"tokens_per_block": t, "window": window, "sink_tokens": sink_tokens, "history": h,
+                    "capacity": c, "max_rewind_len": rewind}
+
+        try:
+            lc = self.lcr.AttnLifeCycle.make(window, sink_tokens or None, t)
+            got = self.lcr.compute_scratch_range(lc, h, c, t, rewind)
+            got_blocks, shown = _blocks(got), [int(got[0]), int(got[1])]
+        except Exception as exc:
+            if (raised := self.upstream_raised(exc)) is None:
+                raise
+            return self._raised("scratch", the_input, raised, list(want))
+        return self._record("scratch", got_blocks == _blocks(want), the_input, shown, list(want))
 
     def _registry(self, tl: TrtllmLayout) -> Any:
         layers = layer_configs(tl, self.cfg)
@@ -194,24 +387,39 @@ class Checker:
 
     def registry(self, config: Config) -> tuple[bool, Any, TrtllmLayout]:
         tl = to_trtllm(config)
-        registry, layers = self._registry(tl)
-        got_ids = [int(registry.get_id(self.lcr.make_life_cycle(layer, tl.tokens_per_block))) for layer in layers]
-        got_lcs = []
-        for lc in registry.get():
-            if isinstance(lc, self.lcr.AttnLifeCycle):
-                got_lcs.append(("full" if lc.window_size is None else "swa", lc.window_size, int(lc.num_sink_blocks)))
-            else:
-                got_lcs.append(("ssm", None, 0))
-        got = {"life_cycle_of_layer": got_ids, "life_cycles": [list(x) for x in got_lcs]}
         want = {"life_cycle_of_layer": list(tl.life_cycle_of_layer), "life_cycles": [list(x) for x in tl.life_cycles]}
+        try:
+            registry, layers = self._registry(tl)
+            got_ids = [int(registry.get_id(self.lcr.make_life_cycle(layer, tl.tokens_per_block))) for layer in layers]
+            got_lcs = []
+            for lc in registry.get():
+                if isinstance(lc, self.lcr.AttnLifeCycle):
+                    got_lcs.append(("full" if lc.window_size is None else "swa", lc.window_size, int(lc.num_sink_blocks)))
+                else:
+                    got_lcs.append(("ssm", None, 0))
+        except Exception as exc:
+            if (raised := self.upstream_raised(exc)) is None:
+                raise
+            return self._raised("registry", lambda: _config_input(config), raised, want), None, tl
+        got = {"life_cycle_of_layer": got_ids, "life_cycles": [list(x) for x in got_lcs]}
         ok = self._record("registry", got == want, lambda: _config_input(config), got, want)
         return ok, registry, tl
 
-    def min_slots(self, config: Config, registry: Any, tl: TrtllmLayout) -> bool:
+    def _upstream_min(self, registry: Any, tl: TrtllmLayout, constraints: list, reuse: Any = None) -> list[int]:
         sm = storage_manager(self.up, tl, registry)
-        got = [int(x) for x in self.sm.StorageManager._compute_min_slots_from_constraints(sm, [], tl.tokens_per_block, None)]
+        return [int(x) for x in self.sm.StorageManager._compute_min_slots_from_constraints(
+            sm, constraints, tl.tokens_per_block, reuse)]
+
+    def min_slots(self, config: Config, registry: Any, tl: TrtllmLayout) -> bool:
         fixed = list(build_layout(attrs.evolve(config, floor_rule=FloorRule.FIXED)).min_slots)
         legacy = list(build_layout(attrs.evolve(config, floor_rule=FloorRule.LEGACY)).min_slots)
+        try:
+            got = self._upstream_min(registry, tl, [])
+        except Exception as exc:
+            if (raised := self.upstream_raised(exc)) is None:
+                raise
+            return self._raised("min_slots", lambda: _config_input(config), raised,
+                                {"post-fix": fixed, "pre-fix": legacy})
         votes = self.report.rule_votes
         if got == fixed and got == legacy:
             votes["both"] += 1
@@ -221,25 +429,29 @@ class Checker:
             votes[RULE_PRE_FIX] += 1
         else:
             votes["neither"] += 1
-        self._pending_min.append((config, got, fixed, legacy))
+        self._pending_min.append((config, registry, tl, got, fixed, legacy))
         self.report.counts["min_slots"] += 1
         return got in (fixed, legacy)
 
     def min_slots_with_batch(self, config: Config, registry: Any, tl: TrtllmLayout, requests: list[tuple[int, int]],
                              sys_len: int, rewind: int | None) -> bool:
-        sm = storage_manager(self.up, tl, registry)
-        batch = self._batch(requests, sys_len)
-        reuse = None if rewind is None else self.cfg.SwaScratchReuseConfig(max_rewind_len=rewind)
-        got = [int(x) for x in self.sm.StorageManager._compute_min_slots_from_constraints(sm, [batch], tl.tokens_per_block, reuse)]
-        floor_no_batch = [int(x) for x in self.sm.StorageManager._compute_min_slots_from_constraints(sm, [], tl.tokens_per_block, None)]
         need = batch_need(tl, requests, sys_len, rewind)
+
+        def the_input() -> dict:
+            return {**_config_input(config), "constraint": {"requests": [list(r) for r in requests],
+                    "system_prompt_length": sys_len, "max_rewind_len": rewind}}
+
+        try:
+            batch = self._batch(requests, sys_len)
+            reuse = None if rewind is None else self.cfg.SwaScratchReuseConfig(max_rewind_len=rewind)
+            got = self._upstream_min(registry, tl, [batch], reuse)
+            floor_no_batch = self._upstream_min(registry, tl, [])
+        except Exception as exc:
+            if (raised := self.upstream_raised(exc)) is None:
+                raise
+            return self._raised("min_slots", the_input, raised, {"batch_need": need})
         want = [max(a, b) for a, b in zip(floor_no_batch, need)]
-        return self._record(
-            "min_slots", got == want,
-            lambda: {**_config_input(config), "constraint": {"requests": [list(r) for r in requests],
-                     "system_prompt_length": sys_len, "max_rewind_len": rewind}},
-            got, want,
-        )
+        return self._record("min_slots", got == want, the_input, got, want)
 
     def _batch(self, requests: list[tuple[int, int]], sys_len: int) -> Any:
         descs = [self.cfg.KVCacheDesc(capacity=c, history_length=h) for c, h in requests]
@@ -247,92 +459,205 @@ class Checker:
 
     def batch_slots(self, config: Config, registry: Any, tl: TrtllmLayout, requests: list[tuple[int, int]],
                     sys_len: int, rewind: int | None) -> bool:
-        sm = storage_manager(self.up, tl, registry)
-        reuse = None if rewind is None else self.cfg.SwaScratchReuseConfig(max_rewind_len=rewind)
-        got = [int(x) for x in self.sm.StorageManager._compute_slots_for_batch(
-            sm, self._batch(requests, sys_len), tl.tokens_per_block, reuse)]
         want = batch_need(tl, requests, sys_len, rewind)
-        return self._record(
-            "batch_slots", got == want,
-            lambda: {**_config_input(config), "requests": [list(r) for r in requests],
-                     "system_prompt_length": sys_len, "max_rewind_len": rewind},
-            got, want,
-        )
+
+        def the_input() -> dict:
+            return {**_config_input(config), "requests": [list(r) for r in requests],
+                    "system_prompt_length": sys_len, "max_rewind_len": rewind}
+
+        try:
+            sm = storage_manager(self.up, tl, registry)
+            reuse = None if rewind is None else self.cfg.SwaScratchReuseConfig(max_rewind_len=rewind)
+            got = [int(x) for x in self.sm.StorageManager._compute_slots_for_batch(
+                sm, self._batch(requests, sys_len), tl.tokens_per_block, reuse)]
+        except Exception as exc:
+            if (raised := self.upstream_raised(exc)) is None:
+                raise
+            return self._raised("batch_slots", the_input, raised, want)
+        return self._record("batch_slots", got == want, the_input, got, want)
 
     def accounting(self, config: Config, registry: Any, tl: TrtllmLayout, extra: int, steps: int) -> bool:
         """A lone request decodes ``steps`` tokens on pools of upstream's minimum plus ``extra`` slots."""
-        sm0 = storage_manager(self.up, tl, registry)
-        floor = [int(x) for x in self.sm.StorageManager._compute_min_slots_from_constraints(sm0, [], tl.tokens_per_block, None)]
+        try:
+            floor = self._upstream_min(registry, tl, [])
+        except Exception as exc:
+            if (raised := self.upstream_raised(exc)) is None:
+                raise
+            return self._raised("accounting", lambda: {**_config_input(config), "extra_slots": extra}, raised, None)
         slots = [n + extra for n in floor]
-        ref_config = attrs.evolve(config, slots=tuple(slots), floor_rule=FloorRule.LEGACY)
-        mgr = Manager(ref_config)
-        sm = storage_manager(self.up, tl, registry, slots)
-        held: list[dict[int, Any]] = [dict() for _ in tl.life_cycles]
+        return self.lone_decode(config, registry, tl, slots, steps, extra=extra)["agree"]
+
+    def lone_decode(self, config: Config, registry: Any, tl: TrtllmLayout, slots: list[int], steps: int, *,
+                    extra: int | None = None) -> dict:
+        """One request resumes at history 0 and decodes ``steps`` tokens on upstream's storage manager
+        with ``slots`` slots per pool group. The reference's plan says which blocks each life cycle holds
+        at each step (release first, then allocate in one call); upstream's ``new_gpu_slots`` says
+        whether they fit (its verdict) and ``get_statistics`` what is used. The reference's verdict on
+        the same pools comes from the reference manager, or, when the pools hold fewer than one slot per
+        life cycle (which the reference manager refuses to build), from its required blocks counted
+        against them. With ``extra`` given (the accounting comparison) every step is recorded and
+        counted; without, it only returns what happened (to show an undersized pool run out).
+
+        Returns ``{"agree", "ran_out", "upstream_ran_out", "steps"}``."""
+        record = extra is not None
+        t = tl.tokens_per_block
         n_lc = len(tl.life_cycles)
+        try:
+            mgr: Manager | None = Manager(attrs.evolve(config, slots=tuple(slots), floor_rule=FloorRule.LEGACY))
+            plan = mgr
+        except ConfigError:  # below one slot per life cycle: the reference manager refuses such pools
+            mgr = None
+            plan = Manager(attrs.evolve(config, slots=None))  # required blocks depend on the config only
+            if record:
+                self.report.below_reference_model += 1
         log: list[str] = []
+        result: dict = {"agree": True, "ran_out": None, "upstream_ran_out": None, "steps": log}
 
         def the_input() -> dict:
-            return {**_config_input(config), "slots": slots, "extra_slots": extra, "steps": log[-12:]}
+            out = {**_config_input(config), "slots": list(slots), "steps": log[-12:]}
+            if extra is not None:
+                out["extra_slots"] = extra
+            return out
 
-        def move(h: int, c: int, ref_ok: bool, what: str) -> bool:
-            targets = [set(mgr.required_blocks(lc, h, c)) for lc in range(n_lc)]
-            released = []
+        def check(agree: bool, got: Any, want: Any) -> bool:
+            if record:
+                return self._record("accounting", agree, the_input, got, want)
+            if not agree:
+                result["agree"] = False
+            return agree
+
+        try:
+            sm = storage_manager(self.up, tl, registry, slots)
+        except Exception as exc:
+            if (raised := self.upstream_raised(exc)) is None:
+                raise
+            result["agree"] = False
+            if record:
+                self._raised("accounting", the_input, raised, None)
+            return result
+        held: list[dict[int, Any]] = [dict() for _ in tl.life_cycles]
+
+        def used() -> list[int]:
+            out = [0] * tl.num_pool_groups
             for lc in range(n_lc):
-                for b in sorted(set(held[lc]) - targets[lc]):
-                    sm.release_slot(lc, 0, held[lc].pop(b))
-                    released.append((lc, b))
-            wanted = [sorted(targets[lc] - set(held[lc])) for lc in range(n_lc)]
-            try:
-                got_slots = sm.new_gpu_slots([len(w) for w in wanted])
-                up_ok = True
-            except self.oop:
-                up_ok = False
-            if up_ok:
-                for lc in range(n_lc):
-                    held[lc].update(zip(wanted[lc], got_slots[lc]))
-            else:  # as upstream's resize does: take the released blocks back
-                again = sm.new_gpu_slots([sum(1 for x, _ in released if x == lc) for lc in range(n_lc)])
-                for lc in range(n_lc):
-                    held[lc].update(zip([b for x, b in released if x == lc], again[lc]))
-            log.append(f"{what} -> upstream {'ok' if up_ok else 'out of slots'}, reference {'ok' if ref_ok else 'out of slots'}")
-            return self._record("accounting", up_ok == ref_ok, the_input, up_ok, ref_ok) and self._stats(sm, mgr, the_input)
+                out[tl.pool_group_of[lc]] += len(held[lc])
+            return out
 
-        mgr.create("r")
-        if not move(0, 0, bool(mgr.resume("r")), "resume at 0"):
-            return False
+        def move(h: int, c: int, what: str, ref_step: Callable[[], Any] | None) -> bool | None:
+            """One step; returns the reference's verdict (None: stop, a failure was recorded)."""
+            targets = [set(plan.required_blocks(lc, h, c)) for lc in range(n_lc)]
+            if mgr is not None:
+                ref_ok = True if ref_step is None else bool(ref_step())
+            else:
+                need = [0] * tl.num_pool_groups
+                for lc in range(n_lc):
+                    need[tl.pool_group_of[lc]] += len(targets[lc])
+                ref_ok = all(n <= s for n, s in zip(need, slots))
+            try:
+                released = []
+                for lc in range(n_lc):
+                    for b in sorted(set(held[lc]) - targets[lc]):
+                        sm.release_slot(lc, 0, held[lc].pop(b))
+                        released.append((lc, b))
+                wanted = [sorted(targets[lc] - set(held[lc])) for lc in range(n_lc)]
+                try:
+                    got_slots = sm.new_gpu_slots([len(w) for w in wanted])
+                    up_ok = True
+                except self.oop:
+                    up_ok = False
+                if up_ok:
+                    for lc in range(n_lc):
+                        held[lc].update(zip(wanted[lc], got_slots[lc]))
+                else:  # as upstream's resize does: take the released blocks back
+                    again = sm.new_gpu_slots([sum(1 for x, _ in released if x == lc) for lc in range(n_lc)])
+                    for lc in range(n_lc):
+                        held[lc].update(zip([b for x, b in released if x == lc], again[lc]))
+                stats = [[int(s.total), int(s.free), int(s.evictable)] for s in sm.get_statistics()]
+            except Exception as exc:
+                if (raised := self.upstream_raised(exc)) is None:
+                    raise
+                log.append(f"{what} -> upstream raised {type(exc).__name__}")
+                result["agree"] = False
+                result["raised"] = raised.to_dict()
+                if record:
+                    self._raised("accounting", the_input, raised, "ok" if ref_ok else "out of slots")
+                return None
+            log.append(f"{what} -> upstream {'ok' if up_ok else 'out of slots'}, reference {'ok' if ref_ok else 'out of slots'}")
+            if not up_ok and result["upstream_ran_out"] is None:
+                result["upstream_ran_out"] = what
+            if mgr is not None:
+                want = [[p.total, p.free, 0] for p in mgr.snapshot().pools]
+            else:
+                want = [[s, s - u, 0] for s, u in zip(slots, used())]
+            if not (check(up_ok == ref_ok, up_ok, ref_ok) and check(stats == want, stats, want)):
+                return None
+            return ref_ok
+
+        if mgr is not None:
+            mgr.create("r")
+        ref_ok = move(0, 0, "resume at 0", (lambda: mgr.resume("r")) if mgr is not None else None)
         windowed = all(lc[0] != "full" for lc in tl.life_cycles)
-        self.report.decode_runs += 1
-        self.report.windowed_runs += windowed
-        for h in range(steps):
-            ref_ok = bool(mgr.resize("r", h + 1, h))
-            if not move(h, h + 1, ref_ok, f"resize(capacity={h + 1}, history={h})"):
-                return False
+        if ref_ok is None:
+            result["agree"] = False
+            return result
+        if record:
+            self.report.decode_runs += 1
+            self.report.windowed_runs += windowed
+        h = 0
+        while ref_ok and h < steps:
+            ref_ok = move(h, h + 1, f"resize(capacity={h + 1}, history={h})",
+                          (lambda h=h: mgr.resize("r", h + 1, h)) if mgr is not None else None)
+            if ref_ok is None:
+                result["agree"] = False
+                return result
             if not ref_ok:
+                break
+            if mgr is not None:
+                mgr.commit("r", 1)
+            ref_ok = move(h + 1, h + 1, f"commit(1) at history {h}", None)
+            if ref_ok is None:
+                result["agree"] = False
+                return result
+            h += 1
+        if not ref_ok:
+            result["ran_out"] = log[-1].split(" -> ")[0]
+            if record:
                 self.report.decode_out_of_slots += 1
                 self.report.windowed_out_of_slots += windowed
                 if windowed and self.report.first_out_of_slots is None:
-                    self.report.first_out_of_slots = {**_config_input(config), "slots": slots, "history": h}
-                return True
-            mgr.commit("r", 1)
-            if not move(h + 1, h + 1, True, f"commit(1) at history {h}"):
-                return False
-        return True
-
-    def _stats(self, sm: Any, mgr: Manager, the_input: Callable[[], dict]) -> bool:
-        stats = sm.get_statistics()
-        got = [[int(s.total), int(s.free), int(s.evictable)] for s in stats]
-        want = [[p.total, p.free, 0] for p in mgr.snapshot().pools]
-        return self._record("accounting", got == want, the_input, got, want)
+                    self.report.first_out_of_slots = {**_config_input(config), "slots": list(slots), "history": h}
+        return result
 
     # ------------------------------------------------------------------ the runs
     def run(self) -> Report:
+        """Every phase; a mismatch found anywhere stays in the report whatever a later phase does. An
+        inconsistent source or an API difference stops the run (``report.fatal``)."""
         start = time.monotonic()
-        self._pending_min: list[tuple[Config, list[int], list[int], list[int]]] = []
-        self._grid()
-        self._hypothesis()
-        self._decide_rule()
-        self.report.seconds = time.monotonic() - start
+        self._pending_min = []
+        try:
+            self._preflight()
+            self._grid()
+            self._hypothesis()
+        except SwafloorError as exc:  # SourceInconsistent, LoadError: this source cannot be checked further
+            self.report.fatal = f"{type(exc).__name__}: {exc}"
+        finally:
+            self._decide_rule()
+            self.report.seconds = time.monotonic() - start
         return self.report
+
+    def _preflight(self) -> None:
+        """Build the registry and the floor of one config holding every kind of layer, so that a source
+        whose files do not fit together stops here (before any comparison) rather than midway."""
+        config = Config(tokens_per_block=4, layers=[AttentionLayer(), AttentionLayer(window=5, sink_tokens=1), SsmLayer()])
+        tl = to_trtllm(config)
+        try:
+            registry, layers = self._registry(tl)
+            for layer in layers:
+                registry.get_id(self.lcr.make_life_cycle(layer, tl.tokens_per_block))
+            self._upstream_min(registry, tl, [])
+        except Exception as exc:
+            self.upstream_raised(exc)  # raises SourceInconsistent; any other failure is met in the comparisons
+            self._api_difference(exc)
 
     def _decide_rule(self) -> None:
         votes = self.report.rule_votes
@@ -344,15 +669,37 @@ class Checker:
             rule = "undetermined" if not votes["neither"] else "neither"
         else:
             rule = RULE_POST_FIX if votes[RULE_POST_FIX] >= votes[RULE_PRE_FIX] else RULE_PRE_FIX
+        if votes["neither"] > max(votes[RULE_POST_FIX], votes[RULE_PRE_FIX]):
+            rule = "neither"  # mostly neither rule: held to the post-fix one
         self.report.rule = rule
-        for config, got, fixed, legacy in self._pending_min:
+        for config, registry, tl, got, fixed, legacy in self._pending_min:
             want = fixed if rule in (RULE_POST_FIX, "undetermined", "neither") else legacy
             if got != want:
                 self.report.mismatch_counts["min_slots"] += 1
-                if not any(m.check == "min_slots" and "constraint" not in m.input for m in self.report.mismatches):
+                if not any(m.check == "min_slots" and "constraint" not in m.input and not _is_raise(m)
+                           for m in self.report.mismatches):
                     self.report.mismatches.append(Mismatch(
                         "min_slots", {**_config_input(config), "rule": rule}, got,
-                        {"post-fix": fixed, "pre-fix": legacy}))
+                        {"post-fix": fixed, "pre-fix": legacy}, self._undersized(config, registry, tl, got, want)))
+
+    def _undersized(self, config: Config, registry: Any, tl: TrtllmLayout, got: list[int], want: list[int]) -> dict | None:
+        """For upstream's minimum below the reference's: the lone request that runs out on pools of
+        upstream's minimum (and how it fares on the reference's minimum)."""
+        short = [g for g, (a, b) in enumerate(zip(got, want)) if a < b]
+        if not short:
+            return None
+        steps = min(400, 3 * max((lc[1] or 0) + lc[2] * tl.tokens_per_block for lc in tl.life_cycles)
+                    + 2 * tl.tokens_per_block)
+        detail: dict = {"undersized_pool_groups": short, "decode_steps": steps}
+        for label, slots in (("on upstream's minimum", got), ("on the reference's minimum", want)):
+            try:
+                run = self.lone_decode(config, registry, tl, list(slots), steps)
+            except Exception as exc:  # noqa: BLE001 - shown, never hidden; the mismatch stands anyway
+                detail[label] = f"could not run: {type(exc).__name__}: {exc}"[:300]
+                continue
+            detail[label] = {"slots": list(slots), "ran_out_at": run["ran_out"],
+                             "upstream_ran_out_at": run["upstream_ran_out"]}
+        return detail
 
     def _tick(self, phase: str, done: int, total: int) -> None:
         self.progress(phase, done, total)
@@ -360,37 +707,48 @@ class Checker:
     # grid ----------------------------------------------------------------
     def _grid(self) -> None:
         g = GRIDS[self.grid]
+        guard = self.guard
         cases = list(itertools.product(g["t"], g["windows"], g["sinks"]))
         for i, (t, w, s) in enumerate(cases):
             for h in range(g["history"] + 1):
-                self.stale(t, w, s, h)
+                guard("stale", lambda: {"tokens_per_block": t, "window": w, "sink_tokens": s, "history": h},
+                      self.stale, t, w, s, h)
             self._tick("stale ranges (grid)", i + 1, len(cases))
         for t in g["t"]:
-            for h in range(g["history"] + 1):
-                self.stale(t, None, 0, h)  # full attention releases nothing
+            for h in range(g["history"] + 1):  # full attention releases nothing
+                guard("stale", lambda: {"tokens_per_block": t, "window": None, "history": h}, self.stale, t, None, 0, h)
         cases = list(itertools.product(g["t"][: g["scratch_t"]], g["windows"][: g["scratch_w"]], g["sinks"][:4]))
         for i, (t, w, s) in enumerate(cases):
             for h in range(g["scratch_h"] + 1):
                 for n in range(g["scratch_n"] + 1):
                     for rewind in g["rewinds"]:
-                        self.scratch(t, w, s, h, h + n, rewind)
+                        guard("scratch", lambda: {"tokens_per_block": t, "window": w, "sink_tokens": s, "history": h,
+                                                  "capacity": h + n, "max_rewind_len": rewind},
+                              self.scratch, t, w, s, h, h + n, rewind)
             self._tick("scratch ranges (grid)", i + 1, len(cases))
         configs = list(grid_configs(g))
         for i, config in enumerate(configs):
-            ok, registry, tl = self.registry(config)
-            if ok:
-                self.min_slots(config, registry, tl)
-                t = tl.tokens_per_block
-                for h, n in g["batches"]:
-                    for rewind in (None, 0, 2):
-                        self.batch_slots(config, registry, tl, [(h + n, h)], 0, rewind)
-                    self.min_slots_with_batch(config, registry, tl, [(h + n, h)], 0, None)
-                sys_len = 2 * t + 1
-                self.batch_slots(config, registry, tl, [(sys_len + 3, sys_len), (sys_len + 5 * t, sys_len + 4 * t)], sys_len, None)
-                if i % g["accounting_every"] == 0:
-                    for extra in (0, 1):
-                        self.accounting(config, registry, tl, extra, g["decode_steps"])
+            self.guard("registry", lambda: _config_input(config), self._grid_config, g, i, config)
             self._tick("life cycles, minimum slots, batches, slot accounting (grid)", i + 1, len(configs))
+
+    def _grid_config(self, g: dict, i: int, config: Config) -> bool:
+        ok, registry, tl = self.registry(config)
+        if not ok:
+            return False
+        given = lambda: _config_input(config)  # noqa: E731
+        self.guard("min_slots", given, self.min_slots, config, registry, tl)
+        t = tl.tokens_per_block
+        for h, n in g["batches"]:
+            for rewind in (None, 0, 2):
+                self.guard("batch_slots", given, self.batch_slots, config, registry, tl, [(h + n, h)], 0, rewind)
+            self.guard("min_slots", given, self.min_slots_with_batch, config, registry, tl, [(h + n, h)], 0, None)
+        sys_len = 2 * t + 1
+        self.guard("batch_slots", given, self.batch_slots, config, registry, tl,
+                   [(sys_len + 3, sys_len), (sys_len + 5 * t, sys_len + 4 * t)], sys_len, None)
+        if i % g["accounting_every"] == 0:
+            for extra in (0, 1):
+                self.guard("accounting", given, self.accounting, config, registry, tl, extra, g["decode_steps"])
+        return True
 
     # hypothesis ------------------------------------------------------------
     def _hypothesis(self) -> None:
@@ -399,6 +757,10 @@ class Checker:
         from .properties import run_properties
 
         run_properties(self, self.examples, self.seed, self._tick)
+
+
+def _is_raise(m: Mismatch) -> bool:
+    return isinstance(m.upstream, dict) and "raised" in m.upstream
 
 
 class _LayerList:

@@ -62,8 +62,11 @@ def _batch_case(draw):
 
 
 def run_properties(checker: Any, examples: int, seed: int, tick: Callable[[str, int, int], None]) -> None:
-    """Run each comparison on ``examples`` random inputs; a mismatch is recorded by the checker
-    (with its whole input) and ends that property."""
+    """Run each comparison on ``examples`` random inputs. A mismatch, or an exception raised by
+    upstream code, is recorded by the checker with its whole input and ends that property (by our own
+    :class:`~.compare.Disagreement`, never an ``AssertionError``, so an assert inside upstream code or a
+    stand-in cannot pass for one of ours); an error of ours is recorded as *could not run*."""
+    from .compare import Disagreement
 
     def run(name: str, strategy: Any, body: Callable[[Any], bool]) -> None:
         done = [0]
@@ -75,12 +78,12 @@ def run_properties(checker: Any, examples: int, seed: int, tick: Callable[[str, 
         def prop(case: Any) -> None:
             done[0] += 1
             tick(f"{name} (hypothesis)", done[0], examples)
-            if not body(case):
-                raise AssertionError(name)
+            if not checker.guard(name, lambda: {"case": repr(case)}, body, case):
+                raise Disagreement(name)
 
         try:
             prop()
-        except AssertionError:
+        except Disagreement:
             pass  # recorded by the checker, with the whole input
 
     run("stale ranges", _stale_case(), lambda c: checker.stale(*c))

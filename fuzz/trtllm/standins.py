@@ -13,7 +13,13 @@ from typing import Any, Sequence
 
 from .mapping import TrtllmLayout
 
-__all__ = ["StandInSlot", "SlotStore", "NothingToEvict", "storage_manager"]
+__all__ = ["StandInMisuse", "StandInSlot", "SlotStore", "NothingToEvict", "storage_manager"]
+
+
+class StandInMisuse(RuntimeError):
+    """Upstream asked a stand-in for something its real counterpart could not do either (more slots
+    than are free, a slot it never handed out, an eviction with nothing evictable). Raised inside an
+    upstream call, it is upstream's failure, with its input."""
 
 
 class StandInSlot:
@@ -42,14 +48,14 @@ class _PoolGroup:
 
     def allocate_multiple(self, n: int) -> list[StandInSlot]:
         if n > len(self._free):
-            raise AssertionError(f"stand-in storage: {n} slots asked of pool group {self.index}, {len(self._free)} free")
+            raise StandInMisuse(f"stand-in storage: {n} slots asked of pool group {self.index}, {len(self._free)} free")
         out = [self._free.pop() for _ in range(n)]
         self._out.update(out)
         return [StandInSlot(s, self.index) for s in out]
 
     def release(self, slot: StandInSlot) -> None:
         if slot.pool_group != self.index or slot.slot_id not in self._out:
-            raise AssertionError(f"stand-in storage: {slot!r} released to pool group {self.index} that did not hand it out")
+            raise StandInMisuse(f"stand-in storage: {slot!r} released to pool group {self.index} that did not hand it out")
         self._out.remove(slot.slot_id)
         self._free.append(slot.slot_id)
 
@@ -92,14 +98,14 @@ class NothingToEvict:
 
     def evict(self, counts: Sequence[int]) -> list[list[Any]]:
         if any(counts):
-            raise AssertionError(f"stand-in controller: asked to evict {list(counts)} with nothing evictable")
+            raise StandInMisuse(f"stand-in controller: asked to evict {list(counts)} with nothing evictable")
         return [[] for _ in range(self.num_pool_groups)]
 
     def page_iterator(self, pg: int):
         return iter(())
 
     def schedule_for_eviction(self, page: Any) -> None:
-        raise AssertionError("stand-in controller: no page is ever scheduled for eviction on this path")
+        raise StandInMisuse("stand-in controller: no page is ever scheduled for eviction on this path")
 
 
 def storage_manager(upstream: Any, layout: TrtllmLayout, registry: Any, slots: Sequence[int] | None = None) -> Any:

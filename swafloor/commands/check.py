@@ -1,8 +1,10 @@
 """``swafloor check trtllm``: TensorRT-LLM KVCacheManagerV2's own sources against the reference.
 
 Exit codes: 0 the source agrees with the reference (under the floor rule it implements, which is
-reported); 1 a mismatch (each printed with its whole input), or the rule differs from
-``--expect-rule``; 2 the source cannot be loaded (one stderr line naming what is missing).
+reported) and every comparison ran; 1 a mismatch or an exception raised by upstream code (each
+printed with its whole input), or the rule differs from ``--expect-rule``: whatever a later phase
+did, a mismatch is exit 1; 2 the check cannot run: the source cannot be loaded, its files do not fit
+together, or a comparison failed on an error of ours, with no mismatch found (one stderr line).
 """
 
 from __future__ import annotations
@@ -64,16 +66,40 @@ def run(args) -> int:
     from swafloor.fuzz.trtllm.compare import CHECKS, RULE_TEXT, Checker
     from swafloor.fuzz.trtllm.loader import load
 
+    from swafloor.cli import one_line
+
     upstream = load(args.source)  # LoadError -> one line, exit 2 (swafloor.cli)
     progress = _Progress(not args.no_progress)
     report = Checker(upstream, examples=args.examples, seed=args.seed, grid=args.grid, progress=progress).run()
     data = report.to_dict()
     rule_ok = args.expect_rule is None or report.rule == args.expect_rule
     data["expected_rule"] = args.expect_rule
-    data["ok"] = report.ok and rule_ok
+    data["ok"] = report.ok and rule_ok and report.complete
+    if not report.ok or (not rule_ok and report.rule != "undetermined"):
+        code = 1  # a finding: a mismatch (whatever else happened), or the wrong rule
+    elif not report.complete:
+        code = 2  # nothing found, but the check could not run in full
+    else:
+        code = 0
+    data["exit_code"] = code
+    cannot = None
+    if not report.complete:
+        if report.fatal is not None:
+            cannot = f"swafloor: check trtllm could not run in full: {report.fatal}"
+        else:
+            first = report.not_run[0]
+            cannot = (f"swafloor: check trtllm: {report.not_run_count} comparisons could not run; first "
+                      f"({CHECK_NAMES.get(first['check'], first['check'])}): {first['error']} at {first['where']}, "
+                      f"input {json.dumps(first['input'])}")
+    if code == 2 and report.fatal is not None and not args.json:
+        print(one_line(cannot), file=sys.stderr)  # nothing was found: the one line says why it stopped
+        return 2
     if args.json:
         print_json(data)
-        return 0 if data["ok"] else 1
+        if code == 2:
+            print(one_line(cannot), file=sys.stderr)
+        return code
+    verdicts = data["verdicts"]
     print(f"swafloor check trtllm: {data['source']}")
     print(f"  loaded: rawref, _common, _config, _exceptions, _utils, _life_cycle_registry, _storage_manager")
     print(f"  stand-ins: tensorrt_llm, tensorrt_llm.runtime, tensorrt_llm.envs (synthetic), "
@@ -83,26 +109,46 @@ def run(args) -> int:
     print(f"  rule: {RULE_TEXT.get(report.rule, report.rule)}")
     print(f"        (configs whose minimum matched post-fix only: {votes['post-fix']}, pre-fix only: "
           f"{votes['pre-fix']}, both: {votes['both']}, neither: {votes['neither']})")
+    print("  upstream's own verdicts (upstream's functions compute each value; the reference's is compared):")
     for check in CHECKS:
-        print(f"  {CHECK_NAMES[check]:<34} {data['comparisons'][check]:>10} comparisons, "
-              f"{data['mismatches'][check]} mismatches")
-    print(f"  {'total':<34} {data['total_comparisons']:>10} comparisons, {sum(data['mismatches'].values())} mismatches")
-    print(f"  a lone request decoding on pools of upstream's own minimum: {data['lone_decode_out_of_slots']} of "
-          f"{data['lone_decode_runs']} runs ran out of slots; of those without full attention, "
-          f"{data['windowed_lone_decode_out_of_slots']} of {data['windowed_lone_decode_runs']}")
-    if data["first_windowed_out_of_slots"] is not None:
-        print(f"    first such: {json.dumps(data['first_windowed_out_of_slots'])}")
+        raised = verdicts["upstream"]["raised"][check]
+        print(f"    {CHECK_NAMES[check]:<34} {data['comparisons'][check]:>10} comparisons, "
+              f"{data['mismatches'][check]} mismatches" + (f" ({raised} raised)" if raised else ""))
+    print(f"    {'total':<34} {data['total_comparisons']:>10} comparisons, {sum(data['mismatches'].values())} mismatches")
+    print("      (slot accounting: upstream's new_gpu_slots, release_slot, get_statistics, driven by the "
+          "reference's plan: which blocks to release and allocate, release first)")
+    ref = verdicts["reference"]
+    print("  the reference's verdict on upstream's numbers (the reference run on pools of upstream's own minimum):")
+    print(f"    a lone request decoding: {ref['lone_decode_out_of_slots']} of {ref['lone_decode_runs']} runs ran out "
+          f"of slots; of those without full attention, {ref['windowed_lone_decode_out_of_slots']} of "
+          f"{ref['windowed_lone_decode_runs']}")
+    if ref["runs_below_one_slot_per_life_cycle"]:
+        print(f"    {ref['runs_below_one_slot_per_life_cycle']} runs had pools below one slot per life cycle "
+              f"(the reference's required blocks counted against them)")
+    if ref["first_windowed_out_of_slots"] is not None:
+        print(f"    first such: {json.dumps(ref['first_windowed_out_of_slots'])}")
     for m in data["first_mismatches"]:
-        print(f"MISMATCH ({CHECK_NAMES[m['check']]}): input {json.dumps(m['input'])}")
+        kind = "RAISED" if isinstance(m["upstream"], dict) and "raised" in m["upstream"] else "MISMATCH"
+        print(f"{kind} ({CHECK_NAMES[m['check']]}): input {json.dumps(m['input'])}")
         print(f"  upstream:  {json.dumps(m['upstream'])}")
         print(f"  reference: {json.dumps(m['reference'])}")
+        if m.get("detail"):
+            print(f"  detail:    {json.dumps(m['detail'])}")
+    if cannot is not None:
+        print(f"COULD NOT RUN: {cannot.removeprefix('swafloor: ')}")
+        for item in data["not_run"][1:]:
+            print(f"  also ({CHECK_NAMES.get(item['check'], item['check'])}): {item['error']}, input {json.dumps(item['input'])}")
     if not rule_ok:
         print(f"RULE: expected {args.expect_rule}, the source implements {report.rule}")
     if not report.ok:
         verdict = "DISAGREES with the reference"
+    elif not report.complete:
+        verdict = "no mismatch found, but the check did not run in full"
     elif not rule_ok:
         verdict = f"agrees with the reference, but implements the {report.rule} rule, not {args.expect_rule}"
     else:
         verdict = "agrees with the reference"
     print(f"  result: {verdict} ({data['seconds']} s)")
-    return 0 if data["ok"] else 1
+    if code == 2:
+        print(one_line(cannot), file=sys.stderr)
+    return code
