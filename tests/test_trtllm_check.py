@@ -12,7 +12,7 @@ import pytest
 from swafloor.cli import main
 from swafloor.fuzz.trtllm.loader import ENV_VAR, LoadError, load
 
-from .trtllm_fake import write_fake
+from .trtllm_fake import BUGS, write_fake
 
 FAST = ["--grid", "tiny", "--examples", "5", "--no-progress"]
 
@@ -78,7 +78,7 @@ def test_a_pre_fix_source_agrees_under_the_old_rule_and_fails_an_expected_post_f
 
 
 def test_a_wrong_stale_range_exits_1_printing_the_whole_input(tmp_path, capsys):
-    root = write_fake(tmp_path / "co", inflight=0)  # forgets the in-flight token
+    root = write_fake(tmp_path / "co", bugs=("stale_one_token_late",))  # forgets the in-flight token
     assert main(["check", "trtllm", "--source", str(root)] + FAST) == 1
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.startswith("MISMATCH (stale ranges)"))
@@ -88,7 +88,7 @@ def test_a_wrong_stale_range_exits_1_printing_the_whole_input(tmp_path, capsys):
 
 
 def test_json_mismatch_report_and_exit_code(tmp_path, capsys):
-    root = write_fake(tmp_path / "co", inflight=0)
+    root = write_fake(tmp_path / "co", bugs=("stale_one_token_late",))
     assert main(["check", "trtllm", "--source", str(root), "--json"] + FAST) == 1
     data = json.loads(capsys.readouterr().out)
     assert not data["ok"] and data["mismatches"]["stale"] > 0
@@ -167,3 +167,236 @@ def test_a_source_lacking_a_driven_name_exits_2_naming_it(tmp_path, capsys):
     sm.write_text(sm.read_text().replace("def _compute_slots_for_batch", "def _slots_for_batch"))
     assert main(["check", "trtllm", "--source", str(root)] + FAST) == 2
     assert "StorageManager._compute_slots_for_batch" in _one_line(capsys.readouterr().err)
+
+
+
+# ---------------------------------------------------------------- planted upstream bugs (issue 16)
+
+#: Per planted bug: the exit code, and the kinds of finding expected among the first ones printed
+#: (MISMATCH or RAISED, with the comparison).
+PLANTED = {
+    "floor_without_plus_one": (1, {("MISMATCH", "min_slots")}),
+    "ssm_floor_zero": (1, {("MISMATCH", "min_slots")}),
+    "full_at_one": (1, {("MISMATCH", "min_slots")}),
+    "sinks_ignored": (1, {("MISMATCH", "min_slots")}),
+    "stale_one_token_early": (1, {("MISMATCH", "stale"), ("MISMATCH", "scratch"), ("MISMATCH", "batch_slots")}),
+    "stale_one_token_late": (1, {("MISMATCH", "stale"), ("MISMATCH", "scratch")}),
+    "stale_end_off_by_one_block": (1, {("MISMATCH", "stale"), ("MISMATCH", "batch_slots")}),
+    "floor_division_floor": (1, {("MISMATCH", "min_slots")}),
+    "loose_floor": (1, {("MISMATCH", "min_slots")}),
+    "system_prompt_per_request": (1, {("MISMATCH", "batch_slots")}),
+    "scratch_includes_history": (1, {("MISMATCH", "scratch")}),
+    "assert_in_upstream": (1, {("RAISED", "batch_slots")}),
+    "no_out_of_slots_check": (1, {("RAISED", "accounting")}),
+    "release_leaks": (1, {("MISMATCH", "accounting")}),
+    "inconsistent_source": (2, set()),
+}
+
+
+def test_every_planted_bug_has_an_expectation():
+    assert set(PLANTED) == set(BUGS)
+
+
+def _kind(m: dict) -> str:
+    return "RAISED" if isinstance(m["upstream"], dict) and "raised" in m["upstream"] else "MISMATCH"
+
+
+@pytest.mark.parametrize("bug", sorted(PLANTED))
+def test_each_planted_upstream_bug_is_found(bug, tmp_path, capsys):
+    code, kinds = PLANTED[bug]
+    root = write_fake(tmp_path / "co", bugs=(bug,))
+    assert main(["check", "trtllm", "--source", str(root), "--json"] + FAST) == code
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert data["exit_code"] == code and not data["ok"]
+    found = {(_kind(m), m["check"]) for m in data["first_mismatches"]}
+    assert kinds <= found, found
+    if code == 1:
+        assert captured.err == ""
+        for m in data["first_mismatches"]:  # the whole input of each
+            assert "tokens_per_block" in m["input"] or "case" in m["input"]
+
+
+def test_the_correct_fake_finds_nothing_even_with_more_examples(tmp_path, capsys):
+    root = write_fake(tmp_path / "co")
+    assert main(["check", "trtllm", "--source", str(root), "--json", "--grid", "tiny", "--examples", "40",
+                 "--no-progress"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["ok"] and data["complete"] and data["exit_code"] == 0
+
+
+def _checker(root):
+    from swafloor.fuzz.trtllm.compare import Checker
+
+    return Checker(load(root), examples=0, grid="tiny")
+
+
+def test_a_floor_without_its_plus_one_is_a_finding_not_a_config_error(tmp_path):
+    """Upstream's SWA floor without the +1 gives W = 1 a pool of 0 slots: the accounting phase used
+    to raise ConfigError (exit 2); now the lone request runs out on those pools, on upstream's own
+    verdict and on the reference's, and the minimum's mismatch shows where."""
+    from swafloor.reference import AttentionLayer, Config
+
+    checker = _checker(write_fake(tmp_path / "co", bugs=("floor_without_plus_one",)))
+    config = Config(tokens_per_block=2, layers=[AttentionLayer(window=1)])
+    ok, registry, tl = checker.registry(config)
+    assert ok
+    assert checker.accounting(config, registry, tl, 0, 10)  # upstream and the reference agree: out of slots
+    r = checker.report
+    assert r.below_reference_model == 1 and r.decode_out_of_slots == 1 and r.windowed_out_of_slots == 1
+    assert r.first_out_of_slots["slots"] == [0] and r.first_out_of_slots["history"] == 0
+    checker.min_slots(config, registry, tl)
+    checker._decide_rule()
+    m = next(m for m in r.mismatches if m.check == "min_slots")
+    assert m.upstream == [0] and m.reference["post-fix"] == [1]
+    assert m.detail["undersized_pool_groups"] == [0]
+    assert m.detail["on upstream's minimum"]["ran_out_at"] == "resize(capacity=1, history=0)"
+    assert m.detail["on upstream's minimum"]["upstream_ran_out_at"] == "resize(capacity=1, history=0)"
+    assert m.detail["on the reference's minimum"]["ran_out_at"] is None
+
+
+def test_an_ssm_floor_of_zero_is_a_finding_not_a_config_error(tmp_path):
+    from swafloor.reference import AttentionLayer, Config, SsmLayer
+
+    checker = _checker(write_fake(tmp_path / "co", bugs=("ssm_floor_zero",)))
+    config = Config(tokens_per_block=4, layers=[AttentionLayer(window=5), SsmLayer()], pool_groups=(0, 1))
+    ok, registry, tl = checker.registry(config)
+    assert ok
+    assert checker.accounting(config, registry, tl, 0, 10)
+    assert checker.report.below_reference_model == 1
+    assert checker.report.decode_out_of_slots == 1  # the SSM page does not fit at resume
+
+
+def test_a_mismatch_stays_exit_1_when_a_later_phase_fails_on_an_error_of_ours(tmp_path, capsys, monkeypatch):
+    from swafloor.fuzz.trtllm.compare import Checker
+
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("an error of ours")
+
+    monkeypatch.setattr(Checker, "accounting", broken)
+    root = write_fake(tmp_path / "co", bugs=("stale_one_token_late",))
+    assert main(["check", "trtllm", "--source", str(root)] + FAST) == 1
+    out = capsys.readouterr().out
+    assert "MISMATCH (stale ranges)" in out
+    assert "COULD NOT RUN" in out and "RuntimeError: an error of ours" in out
+
+
+def test_an_error_of_ours_without_a_mismatch_exits_2_with_one_line(tmp_path, capsys, monkeypatch):
+    from swafloor.fuzz.trtllm.compare import Checker
+
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("an error of ours")
+
+    monkeypatch.setattr(Checker, "accounting", broken)
+    root = write_fake(tmp_path / "co")
+    assert main(["check", "trtllm", "--source", str(root)] + FAST) == 2
+    captured = capsys.readouterr()
+    line = _one_line(captured.err)
+    assert "could not run" in line and "RuntimeError: an error of ours" in line and "tokens_per_block" in line
+    assert "did not run in full" in captured.out
+
+
+def test_an_assert_inside_upstream_code_is_a_failure_with_its_input(tmp_path, capsys):
+    """Only the Hypothesis phase describes batches of three requests: the assert used to end the
+    property silently (exit 0)."""
+    root = write_fake(tmp_path / "co", bugs=("assert_in_upstream",))
+    assert main(["check", "trtllm", "--source", str(root)] + FAST) == 1
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("RAISED (slot counts per batch)"))
+    the_input = json.loads(line.split("input ", 1)[1])
+    assert len(the_input["requests"]) == 3
+    raised = json.loads(next(x for x in out.splitlines() if x.startswith("  upstream:")
+                             and "raised" in x).split("upstream:", 1)[1])
+    assert raised["raised"] == "AssertionError" and "_storage_manager.py" in raised["where"]
+    assert "_compute_slots_for_batch" in raised["where"]
+
+
+def test_a_stand_in_refusing_upstream_is_upstreams_failure(tmp_path, capsys):
+    root = write_fake(tmp_path / "co", bugs=("no_out_of_slots_check",))
+    assert main(["check", "trtllm", "--source", str(root), "--json"] + FAST) == 1
+    data = json.loads(capsys.readouterr().out)
+    m = next(m for m in data["first_mismatches"] if m["check"] == "accounting")
+    assert m["upstream"]["raised"] == "StandInMisuse"
+    assert "standins.py" in m["upstream"]["where"] and "called from _storage_manager.py" in m["upstream"]["where"]
+    assert m["input"]["steps"][-1].endswith("upstream raised StandInMisuse")
+
+
+def test_an_inconsistent_source_exits_2_naming_file_class_and_attribute(tmp_path, capsys):
+    root = write_fake(tmp_path / "co", bugs=("inconsistent_source",))
+    assert main(["check", "trtllm", "--source", str(root)] + FAST) == 2
+    captured = capsys.readouterr()
+    line = _one_line(captured.err)
+    assert "_life_cycle_registry.py" in line and "AttentionLayerConfig" in line and "cache_domain" in line
+    assert "_config.py" in line and captured.out == ""
+
+
+def test_an_inconsistent_source_with_json_still_prints_the_report(tmp_path, capsys):
+    root = write_fake(tmp_path / "co", bugs=("inconsistent_source",))
+    assert main(["check", "trtllm", "--source", str(root), "--json"] + FAST) == 2
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert data["exit_code"] == 2 and not data["complete"] and "cache_domain" in data["fatal"]
+    assert "cache_domain" in _one_line(captured.err)
+
+
+def test_a_mismatch_found_before_the_source_turns_out_inconsistent_is_exit_1(tmp_path, capsys, monkeypatch):
+    from swafloor.fuzz.trtllm.compare import Checker
+
+    monkeypatch.setattr(Checker, "_preflight", lambda self: None)  # met midway instead, after the stale ranges
+    root = write_fake(tmp_path / "co", bugs=("inconsistent_source", "stale_one_token_late"))
+    assert main(["check", "trtllm", "--source", str(root)] + FAST) == 1
+    out = capsys.readouterr().out
+    assert "MISMATCH (stale ranges)" in out and "COULD NOT RUN" in out and "cache_domain" in out
+
+
+def test_upstreams_verdicts_and_the_references_are_reported_apart(tmp_path, capsys):
+    root = write_fake(tmp_path / "co", post_fix=False)
+    assert main(["check", "trtllm", "--source", str(root), "--json"] + FAST) == 0
+    data = json.loads(capsys.readouterr().out)
+    upstream, reference = data["verdicts"]["upstream"], data["verdicts"]["reference"]
+    assert set(upstream["comparisons"]) == {"stale", "scratch", "registry", "min_slots", "batch_slots", "accounting"}
+    assert "reference's plan" in upstream["what"] and "release first" in upstream["what"]
+    assert reference["windowed_lone_decode_out_of_slots"] > 0 and "lone_decode_out_of_slots" not in upstream
+    assert main(["check", "trtllm", "--source", str(root)] + FAST) == 0
+    out = capsys.readouterr().out
+    assert "upstream's own verdicts" in out and "the reference's verdict on upstream's numbers" in out
+    assert out.index("upstream's own verdicts") < out.index("storage-manager slot accounting") < out.index(
+        "the reference's verdict") < out.index("ran out of slots")
+
+
+# ---------------------------------------------------------------- the fake itself
+
+def test_the_fake_imports_nothing_of_swafloor():
+    import ast
+    from pathlib import Path
+
+    from . import trtllm_fake
+
+    tree = ast.parse(Path(trtllm_fake.__file__).read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            assert not any(a.name.startswith("swafloor") for a in node.names)
+        if isinstance(node, ast.ImportFrom):
+            assert not (node.module or "").startswith("swafloor") and node.level == 0
+
+
+def test_the_fake_gives_upstreams_documented_figures(tmp_path):
+    """Figures from upstream's own tests and PR (shared facts §1), not from the reference."""
+    from swafloor.fuzz.trtllm.standins import storage_manager
+    from swafloor.reference import AttentionLayer, Config
+
+    checker = _checker(write_fake(tmp_path / "co"))
+    up = checker.up
+    lcr, sm = up["_life_cycle_registry"], up["_storage_manager"].StorageManager
+
+    def floor(config):
+        ok, registry, tl = checker.registry(config)
+        return sm._compute_min_slots_from_constraints(storage_manager(up, tl, registry), [], 32, None)
+
+    assert floor(Config(tokens_per_block=32, layers=[AttentionLayer(window=128, sink_tokens=1)])) == [6]
+    assert floor(Config(tokens_per_block=32, layers=[AttentionLayer(window=32)])) == [2]
+    assert floor(Config(tokens_per_block=32, layers=[AttentionLayer(window=32), AttentionLayer()],
+                        pool_groups=(0, 0))) == [4]
+    lc = lcr.AttnLifeCycle.make(32, None, 32)
+    assert range(*lcr.compute_scratch_range(lc, 0, 256, 32, 0)) == range(0, 7)
+    assert range(*lcr.compute_scratch_range(lc, 0, 256, 32, 64)) == range(0, 5)
