@@ -400,3 +400,24 @@ def test_the_fake_gives_upstreams_documented_figures(tmp_path):
     lc = lcr.AttnLifeCycle.make(32, None, 32)
     assert range(*lcr.compute_scratch_range(lc, 0, 256, 32, 0)) == range(0, 7)
     assert range(*lcr.compute_scratch_range(lc, 0, 256, 32, 64)) == range(0, 5)
+
+
+def test_a_field_the_check_does_not_set_on_the_storage_manager_exits_2_naming_it(tmp_path, capsys):
+    """The check builds StorageManager without its constructor: a newer source reading a field the
+    check does not set cannot be checked (exit 2), rather than an upstream failure (exit 1)."""
+    root = write_fake(tmp_path / "co")
+    sm = root / "tensorrt_llm" / "runtime" / "kv_cache_manager_v2" / "_storage_manager.py"
+    sm.write_text(sm.read_text().replace("        lcs = self._life_cycles.get()\n",
+                                         "        lcs = self._life_cycles.get()\n        scale = self._resume_headroom\n", 1))
+    assert main(["check", "trtllm", "--source", str(root)] + FAST) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert "StorageManager._resume_headroom" in line and "_storage_manager.py" in line
+
+
+def test_a_field_upstream_reads_of_the_checks_layer_list_exits_2_naming_it(tmp_path, capsys):
+    root = write_fake(tmp_path / "co")
+    reg = root / "tensorrt_llm" / "runtime" / "kv_cache_manager_v2" / "_life_cycle_registry.py"
+    reg.write_text(reg.read_text().replace("        self._ids = {}\n", "        self._ids = {}\n        config.enable_partial_reuse\n", 1))
+    assert main(["check", "trtllm", "--source", str(root)] + FAST) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert "_LayerList.enable_partial_reuse" in line and "_life_cycle_registry.py" in line

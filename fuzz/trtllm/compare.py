@@ -281,10 +281,20 @@ class Checker:
         return UpstreamRaised(exc, where)
 
     def _inconsistent(self, exc: AttributeError, reader: Any) -> None:
+        from .loader import LoadError
+
         obj, name = getattr(exc, "obj", None), getattr(exc, "name", None)
         if obj is None or name is None:
             return
         cls = obj if isinstance(obj, type) else type(obj)
+        where = f"{os.path.basename(reader.filename)} ({reader.name}, line {reader.lineno})"
+        if (getattr(cls, "__module__", "") or "").startswith("swafloor."):
+            raise LoadError(f"{cls.__name__}.{name}, which upstream's {where} reads of an object the check "
+                            "supplies", "this source's API differs from what the check drives")
+        if cls.__name__ in _BUILT_WITHOUT_CONSTRUCTOR and not hasattr(cls, name) and obj is not cls:
+            raise LoadError(f"{cls.__name__}.{name}, which upstream's {where} reads; the check builds "
+                            f"{cls.__name__} without its constructor and does not set it",
+                            "this source's API differs from what the check drives")
         module = sys.modules.get(getattr(cls, "__module__", "") or "")
         module_file = getattr(module, "__file__", None)
         if module_file is None or not self._in_source(module_file) or hasattr(cls, name):
@@ -757,6 +767,11 @@ class Checker:
         from .properties import run_properties
 
         run_properties(self, self.examples, self.seed, self._tick)
+
+
+#: Upstream classes the stand-ins build with ``object.__new__`` (their constructors size real pools):
+#: an instance attribute upstream reads of them and the check did not set is the check's gap.
+_BUILT_WITHOUT_CONSTRUCTOR = ("StorageManager", "CacheLevelManager")
 
 
 def _is_raise(m: Mismatch) -> bool:
