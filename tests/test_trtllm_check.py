@@ -421,3 +421,14 @@ def test_a_field_upstream_reads_of_the_checks_layer_list_exits_2_naming_it(tmp_p
     assert main(["check", "trtllm", "--source", str(root)] + FAST) == 2
     line = _one_line(capsys.readouterr().err)
     assert "_LayerList.enable_partial_reuse" in line and "_life_cycle_registry.py" in line
+
+
+def test_an_undersized_minimum_shows_a_lone_request_that_runs_out_only_on_upstreams_pools(tmp_path, capsys):
+    root = write_fake(tmp_path / "co", bugs=("ssm_floor_zero",))
+    assert main(["check", "trtllm", "--source", str(root), "--json"] + FAST) == 1
+    data = json.loads(capsys.readouterr().out)
+    m = next(m for m in data["first_mismatches"] if m["check"] == "min_slots" and "constraint" not in m["input"])
+    theirs, ours = m["detail"]["on upstream's minimum"], m["detail"]["on the reference's minimum"]
+    assert theirs["ran_out_at"] is not None and theirs["upstream_ran_out_at"] == theirs["ran_out_at"]
+    assert ours["ran_out_at"] is None and ours["slots"] == m["reference"]["post-fix"]
+    assert any(lc["kind"] == "ssm" for lc in m["input"]["layers"])
