@@ -432,3 +432,14 @@ def test_an_undersized_minimum_shows_a_lone_request_that_runs_out_only_on_upstre
     assert theirs["ran_out_at"] is not None and theirs["upstream_ran_out_at"] == theirs["ran_out_at"]
     assert ours["ran_out_at"] is None and ours["slots"] == m["reference"]["post-fix"]
     assert any(lc["kind"] == "ssm" for lc in m["input"]["layers"])
+
+
+def test_upstream_calling_a_stand_in_with_other_arguments_exits_2_naming_it(tmp_path, capsys):
+    root = write_fake(tmp_path / "co")
+    sm = root / "tensorrt_llm" / "runtime" / "kv_cache_manager_v2" / "_storage_manager.py"
+    text = sm.read_text()
+    assert "storage.get_num_free_slots(g)" in text
+    sm.write_text(text.replace("storage.get_num_free_slots(g)", "storage.get_num_free_slots(g, GPU_LEVEL)"))
+    assert main(["check", "trtllm", "--source", str(root)] + FAST) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert "SlotStore.get_num_free_slots" in line and "_storage_manager.py" in line

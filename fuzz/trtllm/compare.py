@@ -274,6 +274,8 @@ class Checker:
             return None
         if isinstance(exc, AttributeError):
             self._inconsistent(exc, ours[-1])
+        if isinstance(exc, TypeError):
+            self._stand_in_signature(exc, ours[-1])
         last = frames[-1]
         where = f"{os.path.basename(last.filename)}:{last.lineno} in {last.name}"
         if last is not ours[-1]:
@@ -306,6 +308,20 @@ class Checker:
             f"inconsistent source: {reader_file} ({reader.name}, line {reader.lineno}) reads "
             f"{cls.__name__}.{name}, but {class_file} defines {cls.__name__} without {name!r} "
             f"(files from different commits?) in {self.up.source}")
+
+    def _stand_in_signature(self, exc: TypeError, caller: Any) -> None:
+        """Upstream called one of the check's stand-ins with arguments it does not take: the source's
+        API differs from what the check supplies (it cannot run), not an upstream failure."""
+        from . import standins
+        from .loader import LoadError
+
+        ours = [name for name in dir(standins) if isinstance(getattr(standins, name), type)
+                and getattr(getattr(standins, name), "__module__", "") == standins.__name__] + ["_LayerList"]
+        message = str(exc)
+        if any(message.startswith(f"{name}.") or message.startswith(f"{name}(") for name in ours):
+            raise LoadError(f"a stand-in that takes upstream's call ({message[:120]})",
+                            f"{os.path.basename(caller.filename)} ({caller.name}, line {caller.lineno}); "
+                            "this source's API differs from what the check drives") from None
 
     def _api_difference(self, exc: BaseException) -> None:
         """Our own code read an attribute this source's class or module does not have: the source's
