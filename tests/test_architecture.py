@@ -86,3 +86,27 @@ def test_swafloor_and_its_commands_do_not_import_torch():
         "assert 'torch' not in sys.modules, 'torch imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """The dotted names of everything a module imports (anywhere in it, lazily or not)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names)
+    return found
+
+
+def test_pictures_and_docs_never_import_commands():
+    """The block picture is a model: swafloor.picture, swafloor.svg and swafloor.docs import it, and
+    never a command module (which would make a circle: explain imports them). The docs may read the
+    parser (swafloor.cli) to document it."""
+    paths = [ROOT / "swafloor" / "picture.py", ROOT / "swafloor" / "svg.py",
+             *sorted((ROOT / "swafloor" / "docs").rglob("*.py"))]
+    for path in paths:
+        bad = {m for m in _imported_modules(path) if m.startswith("swafloor.commands")}
+        assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+    assert "swafloor.svg" not in _imported_modules(ROOT / "swafloor" / "picture.py")
