@@ -12,7 +12,7 @@ import importlib
 import sys
 from typing import Sequence
 
-from swafloor import __version__
+from . import __version__
 
 # Subcommand modules under swafloor.commands, in the order ``--help`` lists them.
 COMMANDS = ("prove", "floor", "explain", "simulate", "fuzz", "replay", "bench", "docs", "check")
@@ -50,13 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     subparsers.required = True
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"swafloor.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"swafloor.commands.{name}":
-                raise
-            continue  # a subcommand not built yet
-        module.register(subparsers)
+        importlib.import_module(f"swafloor.commands.{name}").register(subparsers)
     return parser
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from swafloor.picture import LITERAL_TOKENS, count_noun, render_text
+from .picture import LITERAL_TOKENS, count_noun, render_text
 
 __all__ = ["COLOURS", "block_svg", "trace_svg", "lines_svg", "write"]
 

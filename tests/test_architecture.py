@@ -1,4 +1,5 @@
-"""The import graph is one-way: reference <- proofs, fuzz <- CLI; reference never imports z3 at import."""
+"""The import graph is one-way: reference <- proofs, fuzz <- CLI (swafloor/); reference never imports z3 at
+import; inside a room (a package folder) modules import each other relatively, and other rooms absolutely."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ ALLOWED = {
     "proofs": {"reference", "proofs"},
     "fuzz": {"reference", "fuzz"},
 }
-FOLDER_OF = {"reference": "reference", "proofs": "proofs", "fuzz": "fuzz"}
+#: The rooms: the folders pyproject.toml maps to swafloor's packages (swafloor/ holds the CLI, the
+#: pictures and the docs generator; the others are swafloor.reference, swafloor.proofs, swafloor.fuzz).
+ROOMS = ("reference", "proofs", "fuzz", "swafloor")
 
 
 def _swafloor_imports(path: Path) -> set[str]:
@@ -110,3 +113,40 @@ def test_pictures_and_docs_never_import_commands():
         bad = {m for m in _imported_modules(path) if m.startswith("swafloor.commands")}
         assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
     assert "swafloor.svg" not in _imported_modules(ROOT / "swafloor" / "picture.py")
+
+
+def _style_violations(room: str) -> list[str]:
+    """Imports in ``room`` of the wrong style: an absolute import of the room itself (one uses a
+    relative import inside a room), or a relative import that climbs out of it."""
+    bad = []
+    for path in sorted((ROOT / room).rglob("*.py")):
+        rel = path.relative_to(ROOT / room)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                if node.level > len(rel.parts):
+                    bad.append(f"{room}/{rel.as_posix()}:{node.lineno} climbs out of {room}/")
+                continue
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+            for name in names:
+                parts = name.split(".")
+                if parts[0] != "swafloor":
+                    continue
+                target = parts[1] if len(parts) > 1 and parts[1] in ROOMS[:3] else "swafloor"
+                if target == room:
+                    bad.append(f"{room}/{rel.as_posix()}:{node.lineno} imports {name} absolutely")
+    return bad
+
+
+@pytest.mark.parametrize("room", ROOMS)
+def test_one_import_style_per_room(room):
+    assert _style_violations(room) == []
+
+
+def test_the_style_check_sees_an_absolute_import_inside_its_room(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    (tmp_path / "fuzz" / "sub").mkdir(parents=True)
+    (tmp_path / "fuzz" / "sub" / "m.py").write_text(
+        "from swafloor.fuzz.runner import x\nfrom swafloor.reference import y\nfrom ... import z\nfrom .. import w\n")
+    assert _style_violations("fuzz") == ["fuzz/sub/m.py:1 imports swafloor.fuzz.runner absolutely",
+                                         "fuzz/sub/m.py:3 climbs out of fuzz/"]

@@ -16,7 +16,7 @@ try:
     import torch
 except ImportError:  # pragma: no cover - depends on the environment
     if os.environ.get("CI") == "true":
-        pytest.fail("torch is not installed: CI must install swafloor[dataplane] (ci/constraints.txt)", pytrace=False)
+        pytest.fail("torch is not installed: CI must install swafloor[dataplane] (.ci/constraints.txt)", pytrace=False)
     pytest.skip("torch is not installed (pip install 'swafloor[dataplane]')", allow_module_level=True)
 
 from swafloor.cli import main

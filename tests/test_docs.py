@@ -150,3 +150,14 @@ def test_every_picture_is_well_formed_svg_and_linked():
         root = ET.fromstring(path.read_text(encoding="utf-8"))
         assert root.tag.endswith("svg") and float(root.get("width")) <= 4000, path.name
         assert path.relative_to(ROOT / "docs").as_posix() in linked, f"{path.name} is linked from no page"
+
+
+def test_readme_test_command_is_what_ci_runs():
+    """README's test command and the last line of .ci/run are the same command, and the constraints
+    file they name is there."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    command = next(line.split("   #")[0].strip() for line in readme.splitlines() if line.endswith("# the tests"))
+    ci = [line for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines() if line.strip()]
+    assert ci[-1].strip() == command
+    constraints = re.search(r"-c (\S+)", command).group(1)
+    assert (ROOT / constraints).is_file(), constraints

@@ -73,7 +73,7 @@ class TrtllmBackend:
     """One KVCacheManagerV2 driven through the fuzz protocol."""
 
     def __init__(self, config: Config, v2: Any, stream: int):
-        from swafloor.fuzz.trtllm.mapping import layer_configs, to_trtllm
+        from ..trtllm.mapping import layer_configs, to_trtllm
 
         self.v2 = v2
         self.stream = stream

@@ -5,7 +5,7 @@ pictures themselves are :mod:`swafloor.picture` (the model and its text) and :mo
 
 from __future__ import annotations
 
-from swafloor import picture as pictures
+from .. import picture as pictures
 
 from ._common import int_at_least, print_json, writable_file
 
@@ -39,7 +39,7 @@ def register(subparsers) -> None:
 
 # ----------------------------------------------------------------------------- the command
 def run(args) -> int:
-    from swafloor.cli import UsageError
+    from ..cli import UsageError
 
     if args.trace is not None:
         from swafloor.fuzz.protocol import Unsupported
@@ -52,7 +52,7 @@ def run(args) -> int:
         except OSError as exc:
             raise UsageError(f"swafloor explain: --trace: cannot read {args.trace!r}: {exc.strerror}") from None
         if args.svg:
-            from swafloor import svg
+            from .. import svg
 
             svg.write(args.svg, svg.trace_svg(tr))
         if args.json:
@@ -72,7 +72,7 @@ def run(args) -> int:
     pic = pictures.picture(w, t, args.sink_tokens, h, args.step_tokens, args.in_flight_tokens, hold,
                            args.first_resume)
     if args.svg:
-        from swafloor import svg
+        from .. import svg
 
         svg.write(args.svg, svg.block_svg(pic))
     if args.json:

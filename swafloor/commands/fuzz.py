@@ -64,7 +64,7 @@ def _run_workers(args) -> int:
         DEFAULT_DB, WorkersError, WorkersInterrupted, format_progress, format_workers, run_workers,
     )
 
-    from swafloor.cli import UsageError
+    from ..cli import UsageError
 
     def progress(merged) -> None:
         print(format_progress(merged), file=sys.stderr)
@@ -106,12 +106,12 @@ def run(args) -> int:
             print("\n".join(REGISTRY))
         return 0
     if args.backend is None:
-        from swafloor.cli import UsageError
+        from ..cli import UsageError
 
         raise UsageError("swafloor fuzz: the following arguments are required: --backend")
     if args.device is not None:
         if not any(name.startswith("dataplane:") for name in (args.backend, args.against)):
-            from swafloor.cli import UsageError
+            from ..cli import UsageError
 
             raise UsageError("swafloor fuzz: --device applies to dataplane:NAME backends only")
         os.environ["SWAFLOOR_DEVICE"] = args.device  # read when resolving, here and in --workers processes

@@ -162,7 +162,7 @@ def comparison_summary() -> str:
 
 # ----------------------------------------------------------------------------- CLI and backends
 def _subparsers() -> dict[str, argparse.ArgumentParser]:
-    from swafloor.cli import build_parser
+    from ..cli import build_parser
 
     parser = build_parser()
     for action in parser._actions:
@@ -172,7 +172,7 @@ def _subparsers() -> dict[str, argparse.ArgumentParser]:
 
 
 def commands_table() -> str:
-    from swafloor.cli import COMMANDS
+    from ..cli import COMMANDS
 
     subs = _subparsers()
     helps = {}
@@ -186,7 +186,7 @@ def commands_table() -> str:
 
 
 def build_parser_actions():
-    from swafloor.cli import build_parser
+    from ..cli import build_parser
 
     parser = build_parser()
     for action in parser._actions:
