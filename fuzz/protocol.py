@@ -25,13 +25,12 @@ from typing import Any, Callable, Hashable, Mapping, Protocol, runtime_checkable
 
 import attrs
 
-from swafloor.reference import Config, Outcome, Semantics, Snapshot, SwafloorError
+from swafloor.reference import Config, LifeCycleKind, Outcome, Semantics, Snapshot, SwafloorError
 
 __all__ = [
     "Operation",
     "Part",
     "Comparison",
-    "LayerKind",
     "Capabilities",
     "Backend",
     "BackendFactory",
@@ -87,12 +86,6 @@ class Comparison(str, enum.Enum):
     AT_LEAST = "at-least"
 
 
-class LayerKind(str, enum.Enum):
-    SWA = "swa"
-    FULL = "full"
-    SSM = "ssm"
-
-
 ALL_OPERATIONS = frozenset(Operation)
 ALL_PARTS = frozenset(Part)
 _EXACT_ONLY = frozenset({Part.LENGTHS, Part.ERRORS, Part.SHORTFALLS})
@@ -134,8 +127,8 @@ class Capabilities:
     observations: Mapping[Part, Comparison] = attrs.field(
         factory=lambda: {p: Comparison.EXACT for p in Part}, converter=_observations, hash=False
     )
-    layer_kinds: frozenset[LayerKind] = attrs.field(
-        default=frozenset(LayerKind), converter=lambda v: frozenset(LayerKind(x) for x in v)
+    layer_kinds: frozenset[LifeCycleKind] = attrs.field(
+        default=frozenset(LifeCycleKind), converter=lambda v: frozenset(LifeCycleKind(x) for x in v)
     )
     sinks: bool = True
     shared_pool_groups: bool = True
@@ -161,7 +154,7 @@ class Capabilities:
             raise ValueError("Capabilities.observations[outcome]: 'at-least' needs 'close' (slack retires requests)")
         if Part.SHORTFALLS in self.observations and self.observations.get(Part.OUTCOME) is not Comparison.EXACT:
             raise ValueError("Capabilities.observations[shortfalls]: needs outcome compared exactly")
-        if not self.layer_kinds - {LayerKind.SSM}:
+        if not self.layer_kinds - {LifeCycleKind.SSM}:
             raise ValueError("Capabilities.layer_kinds: needs an attention kind ('swa' or 'full')")
         if not isinstance(self.semantics, Semantics):
             raise ValueError(f"Capabilities.semantics: must be a Semantics, got {type(self.semantics).__name__}")
@@ -178,7 +171,7 @@ class Capabilities:
     def describe(self) -> str:
         ops = ",".join(o.value for o in Operation if o in self.operations)
         parts = ",".join(f"{p.value}={m.value}" for p, m in self.observations.items())
-        kinds = ",".join(k.value for k in LayerKind if k in self.layer_kinds)
+        kinds = ",".join(k.value for k in LifeCycleKind if k in self.layer_kinds)
         sem = self.semantics
         flags = [
             name

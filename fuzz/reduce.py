@@ -24,7 +24,7 @@ from typing import Any
 
 import attrs
 
-from swafloor.reference import Manager, RequestError
+from swafloor.reference import Manager, RequestError, RequestState
 
 from .backends import ResolvedBackend
 from .compare import Divergence, Result
@@ -74,7 +74,7 @@ def in_domain(trace: Trace, caps: Capabilities) -> bool:
             if not misuse_allowed:
                 return False
             continue  # the unknown-request misuse
-        elif step.op is Operation.RESIZE and manager.state_of(rid).value == "active":
+        elif step.op is Operation.RESIZE and manager.state_of(rid) is RequestState.ACTIVE:
             capacity, history = manager.capacity_of(rid), manager.history_of(rid)
             sane = 0 <= step.history <= step.capacity and history <= step.history
             if sane:
@@ -86,7 +86,7 @@ def in_domain(trace: Trace, caps: Capabilities) -> bool:
                     return False
             elif not misuse_allowed:
                 return False
-        elif step.op is Operation.COMMIT and manager.state_of(rid).value == "active":
+        elif step.op is Operation.COMMIT and manager.state_of(rid) is RequestState.ACTIVE:
             if step.tokens < 0 or manager.history_of(rid) + step.tokens > manager.capacity_of(rid):
                 if not misuse_allowed:
                     return False

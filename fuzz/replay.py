@@ -6,6 +6,7 @@ import shlex
 
 import attrs
 
+from swafloor.reference import allocated_blocks
 from swafloor.reference.show import bounded
 
 from .backends import ResolvedBackend, resolve
@@ -53,7 +54,7 @@ def check_cost(trace: Trace, *sides: ResolvedBackend) -> None:
     listed = work = 0  # blocks every snapshot lists now; work so far
     for i, step in enumerate(trace.steps):
         capacity, history = lengths.get(step.request, (0, 0))
-        before = -(-capacity // t)
+        before = allocated_blocks(capacity, t)
         field, value = "op", step.op.value
         if step.op is Operation.CREATE:
             capacity = history = max(step.reused_history, 0)
@@ -68,7 +69,7 @@ def check_cost(trace: Trace, *sides: ResolvedBackend) -> None:
         if capacity > max_capacity:
             raise Unsupported(f"steps[{i}].{field}={bounded(value)}: a side of this replay serves "
                               f"capacities of at most {max_capacity:,} tokens")
-        spanned = -(-capacity // t)
+        spanned = allocated_blocks(capacity, t)
         if spanned > MAX_STEP_BLOCKS:
             raise Unsupported(f"steps[{i}].{field}={bounded(value)}: a capacity of {capacity:,} tokens spans "
                               f"{spanned:,} blocks (a replay compares at most {MAX_STEP_BLOCKS:,} per request)")

@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 
 from swafloor.reference import SwafloorError
-from swafloor.reference.show import bounded
+from swafloor.reference.show import bounded, one_line
 
 __all__ = ["REGISTRY", "MUTANT_NAMES", "DATA_MUTANT_NAMES", "DATAPLANE_PREFIX", "UnknownBackend", "ResolvedBackend", "resolve", "names"]
 
@@ -122,9 +122,9 @@ def resolve(spec: str, field: str = "backend", *, allow_import: bool = True) -> 
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise UnknownBackend(field, spec, f"cannot import module {module_name!r}: {_brief(exc)}") from None
+        raise UnknownBackend(field, spec, f"cannot import module {module_name!r}: {one_line(exc)}") from None
     except Exception as exc:  # noqa: BLE001 - the module's own code failed while importing
-        raise UnknownBackend(field, spec, f"importing {module_name!r} failed: {type(exc).__name__}: {_brief(exc)}") from None
+        raise UnknownBackend(field, spec, f"importing {module_name!r} failed: {type(exc).__name__}: {one_line(exc)}") from None
     try:
         obj = module
         for part in attr.split("."):
@@ -136,7 +136,7 @@ def resolve(spec: str, field: str = "backend", *, allow_import: bool = True) -> 
     try:
         caps = capabilities_of(obj)
     except TypeError as exc:
-        raise UnknownBackend(field, spec, _brief(exc)) from None
+        raise UnknownBackend(field, spec, one_line(exc)) from None
     return ResolvedBackend(spec, _checked_factory(obj, field, spec, caps), caps)
 
 
@@ -158,8 +158,3 @@ _ONLY_REGISTERED = (
     f"a trace file may name only registered backends ({', '.join(REGISTRY)}, dataplane:NAME); "
     "give MODULE:FACTORY on the command line (--backend/--against) to load a module"
 )
-
-
-def _brief(exc: BaseException, limit: int = 160) -> str:
-    text = str(exc).replace("\n", "\\n").replace("\r", "\\r")
-    return text if len(text) <= limit else text[: limit - 3] + "..."
