@@ -34,7 +34,7 @@ def main() -> int:
         return 2
     print(f"device: {torch.cuda.get_device_name(0)}", flush=True)
 
-    from .backends.dataplane import bench
+    from . import dataplane_bench as bench
     from .runner import format_report, run_campaign
 
     examples = int(os.environ.get("SWAFLOOR_GPU_EXAMPLES", "300"))

@@ -26,9 +26,8 @@ import attrs
 
 from swafloor.reference import Manager, RequestError, RequestState
 
-from .backends import ResolvedBackend
 from .compare import Divergence, Result
-from .protocol import Capabilities, Operation, Part
+from .protocol import BackendRecord, Capabilities, Operation, Part
 from .replay import replay
 from .trace import Step, Trace
 
@@ -116,7 +115,7 @@ def _run(manager: Manager, step: Step) -> None:
 
 
 def _diverges(
-    trace: Trace, backend: ResolvedBackend, against: ResolvedBackend, wanted: tuple
+    trace: Trace, backend: BackendRecord, against: BackendRecord, wanted: tuple
 ) -> Divergence | None:
     if not in_domain(trace, backend.capabilities):
         return None
@@ -132,7 +131,7 @@ def _renamed(steps: tuple[Step, ...]) -> tuple[Step, ...]:
 
 
 def reduce_trace(
-    trace: Trace, backend: ResolvedBackend, against: ResolvedBackend, divergence: Divergence
+    trace: Trace, backend: BackendRecord, against: BackendRecord, divergence: Divergence
 ) -> tuple[Trace, Divergence]:
     """A trace no longer than ``trace`` that still shows the same divergence (:func:`signature`),
     inside the generator's domain, and its divergence."""

@@ -31,10 +31,10 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from swafloor.reference import SwafloorError
 
-from .backends import ResolvedBackend, resolve
+from .backends import resolve
+from .protocol import BackendRecord
 from .compare import Divergence
 from .machine import BATCH_ROUNDS, DivergenceFound, Stats, build_machine
-from .protocol import name_of, prepare
 from .reduce import reduce_trace
 from .replay import replay_command
 from .trace import Trace, save, to_dict
@@ -212,8 +212,8 @@ def trace_path(out_dir: Path, trace: Trace, seed: int) -> Path:
 
 
 def run_campaign(
-    backend: str | ResolvedBackend,
-    against: str | ResolvedBackend = "reference",
+    backend: str | BackendRecord,
+    against: str | BackendRecord = "reference",
     *,
     profile: str = "ci",
     examples: int | None = None,
@@ -238,16 +238,16 @@ def run_campaign(
         raise CampaignError(f"profile={profile!r}: must be one of {sorted(PROFILES)}")
     chosen = PROFILES[profile]
     import_started = time.perf_counter()
-    backend_ = backend if isinstance(backend, ResolvedBackend) else resolve(backend, "backend")
-    against_ = against if isinstance(against, ResolvedBackend) else resolve(against, "against")
+    backend_ = backend if isinstance(backend, BackendRecord) else resolve(backend, "backend")
+    against_ = against if isinstance(against, BackendRecord) else resolve(against, "against")
     for side in (backend_, against_):
         try:
-            prepare(side.factory)
+            side.run_prepare()
         except SwafloorError as exc:
             raise CampaignError(f"backend={side.name!r}: cannot be prepared: {exc}") from exc
     import_seconds += time.perf_counter() - import_started  # plus what the caller spent before
-    backend_name = name_of(backend_.factory, backend_.name)
-    against_name = name_of(against_.factory, against_.name)
+    backend_name = backend_.display_name
+    against_name = against_.display_name
     examples = chosen.examples if examples is None else examples
     steps = chosen.steps if steps is None else steps
     if seed is None:

@@ -150,3 +150,86 @@ def test_the_style_check_sees_an_absolute_import_inside_its_room(tmp_path, monke
         "from swafloor.fuzz.runner import x\nfrom swafloor.reference import y\nfrom ... import z\nfrom .. import w\n")
     assert _style_violations("fuzz") == ["fuzz/sub/m.py:1 imports swafloor.fuzz.runner absolutely",
                                          "fuzz/sub/m.py:3 climbs out of fuzz/"]
+
+
+#: What a backend's module may import from the rest of fuzz/: the contract (protocol), the shared
+#: adapter of Manager-like classes, and the TensorRT-LLM mapping; never the harness (runner, replay,
+#: compare, lockstep, machine, ...), and never the registry (fuzz/backends/__init__.py), which imports them.
+BACKEND_MAY_IMPORT = {"protocol", "adapter", "trtllm"}
+
+
+def _fuzz_imports(path: Path) -> set[str]:
+    """The fuzz modules a module under fuzz/backends/ imports (as names relative to fuzz/)."""
+    rel = path.relative_to(ROOT / "fuzz")
+    package = list(rel.parts[:-1])  # e.g. ["backends", "dataplane"]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package[: len(package) - (node.level - 1)]
+            target = base + (node.module.split(".") if node.module else [])
+            if not node.module:  # from .. import x: each name is a module or an attribute of the package
+                target = base
+            found.add(".".join(target) if target else "fuzz")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("swafloor.fuzz"):
+            found.add(node.module.removeprefix("swafloor.fuzz").lstrip(".") or "fuzz")
+    return found
+
+
+def test_backends_import_no_harness_and_no_registry():
+    for path in sorted((ROOT / "fuzz" / "backends").rglob("*.py")):
+        if path == ROOT / "fuzz" / "backends" / "__init__.py":
+            continue
+        for name in _fuzz_imports(path):
+            top = name.split(".")[0]
+            if top == "backends":
+                assert name != "backends", f"{path.relative_to(ROOT)} imports the registry"
+                continue
+            assert top in BACKEND_MAY_IMPORT, f"{path.relative_to(ROOT)} imports fuzz/{name} (upward)"
+
+
+def test_import_graph_has_no_cycle():
+    """No import cycle among swafloor's modules, counting imports inside functions too."""
+    modules = {}
+    for room, folder in (("reference", "reference"), ("proofs", "proofs"), ("fuzz", "fuzz"), ("", "swafloor")):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            rel = path.relative_to(ROOT / folder).with_suffix("")
+            parts = [p for p in rel.parts if p != "__init__"]
+            name = ".".join(["swafloor"] + ([room] if room else []) + parts)
+            modules[name] = (path, path.name == "__init__.py")
+    edges = {name: set() for name in modules}
+    for name, (path, is_package) in modules.items():
+        package = name if is_package else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join(up + ([node.module] if node.module else []))
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+            for target in targets:
+                while target and target not in modules:
+                    target = target.rpartition(".")[0]
+                if target and target != name and not name.startswith(target + "."):
+                    edges[name].add(target)
+    # a package's __init__ importing its own submodules is how packages are made; leave those edges
+    for name, (_, is_package) in modules.items():
+        if is_package:
+            edges[name] = {t for t in edges[name] if not t.startswith(name + ".")}
+    seen, on_path = set(), []
+
+    def visit(node: str) -> None:
+        if node in on_path:
+            raise AssertionError("import cycle: " + " -> ".join(on_path[on_path.index(node):] + [node]))
+        if node in seen:
+            return
+        on_path.append(node)
+        for nxt in sorted(edges[node]):
+            visit(nxt)
+        on_path.pop()
+        seen.add(node)
+
+    for node in sorted(edges):
+        visit(node)

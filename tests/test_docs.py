@@ -161,3 +161,21 @@ def test_readme_test_command_is_what_ci_runs():
     assert ci[-1].strip() == command
     constraints = re.search(r"-c (\S+)", command).group(1)
     assert (ROOT / constraints).is_file(), constraints
+
+
+def test_the_backend_table_is_built_from_the_registry():
+    """docs/backends.md's table has one row per name the registry resolves (and the dataplane:NAME
+    wrappers): what it compares, what it needs installed, its status."""
+    from swafloor.docs.sections import backends_table
+    from swafloor.fuzz.backends import REGISTRY, backend_rows, resolve
+
+    rows = backend_rows()
+    assert [row["name"] for row in rows] == [*REGISTRY, "dataplane:NAME"]
+    table = backends_table()
+    lines = {line.split(" | ")[0].strip("| `"): line for line in table.splitlines()[2:]}
+    for row in rows:
+        assert row["needs"] in lines[row["name"]] and row["status"] in lines[row["name"]], row["name"]
+    assert lines["trtllm"].endswith("| never run on a GPU |")
+    assert "tables at-least" in lines["trtllm"] and "every part, exact" in lines["oracle"]
+    assert resolve("reference").status == REGISTRY["reference"].status
+    assert table in (ROOT / "docs" / "backends.md").read_text(encoding="utf-8")

@@ -185,7 +185,7 @@ def shared_slot(config: Config) -> ManagerBackend:
 
 #: Mutant name -> factory.
 MUTANTS = {
-    f.backend_name: f  # type: ignore[attr-defined]
+    f.declaration.label: f  # type: ignore[attr-defined]
     for f in (
         legacy_floor,
         no_inflight_token,

@@ -25,13 +25,13 @@ TARGETS = {
     "reference": "swafloor.commands.bench:reference_figures",
     "proofs": "swafloor.proofs.bench:run",
     "fuzz": "swafloor.fuzz.bench:run",
-    "dataplane": "swafloor.fuzz.backends.dataplane.bench:run",
+    "dataplane": "swafloor.fuzz.dataplane_bench:run",
 }
 FORMATTERS = {
     "reference": "swafloor.commands.bench:format_reference",
     "proofs": "swafloor.proofs.bench:format",
     "fuzz": "swafloor.fuzz.bench:format",
-    "dataplane": "swafloor.fuzz.backends.dataplane.bench:format",
+    "dataplane": "swafloor.fuzz.dataplane_bench:format",
 }
 
 

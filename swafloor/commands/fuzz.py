@@ -115,14 +115,12 @@ def run(args) -> int:
 
             raise UsageError("swafloor fuzz: --device applies to dataplane:NAME backends only")
         os.environ["SWAFLOOR_DEVICE"] = args.device  # read when resolving, here and in --workers processes
-    from swafloor.fuzz.protocol import prepare
-
     import_started = time.perf_counter()
     backend = resolve(args.backend, "--backend")
     against = resolve(args.against, "--against")
     for side in (backend, against):  # a spec naming no backend factory: one line, before any progress
         try:
-            prepare(side.factory)  # slow imports, timed apart from the campaign
+            side.run_prepare()  # slow imports, timed apart from the campaign
         except Exception:  # noqa: BLE001 - the campaign reports a backend that cannot be prepared
             pass
         check_factory(side)

@@ -196,15 +196,18 @@ def build_parser_actions():
 
 
 def backends_table() -> str:
-    from swafloor.fuzz.backends import REGISTRY
+    """Every backend the registry resolves (swafloor.fuzz.backends.backend_rows): what it is, what it
+    compares, what it needs installed, its status."""
+    from swafloor.fuzz.backends import backend_rows
 
-    lines = ["| name | factory | what it is |", "|---|---|---|"]
-    for name, target in REGISTRY.items():
-        module, _, attr = target.partition(":")
+    lines = ["| name | factory | what it is | compares | needs | status |", "|---|---|---|---|---|---|"]
+    for row in backend_rows():
+        module, _, attr = row["factory"].partition(":")
         doc = _factory_doc(module, attr)
-        if doc == "(no docstring)" and name.startswith("mutant:"):
+        if doc == "(no docstring)" and row["name"].startswith("mutant:"):
             doc = "a seeded bug: the reference with one behaviour changed (see [fuzzing](fuzzing.md))"
-        lines.append(f"| `{name}` | `{target}` | {doc} |")
+        cells = [f"`{row['name']}`", f"`{row['factory']}`", doc, row["compares"], row["needs"], row["status"]]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") if i > 2 else c for i, c in enumerate(cells)) + " |")
     return "\n".join(lines)
 
 
