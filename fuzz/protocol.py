@@ -46,6 +46,7 @@ __all__ = [
     "declaration_of",
     "capabilities_of",
     "parts_of",
+    "state_value",
     "ALL_OPERATIONS",
     "ALL_PARTS",
     "EXACT_EVERYTHING",

@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 
+from swafloor.reference.seeded_bugs import DATA_PLANE, SEEDED_BUGS, TABLE_ONLY, SeededBug
 from swafloor.reference.show import bounded, one_line
 
 from ..protocol import BackendRecord, Comparison, Operation, Part, UnknownBackend, declaration_of
@@ -37,21 +38,24 @@ class Registered:
     status: str = ""
 
 
-_MUTANT = "a seeded bug: a campaign must catch it (tests/test_fuzz.py)"
-_DATA_MUTANT = "a seeded bug only the data plane sees: dataplane:NAME must catch it (tests/test_dataplane.py)"
+
+def _mutant_status(bug: SeededBug) -> str:
+    caught = " and ".join("dataplane:NAME" if c == DATA_PLANE else "its table-only campaign" for c in bug.campaigns)
+    return f"a seeded bug: {caught} must catch it"
+
+
+#: The seeded bugs built as backends (the list in swafloor.reference.seeded_bugs): ``mutant:NAME``,
+#: its factory the function of that name (dashes as underscores) in fuzz/backends/mutants.py.
+_MUTANTS: dict[str, Registered] = {
+    f"mutant:{bug.name}": Registered(f"swafloor.fuzz.backends.mutants:{bug.name.replace('-', '_')}",
+                                     status=_mutant_status(bug))
+    for bug in SEEDED_BUGS if bug.campaigns
+}
 
 REGISTRY: dict[str, Registered] = {
     "reference": Registered("swafloor.fuzz.backends.reference:reference", status="the specification itself"),
     "oracle": Registered("swafloor.fuzz.backends.oracle:oracle", status="fuzzed against the reference in CI"),
-    "mutant:legacy-floor": Registered("swafloor.fuzz.backends.mutants:legacy_floor", status=_MUTANT),
-    "mutant:no-inflight-token": Registered("swafloor.fuzz.backends.mutants:no_inflight_token", status=_MUTANT),
-    "mutant:floor-division": Registered("swafloor.fuzz.backends.mutants:floor_division", status=_MUTANT),
-    "mutant:ignore-sinks": Registered("swafloor.fuzz.backends.mutants:ignore_sinks", status=_MUTANT),
-    "mutant:allocate-before-release": Registered("swafloor.fuzz.backends.mutants:allocate_before_release",
-                                                 status=_MUTANT),
-    "mutant:release-inflight-block": Registered("swafloor.fuzz.backends.mutants:release_inflight_block",
-                                                status=_MUTANT),
-    "mutant:shared-slot": Registered("swafloor.fuzz.backends.mutants:shared_slot", status=_DATA_MUTANT),
+    **_MUTANTS,
     "vllm": Registered("swafloor.fuzz.backends.vllm:vllm", needs="vLLM, in its own venv (scripts/vllm-venv)",
                        status="fuzzed in CI, in the vLLM venv (tests/test_vllm.py)"),
     "vllm-async": Registered("swafloor.fuzz.backends.vllm:vllm_async", needs="vLLM, in its own venv (scripts/vllm-venv)",
@@ -63,10 +67,11 @@ REGISTRY: dict[str, Registered] = {
 DATAPLANE = Registered("swafloor.fuzz.backends.dataplane:wrap", needs="torch (swafloor[dataplane]); CUDA optional",
                        status="run on the CPU in CI; never run on a GPU")
 
+#: Seeded bugs a table-only campaign catches (``swafloor fuzz --backend mutant:NAME``).
+MUTANT_NAMES = tuple(f"mutant:{bug.name}" for bug in SEEDED_BUGS if TABLE_ONLY in bug.campaigns)
 #: Seeded bugs whose block tables and slot counts match the reference's: only the data plane
 #: (``dataplane:NAME``, which wraps any backend here) can catch them.
-DATA_MUTANT_NAMES = tuple(name for name, r in REGISTRY.items() if r.status == _DATA_MUTANT)
-MUTANT_NAMES = tuple(name for name, r in REGISTRY.items() if r.status == _MUTANT)
+DATA_MUTANT_NAMES = tuple(f"mutant:{bug.name}" for bug in SEEDED_BUGS if bug.campaigns == (DATA_PLANE,))
 DATAPLANE_PREFIX = "dataplane:"
 
 #: The record's former name.

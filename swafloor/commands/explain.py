@@ -51,15 +51,7 @@ def run(args) -> int:
             raise UsageError(f"swafloor explain: {args.trace}: {type(exc).__name__}: {exc}") from None
         except OSError as exc:
             raise UsageError(f"swafloor explain: --trace: cannot read {args.trace!r}: {exc.strerror}") from None
-        if args.svg:
-            from .. import svg
-
-            svg.write(args.svg, svg.trace_svg(tr))
-        if args.json:
-            print_json(tr)
-        else:
-            print("\n".join(pictures.render_trace_text(tr)))
-        return 0
+        return _show(args, tr, "trace_svg", pictures.render_trace_text)
     for name in ("window", "tokens_per_block"):
         if getattr(args, name) is None:
             raise UsageError(f"swafloor explain: the following arguments are required: --{name.replace('_', '-')}"
@@ -71,12 +63,17 @@ def run(args) -> int:
         h = pictures.worst_history(w, t, args.sink_tokens, args.in_flight_tokens, hold, args.first_resume)
     pic = pictures.picture(w, t, args.sink_tokens, h, args.step_tokens, args.in_flight_tokens, hold,
                            args.first_resume)
+    return _show(args, pic, "block_svg", pictures.render_text)
+
+
+def _show(args, model: dict, drawing: str, render) -> int:
+    """Write the picture ``model`` as SVG (``svg.<drawing>``) when asked, then print it (JSON or text)."""
     if args.svg:
         from .. import svg
 
-        svg.write(args.svg, svg.block_svg(pic))
+        svg.write(args.svg, getattr(svg, drawing)(model))
     if args.json:
-        print_json(pic)
+        print_json(model)
     else:
-        print("\n".join(pictures.render_text(pic)))
+        print("\n".join(render(model)))
     return 0

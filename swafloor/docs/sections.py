@@ -204,10 +204,28 @@ def backends_table() -> str:
     for row in backend_rows():
         module, _, attr = row["factory"].partition(":")
         doc = _factory_doc(module, attr)
-        if doc == "(no docstring)" and row["name"].startswith("mutant:"):
-            doc = "a seeded bug: the reference with one behaviour changed (see [fuzzing](fuzzing.md))"
+        if row["name"].startswith("mutant:"):  # a row of the one list of seeded bugs
+            from swafloor.reference.seeded_bugs import seeded_bug
+
+            doc = f"a seeded bug ([list](fuzzing.md)): {seeded_bug(row['name'].removeprefix('mutant:')).description}"
         cells = [f"`{row['name']}`", f"`{row['factory']}`", doc, row["compares"], row["needs"], row["status"]]
         lines.append("| " + " | ".join(c.replace("|", "\\|") if i > 2 else c for i, c in enumerate(cells)) + " |")
+    return "\n".join(lines)
+
+
+def seeded_bugs_table() -> str:
+    """The one list of seeded bugs (swafloor.reference.seeded_bugs): each bug, the theorems it flips
+    (seeded in the formulas, proofs/mutations.py) and the campaigns that catch it (seeded as a
+    backend, fuzz/backends/mutants.py)."""
+    from swafloor.reference.seeded_bugs import DATA_PLANE, SEEDED_BUGS, TABLE_ONLY
+
+    shown = {TABLE_ONLY: "table-only (`mutant:{}`)", DATA_PLANE: "data plane (`dataplane:mutant:{}`)"}
+    lines = ["| bug | what it changes | theorems it flips | campaigns that catch it |", "|---|---|---|---|"]
+    for bug in SEEDED_BUGS:
+        theorems = ", ".join(_link(name) for name in bug.theorems) or "-"
+        campaigns = ", ".join(shown[c].format(bug.name) for c in bug.campaigns) or "-"
+        description = bug.description.replace("|", "\\|")
+        lines.append(f"| `{bug.name}` | {description} | {theorems} | {campaigns} |")
     return "\n".join(lines)
 
 
@@ -281,4 +299,5 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "comparison-summary": comparison_summary,
     "commands": commands_table,
     "backends": backends_table,
+    "seeded-bugs": seeded_bugs_table,
 }
