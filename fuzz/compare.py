@@ -11,9 +11,10 @@ from typing import Any, Mapping
 
 import attrs
 
-from swafloor.reference import Outcome, RequestError, RequestState, Snapshot, SwafloorError
+from swafloor.reference import Outcome, RequestError, Snapshot
 
-from .protocol import Backend, Capabilities, Comparison, Operation, Part
+# BackendCheckFailed and parts_of are the protocol's (a backend's adapter uses them); named here too.
+from .protocol import Backend, BackendCheckFailed, Capabilities, Comparison, Operation, Part, parts_of, state_value
 from .trace import Step
 
 __all__ = [
@@ -60,16 +61,6 @@ class Result:
 OK = Result("ok")
 
 
-class BackendCheckFailed(SwafloorError):
-    """Raised by a backend whose own check failed after an operation did its work (the data plane's
-    outputs through the block tables): reported as a divergence on ``field``, not as a crash."""
-
-    def __init__(self, field: str, message: str):
-        self.field = field
-        self.message = message
-        super().__init__(f"{field}: {message}")
-
-
 # The operations as module constants: on Python 3.11 reading an enum member off its class costs a
 # descriptor call, and a campaign runs two steps per decode step on each side.
 CREATE, RESUME, RESIZE, COMMIT, SUSPEND = (
@@ -110,42 +101,11 @@ def run_step(backend: Backend, step: Step) -> Result:
     return OK
 
 
-def _state(value: Any) -> str:
-    return value._value_ if isinstance(value, RequestState) else str(value)  # _value_: .value, without a descriptor
-
-
-def parts_of(observation: Snapshot | Mapping[Part, Any]) -> dict[Part, Any]:
-    """Normalize an observation to ``{part: value}``.
-
-    Forms: ``POOL_TOTALS``/``POOL_USED``: a tuple of ints per pool group; ``LENGTHS``: ``{request id:
-    (state, capacity, history)}`` with the state's string value; ``TABLES``: ``{request id: tuple of
-    per-life-cycle tuples}`` (block index where held, None where not).
-    """
-    if isinstance(observation, Snapshot):
-        return {
-            Part.POOL_TOTALS: tuple(p.total for p in observation.pools),
-            Part.POOL_USED: tuple(p.total - p.free for p in observation.pools),
-            Part.LENGTHS: {r.request_id: (_state(r.state), r.capacity, r.history) for r in observation.requests},
-            Part.TABLES: {r.request_id: tuple(tuple(t) for t in r.tables) for r in observation.requests},
-        }
-    parts: dict[Part, Any] = {}
-    for key, value in observation.items():
-        part = Part(key)
-        if part in (Part.POOL_TOTALS, Part.POOL_USED):
-            value = tuple(value)
-        elif part is Part.LENGTHS:
-            value = {rid: (_state(v[0]), v[1], v[2]) for rid, v in value.items()}
-        elif part is Part.TABLES:
-            value = {rid: tuple(tuple(t) for t in v) for rid, v in value.items()}
-        parts[part] = value
-    return parts
-
-
 def lengths_of(observation: Snapshot | Mapping[Part, Any]) -> dict[str, Any] | None:
     """The ``LENGTHS`` part of an observation as :func:`parts_of` gives it (None: not shown), without
     normalizing the other parts (read after every step; the tables are long)."""
     if isinstance(observation, Snapshot):
-        return {r.request_id: (_state(r.state), r.capacity, r.history) for r in observation.requests}
+        return {r.request_id: (state_value(r.state), r.capacity, r.history) for r in observation.requests}
     return parts_of(observation).get(Part.LENGTHS)
 
 

@@ -86,7 +86,7 @@ class SwafloorDifferentialItem(pytest.Item):
         self.backend = backend
 
     def runtest(self) -> None:
-        from swafloor.fuzz.runner import format_report, run_campaign
+        from .runner import format_report, run_campaign
 
         options = self.config.option
         result = run_campaign(
@@ -116,9 +116,9 @@ def differential_test(backend: str, against: str = "reference", examples: int | 
     from hypothesis import seed as hypothesis_seed
     from hypothesis.stateful import get_state_machine_test
 
-    from swafloor.fuzz.backends import resolve
-    from swafloor.fuzz.machine import Stats, build_machine
-    from swafloor.fuzz.runner import PROFILES
+    from .backends import resolve
+    from .machine import Stats, build_machine
+    from .runner import PROFILES
 
     _hypofuzz_compat()
     profile = PROFILES["ci"]

@@ -25,21 +25,28 @@ from typing import Any, Callable, Hashable, Mapping, Protocol, runtime_checkable
 
 import attrs
 
-from swafloor.reference import Config, Outcome, Semantics, Snapshot, SwafloorError
+from swafloor.reference import Config, LifeCycleKind, Outcome, RequestState, Semantics, Snapshot, SwafloorError
+from swafloor.reference.show import bounded
 
 __all__ = [
     "Operation",
     "Part",
     "Comparison",
-    "LayerKind",
     "Capabilities",
     "Backend",
     "BackendFactory",
     "Unsupported",
+    "BackendCheckFailed",
+    "UnknownBackend",
+    "Limits",
+    "NO_LIMITS",
+    "Declaration",
+    "BackendRecord",
     "factory",
+    "declaration_of",
     "capabilities_of",
-    "name_of",
-    "prepare",
+    "parts_of",
+    "state_value",
     "ALL_OPERATIONS",
     "ALL_PARTS",
     "EXACT_EVERYTHING",
@@ -87,12 +94,6 @@ class Comparison(str, enum.Enum):
     AT_LEAST = "at-least"
 
 
-class LayerKind(str, enum.Enum):
-    SWA = "swa"
-    FULL = "full"
-    SSM = "ssm"
-
-
 ALL_OPERATIONS = frozenset(Operation)
 ALL_PARTS = frozenset(Part)
 _EXACT_ONLY = frozenset({Part.LENGTHS, Part.ERRORS, Part.SHORTFALLS})
@@ -134,8 +135,8 @@ class Capabilities:
     observations: Mapping[Part, Comparison] = attrs.field(
         factory=lambda: {p: Comparison.EXACT for p in Part}, converter=_observations, hash=False
     )
-    layer_kinds: frozenset[LayerKind] = attrs.field(
-        default=frozenset(LayerKind), converter=lambda v: frozenset(LayerKind(x) for x in v)
+    layer_kinds: frozenset[LifeCycleKind] = attrs.field(
+        default=frozenset(LifeCycleKind), converter=lambda v: frozenset(LifeCycleKind(x) for x in v)
     )
     sinks: bool = True
     shared_pool_groups: bool = True
@@ -161,7 +162,7 @@ class Capabilities:
             raise ValueError("Capabilities.observations[outcome]: 'at-least' needs 'close' (slack retires requests)")
         if Part.SHORTFALLS in self.observations and self.observations.get(Part.OUTCOME) is not Comparison.EXACT:
             raise ValueError("Capabilities.observations[shortfalls]: needs outcome compared exactly")
-        if not self.layer_kinds - {LayerKind.SSM}:
+        if not self.layer_kinds - {LifeCycleKind.SSM}:
             raise ValueError("Capabilities.layer_kinds: needs an attention kind ('swa' or 'full')")
         if not isinstance(self.semantics, Semantics):
             raise ValueError(f"Capabilities.semantics: must be a Semantics, got {type(self.semantics).__name__}")
@@ -178,7 +179,7 @@ class Capabilities:
     def describe(self) -> str:
         ops = ",".join(o.value for o in Operation if o in self.operations)
         parts = ",".join(f"{p.value}={m.value}" for p, m in self.observations.items())
-        kinds = ",".join(k.value for k in LayerKind if k in self.layer_kinds)
+        kinds = ",".join(k.value for k in LifeCycleKind if k in self.layer_kinds)
         sem = self.semantics
         flags = [
             name
@@ -205,6 +206,26 @@ EXACT_EVERYTHING = Capabilities()
 
 class Unsupported(SwafloorError):
     """Raised by a factory for a config it cannot serve; the harness then discards that example."""
+
+
+class BackendCheckFailed(SwafloorError):
+    """Raised by a backend whose own check failed after an operation did its work (the data plane's
+    outputs through the block tables): reported as a divergence on ``field``, not as a crash."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        self.message = message
+        super().__init__(f"{field}: {message}")
+
+
+class UnknownBackend(SwafloorError, ValueError):
+    """A backend name or ``MODULE:FACTORY`` could not be resolved. ``field``/``value`` name it."""
+
+    def __init__(self, field: str, value: Any, reason: str):
+        self.field = field
+        self.value = value
+        self.reason = reason
+        super().__init__(f"{field}={bounded(value)}: {reason}")
 
 
 @runtime_checkable
@@ -235,9 +256,65 @@ class Backend(Protocol):
         ...
 
 
+def state_value(value: Any) -> str:
+    """A request state as the string a ``LENGTHS`` observation holds."""
+    return value._value_ if isinstance(value, RequestState) else str(value)  # _value_: .value, without a descriptor
+
+
+def parts_of(observation: Snapshot | Mapping[Part, Any]) -> dict[Part, Any]:
+    """Normalize an observation to ``{part: value}``.
+
+    Forms: ``POOL_TOTALS``/``POOL_USED``: a tuple of ints per pool group; ``LENGTHS``: ``{request id:
+    (state, capacity, history)}`` with the state's string value; ``TABLES``: ``{request id: tuple of
+    per-life-cycle tuples}`` (block index where held, None where not).
+    """
+    if isinstance(observation, Snapshot):
+        return {
+            Part.POOL_TOTALS: tuple(p.total for p in observation.pools),
+            Part.POOL_USED: tuple(p.total - p.free for p in observation.pools),
+            Part.LENGTHS: {r.request_id: (state_value(r.state), r.capacity, r.history) for r in observation.requests},
+            Part.TABLES: {r.request_id: tuple(tuple(t) for t in r.tables) for r in observation.requests},
+        }
+    parts: dict[Part, Any] = {}
+    for key, value in observation.items():
+        part = Part(key)
+        if part in (Part.POOL_TOTALS, Part.POOL_USED):
+            value = tuple(value)
+        elif part is Part.LENGTHS:
+            value = {rid: (state_value(v[0]), v[1], v[2]) for rid, v in value.items()}
+        elif part is Part.TABLES:
+            value = {rid: tuple(tuple(t) for t in v) for rid, v in value.items()}
+        parts[part] = value
+    return parts
+
+
 #: A factory builds a backend from a config. It carries ``capabilities`` (see :func:`factory`); a
 #: plain callable without them is taken to support everything, compared exactly.
 BackendFactory = Callable[[Config], Backend]
+
+
+@attrs.frozen
+class Limits:
+    """What a backend serves in bounded time and memory; None: no bound of its own. A token-level
+    backend (the oracle) walks positions one by one, so a replay refuses traces beyond its limits."""
+
+    max_window_tokens: int | None = None  # a window plus its sinks plus 3 blocks, in tokens
+    max_capacity_tokens: int | None = None  # a request's capacity, in tokens
+
+
+NO_LIMITS = Limits()
+
+
+@attrs.frozen
+class Declaration:
+    """What :func:`factory` declares about a ``config -> Backend`` function: its capabilities, the
+    name reports show (None: the name it was resolved from), a ``prepare()`` doing its slow imports
+    once before a campaign, and its limits."""
+
+    capabilities: Capabilities = EXACT_EVERYTHING
+    label: str | None = None
+    prepare: Callable[[], Any] | None = attrs.field(default=None, eq=False)
+    limits: Limits = NO_LIMITS
 
 
 def factory(
@@ -245,42 +322,73 @@ def factory(
     *,
     name: str | None = None,
     prepare: Callable[[], Any] | None = None,
+    limits: Limits = NO_LIMITS,
 ):
-    """Decorate a ``config -> Backend`` function with its capabilities, an optional display name
-    (reports show it instead of the spec string) and an optional ``prepare()`` that does the slow
-    imports once, before a campaign, so their time is reported apart from the campaign's::
+    """Declare a ``config -> Backend`` function's capabilities, an optional display name (reports
+    show it instead of the spec string), an optional ``prepare()`` that does the slow imports once,
+    before a campaign, so their time is reported apart from the campaign's, and its :class:`Limits`::
 
         @factory(Capabilities(observations={"outcome": "exact", "pool_totals": "at-least"}))
         def make(config): return MyAdapter(config)
     """
+    declared = Declaration(capabilities, name, prepare, limits)
 
     def decorate(fn: Callable[[Config], Any]) -> Callable[[Config], Any]:
         fn.capabilities = capabilities  # type: ignore[attr-defined]
-        if name is not None:
-            fn.backend_name = name  # type: ignore[attr-defined]
-        if prepare is not None:
-            fn.prepare = prepare  # type: ignore[attr-defined]
+        fn.declaration = declared  # type: ignore[attr-defined]
         return fn
 
     return decorate
 
 
-def name_of(backend_factory: Any, default: str) -> str:
-    """The name a factory declared with :func:`factory` (``default``, the spec, when none)."""
-    name = getattr(backend_factory, "backend_name", None)
-    return name if isinstance(name, str) and name else default
-
-
-def prepare(backend_factory: Any) -> None:
-    """Run a factory's declared ``prepare()`` (its slow imports), if it has one."""
-    hook = getattr(backend_factory, "prepare", None)
-    if callable(hook):
-        hook()
+def declaration_of(backend_factory: Any) -> Declaration:
+    """What a factory declares: its :func:`factory` declaration; else, for a plain callable, its
+    ``capabilities`` attribute (everything, exactly, when it has none)."""
+    declared = getattr(backend_factory, "declaration", None)
+    if isinstance(declared, Declaration):
+        return declared
+    caps = getattr(backend_factory, "capabilities", EXACT_EVERYTHING)
+    if not isinstance(caps, Capabilities):
+        raise TypeError(f"{backend_factory!r}.capabilities must be a Capabilities, got {type(caps).__name__}")
+    return Declaration(caps)
 
 
 def capabilities_of(backend_factory: Any) -> Capabilities:
     """A factory's declared capabilities (everything, exactly, when it declares none)."""
-    caps = getattr(backend_factory, "capabilities", EXACT_EVERYTHING)
-    if not isinstance(caps, Capabilities):
-        raise TypeError(f"{backend_factory!r}.capabilities must be a Capabilities, got {type(caps).__name__}")
-    return caps
+    return declaration_of(backend_factory).capabilities
+
+
+def _declared(field: str) -> Any:
+    return attrs.Factory(lambda self: getattr(declaration_of(self.factory), field), takes_self=True)
+
+
+@attrs.frozen
+class BackendRecord:
+    """A backend as the harness uses it, one record whatever it came from (a registered name, a
+    ``dataplane:`` wrapper, ``MODULE:FACTORY``): the ``name`` it was resolved from, its ``factory``
+    (builds it from a config), ``capabilities``, ``prepare()``, :class:`Limits`, the ``label`` reports
+    show, what it ``needs`` installed beyond swafloor's dependencies and its ``status`` (how far it has
+    been checked); a data-plane wrapper also names its ``device`` and the record it wraps (``inner``).
+    Fields left out are the factory's :class:`Declaration`. The registry
+    (:func:`swafloor.fuzz.backends.resolve`) is what makes them from a name."""
+
+    name: str
+    factory: Callable[[Config], Any] = attrs.field(eq=False)
+    capabilities: Capabilities = attrs.field(default=_declared("capabilities"), eq=False)
+    prepare: Callable[[], Any] | None = attrs.field(default=_declared("prepare"), eq=False)
+    limits: Limits = _declared("limits")
+    label: str | None = _declared("label")
+    needs: str = ""
+    status: str = ""
+    device: str | None = None
+    inner: BackendRecord | None = attrs.field(default=None, eq=False)
+
+    @property
+    def display_name(self) -> str:
+        """The name reports show: the declared label, else the name it was resolved from."""
+        return self.label if isinstance(self.label, str) and self.label else self.name
+
+    def run_prepare(self) -> None:
+        """Do the declared slow imports (``prepare()``), if any."""
+        if callable(self.prepare):
+            self.prepare()

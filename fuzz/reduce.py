@@ -24,11 +24,10 @@ from typing import Any
 
 import attrs
 
-from swafloor.reference import Manager, RequestError
+from swafloor.reference import Manager, RequestError, RequestState
 
-from .backends import ResolvedBackend
 from .compare import Divergence, Result
-from .protocol import Capabilities, Operation, Part
+from .protocol import BackendRecord, Capabilities, Operation, Part
 from .replay import replay
 from .trace import Step, Trace
 
@@ -74,7 +73,7 @@ def in_domain(trace: Trace, caps: Capabilities) -> bool:
             if not misuse_allowed:
                 return False
             continue  # the unknown-request misuse
-        elif step.op is Operation.RESIZE and manager.state_of(rid).value == "active":
+        elif step.op is Operation.RESIZE and manager.state_of(rid) is RequestState.ACTIVE:
             capacity, history = manager.capacity_of(rid), manager.history_of(rid)
             sane = 0 <= step.history <= step.capacity and history <= step.history
             if sane:
@@ -86,7 +85,7 @@ def in_domain(trace: Trace, caps: Capabilities) -> bool:
                     return False
             elif not misuse_allowed:
                 return False
-        elif step.op is Operation.COMMIT and manager.state_of(rid).value == "active":
+        elif step.op is Operation.COMMIT and manager.state_of(rid) is RequestState.ACTIVE:
             if step.tokens < 0 or manager.history_of(rid) + step.tokens > manager.capacity_of(rid):
                 if not misuse_allowed:
                     return False
@@ -116,7 +115,7 @@ def _run(manager: Manager, step: Step) -> None:
 
 
 def _diverges(
-    trace: Trace, backend: ResolvedBackend, against: ResolvedBackend, wanted: tuple
+    trace: Trace, backend: BackendRecord, against: BackendRecord, wanted: tuple
 ) -> Divergence | None:
     if not in_domain(trace, backend.capabilities):
         return None
@@ -132,7 +131,7 @@ def _renamed(steps: tuple[Step, ...]) -> tuple[Step, ...]:
 
 
 def reduce_trace(
-    trace: Trace, backend: ResolvedBackend, against: ResolvedBackend, divergence: Divergence
+    trace: Trace, backend: BackendRecord, against: BackendRecord, divergence: Divergence
 ) -> tuple[Trace, Divergence]:
     """A trace no longer than ``trace`` that still shows the same divergence (:func:`signature`),
     inside the generator's domain, and its divergence."""

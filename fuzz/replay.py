@@ -6,12 +6,13 @@ import shlex
 
 import attrs
 
+from swafloor.reference import allocated_blocks
 from swafloor.reference.show import bounded
 
-from .backends import ResolvedBackend, resolve
+from .backends import resolve
 from .compare import Divergence
 from .lockstep import Lockstep
-from .protocol import Operation, Unsupported
+from .protocol import BackendRecord, Operation, Unsupported
 from .trace import Trace
 
 __all__ = ["ReplayResult", "replay", "replay_command", "check_cost", "MAX_STEP_BLOCKS", "MAX_REPLAY_WORK"]
@@ -25,17 +26,16 @@ MAX_STEP_BLOCKS = 1 << 16
 MAX_REPLAY_WORK = 1 << 22
 
 
-def check_cost(trace: Trace, *sides: ResolvedBackend) -> None:
+def check_cost(trace: Trace, *sides: BackendRecord) -> None:
     """Refuse, before running anything, a trace whose steps no side can serve in bounded time and
     memory: raises :class:`Unsupported` naming the step and the field. A request's capacity may span
     at most :data:`MAX_STEP_BLOCKS` blocks and the whole replay may do :data:`MAX_REPLAY_WORK`; a side
-    whose factory declares ``max_window_tokens`` / ``max_capacity_tokens`` (the token-level oracle) is
-    held to those too."""
+    whose record has :class:`~swafloor.fuzz.protocol.Limits` (the token-level oracle) is held to those too."""
     config = trace.config
     t = config.tokens_per_block
     per_step = 0  # positions a token-level side walks per step besides the capacity
     for side in sides:
-        limit = getattr(side.factory, "max_window_tokens", None)
+        limit = side.limits.max_window_tokens
         if limit is not None:
             for i, layer in enumerate(config.layers):
                 window = getattr(layer, "window", None)
@@ -47,13 +47,13 @@ def check_cost(trace: Trace, *sides: ResolvedBackend) -> None:
                     raise Unsupported(f"config.layers[{i}].window={bounded(window)}: backend {side.name!r} serves "
                                       f"a window plus sinks plus 3 blocks of at most {limit:,} tokens, here {span:,}")
                 per_step = max(per_step, span)
-    max_capacity = min((getattr(s.factory, "max_capacity_tokens", None) or 10**30) for s in sides)
-    token_level = any(getattr(s.factory, "max_capacity_tokens", None) is not None for s in sides)
+    max_capacity = min((s.limits.max_capacity_tokens or 10**30) for s in sides)
+    token_level = any(s.limits.max_capacity_tokens is not None for s in sides)
     lengths: dict[str, tuple[int, int]] = {}
     listed = work = 0  # blocks every snapshot lists now; work so far
     for i, step in enumerate(trace.steps):
         capacity, history = lengths.get(step.request, (0, 0))
-        before = -(-capacity // t)
+        before = allocated_blocks(capacity, t)
         field, value = "op", step.op.value
         if step.op is Operation.CREATE:
             capacity = history = max(step.reused_history, 0)
@@ -68,7 +68,7 @@ def check_cost(trace: Trace, *sides: ResolvedBackend) -> None:
         if capacity > max_capacity:
             raise Unsupported(f"steps[{i}].{field}={bounded(value)}: a side of this replay serves "
                               f"capacities of at most {max_capacity:,} tokens")
-        spanned = -(-capacity // t)
+        spanned = allocated_blocks(capacity, t)
         if spanned > MAX_STEP_BLOCKS:
             raise Unsupported(f"steps[{i}].{field}={bounded(value)}: a capacity of {capacity:,} tokens spans "
                               f"{spanned:,} blocks (a replay compares at most {MAX_STEP_BLOCKS:,} per request)")
@@ -101,7 +101,7 @@ class ReplayResult:
 
 
 def replay(
-    trace: Trace, backend: str | ResolvedBackend | None = None, against: str | ResolvedBackend | None = None
+    trace: Trace, backend: str | BackendRecord | None = None, against: str | BackendRecord | None = None
 ) -> ReplayResult:
     """Replay ``trace`` comparing ``backend`` (default: the trace's) with ``against`` (default: the
     trace's, normally the reference). Raises UnknownBackend for a bad name, or for a ``MODULE:FACTORY``
@@ -112,11 +112,11 @@ def replay(
     name = backend if backend is not None else trace.backend
     if name is None:
         name = "reference"
-    chosen = name if isinstance(name, ResolvedBackend) else resolve(
+    chosen = name if isinstance(name, BackendRecord) else resolve(
         name, "backend", allow_import=backend is not None
     )
     other_name = against if against is not None else trace.against
-    other = other_name if isinstance(other_name, ResolvedBackend) else resolve(
+    other = other_name if isinstance(other_name, BackendRecord) else resolve(
         other_name, "against", allow_import=against is not None
     )
     check_cost(trace, chosen, other)

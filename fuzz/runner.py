@@ -31,10 +31,10 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from swafloor.reference import SwafloorError
 
-from .backends import ResolvedBackend, resolve
+from .backends import resolve
+from .protocol import BackendRecord
 from .compare import Divergence
 from .machine import BATCH_ROUNDS, DivergenceFound, Stats, build_machine
-from .protocol import name_of, prepare
 from .reduce import reduce_trace
 from .replay import replay_command
 from .trace import Trace, save, to_dict
@@ -136,16 +136,8 @@ class CampaignResult:
         return replay_command(str(self.trace_file), self.backend_spec or self.backend, self.against)
 
     def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "result": self.result,
-            "backend": self.backend,
-            "against": self.against,
-            "profile": self.profile,
+        extra: dict[str, Any] = {
             "seed": self.seed,
-            "examples": self.examples,
-            "runs": self.runs,
-            "steps": self.steps,
-            "seconds": round(self.seconds, 3),
             "import_seconds": round(self.import_seconds, 3),
             "unsupported": self.unsupported,
             "served": self.served,
@@ -158,17 +150,41 @@ class CampaignResult:
             "reference_steps_per_second": self.steps_per_second(self.reference_seconds),
         }
         if self.backend_spec is not None and self.backend_spec != self.backend:
-            data["backend_spec"] = self.backend_spec
-        if self.divergence is not None:
-            data["first_failure_example"] = self.first_failure_example
-            data["first_failure_seconds"] = (
-                None if self.first_failure_seconds is None else round(self.first_failure_seconds, 3)
-            )
-            data["divergence"] = self.divergence.to_dict()
-            data["trace_file"] = None if self.trace_file is None else str(self.trace_file)
-            data["replay"] = self.replay
-            data["trace"] = None if self.trace is None else to_dict(self.trace)
-        return data
+            extra["backend_spec"] = self.backend_spec
+        return summary_dict(self.result, self.backend, self.against, self.profile, self.examples, self.runs,
+                            self.steps, self.seconds, self if self.divergence is not None else None, extra)
+
+
+def summary_dict(result: str, backend: str, against: str, profile: str, examples: int, runs: int, steps: int,
+                 seconds: float, failure: CampaignResult | None, extra: dict[str, Any]) -> dict[str, Any]:
+    """The JSON summary of a campaign, one process's (:meth:`CampaignResult.to_dict`) or several
+    workers' (:meth:`swafloor.fuzz.workers.WorkersResult.to_dict`), in one layout: the counts, then what
+    is particular to the kind (``extra``), then, when it diverged, the failing campaign's seed, first
+    failure, divergence, trace file, replay command and trace."""
+    data: dict[str, Any] = {
+        "result": result,
+        "backend": backend,
+        "against": against,
+        "profile": profile,
+        "examples": examples,
+        "runs": runs,
+        "steps": steps,
+        "seconds": round(seconds, 3),
+        "steps_per_second": round(steps / seconds, 1) if seconds > 0 else None,
+        "examples_per_second": round(examples / seconds, 1) if seconds > 0 else None,
+        **extra,
+    }
+    if failure is not None:
+        data["seed"] = failure.seed
+        data["first_failure_example"] = failure.first_failure_example
+        data["first_failure_seconds"] = (
+            None if failure.first_failure_seconds is None else round(failure.first_failure_seconds, 3)
+        )
+        data["divergence"] = None if failure.divergence is None else failure.divergence.to_dict()
+        data["trace_file"] = None if failure.trace_file is None else str(failure.trace_file)
+        data["replay"] = failure.replay
+        data["trace"] = None if failure.trace is None else to_dict(failure.trace)
+    return data
 
 
 def _settings(examples: int, steps: int, shrink: bool, database: Any = None, search: bool = True) -> settings:
@@ -188,15 +204,16 @@ def _settings(examples: int, steps: int, shrink: bool, database: Any = None, sea
     )
 
 
-def _trace_path(out_dir: Path, trace: Trace, seed: int) -> Path:
+def trace_path(out_dir: Path, trace: Trace, seed: int) -> Path:
+    """Where a campaign saves the trace of its failure: named by backend, seed and a digest of the trace."""
     digest = hashlib.sha256(json.dumps(to_dict(trace), sort_keys=True).encode()).hexdigest()[:10]
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", trace.backend or "backend").strip("-")
     return out_dir / f"{stem}-seed{seed}-{digest}.json"
 
 
 def run_campaign(
-    backend: str | ResolvedBackend,
-    against: str | ResolvedBackend = "reference",
+    backend: str | BackendRecord,
+    against: str | BackendRecord = "reference",
     *,
     profile: str = "ci",
     examples: int | None = None,
@@ -221,16 +238,16 @@ def run_campaign(
         raise CampaignError(f"profile={profile!r}: must be one of {sorted(PROFILES)}")
     chosen = PROFILES[profile]
     import_started = time.perf_counter()
-    backend_ = backend if isinstance(backend, ResolvedBackend) else resolve(backend, "backend")
-    against_ = against if isinstance(against, ResolvedBackend) else resolve(against, "against")
+    backend_ = backend if isinstance(backend, BackendRecord) else resolve(backend, "backend")
+    against_ = against if isinstance(against, BackendRecord) else resolve(against, "against")
     for side in (backend_, against_):
         try:
-            prepare(side.factory)
+            side.run_prepare()
         except SwafloorError as exc:
             raise CampaignError(f"backend={side.name!r}: cannot be prepared: {exc}") from exc
     import_seconds += time.perf_counter() - import_started  # plus what the caller spent before
-    backend_name = name_of(backend_.factory, backend_.name)
-    against_name = name_of(against_.factory, against_.name)
+    backend_name = backend_.display_name
+    against_name = against_.display_name
     examples = chosen.examples if examples is None else examples
     steps = chosen.steps if steps is None else steps
     if seed is None:
@@ -252,7 +269,7 @@ def run_campaign(
             found={"seed": seed, "profile": chosen.name, "examples": stats.first_failure_example},
         )
         if out_dir is not None:
-            path = save(trace, _trace_path(Path(out_dir), trace, seed))
+            path = save(trace, trace_path(Path(out_dir), trace, seed))
     except HypothesisException as exc:
         raise CampaignError(f"backend={backend_.name!r}: the campaign could not run: {type(exc).__name__}: {exc}") from exc
     return CampaignResult(

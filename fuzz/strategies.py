@@ -13,9 +13,9 @@ import functools
 import attrs
 from hypothesis import strategies as st
 
-from swafloor.reference import AttentionLayer, Config, SsmLayer, build_layout
+from swafloor.reference import AttentionLayer, Config, LifeCycleKind, SsmLayer, build_layout
 
-from .protocol import EXACT_EVERYTHING, Capabilities, LayerKind
+from .protocol import EXACT_EVERYTHING, Capabilities
 
 __all__ = ["TOKENS_PER_BLOCK", "windows", "layers", "configs", "horizon", "has_swa"]
 
@@ -39,13 +39,13 @@ def sink_tokens(t: int) -> st.SearchStrategy[int]:
 def layers(t: int, caps: Capabilities = EXACT_EVERYTHING) -> st.SearchStrategy:
     """One layer the capabilities allow; SWA, the subject, is weighted above the other kinds."""
     options = []
-    if LayerKind.SWA in caps.layer_kinds:
+    if LifeCycleKind.SWA in caps.layer_kinds:
         sinks = sink_tokens(t) if caps.sinks else st.just(0)
         swa = st.builds(AttentionLayer, window=windows(t), sink_tokens=sinks)
         options += [swa, swa, swa]
-    if LayerKind.FULL in caps.layer_kinds:
+    if LifeCycleKind.FULL in caps.layer_kinds:
         options.append(st.just(AttentionLayer(window=None)))
-    if LayerKind.SSM in caps.layer_kinds:
+    if LifeCycleKind.SSM in caps.layer_kinds:
         options.append(st.just(SsmLayer()))
     return st.one_of(options)
 
@@ -63,8 +63,8 @@ def configs(draw, caps: Capabilities = EXACT_EVERYTHING, tokens_per_block=TOKENS
     layer = layers(t, caps)
     chosen = [draw(layer) for _ in range(n)]
     if all(isinstance(layer, SsmLayer) for layer in chosen):
-        attention = [k for k in (LayerKind.SWA, LayerKind.FULL) if k in caps.layer_kinds][0]
-        chosen[0] = AttentionLayer(window=draw(windows(t)) if attention is LayerKind.SWA else None)
+        attention = [k for k in (LifeCycleKind.SWA, LifeCycleKind.FULL) if k in caps.layer_kinds][0]
+        chosen[0] = AttentionLayer(window=draw(windows(t)) if attention is LifeCycleKind.SWA else None)
     semantics = caps.semantics  # the reference side runs the semantics the backend claims
     base = Config(tokens_per_block=t, layers=chosen, semantics=semantics)
     life_cycles = len(build_layout(base).life_cycles)

@@ -38,8 +38,8 @@ from typing import Any, Mapping
 
 import attrs
 
-from swafloor.reference import Config, ConfigError
-from swafloor.reference.show import bounded
+from swafloor.reference import Config, ConfigError, SwafloorError
+from swafloor.reference.show import bounded, one_line
 
 from .protocol import Operation
 
@@ -83,7 +83,7 @@ _ARGUMENTS: dict[Operation, tuple[tuple[str, int | None], ...]] = {
 }
 
 
-class TraceError(ValueError):
+class TraceError(SwafloorError, ValueError):
     """A trace file or value is malformed: ``field`` names it (a JSON path), ``value`` holds it."""
 
     def __init__(self, field: str, value: Any, reason: str):
@@ -239,7 +239,7 @@ def from_dict(data: Any) -> Trace:
         field = exc.field if exc.field.startswith("config") else f"config.{exc.field}"
         raise TraceError(field, exc.value, exc.reason) from None
     except (TypeError, ValueError) as exc:  # e.g. a converter rejecting a value
-        raise TraceError("config", data["config"], _brief(exc)) from None
+        raise TraceError("config", data["config"], one_line(exc)) from None
     steps = data.get("steps")
     if not isinstance(steps, list):
         raise TraceError("steps", steps, "must be a list")
@@ -281,12 +281,6 @@ def nesting_depth(text: str) -> int:
     return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0)
 
 
-def _brief(exc: BaseException, limit: int = 160) -> str:
-    """An exception's message as one bounded line (for reasons quoted inside a TraceError)."""
-    text = str(exc).replace("\n", "\\n").replace("\r", "\\r")
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number a trace may hold")
 
@@ -301,7 +295,7 @@ def loads(text: str, where: str = "file") -> Trace:
     except json.JSONDecodeError as exc:
         raise TraceError(where, text, f"is not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
     except (ValueError, RecursionError) as exc:  # a number too long to convert, NaN, Infinity
-        raise TraceError(where, text, f"is not a valid trace: {_brief(exc)}") from None
+        raise TraceError(where, text, f"is not a valid trace: {one_line(exc)}") from None
     return from_dict(data)
 
 
@@ -315,7 +309,7 @@ def load(path: str | Path) -> Trace:
     except OSError as exc:
         raise TraceError("file", shown, f"cannot be read ({exc.strerror or type(exc).__name__})") from None
     except ValueError as exc:  # e.g. an embedded NUL in the name
-        raise TraceError("file", shown, f"cannot be read ({_brief(exc)})") from None
+        raise TraceError("file", shown, f"cannot be read ({one_line(exc)})") from None
     if len(raw) > MAX_TRACE_BYTES:
         raise TraceError("file", shown, f"is larger than {MAX_TRACE_BYTES // (1024 * 1024)} MiB")
     try:

@@ -136,31 +136,19 @@ class WorkersResult:
         return None if self.first is None else self.first.divergence
 
     def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "result": self.result,
-            "backend": self.backend,
-            "against": self.against,
-            "profile": self.profile,
+        from .runner import summary_dict
+
+        extra: dict[str, Any] = {
             "database": self.database,
             "workers": len(self.workers),
             "seeds": [w.seed for w in self.workers],
-            "examples": self.examples,
-            "runs": self.runs,
-            "steps": self.steps,
-            "seconds": round(self.seconds, 3),
-            "steps_per_second": round(self.steps / self.seconds, 1) if self.seconds > 0 else None,
-            "examples_per_second": round(self.examples / self.seconds, 1) if self.seconds > 0 else None,
             "per_worker": [w.to_dict() for w in self.workers],
         }
         if self.first is not None:
-            first = self.first.to_dict()
-            data["first_worker"] = self.first_worker
-            data["replayed_in"] = sum(1 for w in self.workers if w.replayed)
-            for key in ("seed", "first_failure_example", "first_failure_seconds", "divergence", "trace_file",
-                        "replay", "trace"):
-                if key in first:
-                    data[key] = first[key]
-        return data
+            extra["first_worker"] = self.first_worker
+            extra["replayed_in"] = sum(1 for w in self.workers if w.replayed)
+        return summary_dict(self.result, self.backend, self.against, self.profile, self.examples, self.runs,
+                            self.steps, self.seconds, self.first, extra)
 
 
 @attrs.frozen
@@ -254,10 +242,10 @@ def _worker(job: _Job, messages: Any, leader: Any, leader_done: Any, replayed: A
             return
         assert result is not None
         if result.trace is not None and job.out_dir is not None:  # only the finder saves its trace
-            from .runner import _trace_path
+            from .runner import trace_path
             from .trace import save
 
-            result = attrs.evolve(result, trace_file=save(result.trace, _trace_path(Path(job.out_dir), result.trace, job.seed)))
+            result = attrs.evolve(result, trace_file=save(result.trace, trace_path(Path(job.out_dir), result.trace, job.seed)))
         summary = WorkerSummary(job.index, job.seed, result.examples, result.runs, result.steps,
                                 time.perf_counter() - started, result.result)
         messages.put(("done", job.index, summary, result if result.divergence is not None else None))

@@ -7,7 +7,8 @@ the mutation score runs on two forked workers.
 
 ``python -m swafloor.proofs.bench`` prints them; ``swafloor bench proofs`` calls :func:`run` and
 :func:`format`. ``python -m swafloor.proofs.bench --write-times`` also stores the per-theorem solver
-times in ``proofs/solver_times.json``, which docs/theorems.md shows (with the machine they came from).
+times in ``docs/solver_times.json`` (machine-dependent data, kept beside the docs, not in the package),
+which docs/theorems.md shows (with the machine they came from).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from . import catalogue, concrete, discharge, mutations
 
 __all__ = ["run", "format", "available_solvers", "columns", "TIMES_FILE"]
 
-TIMES_FILE = pathlib.Path(__file__).resolve().parent / "solver_times.json"
+#: In the checkout's docs/ folder (this package is the checkout's proofs/; an installed copy has none).
+TIMES_FILE = pathlib.Path(__file__).resolve().parent.parent / "docs" / "solver_times.json"
 
 
 def available_solvers() -> tuple[str, ...]:

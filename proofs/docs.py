@@ -79,7 +79,7 @@ def render(results: Sequence[TheoremResult]) -> str:
 
 def _solver_times(names: Sequence[str]) -> list[str]:
     """The solvers side by side, from the figures ``python -m swafloor.proofs.bench --write-times``
-    stored in proofs/solver_times.json (measured once, on the machine it names; not re-measured here)."""
+    stored in docs/solver_times.json (measured once, on the machine it names; not re-measured here)."""
     import json
 
     from .bench import TIMES_FILE

@@ -4,8 +4,10 @@ The catalogue's goals look reference functions up through their modules at call 
 :func:`applied` every goal is built from the mutated formula. A patch replaces the formula in its
 defining module and in every loaded swafloor module that bound the same function under the same name
 (``from .floors import swa_floor``), so a mutation reaches every user of the formula, the manager
-included. Each mutation names the theorems it is expected to flip; :func:`flips` reports which
-theorems change outcome, :func:`score` the share of mutations that flip at least one.
+included. Which bugs there are, and the theorems each is expected to flip, is the one list of seeded
+bugs (:mod:`swafloor.reference.seeded_bugs`, shared with the fuzz harness's mutants); here each gets
+its patch. :func:`flips` reports which theorems change outcome, :func:`score` the share of mutations
+that flip at least one.
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ from typing import Any, Callable, Iterator, Sequence
 import attrs
 
 from swafloor.reference import arith, floors, lifecycle, peers
+from swafloor.reference.seeded_bugs import SEEDED_BUGS, seeded_bug
 
 from .discharge import UNKNOWN, discharge
 from .theorem import Theorem
 
-__all__ = ["Mutation", "MUTATIONS", "applied", "flips", "score"]
+__all__ = ["Mutation", "MUTATIONS", "PATCHES", "applied", "flips", "score"]
 
 Patch = tuple[Any, str, Callable[..., Any]]
 
@@ -36,7 +39,7 @@ class Mutation:
     expected: tuple[str, ...] = attrs.field(default=(), converter=tuple)
 
 
-def _drop_in_flight() -> list[Patch]:
+def _no_inflight_token() -> list[Patch]:
     real = lifecycle.stale_range
 
     def stale_range(h, t, window, sink_blocks):  # the window ends at h - 1: [h - W, h - 1]
@@ -45,14 +48,14 @@ def _drop_in_flight() -> list[Patch]:
     return [(lifecycle, "stale_range", stale_range)]
 
 
-def _floor_not_ceiling() -> list[Patch]:
+def _floor_division() -> list[Patch]:
     def window_span_blocks(length, t):
         return arith.fdiv(length - 1, t) + 1
 
     return [(floors, "window_span_blocks", window_span_blocks)]
 
 
-def _sinks_ignored() -> list[Patch]:
+def _ignore_sinks() -> list[Patch]:
     real = floors.step_floor
 
     def step_floor(t, window, sink_blocks, n):
@@ -61,7 +64,7 @@ def _sinks_ignored() -> list[Patch]:
     return [(floors, "step_floor", step_floor)]
 
 
-def _pre_fix() -> list[Patch]:
+def _legacy_floor() -> list[Patch]:
     def swa_floor(t, window, sink_blocks):
         return floors.legacy_floor()
 
@@ -144,35 +147,31 @@ def _first_floor_at_worst() -> list[Patch]:
     return [(floors, "first_floor_history", first_floor_history)]
 
 
-MUTATIONS: tuple[Mutation, ...] = (
-    Mutation("drop-in-flight-plus-one", "stale range ends at (h - W) // t: the in-flight token's +1 dropped",
-             _drop_in_flight, ("decode-sufficient", "in-flight-sufficient")),
-    Mutation("floor-not-ceiling", "the floor's window term is floor((W-1)/t) + 1 instead of the ceiling",
-             _floor_not_ceiling, ("decode-sufficient", "step-sufficient", "in-flight-sufficient")),
-    Mutation("sinks-ignored", "the floor (and the n-token worst case) leave out the sink blocks", _sinks_ignored,
-             ("decode-sufficient", "step-sufficient")),
-    Mutation("pre-fix-floor", "the SWA floor is the pre-fix 1 slot", _pre_fix,
-             ("decode-sufficient", "decode-tight", "pool-group-tight")),
-    Mutation("cpp-floor", "the SWA floor is the looser S + ceil(W/t) + 1", _cpp_floor,
-             ("decode-tight", "first-floor-history", "pool-group-tight")),
-    Mutation("full-attention-floor-one", "full attention's minimum is 1 slot, not max(1, largest SWA floor)",
-             _full_attention_one, ("full-attention-floor-exact", "pool-group-tight")),
-    Mutation("ssm-minimum-zero", "an SSM life cycle's minimum is 0 slots, not its one state page",
-             _ssm_zero, ("ssm-minimum",)),
-    Mutation("release-one-too-many", "the stale range ends one block late: a live block is released",
-             _release_one_too_many, ("decode-tight", "step-tight", "pool-group-tight")),
-    Mutation("resize-peak-hold-as-release", "resize_peak ignores hold_stale: blocks made stale by the call "
-             "are counted as released before it allocates", _hold_as_release,
-             ("same-call-release-transient", "same-call-release-transient-exact")),
-    Mutation("first-resume-no-copy", "first_resume_peak leaves out the transient copy slot", _no_copy_slot,
-             ("resume-partial-copy", "resume-partial-copy-exact")),
-    Mutation("worst-case-history-late", "worst_case_history is one token late: (S+1)*t + W - 1 + k",
-             _worst_case_late, ("decode-tight", "step-tight", "in-flight-tight")),
-    Mutation("in-flight-floor-ignores-k", "the in-flight floor is the synchronous floor for every k",
-             _in_flight_ignored, ("in-flight-sufficient", "in-flight-tight")),
-    Mutation("first-floor-at-worst-case", "the first history at the floor is (S+1)*t + W - 2 (issue 12)",
-             _first_floor_at_worst, ("first-floor-history",)),
-)
+#: The patch of each seeded bug (swafloor.reference.seeded_bugs) that is seeded in the formulas.
+PATCHES: dict[str, Callable[[], list[Patch]]] = {
+    "no-inflight-token": _no_inflight_token,
+    "floor-division": _floor_division,
+    "ignore-sinks": _ignore_sinks,
+    "legacy-floor": _legacy_floor,
+    "cpp-floor": _cpp_floor,
+    "full-attention-floor-one": _full_attention_one,
+    "ssm-minimum-zero": _ssm_zero,
+    "release-one-too-many": _release_one_too_many,
+    "resize-peak-hold-as-release": _hold_as_release,
+    "first-resume-no-copy": _no_copy_slot,
+    "worst-case-history-late": _worst_case_late,
+    "in-flight-floor-ignores-k": _in_flight_ignored,
+    "first-floor-at-worst-case": _first_floor_at_worst,
+}
+
+
+def _mutation(name: str) -> Mutation:
+    bug = seeded_bug(name)
+    return Mutation(bug.name, bug.description, PATCHES[name], bug.theorems)
+
+
+#: Every seeded bug that names theorems it flips, in the seeded-bug list's order, with its patch.
+MUTATIONS: tuple[Mutation, ...] = tuple(_mutation(bug.name) for bug in SEEDED_BUGS if bug.theorems)
 
 
 def _users(module: Any, attribute: str) -> list[Any]:

@@ -6,10 +6,10 @@ imports nothing else of swafloor's and never imports z3 at import time.
 """
 
 from .arith import cdiv, fdiv, fmod, imax, imin, ite
+from .errors import ConfigError, RequestError, SwafloorError
 from .config import (
     AttentionLayer,
     Config,
-    ConfigError,
     BelowMinimum,
     FreeStale,
     Layout,
@@ -61,12 +61,10 @@ from .manager import (
     ranges_of,
     PoolSnapshot,
     ReleaseOrder,
-    RequestError,
     RequestSnapshot,
     RequestState,
     Shortfall,
     Snapshot,
-    SwafloorError,
 )
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -13,12 +13,12 @@ from typing import Any, Union
 
 import attrs
 
+from .errors import ConfigError
 from .floors import FloorRule, life_cycle_min_slots
 from .lifecycle import LifeCycle, LifeCycleKind, sink_blocks_for
 from .show import bounded
 
 __all__ = [
-    "ConfigError",
     "MAX_COUNT",
     "FreeStale",
     "SuspendMode",
@@ -37,18 +37,6 @@ __all__ = [
 #: numbers, tokens in flight): beyond any engine's fixed-width integers, and it keeps every formula
 #: on it cheap. Larger values are rejected, never silently clipped.
 MAX_COUNT = 10**18
-
-
-class ConfigError(ValueError):
-    """A configuration value is invalid. ``field`` names it and ``value`` holds what was given; the
-    message quotes a bounded, one-line form of both (a 5000-digit int or a deep list is fine)."""
-
-    def __init__(self, field: str, value: Any, reason: str):
-        self.field = field
-        self.value = value
-        self.reason = reason
-        shown_field = field if len(field) <= 120 and field.isprintable() else bounded(field, 120)
-        super().__init__(f"{shown_field}={bounded(value)}: {reason}")
 
 
 def _key(key: Any) -> str:

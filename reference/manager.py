@@ -41,12 +41,10 @@ import attrs
 
 from . import lifecycle
 from .config import Config, FreeStale, Layout, SuspendMode, build_layout
+from .errors import RequestError
 from .lifecycle import LifeCycleKind
-from .show import bounded
 
 __all__ = [
-    "SwafloorError",
-    "RequestError",
     "ReleaseOrder",
     "RequestState",
     "Shortfall",
@@ -57,21 +55,6 @@ __all__ = [
     "Manager",
     "ranges_of",
 ]
-
-
-class SwafloorError(Exception):
-    """Base of swafloor's typed errors other than :class:`~.config.ConfigError`."""
-
-
-class RequestError(SwafloorError, ValueError):
-    """A request operation was misused. ``field`` names the offending input, ``value`` holds it."""
-
-    def __init__(self, request_id: Any, field: str, value: Any, reason: str):
-        self.request_id = request_id
-        self.field = field
-        self.value = value
-        self.reason = reason
-        super().__init__(f"request {bounded(request_id)}: {field}={bounded(value)}: {reason}")
 
 
 class ReleaseOrder(str, enum.Enum):

@@ -26,6 +26,13 @@ def bounded(value: object, limit: int = 80) -> str:
     return text
 
 
+def one_line(message: object, limit: int = 160) -> str:
+    """A message (``str(message)``, unquoted, unlike :func:`bounded`) as one line of at most ``limit``
+    characters: line breaks shown as ``\\n`` and ``\\r``, the rest cut to ``...``."""
+    text = str(message).replace("\n", "\\n").replace("\r", "\\r")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _opaque(value: object) -> str:
     try:
         return f"<{type(value).__name__}>"

@@ -12,7 +12,7 @@ import importlib
 import sys
 from typing import Sequence
 
-from swafloor import __version__
+from . import __version__
 
 # Subcommand modules under swafloor.commands, in the order ``--help`` lists them.
 COMMANDS = ("prove", "floor", "explain", "simulate", "fuzz", "replay", "bench", "docs", "check")
@@ -27,9 +27,10 @@ MAX_ERROR_CHARS = 500
 
 
 def one_line(message: str, limit: int = MAX_ERROR_CHARS) -> str:
-    """``message`` as one bounded line: line breaks shown as ``\\n``, cut to ``limit`` characters."""
-    text = str(message).replace("\r", "\\r").replace("\n", "\\n")
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    """``message`` as one bounded line (:func:`swafloor.reference.show.one_line`), cut to ``limit``."""
+    from swafloor.reference.show import one_line as bounded_line
+
+    return bounded_line(message, limit)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -50,20 +51,14 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     subparsers.required = True
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"swafloor.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"swafloor.commands.{name}":
-                raise
-            continue  # a subcommand not built yet
-        module.register(subparsers)
+        importlib.import_module(f"swafloor.commands.{name}").register(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command. Bad arguments and typed swafloor errors print one line and return 2; Ctrl-C
     returns 130 (commands doing long work print a summary of what was done first)."""
-    from swafloor.reference import ConfigError, SwafloorError
+    from swafloor.reference import SwafloorError
 
     try:
         args = build_parser().parse_args(argv)
@@ -71,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         print(one_line(str(exc)), file=sys.stderr)
         return 2
-    except (ConfigError, SwafloorError) as exc:
+    except SwafloorError as exc:
         print(one_line(f"swafloor: {type(exc).__name__}: {exc}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:

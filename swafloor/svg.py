@@ -1,10 +1,11 @@
 """SVG pictures of blocks and traces, written with the standard library alone.
 
 :func:`block_svg` draws ``swafloor explain``'s picture (a dict from
-:func:`swafloor.commands.explain.picture`): blocks as boxes, tokens as cells (or, for blocks of many
+:func:`swafloor.picture.picture`): blocks as boxes, tokens as cells (or, for blocks of many
 tokens, runs as proportional bars), one colour per token mark, the live window bracketed, elided runs
-of blocks as dashed boxes. :func:`trace_svg` draws a trace replayed on the reference manager: one row
-per step, per pool group its slots coloured by the request holding them. Output is deterministic
+of blocks as dashed boxes. :func:`trace_svg` draws a trace replayed on the reference manager (a dict
+from :func:`swafloor.picture.trace_rows`): one row per step, per pool group its slots coloured by the
+request holding them. Output is deterministic
 (same input, same bytes), so generated pictures can be compared with committed ones.
 """
 
@@ -13,9 +14,11 @@ from __future__ import annotations
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+from .picture import LITERAL_TOKENS, count_noun, render_text
+
 __all__ = ["COLOURS", "block_svg", "trace_svg", "lines_svg", "write"]
 
-# Fill colour of each token mark (see explain.LEGEND); chosen to stay apart for common colour blindness.
+# Fill colour of each token mark (see swafloor.picture.LEGEND); chosen to stay apart for common colour blindness.
 COLOURS = {
     "S": "#7b52ab",  # sink: purple
     "-": "#ececec",  # released: pale grey
@@ -78,8 +81,6 @@ def _cell_width(t: int) -> float:
 
 def block_svg(pic: dict, caption: str | None = None) -> str:
     """The block picture of one step as an SVG document, with an optional caption under the title."""
-    from swafloor.commands.explain import LITERAL_TOKENS, count_noun, render_text
-
     t = pic["tokens_per_block"]
     literal = t <= LITERAL_TOKENS
     pad, left = 10.0, 20.0

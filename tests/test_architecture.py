@@ -1,4 +1,5 @@
-"""The import graph is one-way: reference <- proofs, fuzz <- CLI; reference never imports z3 at import."""
+"""The import graph is one-way: reference <- proofs, fuzz <- CLI (swafloor/); reference never imports z3 at
+import; inside a room (a package folder) modules import each other relatively, and other rooms absolutely."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ ALLOWED = {
     "proofs": {"reference", "proofs"},
     "fuzz": {"reference", "fuzz"},
 }
-FOLDER_OF = {"reference": "reference", "proofs": "proofs", "fuzz": "fuzz"}
+#: The rooms: the folders pyproject.toml maps to swafloor's packages (swafloor/ holds the CLI, the
+#: pictures and the docs generator; the others are swafloor.reference, swafloor.proofs, swafloor.fuzz).
+ROOMS = ("reference", "proofs", "fuzz", "swafloor")
 
 
 def _swafloor_imports(path: Path) -> set[str]:
@@ -86,3 +89,147 @@ def test_swafloor_and_its_commands_do_not_import_torch():
         "assert 'torch' not in sys.modules, 'torch imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """The dotted names of everything a module imports (anywhere in it, lazily or not)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names)
+    return found
+
+
+def test_pictures_and_docs_never_import_commands():
+    """The block picture is a model: swafloor.picture, swafloor.svg and swafloor.docs import it, and
+    never a command module (which would make a circle: explain imports them). The docs may read the
+    parser (swafloor.cli) to document it."""
+    paths = [ROOT / "swafloor" / "picture.py", ROOT / "swafloor" / "svg.py",
+             *sorted((ROOT / "swafloor" / "docs").rglob("*.py"))]
+    for path in paths:
+        bad = {m for m in _imported_modules(path) if m.startswith("swafloor.commands")}
+        assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+    assert "swafloor.svg" not in _imported_modules(ROOT / "swafloor" / "picture.py")
+
+
+def _style_violations(room: str) -> list[str]:
+    """Imports in ``room`` of the wrong style: an absolute import of the room itself (one uses a
+    relative import inside a room), or a relative import that climbs out of it."""
+    bad = []
+    for path in sorted((ROOT / room).rglob("*.py")):
+        rel = path.relative_to(ROOT / room)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                if node.level > len(rel.parts):
+                    bad.append(f"{room}/{rel.as_posix()}:{node.lineno} climbs out of {room}/")
+                continue
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+            for name in names:
+                parts = name.split(".")
+                if parts[0] != "swafloor":
+                    continue
+                target = parts[1] if len(parts) > 1 and parts[1] in ROOMS[:3] else "swafloor"
+                if target == room:
+                    bad.append(f"{room}/{rel.as_posix()}:{node.lineno} imports {name} absolutely")
+    return bad
+
+
+@pytest.mark.parametrize("room", ROOMS)
+def test_one_import_style_per_room(room):
+    assert _style_violations(room) == []
+
+
+def test_the_style_check_sees_an_absolute_import_inside_its_room(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    (tmp_path / "fuzz" / "sub").mkdir(parents=True)
+    (tmp_path / "fuzz" / "sub" / "m.py").write_text(
+        "from swafloor.fuzz.runner import x\nfrom swafloor.reference import y\nfrom ... import z\nfrom .. import w\n")
+    assert _style_violations("fuzz") == ["fuzz/sub/m.py:1 imports swafloor.fuzz.runner absolutely",
+                                         "fuzz/sub/m.py:3 climbs out of fuzz/"]
+
+
+#: What a backend's module may import from the rest of fuzz/: the contract (protocol), the shared
+#: adapter of Manager-like classes, and the TensorRT-LLM mapping; never the harness (runner, replay,
+#: compare, lockstep, machine, ...), and never the registry (fuzz/backends/__init__.py), which imports them.
+BACKEND_MAY_IMPORT = {"protocol", "adapter", "trtllm"}
+
+
+def _fuzz_imports(path: Path) -> set[str]:
+    """The fuzz modules a module under fuzz/backends/ imports (as names relative to fuzz/)."""
+    rel = path.relative_to(ROOT / "fuzz")
+    package = list(rel.parts[:-1])  # e.g. ["backends", "dataplane"]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package[: len(package) - (node.level - 1)]
+            target = base + (node.module.split(".") if node.module else [])
+            if not node.module:  # from .. import x: each name is a module or an attribute of the package
+                target = base
+            found.add(".".join(target) if target else "fuzz")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("swafloor.fuzz"):
+            found.add(node.module.removeprefix("swafloor.fuzz").lstrip(".") or "fuzz")
+    return found
+
+
+def test_backends_import_no_harness_and_no_registry():
+    for path in sorted((ROOT / "fuzz" / "backends").rglob("*.py")):
+        if path == ROOT / "fuzz" / "backends" / "__init__.py":
+            continue
+        for name in _fuzz_imports(path):
+            top = name.split(".")[0]
+            if top == "backends":
+                assert name != "backends", f"{path.relative_to(ROOT)} imports the registry"
+                continue
+            assert top in BACKEND_MAY_IMPORT, f"{path.relative_to(ROOT)} imports fuzz/{name} (upward)"
+
+
+def test_import_graph_has_no_cycle():
+    """No import cycle among swafloor's modules, counting imports inside functions too."""
+    modules = {}
+    for room, folder in (("reference", "reference"), ("proofs", "proofs"), ("fuzz", "fuzz"), ("", "swafloor")):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            rel = path.relative_to(ROOT / folder).with_suffix("")
+            parts = [p for p in rel.parts if p != "__init__"]
+            name = ".".join(["swafloor"] + ([room] if room else []) + parts)
+            modules[name] = (path, path.name == "__init__.py")
+    edges = {name: set() for name in modules}
+    for name, (path, is_package) in modules.items():
+        package = name if is_package else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join(up + ([node.module] if node.module else []))
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+            for target in targets:
+                while target and target not in modules:
+                    target = target.rpartition(".")[0]
+                if target and target != name and not name.startswith(target + "."):
+                    edges[name].add(target)
+    # a package's __init__ importing its own submodules is how packages are made; leave those edges
+    for name, (_, is_package) in modules.items():
+        if is_package:
+            edges[name] = {t for t in edges[name] if not t.startswith(name + ".")}
+    seen, on_path = set(), []
+
+    def visit(node: str) -> None:
+        if node in on_path:
+            raise AssertionError("import cycle: " + " -> ".join(on_path[on_path.index(node):] + [node]))
+        if node in seen:
+            return
+        on_path.append(node)
+        for nxt in sorted(edges[node]):
+            visit(nxt)
+        on_path.pop()
+        seen.add(node)
+
+    for node in sorted(edges):
+        visit(node)

@@ -16,7 +16,7 @@ try:
     import torch
 except ImportError:  # pragma: no cover - depends on the environment
     if os.environ.get("CI") == "true":
-        pytest.fail("torch is not installed: CI must install swafloor[dataplane] (ci/constraints.txt)", pytrace=False)
+        pytest.fail("torch is not installed: CI must install swafloor[dataplane] (.ci/constraints.txt)", pytrace=False)
     pytest.skip("torch is not installed (pip install 'swafloor[dataplane]')", allow_module_level=True)
 
 from swafloor.cli import main
@@ -154,12 +154,12 @@ def test_ssm_scan_matches_the_recurrence():
 
 # --------------------------------------------------------------------------- devices and names
 def test_device_is_chosen_by_env_and_cuda_must_exist(monkeypatch):
-    assert resolve("dataplane:reference").factory.device == "cpu"
+    assert resolve("dataplane:reference").device == "cpu"
     monkeypatch.setenv("SWAFLOOR_DEVICE", "tpu")
     with pytest.raises(UnknownBackend, match="SWAFLOOR_DEVICE"):
         resolve("dataplane:reference")
     monkeypatch.setenv("SWAFLOOR_DEVICE", "auto")
-    assert resolve("dataplane:oracle").factory.device == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert resolve("dataplane:oracle").device == ("cuda" if torch.cuda.is_available() else "cpu")
     if not torch.cuda.is_available():
         monkeypatch.setenv("SWAFLOOR_DEVICE", "cuda")
         with pytest.raises(UnknownBackend, match="CUDA is not available"):

@@ -150,3 +150,32 @@ def test_every_picture_is_well_formed_svg_and_linked():
         root = ET.fromstring(path.read_text(encoding="utf-8"))
         assert root.tag.endswith("svg") and float(root.get("width")) <= 4000, path.name
         assert path.relative_to(ROOT / "docs").as_posix() in linked, f"{path.name} is linked from no page"
+
+
+def test_readme_test_command_is_what_ci_runs():
+    """README's test command and the last line of .ci/run are the same command, and the constraints
+    file they name is there."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    command = next(line.split("   #")[0].strip() for line in readme.splitlines() if line.endswith("# the tests"))
+    ci = [line for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines() if line.strip()]
+    assert ci[-1].strip() == command
+    constraints = re.search(r"-c (\S+)", command).group(1)
+    assert (ROOT / constraints).is_file(), constraints
+
+
+def test_the_backend_table_is_built_from_the_registry():
+    """docs/backends.md's table has one row per name the registry resolves (and the dataplane:NAME
+    wrappers): what it compares, what it needs installed, its status."""
+    from swafloor.docs.sections import backends_table
+    from swafloor.fuzz.backends import REGISTRY, backend_rows, resolve
+
+    rows = backend_rows()
+    assert [row["name"] for row in rows] == [*REGISTRY, "dataplane:NAME"]
+    table = backends_table()
+    lines = {line.split(" | ")[0].strip("| `"): line for line in table.splitlines()[2:]}
+    for row in rows:
+        assert row["needs"] in lines[row["name"]] and row["status"] in lines[row["name"]], row["name"]
+    assert lines["trtllm"].endswith("| never run on a GPU |")
+    assert "tables at-least" in lines["trtllm"] and "every part, exact" in lines["oracle"]
+    assert resolve("reference").status == REGISTRY["reference"].status
+    assert table in (ROOT / "docs" / "backends.md").read_text(encoding="utf-8")

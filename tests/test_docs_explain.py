@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from swafloor.cli import main
-from swafloor.commands.explain import picture, render_text
+from swafloor.picture import picture, render_text
 from swafloor.docs import markdown
 from swafloor.reference import floors, lifecycle, sink_blocks_for
 from swafloor.svg import block_svg, trace_svg

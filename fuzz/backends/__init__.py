@@ -1,8 +1,14 @@
-"""Backends and their registry: names mapped to ``module:factory`` strings, imported only when named.
+"""The registry: every backend name resolves here, and only here, to one
+:class:`~swafloor.fuzz.protocol.BackendRecord`.
 
-Slow or GPU-bound backends therefore cost nothing until used. A name not in the registry that has
-the form ``MODULE:FACTORY`` loads a third-party factory (a ``config -> Backend`` callable, ideally
-decorated with :func:`swafloor.fuzz.protocol.factory` to declare its capabilities).
+A registered name is declared by one :class:`Registered` entry in :data:`REGISTRY`: where its
+factory is (``MODULE:FUNCTION``, imported only when the name is resolved, so slow or GPU-bound
+backends cost nothing until used), what it needs installed beyond swafloor's dependencies and how far
+it has been checked. Its capabilities, display name, ``prepare()`` and limits are what its factory
+declares (:func:`swafloor.fuzz.protocol.factory`). ``dataplane:NAME`` wraps the record NAME resolves
+to (:mod:`.dataplane`). A name not in the registry that has the form ``MODULE:FACTORY`` loads a
+third-party factory (a ``config -> Backend`` callable, ideally declared with ``factory``). The docs'
+backend table is generated from here (:func:`backend_rows`).
 """
 
 from __future__ import annotations
@@ -12,50 +18,64 @@ from typing import Any
 
 import attrs
 
-from swafloor.reference import SwafloorError
-from swafloor.reference.show import bounded
+from swafloor.reference.seeded_bugs import DATA_PLANE, SEEDED_BUGS, TABLE_ONLY, SeededBug
+from swafloor.reference.show import bounded, one_line
 
-__all__ = ["REGISTRY", "MUTANT_NAMES", "DATA_MUTANT_NAMES", "DATAPLANE_PREFIX", "UnknownBackend", "ResolvedBackend", "resolve", "names"]
+from ..protocol import BackendRecord, Comparison, Operation, Part, UnknownBackend, declaration_of
 
-REGISTRY: dict[str, str] = {
-    "reference": "swafloor.fuzz.backends.reference:reference",
-    "oracle": "swafloor.fuzz.backends.oracle:oracle",
-    "mutant:legacy-floor": "swafloor.fuzz.backends.mutants:legacy_floor",
-    "mutant:no-inflight-token": "swafloor.fuzz.backends.mutants:no_inflight_token",
-    "mutant:floor-division": "swafloor.fuzz.backends.mutants:floor_division",
-    "mutant:ignore-sinks": "swafloor.fuzz.backends.mutants:ignore_sinks",
-    "mutant:allocate-before-release": "swafloor.fuzz.backends.mutants:allocate_before_release",
-    "mutant:release-inflight-block": "swafloor.fuzz.backends.mutants:release_inflight_block",
-    "mutant:shared-slot": "swafloor.fuzz.backends.mutants:shared_slot",
-    "vllm": "swafloor.fuzz.backends.vllm:vllm",
-    "vllm-async": "swafloor.fuzz.backends.vllm:vllm_async",
-    "trtllm": "swafloor.fuzz.backends.trtllm:trtllm",
-}
-
-#: Seeded bugs whose block tables and slot counts match the reference's: only the data plane
-#: (``dataplane:NAME``, which wraps any backend here) can catch them.
-DATA_MUTANT_NAMES = ("mutant:shared-slot",)
-MUTANT_NAMES = tuple(name for name in REGISTRY if name.startswith("mutant:") and name not in DATA_MUTANT_NAMES)
-DATAPLANE_PREFIX = "dataplane:"
-
-
-class UnknownBackend(SwafloorError, ValueError):
-    """A backend name or ``MODULE:FACTORY`` could not be resolved. ``field``/``value`` name it."""
-
-    def __init__(self, field: str, value: Any, reason: str):
-        self.field = field
-        self.value = value
-        self.reason = reason
-        super().__init__(f"{field}={bounded(value)}: {reason}")
+__all__ = ["REGISTRY", "DATAPLANE", "MUTANT_NAMES", "DATA_MUTANT_NAMES", "DATAPLANE_PREFIX", "Registered",
+           "UnknownBackend", "BackendRecord", "ResolvedBackend", "resolve", "names", "check_factory", "backend_rows"]
 
 
 @attrs.frozen
-class ResolvedBackend:
-    """A named factory with its declared capabilities."""
+class Registered:
+    """A registered backend, declared without importing it: ``target``, the ``MODULE:FUNCTION`` that
+    builds it; ``needs``, what must be installed beyond swafloor's own dependencies; ``status``, how
+    far it has been checked."""
 
-    name: str
-    factory: Any = attrs.field(eq=False)
-    capabilities: Any = attrs.field(eq=False)
+    target: str
+    needs: str = "nothing more"
+    status: str = ""
+
+
+
+def _mutant_status(bug: SeededBug) -> str:
+    caught = " and ".join("dataplane:NAME" if c == DATA_PLANE else "its table-only campaign" for c in bug.campaigns)
+    return f"a seeded bug: {caught} must catch it"
+
+
+#: The seeded bugs built as backends (the list in swafloor.reference.seeded_bugs): ``mutant:NAME``,
+#: its factory the function of that name (dashes as underscores) in fuzz/backends/mutants.py.
+_MUTANTS: dict[str, Registered] = {
+    f"mutant:{bug.name}": Registered(f"swafloor.fuzz.backends.mutants:{bug.name.replace('-', '_')}",
+                                     status=_mutant_status(bug))
+    for bug in SEEDED_BUGS if bug.campaigns
+}
+
+REGISTRY: dict[str, Registered] = {
+    "reference": Registered("swafloor.fuzz.backends.reference:reference", status="the specification itself"),
+    "oracle": Registered("swafloor.fuzz.backends.oracle:oracle", status="fuzzed against the reference in CI"),
+    **_MUTANTS,
+    "vllm": Registered("swafloor.fuzz.backends.vllm:vllm", needs="vLLM, in its own venv (scripts/vllm-venv)",
+                       status="fuzzed in CI, in the vLLM venv (tests/test_vllm.py)"),
+    "vllm-async": Registered("swafloor.fuzz.backends.vllm:vllm_async", needs="vLLM, in its own venv (scripts/vllm-venv)",
+                             status="fuzzed in CI, in the vLLM venv (tests/test_vllm.py)"),
+    "trtllm": Registered("swafloor.fuzz.backends.trtllm:trtllm", needs="tensorrt_llm and a CUDA GPU",
+                         status="never run on a GPU"),
+}
+#: ``dataplane:NAME``: any registered NAME, wrapped (:func:`.dataplane.wrap`).
+DATAPLANE = Registered("swafloor.fuzz.backends.dataplane:wrap", needs="torch (swafloor[dataplane]); CUDA optional",
+                       status="run on the CPU in CI; never run on a GPU")
+
+#: Seeded bugs a table-only campaign catches (``swafloor fuzz --backend mutant:NAME``).
+MUTANT_NAMES = tuple(f"mutant:{bug.name}" for bug in SEEDED_BUGS if TABLE_ONLY in bug.campaigns)
+#: Seeded bugs whose block tables and slot counts match the reference's: only the data plane
+#: (``dataplane:NAME``, which wraps any backend here) can catch them.
+DATA_MUTANT_NAMES = tuple(f"mutant:{bug.name}" for bug in SEEDED_BUGS if bug.campaigns == (DATA_PLANE,))
+DATAPLANE_PREFIX = "dataplane:"
+
+#: The record's former name.
+ResolvedBackend = BackendRecord
 
 
 def names() -> tuple[str, ...]:
@@ -69,9 +89,9 @@ _BACKEND_METHODS = ("observe",)  # besides the operations a backend's capabiliti
 def _checked_factory(factory: Any, field: str, spec: str, caps: Any):
     """``factory`` wrapped so that what it returns is checked to be a backend: a spec naming a
     callable that is no backend factory (``builtins:print``, a manager class) is then a clean
-    :class:`UnknownBackend` naming it, not an AttributeError later."""
-    required = tuple(op.value for op in type(next(iter(caps.operations))) if op in caps.operations)
-    required += _BACKEND_METHODS
+    :class:`UnknownBackend` naming it, not an AttributeError later. What the factory declares is on
+    the record, not on this wrapper."""
+    required = tuple(op.value for op in Operation if op in caps.operations) + _BACKEND_METHODS
 
     def build(config):
         backend = factory(config)
@@ -83,21 +103,18 @@ def _checked_factory(factory: Any, field: str, spec: str, caps: Any):
             )
         return backend
 
-    if not isinstance(factory, type):  # a function's attributes: capabilities, backend_name, prepare
-        build.__dict__.update(getattr(factory, "__dict__", {}))
-    for name in ("capabilities", "backend_name", "prepare", "__name__", "__qualname__", "__doc__"):
-        if hasattr(factory, name):
-            setattr(build, name, getattr(factory, name))
     build.__wrapped__ = factory
     return build
 
 
-def resolve(spec: str, field: str = "backend", *, allow_import: bool = True) -> ResolvedBackend:
-    """Resolve a registered name or ``MODULE:FACTORY``; raises :class:`UnknownBackend`.
+def resolve(spec: str, field: str = "backend", *, allow_import: bool = True,
+            device: str | None = None) -> BackendRecord:
+    """Resolve a registered name, ``dataplane:NAME`` or ``MODULE:FACTORY`` to its record; raises
+    :class:`UnknownBackend`.
 
     ``allow_import=False`` (names read from a trace file) accepts registered names only, so a file
-    cannot make swafloor import a module of its choosing; ``MODULE:FACTORY`` is for the command line."""
-    from ..protocol import capabilities_of
+    cannot make swafloor import a module of its choosing; ``MODULE:FACTORY`` is for the command line.
+    ``device``: a data-plane wrapper's device (``auto``, ``cpu``, ``cuda``; default ``SWAFLOOR_DEVICE``)."""
 
     if not isinstance(spec, str) or not spec:
         raise UnknownBackend(field, spec, "must be a backend name or MODULE:FACTORY")
@@ -106,12 +123,11 @@ def resolve(spec: str, field: str = "backend", *, allow_import: bool = True) -> 
     if spec.startswith(DATAPLANE_PREFIX):  # a wrapper around the backend named after the prefix
         if not allow_import and spec[len(DATAPLANE_PREFIX):] not in REGISTRY:
             raise UnknownBackend(field, spec, _ONLY_REGISTERED)
-        from .dataplane import resolve_dataplane
-
-        return resolve_dataplane(spec, field)
+        return _dataplane(spec, field, device)
     if spec not in REGISTRY and not allow_import:
         raise UnknownBackend(field, spec, _ONLY_REGISTERED)
-    target = REGISTRY.get(spec, spec)
+    registered = REGISTRY.get(spec)
+    target = spec if registered is None else registered.target
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
         raise UnknownBackend(field, spec, f"not a registered backend ({', '.join(REGISTRY)}) nor MODULE:FACTORY")
@@ -122,9 +138,9 @@ def resolve(spec: str, field: str = "backend", *, allow_import: bool = True) -> 
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise UnknownBackend(field, spec, f"cannot import module {module_name!r}: {_brief(exc)}") from None
+        raise UnknownBackend(field, spec, f"cannot import module {module_name!r}: {one_line(exc)}") from None
     except Exception as exc:  # noqa: BLE001 - the module's own code failed while importing
-        raise UnknownBackend(field, spec, f"importing {module_name!r} failed: {type(exc).__name__}: {_brief(exc)}") from None
+        raise UnknownBackend(field, spec, f"importing {module_name!r} failed: {type(exc).__name__}: {one_line(exc)}") from None
     try:
         obj = module
         for part in attr.split("."):
@@ -134,13 +150,30 @@ def resolve(spec: str, field: str = "backend", *, allow_import: bool = True) -> 
     if not callable(obj):
         raise UnknownBackend(field, spec, "is not callable (a factory takes a Config and returns a Backend)")
     try:
-        caps = capabilities_of(obj)
+        declared = declaration_of(obj)
     except TypeError as exc:
-        raise UnknownBackend(field, spec, _brief(exc)) from None
-    return ResolvedBackend(spec, _checked_factory(obj, field, spec, caps), caps)
+        raise UnknownBackend(field, spec, one_line(exc)) from None
+    extra = {} if registered is None else {"needs": registered.needs, "status": registered.status}
+    return BackendRecord(spec, _checked_factory(obj, field, spec, declared.capabilities), declared.capabilities,
+                         declared.prepare, declared.limits, declared.label, **extra)
 
 
-def check_factory(resolved: ResolvedBackend) -> None:
+def _dataplane(spec: str, field: str, device: str | None) -> BackendRecord:
+    """``dataplane:NAME``: the record NAME resolves to, wrapped on the chosen device."""
+    from .dataplane import DEVICES, choose_device, device_from_env, wrap
+
+    inner_spec = spec[len(DATAPLANE_PREFIX):]
+    if not inner_spec:
+        raise UnknownBackend(field, spec, "names no backend to wrap (dataplane:NAME)")
+    requested = device_from_env() if device is None else device
+    if requested not in DEVICES:
+        raise UnknownBackend("device", requested, f"must be one of {', '.join(DEVICES)}")
+    inner = resolve(inner_spec, field)
+    chosen = choose_device(requested, field, spec)
+    return attrs.evolve(wrap(inner, chosen, name=spec), needs=DATAPLANE.needs, status=DATAPLANE.status)
+
+
+def check_factory(resolved: BackendRecord) -> None:
     """Build ``resolved`` once on a small config, so that a spec naming a callable that returns no
     backend fails now (UnknownBackend, one line) rather than after a campaign has started. A factory
     that refuses the config or fails otherwise is left for the campaign to report."""
@@ -160,6 +193,23 @@ _ONLY_REGISTERED = (
 )
 
 
-def _brief(exc: BaseException, limit: int = 160) -> str:
-    text = str(exc).replace("\n", "\\n").replace("\r", "\\r")
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def backend_rows() -> list[dict[str, str]]:
+    """One row per registered name, and one for the ``dataplane:NAME`` wrappers: what it compares
+    (the parts it shows, each ``exact`` or ``at-least``), what it needs installed, its status; the
+    docs' backend table is made from these. Imports each backend's module (not the peer it drives)."""
+    rows = []
+    for name, registered in REGISTRY.items():
+        module, _, attr = registered.target.partition(":")
+        caps = declaration_of(getattr(importlib.import_module(module), attr)).capabilities
+        modes = caps.observations
+        if set(modes) == set(Part) and all(m is Comparison.EXACT for m in modes.values()):
+            compares = "every part, exact"
+        else:
+            compares = ", ".join(f"{p.value} {m.value}" for p, m in modes.items())
+        rows.append({"name": name, "factory": registered.target, "compares": compares,
+                     "needs": registered.needs, "status": registered.status})
+    rows.append({"name": "dataplane:NAME", "factory": DATAPLANE.target,
+                 "compares": "NAME's outcome (at-least where NAME can close requests, else exact), lengths and "
+                             "errors; data[...]: attention outputs through its block tables",
+                 "needs": DATAPLANE.needs, "status": DATAPLANE.status})
+    return rows

@@ -14,6 +14,9 @@
   slot serves two requests. Slot counts and block tables match the reference's: only the data plane
   (``dataplane:mutant:shared-slot``) can see it.
 
+Each is a row of the one list of seeded bugs (:mod:`swafloor.reference.seeded_bugs`: what it
+changes, the theorems it flips, the campaigns that catch it); the registry names it ``mutant:NAME``.
+
 Bugs in sizing are built by handing the reference a config whose slot counts are the mutant's own
 minimum (under the legacy rule, whose minimum of one slot per life cycle never rejects them).
 """
@@ -185,7 +188,7 @@ def shared_slot(config: Config) -> ManagerBackend:
 
 #: Mutant name -> factory.
 MUTANTS = {
-    f.backend_name: f  # type: ignore[attr-defined]
+    f.declaration.label: f  # type: ignore[attr-defined]
     for f in (
         legacy_floor,
         no_inflight_token,

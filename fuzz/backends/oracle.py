@@ -39,7 +39,7 @@ from swafloor.reference import (
 )
 
 from ..adapter import ManagerBackend
-from ..protocol import EXACT_EVERYTHING, factory
+from ..protocol import EXACT_EVERYTHING, Limits, factory
 
 __all__ = ["OracleManager", "oracle", "decode_peak"]
 
@@ -306,14 +306,10 @@ class OracleManager:
         return Snapshot(pools, requests)
 
 
-@factory(EXACT_EVERYTHING, name="oracle")
+# It walks token positions (the sinks, one per block of a window and of a capacity), so its cost
+# grows with lengths: a replay refuses traces beyond these limits (see swafloor.fuzz.replay.check_cost).
+# Its minimum search walks every history up to the window plus sinks plus a few blocks: quadratic.
+@factory(EXACT_EVERYTHING, name="oracle", limits=Limits(max_window_tokens=4096, max_capacity_tokens=10**6))
 def oracle(config: Config) -> ManagerBackend:
     """The independent token-level oracle."""
     return ManagerBackend(OracleManager(config))
-
-
-# It walks token positions (the sinks, one per block of a window and of a capacity), so its cost
-# grows with lengths: a replay refuses traces beyond these (see swafloor.fuzz.replay.check_cost). Its
-# minimum search walks every history up to the window plus sinks plus a few blocks: quadratic.
-oracle.max_window_tokens = 4096
-oracle.max_capacity_tokens = 10**6

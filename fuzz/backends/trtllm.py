@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any, Hashable
 
-from swafloor.reference import Config, Outcome, build_layout
+from swafloor.reference import Config, Outcome, RequestState, build_layout
 
 from ..protocol import Capabilities, Part, Unsupported, factory
 
@@ -46,7 +46,7 @@ CAPABILITIES = Capabilities(
     needs_gpu=True,
 )
 
-_STATE = {"ACTIVE": "active", "SUSPENDED": "suspended", "CLOSED": "closed"}
+_STATE = {s.name: s for s in RequestState}  # TensorRT-LLM's status names are the reference's
 
 
 def require_runtime() -> Any:
@@ -73,7 +73,7 @@ class TrtllmBackend:
     """One KVCacheManagerV2 driven through the fuzz protocol."""
 
     def __init__(self, config: Config, v2: Any, stream: int):
-        from swafloor.fuzz.trtllm.mapping import layer_configs, to_trtllm
+        from ..trtllm.mapping import layer_configs, to_trtllm
 
         self.v2 = v2
         self.stream = stream
@@ -136,7 +136,7 @@ class TrtllmBackend:
         for rid, kv in self.caches.items():
             state = _STATE.get(getattr(kv.status, "name", str(kv.status)), str(kv.status))
             lengths[rid] = (state, int(kv.capacity), int(kv.history_length))
-            if state == "active":
+            if state == RequestState.ACTIVE:
                 tables[rid] = tuple(
                     tuple(b if int(p) != -1 else None for b, p in enumerate(kv.get_base_page_indices(lc)))
                     for lc in range(len(self.tl.life_cycles))

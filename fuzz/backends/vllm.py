@@ -49,11 +49,13 @@ from swafloor.reference import (
     LifeCycleKind,
     Outcome,
     RequestError,
+    RequestState,
     Semantics,
+    allocated_blocks,
     build_layout,
 )
 
-from ..protocol import Capabilities, LayerKind, Operation, Part, Unsupported, factory
+from ..protocol import Capabilities, Operation, Part, Unsupported, factory
 
 __all__ = ["VllmBackend", "vllm", "vllm_async", "load", "capabilities", "semantics", "import_seconds"]
 
@@ -127,7 +129,7 @@ def capabilities(in_flight: int) -> Capabilities:
             Part.LENGTHS: "exact",
             Part.TABLES: "exact",
         },
-        layer_kinds=[LayerKind.SWA, LayerKind.FULL],  # vLLM's SSM manager is another design, not driven here
+        layer_kinds=[LifeCycleKind.SWA, LifeCycleKind.FULL],  # vLLM's SSM manager is another design, not driven here
         sinks=False,  # SlidingWindowSpec has no sink tokens
         shared_pool_groups=True,
         one_pool_group=True,  # every KV-cache group draws from one BlockPool
@@ -191,15 +193,15 @@ class VllmBackend:
         if entry is None:
             raise RequestError(request_id, "request_id", request_id, "unknown request")
         if entry.closed:
-            raise RequestError(request_id, "state", "closed", "request is closed")
+            raise RequestError(request_id, "state", RequestState.CLOSED.value, "request is closed")
         if statuses and entry.request.status not in statuses:
-            raise RequestError(request_id, "state", self._state(entry), "not allowed in this state")
+            raise RequestError(request_id, "state", self._state(entry).value, "not allowed in this state")
         return entry
 
-    def _state(self, entry: _Request) -> str:
+    def _state(self, entry: _Request) -> RequestState:
         if entry.closed:
-            return "closed"
-        return "active" if entry.request.status == self.status.RUNNING else "suspended"
+            return RequestState.CLOSED
+        return RequestState.ACTIVE if entry.request.status == self.status.RUNNING else RequestState.SUSPENDED
 
     def _set_in_flight(self, request: Any) -> None:
         request.num_in_flight_tokens = min(self.in_flight, request.num_computed_tokens)
@@ -271,7 +273,7 @@ class VllmBackend:
     # ------------------------------------------------------------------ observation
     def _table(self, blocks: list[Any], capacity: int) -> tuple[int | None, ...]:
         table = [None if block.is_null else i for i, block in enumerate(blocks)]
-        length = -(-capacity // self.t)
+        length = allocated_blocks(capacity, self.t)  # the blocks a table of this capacity lists
         table.extend([None] * (length - len(table)))
         return tuple(table)
 

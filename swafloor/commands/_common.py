@@ -60,9 +60,8 @@ def int_at_least(minimum: int, maximum: int = MAX_COUNT):
     return int_in(minimum, maximum)
 
 
-def float_in(minimum: float, maximum: float, *, minimum_inclusive: bool = True):
-    """An argparse type: a finite float in ``[minimum, maximum]`` (``(minimum, maximum]`` when not
-    ``minimum_inclusive``)."""
+def float_in(minimum: float, maximum: float):
+    """An argparse type: a finite float in ``[minimum, maximum]``."""
 
     def parse(text: str) -> float:
         try:
@@ -71,18 +70,12 @@ def float_in(minimum: float, maximum: float, *, minimum_inclusive: bool = True):
             raise argparse.ArgumentTypeError(f"invalid float value: {_show(text)}") from None
         if not math.isfinite(value):
             raise argparse.ArgumentTypeError(f"must be a finite number, got {_show(text)}")
-        low_ok = value >= minimum if minimum_inclusive else value > minimum
-        if not (low_ok and value <= maximum):
-            low = "[" if minimum_inclusive else "("
-            raise argparse.ArgumentTypeError(f"must be in {low}{minimum:g}, {maximum:g}], got {value:g}")
+        if not minimum <= value <= maximum:
+            raise argparse.ArgumentTypeError(f"must be in [{minimum:g}, {maximum:g}], got {value:g}")
         return value
 
     parse.__name__ = "float"
     return parse
-
-
-#: A time budget in seconds: above 0, at most a day.
-positive_float = float_in(0.0, MAX_SECONDS, minimum_inclusive=False)
 
 
 def writable_dir(text: str) -> Path:

@@ -25,13 +25,13 @@ TARGETS = {
     "reference": "swafloor.commands.bench:reference_figures",
     "proofs": "swafloor.proofs.bench:run",
     "fuzz": "swafloor.fuzz.bench:run",
-    "dataplane": "swafloor.fuzz.backends.dataplane.bench:run",
+    "dataplane": "swafloor.fuzz.dataplane_bench:run",
 }
 FORMATTERS = {
     "reference": "swafloor.commands.bench:format_reference",
     "proofs": "swafloor.proofs.bench:format",
     "fuzz": "swafloor.fuzz.bench:format",
-    "dataplane": "swafloor.fuzz.backends.dataplane.bench:format",
+    "dataplane": "swafloor.fuzz.dataplane_bench:format",
 }
 
 
@@ -53,7 +53,7 @@ def _load(path: str):
 
 
 def run(args) -> int:
-    from swafloor.cli import UsageError
+    from ..cli import UsageError
 
     unknown = [t for t in args.targets if t not in TARGETS]
     if unknown:
@@ -145,10 +145,10 @@ VLLM_ROWS = ((128, 32, 1), (128, 32, 64), (4096, 32, 1), (4096, 32, 64), (4096, 
 
 
 def _reference_decode(config: Config, requests: int, seconds: float, start_history: int) -> dict:
-    """The reference Manager driven like :func:`swafloor.vllm_decode.decode_rate` drives vLLM: warmed
+    """The reference Manager driven like :func:`swafloor.fuzz.vllm_decode.decode_rate` drives vLLM: warmed
     up by decoding from history 0 (untimed), then round-robin ``resize(h + 1, h)`` and ``commit(1)``."""
     from swafloor.reference import Manager
-    from swafloor.vllm_decode import timed_rounds
+    from swafloor.fuzz.vllm_decode import timed_rounds
 
     manager = Manager(config)
     ids = [f"r{i}" for i in range(requests)]
@@ -172,7 +172,7 @@ def _reference_decode(config: Config, requests: int, seconds: float, start_histo
 def vllm_figures(seconds: float = 1.0, rows=VLLM_ROWS) -> dict:
     """Decode steps per second of the reference beside vLLM's SlidingWindowManager, row by row, in
     this process; without vLLM, the reference alone and the reason."""
-    from swafloor import vllm_decode
+    from swafloor.fuzz import vllm_decode
 
     missing = vllm_decode.available()
     out = []

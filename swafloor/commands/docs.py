@@ -26,9 +26,9 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from swafloor.cli import UsageError
-    from swafloor.docs import build, repository_root
-    from swafloor.docs.markdown import DocsError
+    from ..cli import UsageError
+    from ..docs import build, repository_root
+    from ..docs.markdown import DocsError
 
     root = Path(args.root) if args.root else repository_root()
     if not (root / "docs").is_dir():

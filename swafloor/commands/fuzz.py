@@ -64,7 +64,7 @@ def _run_workers(args) -> int:
         DEFAULT_DB, WorkersError, WorkersInterrupted, format_progress, format_workers, run_workers,
     )
 
-    from swafloor.cli import UsageError
+    from ..cli import UsageError
 
     def progress(merged) -> None:
         print(format_progress(merged), file=sys.stderr)
@@ -106,23 +106,21 @@ def run(args) -> int:
             print("\n".join(REGISTRY))
         return 0
     if args.backend is None:
-        from swafloor.cli import UsageError
+        from ..cli import UsageError
 
         raise UsageError("swafloor fuzz: the following arguments are required: --backend")
     if args.device is not None:
         if not any(name.startswith("dataplane:") for name in (args.backend, args.against)):
-            from swafloor.cli import UsageError
+            from ..cli import UsageError
 
             raise UsageError("swafloor fuzz: --device applies to dataplane:NAME backends only")
         os.environ["SWAFLOOR_DEVICE"] = args.device  # read when resolving, here and in --workers processes
-    from swafloor.fuzz.protocol import prepare
-
     import_started = time.perf_counter()
     backend = resolve(args.backend, "--backend")
     against = resolve(args.against, "--against")
     for side in (backend, against):  # a spec naming no backend factory: one line, before any progress
         try:
-            prepare(side.factory)  # slow imports, timed apart from the campaign
+            side.run_prepare()  # slow imports, timed apart from the campaign
         except Exception:  # noqa: BLE001 - the campaign reports a backend that cannot be prepared
             pass
         check_factory(side)

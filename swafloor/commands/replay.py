@@ -29,7 +29,7 @@ def run(args) -> int:
     try:
         trace = load(args.file)
     except TraceError as exc:
-        from swafloor.cli import UsageError
+        from ..cli import UsageError
 
         raise UsageError(f"swafloor replay: TraceError: {exc}") from None  # exc quotes the file, bounded
     result = replay(trace, args.backend, args.against)

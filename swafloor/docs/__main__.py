@@ -2,7 +2,7 @@
 
 import sys
 
-from swafloor.cli import main
+from ..cli import main
 
 if __name__ == "__main__":
     argv = sys.argv[1:]

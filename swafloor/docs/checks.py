@@ -87,7 +87,7 @@ def _options(parser: argparse.ArgumentParser) -> set[str]:
 
 
 def _subparsers() -> dict[str, argparse.ArgumentParser]:
-    from swafloor.cli import build_parser
+    from ..cli import build_parser
 
     for action in build_parser()._actions:
         if isinstance(action, argparse._SubParsersAction):
@@ -184,7 +184,7 @@ def _check_command(part: str, where: str, subs: dict, plugin_opts: set[str]) -> 
 def coverage_problems(root: Path) -> list[str]:
     """Every theorem in theorems.md with its idea and (if refuted) its picture; every CLI command
     and every registered backend named somewhere in README.md or docs/."""
-    from swafloor.cli import COMMANDS
+    from ..cli import COMMANDS
     from swafloor.fuzz.backends import REGISTRY
     from swafloor.proofs.catalogue import CATALOGUE
     from swafloor.proofs.ideas import IDEAS

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Callable, Mapping
 
-from swafloor import svg
-from swafloor.commands.explain import count_noun, picture
+from .. import svg
+from ..picture import count_noun, picture
 from swafloor.reference import floors
 
 __all__ = ["refutation_svg", "STEP_PICTURES"]

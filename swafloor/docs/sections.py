@@ -162,7 +162,7 @@ def comparison_summary() -> str:
 
 # ----------------------------------------------------------------------------- CLI and backends
 def _subparsers() -> dict[str, argparse.ArgumentParser]:
-    from swafloor.cli import build_parser
+    from ..cli import build_parser
 
     parser = build_parser()
     for action in parser._actions:
@@ -172,7 +172,7 @@ def _subparsers() -> dict[str, argparse.ArgumentParser]:
 
 
 def commands_table() -> str:
-    from swafloor.cli import COMMANDS
+    from ..cli import COMMANDS
 
     subs = _subparsers()
     helps = {}
@@ -186,7 +186,7 @@ def commands_table() -> str:
 
 
 def build_parser_actions():
-    from swafloor.cli import build_parser
+    from ..cli import build_parser
 
     parser = build_parser()
     for action in parser._actions:
@@ -196,15 +196,36 @@ def build_parser_actions():
 
 
 def backends_table() -> str:
-    from swafloor.fuzz.backends import REGISTRY
+    """Every backend the registry resolves (swafloor.fuzz.backends.backend_rows): what it is, what it
+    compares, what it needs installed, its status."""
+    from swafloor.fuzz.backends import backend_rows
 
-    lines = ["| name | factory | what it is |", "|---|---|---|"]
-    for name, target in REGISTRY.items():
-        module, _, attr = target.partition(":")
+    lines = ["| name | factory | what it is | compares | needs | status |", "|---|---|---|---|---|---|"]
+    for row in backend_rows():
+        module, _, attr = row["factory"].partition(":")
         doc = _factory_doc(module, attr)
-        if doc == "(no docstring)" and name.startswith("mutant:"):
-            doc = "a seeded bug: the reference with one behaviour changed (see [fuzzing](fuzzing.md))"
-        lines.append(f"| `{name}` | `{target}` | {doc} |")
+        if row["name"].startswith("mutant:"):  # a row of the one list of seeded bugs
+            from swafloor.reference.seeded_bugs import seeded_bug
+
+            doc = f"a seeded bug ([list](fuzzing.md)): {seeded_bug(row['name'].removeprefix('mutant:')).description}"
+        cells = [f"`{row['name']}`", f"`{row['factory']}`", doc, row["compares"], row["needs"], row["status"]]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") if i > 2 else c for i, c in enumerate(cells)) + " |")
+    return "\n".join(lines)
+
+
+def seeded_bugs_table() -> str:
+    """The one list of seeded bugs (swafloor.reference.seeded_bugs): each bug, the theorems it flips
+    (seeded in the formulas, proofs/mutations.py) and the campaigns that catch it (seeded as a
+    backend, fuzz/backends/mutants.py)."""
+    from swafloor.reference.seeded_bugs import DATA_PLANE, SEEDED_BUGS, TABLE_ONLY
+
+    shown = {TABLE_ONLY: "table-only (`mutant:{}`)", DATA_PLANE: "data plane (`dataplane:mutant:{}`)"}
+    lines = ["| bug | what it changes | theorems it flips | campaigns that catch it |", "|---|---|---|---|"]
+    for bug in SEEDED_BUGS:
+        theorems = ", ".join(_link(name) for name in bug.theorems) or "-"
+        campaigns = ", ".join(shown[c].format(bug.name) for c in bug.campaigns) or "-"
+        description = bug.description.replace("|", "\\|")
+        lines.append(f"| `{bug.name}` | {description} | {theorems} | {campaigns} |")
     return "\n".join(lines)
 
 
@@ -278,4 +299,5 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "comparison-summary": comparison_summary,
     "commands": commands_table,
     "backends": backends_table,
+    "seeded-bugs": seeded_bugs_table,
 }

@@ -14,21 +14,22 @@ declares: block tables and pool counts are not compared, so what a wrong table l
 its data. Torch is an optional extra (``pip install 'swafloor[dataplane]'``) imported only when a
 ``dataplane:`` backend is resolved. The device is ``SWAFLOOR_DEVICE`` (``auto``, ``cpu``, ``cuda``;
 default ``auto``: CUDA when torch sees it) or ``swafloor fuzz --device``.
+
+The registry (:func:`swafloor.fuzz.backends.resolve`) resolves ``dataplane:NAME``: it resolves NAME
+and calls :func:`wrap`; this package imports only the protocol, never the registry.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import attrs
 
 from swafloor.reference import Config, build_layout
 
-from ...compare import parts_of
-from ...protocol import Comparison, Operation, Part, Unsupported, factory
+from ...protocol import BackendRecord, Capabilities, Comparison, Operation, Part, UnknownBackend, Unsupported, parts_of
 
-__all__ = ["PREFIX", "DEVICES", "resolve_dataplane", "wrap", "device_from_env"]
+__all__ = ["PREFIX", "DEVICES", "wrap", "device_from_env", "choose_device"]
 
 PREFIX = "dataplane:"
 DEVICES = ("auto", "cpu", "cuda")
@@ -36,17 +37,15 @@ ENV_DEVICE = "SWAFLOOR_DEVICE"
 
 
 def device_from_env(field: str = ENV_DEVICE) -> str:
-    from .. import UnknownBackend
-
     value = os.environ.get(ENV_DEVICE, "auto") or "auto"
     if value not in DEVICES:
         raise UnknownBackend(field, value, f"must be one of {', '.join(DEVICES)}")
     return value
 
 
-def _torch_device(requested: str, field: str, spec: str) -> str:
-    from .. import UnknownBackend
-
+def choose_device(requested: str, field: str, spec: str) -> str:
+    """The torch device ``requested`` (``auto``, ``cpu``, ``cuda``) names here; raises
+    :class:`UnknownBackend` without torch or without the device."""
     try:
         from .engine import device_name
     except ImportError as exc:
@@ -57,7 +56,7 @@ def _torch_device(requested: str, field: str, spec: str) -> str:
         raise UnknownBackend("device", requested, str(exc)) from None
 
 
-def _observations(inner: Any) -> dict[Part, Comparison]:
+def _observations(inner: BackendRecord) -> dict[Part, Comparison]:
     caps = inner.capabilities
     outcome = Comparison.AT_LEAST if Operation.CLOSE in caps.operations else Comparison.EXACT
     chosen = {Part.OUTCOME: outcome}
@@ -67,12 +66,13 @@ def _observations(inner: Any) -> dict[Part, Comparison]:
     return chosen
 
 
-def wrap(inner: Any, device: str, seed: int = 0, name: str | None = None):
-    """A factory wrapping the resolved backend ``inner`` on ``device`` (``cpu`` or ``cuda``)."""
-    caps = attrs.evolve(inner.capabilities, observations=_observations(inner), needs_gpu=device.startswith("cuda"))
+def wrap(inner: BackendRecord, device: str, seed: int = 0, name: str | None = None) -> BackendRecord:
+    """Paged attention on a device through another backend's block tables: the record of ``inner``
+    wrapped on ``device`` (``cpu`` or ``cuda``)."""
+    caps: Capabilities = attrs.evolve(inner.capabilities, observations=_observations(inner),
+                                      needs_gpu=device.startswith("cuda"))
     label = name or PREFIX + inner.name
 
-    @factory(caps, name=label)
     def make(config: Config):
         from .backend import DataPlaneBackend
         from .engine import Engine
@@ -89,23 +89,5 @@ def wrap(inner: Any, device: str, seed: int = 0, name: str | None = None):
             raise Unsupported(f"{label}: {exc}") from None
         return DataPlaneBackend(backend, config, Engine(layout, totals, device, seed=seed), source, seed=seed)
 
-    make.device = device  # type: ignore[attr-defined]
-    make.inner = inner  # type: ignore[attr-defined]
-    return make
-
-
-def resolve_dataplane(spec: str, field: str = "backend", device: str | None = None):
-    """Resolve ``dataplane:NAME``: resolve NAME, then wrap it. ``device``: ``auto``, ``cpu`` or
-    ``cuda`` (default: ``SWAFLOOR_DEVICE``, else ``auto``)."""
-    from .. import ResolvedBackend, UnknownBackend, resolve
-
-    inner_spec = spec[len(PREFIX):]
-    if not inner_spec:
-        raise UnknownBackend(field, spec, "names no backend to wrap (dataplane:NAME)")
-    requested = device_from_env() if device is None else device
-    if requested not in DEVICES:
-        raise UnknownBackend("device", requested, f"must be one of {', '.join(DEVICES)}")
-    inner = resolve(inner_spec, field)
-    chosen = _torch_device(requested, field, spec)
-    made = wrap(inner, chosen, name=spec)
-    return ResolvedBackend(spec, made, made.capabilities)
+    # Declares no prepare() and no limits of its own, as before the record (the wrapped one's stay on ``inner``).
+    return BackendRecord(label, make, caps, label=label, device=device, inner=inner)

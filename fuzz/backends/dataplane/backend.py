@@ -24,9 +24,9 @@ from typing import Any
 
 import attrs
 
-from swafloor.reference import Config, LifeCycleKind, Outcome, SuspendMode, build_layout
+from swafloor.reference import Config, LifeCycleKind, Outcome, RequestState, SuspendMode, build_layout
 
-from ...compare import BackendCheckFailed
+from ...protocol import BackendCheckFailed
 from .engine import Engine, Row, Writer, request_seed
 from .tables import SlotSource
 
@@ -36,7 +36,7 @@ __all__ = ["DataPlaneBackend"]
 @attrs.define
 class _Request:
     rseed: int
-    state: str
+    state: RequestState
     capacity: int
     history: int
     tables: list = attrs.Factory(list)  # per life cycle {block: slot}, as last read
@@ -63,14 +63,14 @@ class DataPlaneBackend:
         self.inner.create(request_id, reused_history)
         n = len(self.life_cycles)
         self.requests[request_id] = _Request(
-            request_seed(self.seed, request_id), "suspended", reused_history, reused_history, [{}] * n
+            request_seed(self.seed, request_id), RequestState.SUSPENDED, reused_history, reused_history, [{}] * n
         )
 
     def resume(self, request_id: str) -> Outcome:
         outcome = self.inner.resume(request_id)
         if outcome.ok:
             req = self.requests[request_id]
-            req.state = "active"
+            req.state = RequestState.ACTIVE
             before = req.tables
             self._sync()
             for lc, table in enumerate(req.tables):
@@ -108,14 +108,14 @@ class DataPlaneBackend:
     def suspend(self, request_id: str) -> None:
         self.inner.suspend(request_id)
         req = self.requests[request_id]
-        req.state = "suspended"
+        req.state = RequestState.SUSPENDED
         if self.recompute:
             req.capacity = req.history = 0
         self._sync()
 
     def close(self, request_id: str) -> None:
         self.inner.close(request_id)
-        self.requests[request_id].state = "closed"
+        self.requests[request_id].state = RequestState.CLOSED
         self._sync()
 
     def observe(self):
@@ -123,7 +123,7 @@ class DataPlaneBackend:
 
     def slot_tables(self) -> dict:
         """The wrapped backend's slot tables (so a data plane can wrap a data plane)."""
-        return {rid: [dict(t) for t in r.tables] for rid, r in self.requests.items() if r.state != "closed"}
+        return {rid: [dict(t) for t in r.tables] for rid, r in self.requests.items() if r.state is not RequestState.CLOSED}
 
     # ------------------------------------------------------------------ internals
     def _sync(self) -> None:
@@ -137,7 +137,7 @@ class DataPlaneBackend:
         held: set[tuple[int, int]] = set()
         n = len(self.life_cycles)
         for rid, req in self.requests.items():
-            tables = shown.get(rid) if req.state != "closed" else None
+            tables = shown.get(rid) if req.state is not RequestState.CLOSED else None
             req.tables = [dict(t) for t in tables] if tables is not None else [{} for _ in range(n)]
             for lc, table in enumerate(req.tables):
                 g = self.group_of[lc]
@@ -179,7 +179,7 @@ class DataPlaneBackend:
                     del self._passed[rid]
         rows, passed = [], {}
         for rid, req in self.requests.items():
-            if req.state != "active" or req.capacity <= req.history:
+            if req.state is not RequestState.ACTIVE or req.capacity <= req.history:
                 continue
             state = (req.capacity, req.history, req.tables)
             if self._passed.get(rid) == state:

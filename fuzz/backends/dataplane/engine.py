@@ -19,6 +19,11 @@ Outputs. Token ``q`` of an SWA life cycle attends to the positions of its sink b
 (``p < S * t``) and its window ``[q + 1 - W, q]``; full attention to ``[0, q]``; both by scaled
 dot-product attention in float64. The SSM state after position ``p`` is
 ``s_p = a * s_{p-1} + x_p`` (``a`` = :data:`SSM_DECAY`), the output of token ``q`` is ``s_q``.
+
+Formulas restated on purpose. Which positions a token attends to (sinks, window) is written here
+again, token by token, and never taken from the reference's block formulas (stale ranges, live
+blocks): the dense side of each check is then an independent statement of what attention reads, as
+the oracle (:mod:`swafloor.fuzz.backends.oracle`) is an independent statement of what a manager holds.
 """
 
 from __future__ import annotations

@@ -15,8 +15,7 @@ from typing import Any, Callable
 
 from swafloor.reference import Manager
 
-from ...compare import parts_of
-from ...protocol import Part
+from ...protocol import Part, parts_of
 
 __all__ = ["SlotSource", "slot_source", "NoBlockTables"]
 

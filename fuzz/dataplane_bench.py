@@ -20,21 +20,21 @@ def _rate(steps: int, seconds: float) -> float:
 
 def run(examples: int = 300, seed: int = 0) -> dict[str, Any]:
     """Measure; returns JSON-ready figures (``{"skipped": why}`` when torch or the device is missing)."""
-    from .. import UnknownBackend, resolve
-    from ...bench import decode_workload
-    from ...replay import replay
-    from ...runner import run_campaign
+    from .backends import UnknownBackend, resolve
+    from .bench import decode_workload
+    from .replay import replay
+    from .runner import run_campaign
 
     try:
         data = resolve("dataplane:reference")
     except UnknownBackend as exc:
         return {"skipped": str(exc)}
     table = resolve("reference")
-    figures: dict[str, Any] = {"device": data.factory.device, "examples": examples, "seed": seed}
+    figures: dict[str, Any] = {"device": data.device, "examples": examples, "seed": seed}
     import torch
 
     figures["torch"] = torch.__version__
-    if data.factory.device == "cuda":
+    if data.device == "cuda":
         figures["gpu"] = torch.cuda.get_device_name(0)
     campaigns = {}
     for label, backend in (("table-only", table), ("dataplane", data)):

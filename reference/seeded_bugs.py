@@ -1,0 +1,92 @@
+"""The seeded bugs: one list of the deliberate errors swafloor's checks must catch, each bug once.
+
+A row names a bug once and says where it is seeded and what catches it:
+
+- ``theorems``: the theorems of the catalogue it flips. :mod:`swafloor.proofs.mutations` seeds it as
+  a patch of the reference's formulas and checks that each of these changes outcome (``swafloor
+  bench proofs`` scores them). Empty: not seeded in the formulas.
+- ``campaigns``: the fuzz campaigns that catch it, :data:`TABLE_ONLY` (``swafloor fuzz --backend
+  mutant:NAME``, compared on block tables and slot counts) and :data:`DATA_PLANE` (``dataplane:mutant:NAME``,
+  attention through its tables). :mod:`swafloor.fuzz.backends.mutants` builds it as the manager with
+  this one behaviour changed; the tests check each campaign named catches it. Empty: not a backend.
+
+Another kind of seeded bug (for example mutants of the reference itself, checked against the
+oracle) is added as rows with a field of its own, defaulting to empty for the rows above. The docs'
+table is generated from this list. Data only: nothing here runs or imports anything of swafloor's.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+__all__ = ["SeededBug", "SEEDED_BUGS", "TABLE_ONLY", "DATA_PLANE", "CAMPAIGNS", "seeded_bug"]
+
+#: ``swafloor fuzz --backend mutant:NAME``: the mutant's tables and counts against the reference's.
+TABLE_ONLY = "table-only"
+#: ``swafloor fuzz --backend dataplane:mutant:NAME``: attention computed through the mutant's tables.
+DATA_PLANE = "data plane"
+CAMPAIGNS = (TABLE_ONLY, DATA_PLANE)
+
+
+def _campaigns(value: tuple[str, ...]) -> tuple[str, ...]:
+    value = tuple(value)
+    unknown = [c for c in value if c not in CAMPAIGNS]
+    if unknown:
+        raise ValueError(f"SeededBug.campaigns: {unknown} are not campaigns {CAMPAIGNS}")
+    return value
+
+
+@attrs.frozen
+class SeededBug:
+    """One seeded bug: ``name`` (``mutant:NAME`` as a backend), what it changes, the theorems it flips,
+    the campaigns that catch it."""
+
+    name: str
+    description: str
+    theorems: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    campaigns: tuple[str, ...] = attrs.field(default=(), converter=_campaigns)
+
+
+SEEDED_BUGS: tuple[SeededBug, ...] = (
+    SeededBug("legacy-floor", "the pre-fix SWA floor: one slot per life cycle",
+              ("decode-sufficient", "decode-tight", "pool-group-tight"), (TABLE_ONLY,)),
+    SeededBug("no-inflight-token", "the live window is [h-W, h-1]: the in-flight token's +1 dropped (stale "
+              "blocks released one token late)", ("decode-sufficient", "in-flight-sufficient"),
+              (TABLE_ONLY, DATA_PLANE)),
+    SeededBug("floor-division", "the SWA floor's window term is floor((W-1)/t) + 1 instead of the ceiling",
+              ("decode-sufficient", "step-sufficient", "in-flight-sufficient"), (TABLE_ONLY,)),
+    SeededBug("ignore-sinks", "the sink blocks left out: S taken as 0 (in the floor and the n-token worst case; "
+              "the manager also releases them)", ("decode-sufficient", "step-sufficient"), (TABLE_ONLY,)),
+    SeededBug("allocate-before-release", "blocks made stale by a resize stay held until it returns "
+              "(hold-until-return), so the transient peak can exceed the pool", (), (TABLE_ONLY,)),
+    SeededBug("release-inflight-block", "the block of the token in flight (position h) is freed when nothing "
+              "else keeps it", (), (TABLE_ONLY, DATA_PLANE)),
+    SeededBug("shared-slot", "a block taken while another active request holds slots of its pool group gets "
+              "that request's lowest slot: one slot serves two requests", (), (DATA_PLANE,)),
+    SeededBug("cpp-floor", "the SWA floor is the looser S + ceil(W/t) + 1",
+              ("decode-tight", "first-floor-history", "pool-group-tight")),
+    SeededBug("full-attention-floor-one", "full attention's minimum is 1 slot, not max(1, largest SWA floor)",
+              ("full-attention-floor-exact", "pool-group-tight")),
+    SeededBug("ssm-minimum-zero", "an SSM life cycle's minimum is 0 slots, not its one state page", ("ssm-minimum",)),
+    SeededBug("release-one-too-many", "the stale range ends one block late: a live block is released",
+              ("decode-tight", "step-tight", "pool-group-tight")),
+    SeededBug("resize-peak-hold-as-release", "resize_peak ignores hold_stale: blocks made stale by the call are "
+              "counted as released before it allocates",
+              ("same-call-release-transient", "same-call-release-transient-exact")),
+    SeededBug("first-resume-no-copy", "first_resume_peak leaves out the transient copy slot",
+              ("resume-partial-copy", "resume-partial-copy-exact")),
+    SeededBug("worst-case-history-late", "worst_case_history is one token late: (S+1)*t + W - 1 + k",
+              ("decode-tight", "step-tight", "in-flight-tight")),
+    SeededBug("in-flight-floor-ignores-k", "the in-flight floor is the synchronous floor for every k",
+              ("in-flight-sufficient", "in-flight-tight")),
+    SeededBug("first-floor-at-worst-case", "the first history at the floor is (S+1)*t + W - 2 (issue 12)",
+              ("first-floor-history",)),
+)
+
+
+def seeded_bug(name: str) -> SeededBug:
+    """The row named ``name``; KeyError when there is none."""
+    for bug in SEEDED_BUGS:
+        if bug.name == name:
+            return bug
+    raise KeyError(name)
