@@ -114,19 +114,30 @@ def _state(value: Any) -> str:
     return value._value_ if isinstance(value, RequestState) else str(value)  # _value_: .value, without a descriptor
 
 
+def _held_prefix(table: Any) -> tuple:
+    """A block table up to its last held block: which blocks hold a slot, by index. Trailing entries
+    that hold none say only how far the capacity reaches, which ``lengths`` shows (and an engine's
+    table may end at its last block or run on: vLLM's list ends where it last allocated)."""
+    table = tuple(table)
+    end = len(table)
+    while end and table[end - 1] is None:
+        end -= 1
+    return table if end == len(table) else table[:end]
+
+
 def parts_of(observation: Snapshot | Mapping[Part, Any]) -> dict[Part, Any]:
     """Normalize an observation to ``{part: value}``.
 
     Forms: ``POOL_TOTALS``/``POOL_USED``: a tuple of ints per pool group; ``LENGTHS``: ``{request id:
     (state, capacity, history)}`` with the state's string value; ``TABLES``: ``{request id: tuple of
-    per-life-cycle tuples}`` (block index where held, None where not).
+    per-life-cycle tuples}`` (block index where held, None where not), each up to its last held block.
     """
     if isinstance(observation, Snapshot):
         return {
             Part.POOL_TOTALS: tuple(p.total for p in observation.pools),
             Part.POOL_USED: tuple(p.total - p.free for p in observation.pools),
             Part.LENGTHS: {r.request_id: (_state(r.state), r.capacity, r.history) for r in observation.requests},
-            Part.TABLES: {r.request_id: tuple(tuple(t) for t in r.tables) for r in observation.requests},
+            Part.TABLES: {r.request_id: tuple(_held_prefix(t) for t in r.tables) for r in observation.requests},
         }
     parts: dict[Part, Any] = {}
     for key, value in observation.items():
@@ -136,7 +147,7 @@ def parts_of(observation: Snapshot | Mapping[Part, Any]) -> dict[Part, Any]:
         elif part is Part.LENGTHS:
             value = {rid: (_state(v[0]), v[1], v[2]) for rid, v in value.items()}
         elif part is Part.TABLES:
-            value = {rid: tuple(tuple(t) for t in v) for rid, v in value.items()}
+            value = {rid: tuple(_held_prefix(t) for t in v) for rid, v in value.items()}
         parts[part] = value
     return parts
 

@@ -43,6 +43,8 @@ __all__ = [
     "ALL_OPERATIONS",
     "ALL_PARTS",
     "EXACT_EVERYTHING",
+    "EXACT_WITH_IDENTITY",
+    "DEFAULT_PARTS",
 ]
 
 
@@ -71,6 +73,11 @@ class Part(str, enum.Enum):
     POOL_USED = "pool_used"  # slots in use per pool group (total - free)
     LENGTHS = "lengths"  # per request: state, capacity, history
     TABLES = "tables"  # per request and life cycle: which blocks hold a slot
+    # Physical identity (a SlotMap): which slot each held block is in, the pool's free slots and its
+    # reference counts, read from the backend's own structures. Checked for integrity after every step
+    # and compared with the reference's up to a renaming of slot ids (see swafloor.fuzz.identity);
+    # only EXACT. Shown by ``observe()`` or, for a backend that returns a Snapshot, by ``slots()``.
+    SLOTS = "slots"
 
 
 class Comparison(str, enum.Enum):
@@ -95,7 +102,10 @@ class LayerKind(str, enum.Enum):
 
 ALL_OPERATIONS = frozenset(Operation)
 ALL_PARTS = frozenset(Part)
-_EXACT_ONLY = frozenset({Part.LENGTHS, Part.ERRORS, Part.SHORTFALLS})
+_EXACT_ONLY = frozenset({Part.LENGTHS, Part.ERRORS, Part.SHORTFALLS, Part.SLOTS})
+#: What a backend that declares nothing shows: every part but physical identity (slot ids), which a
+#: backend must offer on purpose.
+DEFAULT_PARTS = frozenset(Part) - {Part.SLOTS}
 
 
 def _operations(value: Any) -> frozenset[Operation]:
@@ -127,12 +137,15 @@ class Capabilities:
     ``semantics``: the reference :class:`~swafloor.reference.Semantics` the backend claims (tokens in
     flight, when stale blocks are freed, what suspend does, the first resume's copy slot); every
     generated config carries it, so the reference side is built with the same semantics.
-    ``needs_gpu``: informational; the factory itself raises if the GPU is missing.
+    ``needs_gpu``: informational; the factory itself raises if the GPU is missing. ``adapter_set``:
+    parts whose values the adapter sets itself rather than reads from the backend (e.g. a capacity the
+    engine keeps no number for): reports name them, and they are never compared. ``notes``: what else a
+    report must say about how the backend is checked (e.g. a data plane running table-only).
     """
 
     operations: frozenset[Operation] = attrs.field(default=ALL_OPERATIONS, converter=_operations)
     observations: Mapping[Part, Comparison] = attrs.field(
-        factory=lambda: {p: Comparison.EXACT for p in Part}, converter=_observations, hash=False
+        factory=lambda: {p: Comparison.EXACT for p in Part if p in DEFAULT_PARTS}, converter=_observations, hash=False
     )
     layer_kinds: frozenset[LayerKind] = attrs.field(
         default=frozenset(LayerKind), converter=lambda v: frozenset(LayerKind(x) for x in v)
@@ -146,6 +159,8 @@ class Capabilities:
     capacity_cuts: bool = True
     semantics: Semantics = attrs.field(factory=Semantics)
     needs_gpu: bool = False
+    adapter_set: frozenset[Part] = attrs.field(default=frozenset(), converter=lambda v: frozenset(Part(x) for x in v))
+    notes: tuple[str, ...] = attrs.field(default=(), converter=tuple)
 
     def __attrs_post_init__(self) -> None:
         required = {Operation.CREATE, Operation.RESUME, Operation.RESIZE}
@@ -165,6 +180,10 @@ class Capabilities:
             raise ValueError("Capabilities.layer_kinds: needs an attention kind ('swa' or 'full')")
         if not isinstance(self.semantics, Semantics):
             raise ValueError(f"Capabilities.semantics: must be a Semantics, got {type(self.semantics).__name__}")
+        both = self.adapter_set & set(self.observations)
+        if both:
+            names = sorted(p.value for p in both)
+            raise ValueError(f"Capabilities.adapter_set: {names} are set by the adapter, so they cannot be observations")
         if self.commit_before_allocate and Operation.COMMIT not in self.operations:
             raise ValueError("Capabilities.commit_before_allocate: needs the 'commit' operation")
 
@@ -197,10 +216,15 @@ class Capabilities:
         )
         return f"operations [{ops}]; observations [{parts}]; layers [{kinds}]; {semantics}" + (
             f"; {', '.join(flags)}" if flags else ""
-        ) + ("; needs a GPU" if self.needs_gpu else "")
+        ) + ("; needs a GPU" if self.needs_gpu else "") + (
+            f"; set by the adapter, not compared [{','.join(p.value for p in Part if p in self.adapter_set)}]"
+            if self.adapter_set else ""
+        ) + "".join(f"; {note}" for note in self.notes)
 
 
 EXACT_EVERYTHING = Capabilities()
+#: Everything, exactly, physical identity included: the reference manager and its seeded bugs.
+EXACT_WITH_IDENTITY = Capabilities(observations={p: Comparison.EXACT for p in Part})
 
 
 class Unsupported(SwafloorError):

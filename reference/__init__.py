@@ -63,6 +63,7 @@ from .manager import (
     ReleaseOrder,
     RequestError,
     RequestSnapshot,
+    SlotMap,
     RequestState,
     Shortfall,
     Snapshot,

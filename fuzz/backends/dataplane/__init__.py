@@ -69,7 +69,18 @@ def _observations(inner: Any) -> dict[Part, Comparison]:
 
 def wrap(inner: Any, device: str, seed: int = 0, name: str | None = None):
     """A factory wrapping the resolved backend ``inner`` on ``device`` (``cpu`` or ``cuda``)."""
-    caps = attrs.evolve(inner.capabilities, observations=_observations(inner), needs_gpu=device.startswith("cuda"))
+    inner_caps = inner.capabilities
+    if inner_caps.mode(Part.SLOTS) is not None:
+        notes = inner_caps.notes + ("data plane: through the backend's own slot ids",)
+    elif inner.name.startswith(PREFIX):
+        notes = inner_caps.notes
+    else:
+        from .tables import TABLE_ONLY
+
+        notes = inner_caps.notes + ("data plane " + TABLE_ONLY,)
+    caps = attrs.evolve(
+        inner_caps, observations=_observations(inner), needs_gpu=device.startswith("cuda"), notes=notes
+    )
     label = name or PREFIX + inner.name
 
     @factory(caps, name=label)
