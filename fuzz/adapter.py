@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Hashable
 
-from swafloor.reference import Outcome, Snapshot
+from swafloor.reference import Outcome, SlotMap, Snapshot
 
 __all__ = ["ManagerBackend"]
 
@@ -41,3 +41,8 @@ class ManagerBackend:
 
     def observe(self) -> Snapshot:
         return self.manager.snapshot()
+
+    def slots(self) -> SlotMap | None:
+        """The manager's slot map (physical identity), or None when it keeps no slot ids (the oracle)."""
+        method = getattr(self.manager, "slots", None)
+        return method() if callable(method) else None

@@ -36,7 +36,8 @@ from .compare import (
     COMMIT, CREATE, RESIZE, RESUME, SUSPEND, Divergence, Result, compare_parts, compare_results, lengths_of, parts_of,
     run_step,
 )
-from .protocol import Backend, Capabilities, Unsupported
+from .identity import IdentityTracker, integrity, slots_of
+from .protocol import Backend, Capabilities, Part, Unsupported
 from .trace import Step
 
 __all__ = ["Lockstep", "BuildFailed", "Liveness"]
@@ -90,6 +91,9 @@ class Lockstep:
         self.slack_events = 0
         self.backend_seconds = 0.0
         self.reference_seconds = 0.0
+        layout = build_layout(config)
+        self.identity = IdentityTracker(tuple(layout.pool_group_of)) if caps.mode(Part.SLOTS) is not None else None
+        self.identity_totals = tuple(layout.slots)
         started = time.perf_counter()
         try:
             self.reference = reference_factory(config)
@@ -127,9 +131,45 @@ class Lockstep:
         ref = self.reference.observe()
         self.reference_seconds += time.perf_counter() - middle
         self._read_lengths(lengths_of(ref))
-        if not self.retired and isinstance(got, Snapshot) and got == ref:
-            return None  # equal snapshots satisfy every mode
-        return compare_parts(index, step, parts_of(ref), parts_of(got), self.caps, frozenset(self.retired))
+        if self.retired or not isinstance(got, Snapshot) or got != ref:  # equal snapshots satisfy every mode
+            found = compare_parts(index, step, parts_of(ref), parts_of(got), self.caps, frozenset(self.retired))
+            if found is not None:
+                return found
+        if self.identity is not None:
+            return self._compare_identity(index, step, ref, got)
+        return None
+
+    def _compare_identity(self, index: int, step: Step | None, ref: object, got: object) -> Divergence | None:
+        """Physical identity (the ``slots`` part): integrity on each side's own structures, then the two
+        slot maps up to a renaming of slot ids."""
+        started = time.perf_counter()
+        try:
+            got_slots = slots_of(self.backend, got)
+        except Exception as exc:  # noqa: BLE001 - reading the backend's structures is part of observing it
+            return Divergence(index, step, Part.SLOTS.value, "a slot map", f"{type(exc).__name__}: {exc}", "exact",
+                              "reading the backend's slot map raised")
+        finally:
+            middle = time.perf_counter()
+            self.backend_seconds += middle - started
+        ref_slots = slots_of(self.reference, ref)
+        self.reference_seconds += time.perf_counter() - middle
+        if got_slots is None:
+            return Divergence(index, step, Part.SLOTS.value, "a slot map", None, "exact", "declared but not shown")
+        totals, group_of = self.identity_totals, self.identity.group_of
+        for side, view in (("reference", ref_slots), ("backend", got_slots)):
+            if view is None:
+                continue
+            found = integrity(view, totals, group_of, side)
+            if found is not None:
+                field, expected, seen, reason = found
+                return Divergence(index, step, field, expected, seen, "invariant", reason)
+        if ref_slots is None:  # the side compared against shows no slot ids: integrity alone
+            return None
+        found = self.identity.compare(ref_slots, got_slots, frozenset(self.retired))
+        if found is not None:
+            field, expected, seen, reason = found
+            return Divergence(index, step, field, expected, seen, "exact", reason)
+        return None
 
     def _read_lengths(self, lengths: dict | None) -> None:
         """States and lengths as the reference side shows them (closed requests are not shown)."""

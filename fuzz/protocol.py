@@ -25,10 +25,11 @@ from typing import Any, Callable, Hashable, Mapping, Protocol, runtime_checkable
 
 import attrs
 
-from swafloor.reference import Config, LifeCycleKind, Outcome, RequestState, Semantics, Snapshot, SwafloorError
+from swafloor.reference import Config, LifeCycleKind, Outcome, RequestState, Semantics, SlotMap, Snapshot, SwafloorError
 from swafloor.reference.show import bounded
 
 __all__ = [
+    "slots_of",
     "Operation",
     "Part",
     "Comparison",
@@ -50,6 +51,8 @@ __all__ = [
     "ALL_OPERATIONS",
     "ALL_PARTS",
     "EXACT_EVERYTHING",
+    "EXACT_WITH_IDENTITY",
+    "DEFAULT_PARTS",
 ]
 
 
@@ -78,6 +81,11 @@ class Part(str, enum.Enum):
     POOL_USED = "pool_used"  # slots in use per pool group (total - free)
     LENGTHS = "lengths"  # per request: state, capacity, history
     TABLES = "tables"  # per request and life cycle: which blocks hold a slot
+    # Physical identity (a SlotMap): which slot each held block is in, the pool's free slots and its
+    # reference counts, read from the backend's own structures. Checked for integrity after every step
+    # and compared with the reference's up to a renaming of slot ids (see swafloor.fuzz.identity);
+    # only EXACT. Shown by ``observe()`` or, for a backend that returns a Snapshot, by ``slots()``.
+    SLOTS = "slots"
 
 
 class Comparison(str, enum.Enum):
@@ -96,7 +104,10 @@ class Comparison(str, enum.Enum):
 
 ALL_OPERATIONS = frozenset(Operation)
 ALL_PARTS = frozenset(Part)
-_EXACT_ONLY = frozenset({Part.LENGTHS, Part.ERRORS, Part.SHORTFALLS})
+_EXACT_ONLY = frozenset({Part.LENGTHS, Part.ERRORS, Part.SHORTFALLS, Part.SLOTS})
+#: What a backend that declares nothing shows: every part but physical identity (slot ids), which a
+#: backend must offer on purpose.
+DEFAULT_PARTS = frozenset(Part) - {Part.SLOTS}
 
 
 def _operations(value: Any) -> frozenset[Operation]:
@@ -128,12 +139,15 @@ class Capabilities:
     ``semantics``: the reference :class:`~swafloor.reference.Semantics` the backend claims (tokens in
     flight, when stale blocks are freed, what suspend does, the first resume's copy slot); every
     generated config carries it, so the reference side is built with the same semantics.
-    ``needs_gpu``: informational; the factory itself raises if the GPU is missing.
+    ``needs_gpu``: informational; the factory itself raises if the GPU is missing. ``adapter_set``:
+    parts whose values the adapter sets itself rather than reads from the backend (e.g. a capacity the
+    engine keeps no number for): reports name them, and they are never compared. ``notes``: what else a
+    report must say about how the backend is checked (e.g. a data plane running table-only).
     """
 
     operations: frozenset[Operation] = attrs.field(default=ALL_OPERATIONS, converter=_operations)
     observations: Mapping[Part, Comparison] = attrs.field(
-        factory=lambda: {p: Comparison.EXACT for p in Part}, converter=_observations, hash=False
+        factory=lambda: {p: Comparison.EXACT for p in Part if p in DEFAULT_PARTS}, converter=_observations, hash=False
     )
     layer_kinds: frozenset[LifeCycleKind] = attrs.field(
         default=frozenset(LifeCycleKind), converter=lambda v: frozenset(LifeCycleKind(x) for x in v)
@@ -147,6 +161,8 @@ class Capabilities:
     capacity_cuts: bool = True
     semantics: Semantics = attrs.field(factory=Semantics)
     needs_gpu: bool = False
+    adapter_set: frozenset[Part] = attrs.field(default=frozenset(), converter=lambda v: frozenset(Part(x) for x in v))
+    notes: tuple[str, ...] = attrs.field(default=(), converter=tuple)
 
     def __attrs_post_init__(self) -> None:
         required = {Operation.CREATE, Operation.RESUME, Operation.RESIZE}
@@ -166,6 +182,10 @@ class Capabilities:
             raise ValueError("Capabilities.layer_kinds: needs an attention kind ('swa' or 'full')")
         if not isinstance(self.semantics, Semantics):
             raise ValueError(f"Capabilities.semantics: must be a Semantics, got {type(self.semantics).__name__}")
+        both = self.adapter_set & set(self.observations)
+        if both:
+            names = sorted(p.value for p in both)
+            raise ValueError(f"Capabilities.adapter_set: {names} are set by the adapter, so they cannot be observations")
         if self.commit_before_allocate and Operation.COMMIT not in self.operations:
             raise ValueError("Capabilities.commit_before_allocate: needs the 'commit' operation")
 
@@ -198,10 +218,15 @@ class Capabilities:
         )
         return f"operations [{ops}]; observations [{parts}]; layers [{kinds}]; {semantics}" + (
             f"; {', '.join(flags)}" if flags else ""
-        ) + ("; needs a GPU" if self.needs_gpu else "")
+        ) + ("; needs a GPU" if self.needs_gpu else "") + (
+            f"; set by the adapter, not compared [{','.join(p.value for p in Part if p in self.adapter_set)}]"
+            if self.adapter_set else ""
+        ) + "".join(f"; {note}" for note in self.notes)
 
 
 EXACT_EVERYTHING = Capabilities()
+#: Everything, exactly, physical identity included: the reference manager and its seeded bugs.
+EXACT_WITH_IDENTITY = Capabilities(observations={p: Comparison.EXACT for p in Part})
 
 
 class Unsupported(SwafloorError):
@@ -261,19 +286,30 @@ def state_value(value: Any) -> str:
     return value._value_ if isinstance(value, RequestState) else str(value)  # _value_: .value, without a descriptor
 
 
+def _held_prefix(table: Any) -> tuple:
+    """A block table up to its last held block: which blocks hold a slot, by index. Trailing entries
+    that hold none say only how far the capacity reaches, which ``lengths`` shows (and an engine's
+    table may end at its last block or run on: vLLM's list ends where it last allocated)."""
+    table = tuple(table)
+    end = len(table)
+    while end and table[end - 1] is None:
+        end -= 1
+    return table if end == len(table) else table[:end]
+
+
 def parts_of(observation: Snapshot | Mapping[Part, Any]) -> dict[Part, Any]:
     """Normalize an observation to ``{part: value}``.
 
     Forms: ``POOL_TOTALS``/``POOL_USED``: a tuple of ints per pool group; ``LENGTHS``: ``{request id:
     (state, capacity, history)}`` with the state's string value; ``TABLES``: ``{request id: tuple of
-    per-life-cycle tuples}`` (block index where held, None where not).
+    per-life-cycle tuples}`` (block index where held, None where not), each up to its last held block.
     """
     if isinstance(observation, Snapshot):
         return {
             Part.POOL_TOTALS: tuple(p.total for p in observation.pools),
             Part.POOL_USED: tuple(p.total - p.free for p in observation.pools),
             Part.LENGTHS: {r.request_id: (state_value(r.state), r.capacity, r.history) for r in observation.requests},
-            Part.TABLES: {r.request_id: tuple(tuple(t) for t in r.tables) for r in observation.requests},
+            Part.TABLES: {r.request_id: tuple(_held_prefix(t) for t in r.tables) for r in observation.requests},
         }
     parts: dict[Part, Any] = {}
     for key, value in observation.items():
@@ -283,7 +319,7 @@ def parts_of(observation: Snapshot | Mapping[Part, Any]) -> dict[Part, Any]:
         elif part is Part.LENGTHS:
             value = {rid: (state_value(v[0]), v[1], v[2]) for rid, v in value.items()}
         elif part is Part.TABLES:
-            value = {rid: tuple(tuple(t) for t in v) for rid, v in value.items()}
+            value = {rid: tuple(_held_prefix(t) for t in v) for rid, v in value.items()}
         parts[part] = value
     return parts
 
@@ -392,3 +428,12 @@ class BackendRecord:
         """Do the declared slow imports (``prepare()``), if any."""
         if callable(self.prepare):
             self.prepare()
+
+
+def slots_of(backend: Any, observation: Any) -> SlotMap | None:
+    """A backend's slot map (physical identity): the ``slots`` part of its observation, else what its
+    ``slots()`` method returns (a backend whose ``observe()`` gives a Snapshot), else None."""
+    if isinstance(observation, Mapping) and Part.SLOTS in observation:
+        return observation[Part.SLOTS]
+    method = getattr(backend, "slots", None)
+    return method() if callable(method) else None

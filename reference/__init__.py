@@ -62,6 +62,7 @@ from .manager import (
     PoolSnapshot,
     ReleaseOrder,
     RequestSnapshot,
+    SlotMap,
     RequestState,
     Shortfall,
     Snapshot,

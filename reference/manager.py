@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import enum
 import heapq
-from typing import Any, Hashable
+from typing import Any, Hashable, Mapping
 
 import attrs
 
@@ -52,6 +52,7 @@ __all__ = [
     "PoolSnapshot",
     "RequestSnapshot",
     "Snapshot",
+    "SlotMap",
     "Manager",
     "ranges_of",
 ]
@@ -130,6 +131,21 @@ class Snapshot:
 
     pools: tuple[PoolSnapshot, ...]
     requests: tuple[RequestSnapshot, ...]
+
+
+@attrs.frozen
+class SlotMap:
+    """Physical identity: which slot each held block is in, and which slots are free.
+
+    ``held``: per request (creation order, closed requests left out), per life cycle, ``{block index:
+    slot id}``. ``free``: per pool group, the free slot ids as half-open ranges in the order the pool
+    would hand them out; ranges may overlap when a (buggy) pool lists an id twice. ``ref_counts``: per
+    pool group ``{slot id: holders}`` where a pool keeps reference counts (None: it keeps none). Slot
+    ids are a pool's own names for its slots: two pools are compared up to a renaming of ids."""
+
+    held: Mapping[Hashable, tuple[Mapping[int, int], ...]]
+    free: tuple[tuple[tuple[int, int], ...], ...]
+    ref_counts: tuple[Mapping[int, int], ...] | None = None
 
 
 # ----------------------------------------------------------------------------- block ranges
@@ -319,6 +335,19 @@ class Manager:
         )  # a closed request is gone, as in any backend; its id stays taken
         pools = tuple(PoolSnapshot(p.total, p.free) for p in self._pools)
         return Snapshot(pools, requests)
+
+    def slots(self) -> SlotMap:
+        """Which slot each held block is in and which slots are free: O(held blocks + freed slots)."""
+        held = {
+            req.request_id: tuple(dict(h) for h in req.held)
+            for req in self._requests.values()
+            if req.state is not RequestState.CLOSED
+        }
+        free = tuple(
+            tuple((s, s + 1) for s in sorted(p.returned)) + (((p.fresh, p.total),) if p.fresh < p.total else ())
+            for p in self._pools
+        )
+        return SlotMap(held, free)
 
     def _request_snapshot(self, req: _Request) -> RequestSnapshot:
         """A request's snapshot, rebuilt only when its state, lengths or blocks changed (a harness

@@ -62,7 +62,8 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
     SeededBug("release-inflight-block", "the block of the token in flight (position h) is freed when nothing "
               "else keeps it", (), (TABLE_ONLY, DATA_PLANE)),
     SeededBug("shared-slot", "a block taken while another active request holds slots of its pool group gets "
-              "that request's lowest slot: one slot serves two requests", (), (DATA_PLANE,)),
+              "that request's lowest slot: one slot serves two requests (tables and counts unchanged: physical identity "
+              "sees it)", (), (TABLE_ONLY, DATA_PLANE)),
     SeededBug("cpp-floor", "the SWA floor is the looser S + ceil(W/t) + 1",
               ("decode-tight", "first-floor-history", "pool-group-tight")),
     SeededBug("full-attention-floor-one", "full attention's minimum is 1 slot, not max(1, largest SWA floor)",

@@ -7,6 +7,8 @@ command that makes it, elsewhere.
 - The ci profile (2000 examples, seed 0) passes for ``vllm`` and ``vllm-async`` (run side by side,
   one per core), with the discard rate and the SWA share on target.
 - ``dataplane:vllm`` (attention through vLLM's own block tables) passes a bounded ci campaign.
+- Bugs planted in vLLM's ``BlockPool`` (alias, leak, double free, a block queued twice; the free
+  count kept right) are each caught by physical identity at the step they happen.
 - Every ``tests/regressions/vllm-*.json`` replays as it expects: a trace that expects a divergence
   still shows the same one (part and both sides' kinds), a trace that expects a match matches.
 """
@@ -133,8 +135,9 @@ DATAPLANE_EXAMPLES = 40
 
 def test_attention_through_vllm_tables_matches_dense_attention(tmp_path):
     """``dataplane:vllm``: K/V written and read through the slots vLLM's own block tables give, attention
-    after every resize compared with a dense copy (and every K/V read exactly): vLLM never lets two live
-    blocks share a slot nor loses a block it still needs, over a bounded ci campaign."""
+    after every resize compared with a dense copy (and every K/V read exactly), through vLLM's own
+    block ids: over a bounded ci campaign vLLM loses no block it still needs and lets no two live
+    blocks share a slot (that a shared slot would be seen is the planted alias's test)."""
     _need_venv()
     argv = ["-m", "swafloor", "fuzz", "--backend", "dataplane:vllm", "--profile", "ci",
             "--examples", str(DATAPLANE_EXAMPLES), "--json", "--out", str(tmp_path)]
@@ -159,3 +162,27 @@ def test_missing_venv_fails_in_ci_and_skips_elsewhere(tmp_path):
         )
         assert out.returncode == code, out.stdout[-2000:]
         assert mark in out.stdout and "make it with scripts/vllm-venv" in out.stdout, out.stdout[-2000:]
+
+
+PLANT_EXAMPLES = 300  # each plant is caught within a few dozen examples of the ci profile (seed 0)
+
+
+def test_bugs_planted_in_vllms_block_pool_are_caught_by_identity_at_their_step(tmp_path):
+    """An alias (a held block handed out again), a leak, a double free and a block queued twice,
+    each planted in vLLM's own ``BlockPool`` with its free count kept right (tests/vllm_plants.py):
+    ``vllm`` sees each through physical identity (a ``slots`` divergence) at the very step the plant
+    fires; ``dataplane:vllm``, reading vLLM's own block ids, sees the alias in the data at that step."""
+    _need_venv()
+    specs = ["alias", "leak", "double-free", "requeue", "alias@dataplane:vllm"]
+    proc = _run(["-m", "tests.vllm_plants", str(PLANT_EXAMPLES), *specs], ROOT)
+    stdout, stderr = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 0, stderr[-4000:]
+    rows = {f"{r['plant']}@{r['backend']}": r for r in map(json.loads, stdout.splitlines())}
+    assert len(rows) == len(specs), stdout
+    for spec, row in rows.items():
+        assert row["result"] == "divergence", f"{spec} passed: the plant went unseen"
+        assert row["fired_at"] is not None and row["seen_at"] == row["fired_at"], row
+        field = "data[" if spec.endswith("dataplane:vllm") else "slots"
+        assert row["field"].startswith(field) and row["replay_field"].startswith(field), row
+    assert "ref_count" in rows["double-free@vllm"]["field"], rows["double-free@vllm"]
+    assert ".slot[" in rows["alias@vllm"]["field"], rows["alias@vllm"]

@@ -69,8 +69,8 @@ DATAPLANE = Registered("swafloor.fuzz.backends.dataplane:wrap", needs="torch (sw
 
 #: Seeded bugs a table-only campaign catches (``swafloor fuzz --backend mutant:NAME``).
 MUTANT_NAMES = tuple(f"mutant:{bug.name}" for bug in SEEDED_BUGS if TABLE_ONLY in bug.campaigns)
-#: Seeded bugs whose block tables and slot counts match the reference's: only the data plane
-#: (``dataplane:NAME``, which wraps any backend here) can catch them.
+#: Seeded bugs only the data plane (``dataplane:NAME``, which wraps any backend here) can catch (none
+#: since physical identity is compared: a shared slot fails the ``slots`` part at the step).
 DATA_MUTANT_NAMES = tuple(f"mutant:{bug.name}" for bug in SEEDED_BUGS if bug.campaigns == (DATA_PLANE,))
 DATAPLANE_PREFIX = "dataplane:"
 

@@ -45,7 +45,7 @@ from swafloor.reference import (
     swa_floor,
 )
 
-from ..protocol import EXACT_EVERYTHING, factory
+from ..protocol import EXACT_WITH_IDENTITY, factory
 from .reference import ManagerBackend
 
 __all__ = ["MUTANTS", "mutant_minimum"]
@@ -149,39 +149,39 @@ class _SharedSlot(Manager):
                     held[b] = min(others)  # the slot taken for b stays taken: counts are unchanged
 
 
-@factory(EXACT_EVERYTHING, name="mutant:legacy-floor")
+@factory(EXACT_WITH_IDENTITY, name="mutant:legacy-floor")
 def legacy_floor(config: Config) -> ManagerBackend:
     return ManagerBackend(Manager(attrs.evolve(config, floor_rule=FloorRule.LEGACY)))
 
 
-@factory(EXACT_EVERYTHING, name="mutant:no-inflight-token")
+@factory(EXACT_WITH_IDENTITY, name="mutant:no-inflight-token")
 def no_inflight_token(config: Config) -> ManagerBackend:
     return ManagerBackend(_NoInflightToken(config))
 
 
-@factory(EXACT_EVERYTHING, name="mutant:floor-division")
+@factory(EXACT_WITH_IDENTITY, name="mutant:floor-division")
 def floor_division(config: Config) -> ManagerBackend:
     return ManagerBackend(
         _sized_manager(config, lambda t, lc: lc.sink_blocks + fdiv(lc.window - 1, t) + 1)
     )
 
 
-@factory(EXACT_EVERYTHING, name="mutant:ignore-sinks")
+@factory(EXACT_WITH_IDENTITY, name="mutant:ignore-sinks")
 def ignore_sinks(config: Config) -> ManagerBackend:
     return ManagerBackend(_sized_manager(config, lambda t, lc: swa_floor(t, lc.window, 0), _IgnoreSinks))
 
 
-@factory(EXACT_EVERYTHING, name="mutant:allocate-before-release")
+@factory(EXACT_WITH_IDENTITY, name="mutant:allocate-before-release")
 def allocate_before_release(config: Config) -> ManagerBackend:
     return ManagerBackend(Manager(config, release_order=ReleaseOrder.HOLD_UNTIL_RETURN))
 
 
-@factory(EXACT_EVERYTHING, name="mutant:release-inflight-block")
+@factory(EXACT_WITH_IDENTITY, name="mutant:release-inflight-block")
 def release_inflight_block(config: Config) -> ManagerBackend:
     return ManagerBackend(_ReleaseInflightBlock(config))
 
 
-@factory(EXACT_EVERYTHING, name="mutant:shared-slot")
+@factory(EXACT_WITH_IDENTITY, name="mutant:shared-slot")
 def shared_slot(config: Config) -> ManagerBackend:
     return ManagerBackend(_SharedSlot(config))
 

@@ -51,7 +51,7 @@ from swafloor.reference import (
     RequestError,
     RequestState,
     Semantics,
-    allocated_blocks,
+    SlotMap,
     build_layout,
 )
 
@@ -124,11 +124,14 @@ def capabilities(in_flight: int) -> Capabilities:
         # vLLM returns no shortfall detail and validates no misuse (its scheduler never misuses it).
         observations={
             Part.OUTCOME: "exact",
-            Part.POOL_TOTALS: "exact",
             Part.POOL_USED: "exact",
-            Part.LENGTHS: "exact",
             Part.TABLES: "exact",
+            Part.SLOTS: "exact",
         },
+        # The pool's size is what the adapter built it with, and vLLM keeps no capacity; its request
+        # status and computed-token count are set by the adapter as the scheduler would: shown, never
+        # compared.
+        adapter_set=[Part.POOL_TOTALS, Part.LENGTHS],
         layer_kinds=[LifeCycleKind.SWA, LifeCycleKind.FULL],  # vLLM's SSM manager is another design, not driven here
         sinks=False,  # SlidingWindowSpec has no sink tokens
         shared_pool_groups=True,
@@ -173,8 +176,8 @@ class VllmBackend:
             else:
                 raise Unsupported("vLLM's SSM (Mamba) manager is not driven by this backend")
             groups.append(v["KVCacheGroupSpec"](layer_names=[f"layer.{i}"], kv_cache_spec=spec))
-        self.slots = layout.slots[0]
-        kv_cache_config = v["KVCacheConfig"](num_blocks=self.slots + 1, kv_cache_tensors=[], kv_cache_groups=groups)
+        self.pool_slots = layout.slots[0]
+        kv_cache_config = v["KVCacheConfig"](num_blocks=self.pool_slots + 1, kv_cache_tensors=[], kv_cache_groups=groups)
         self.manager = v["KVCacheManager"](
             kv_cache_config,
             max_model_len=MAX_MODEL_LEN,
@@ -271,11 +274,49 @@ class VllmBackend:
         entry.closed = True
 
     # ------------------------------------------------------------------ observation
-    def _table(self, blocks: list[Any], capacity: int) -> tuple[int | None, ...]:
-        table = [None if block.is_null else i for i, block in enumerate(blocks)]
-        length = allocated_blocks(capacity, self.t)  # the blocks a table of this capacity lists
-        table.extend([None] * (length - len(table)))
-        return tuple(table)
+    @staticmethod
+    def _table(blocks: list[Any]) -> tuple[int | None, ...]:
+        """vLLM's own block list for a group: the index where a real block is held, None for the null
+        block (a freed out-of-window position); nothing added for capacity vLLM keeps no number of."""
+        return tuple(None if block.is_null else i for i, block in enumerate(blocks))
+
+    def _free_ids(self) -> list[int]:
+        """The block ids in vLLM's free queue, walked through its links (not its counter), at most one
+        pass over the pool plus one: a block queued twice (a corrupt list) shows as an id listed twice."""
+        queue = self.pool.free_block_queue
+        limit = self.pool.num_gpu_blocks + 1
+        head = getattr(queue, "fake_free_list_head", None)
+        if head is not None:
+            node, tail = head.next_free_block, getattr(queue, "fake_free_list_tail", None)
+        else:  # releases whose queue has no sentinels
+            node, tail = getattr(queue, "free_list_head", None), None
+        ids: list[int] = []
+        while node is not None and node is not tail and len(ids) <= limit:
+            ids.append(node.block_id)
+            node = node.next_free_block
+        return ids
+
+    def slots(self) -> SlotMap:
+        """Physical identity from vLLM's own objects: every non-null block a request holds (its
+        ``block_id`` and ``ref_cnt``) and the ids in the free queue. The null block is no slot."""
+        held: dict[Hashable, tuple[dict[int, int], ...]] = {}
+        counts: dict[int, int] = {}
+        for rid, entry in self.requests.items():
+            if entry.closed:
+                continue
+            per_group = []
+            for blocks in self.manager.coordinator.get_blocks(entry.request.request_id):
+                table = {}
+                for i, block in enumerate(blocks):
+                    if not block.is_null:
+                        table[i] = block.block_id
+                        counts[block.block_id] = block.ref_cnt
+                per_group.append(table)
+            held[rid] = tuple(per_group)
+        free = self._free_ids()
+        for block_id in free:
+            counts.setdefault(block_id, self.pool.blocks[block_id].ref_cnt)
+        return SlotMap(held, (tuple((i, i + 1) for i in free),), (counts,))
 
     def observe(self) -> dict[Part, Any]:
         total = self.pool.num_gpu_blocks - 1  # block 0 is the null block
@@ -287,12 +328,13 @@ class VllmBackend:
             request = entry.request
             lengths[rid] = (self._state(entry), entry.capacity, request.num_computed_tokens)
             groups = self.manager.coordinator.get_blocks(request.request_id)
-            tables[rid] = tuple(self._table(blocks, entry.capacity) for blocks in groups)
+            tables[rid] = tuple(self._table(blocks) for blocks in groups)
         return {
-            Part.POOL_TOTALS: (total,),
+            Part.POOL_TOTALS: (total,),  # adapter-set: the size it built the pool with
             Part.POOL_USED: (total - self.pool.get_num_free_blocks(),),
-            Part.LENGTHS: lengths,
+            Part.LENGTHS: lengths,  # adapter-set (see capabilities)
             Part.TABLES: tables,
+            Part.SLOTS: self.slots(),
         }
 
 

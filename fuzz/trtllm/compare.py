@@ -61,6 +61,7 @@ from swafloor.reference import (
 )
 
 from .mapping import TrtllmLayout, layer_configs, to_trtllm
+from .signals import Disagreement
 from .standins import storage_manager
 
 __all__ = ["Mismatch", "Report", "Checker", "CHECKS", "RULE_POST_FIX", "RULE_PRE_FIX", "Disagreement",
@@ -75,11 +76,6 @@ RULE_TEXT = {
     "undetermined": "undetermined: no checked config tells the two rules apart",
     "neither": "neither rule: upstream's minimum matches neither",
 }
-
-
-class Disagreement(Exception):
-    """Our own signal that a comparison disagreed (recorded already); ends a Hypothesis property.
-    Never an ``AssertionError``: an assert inside upstream code must not pass for one of ours."""
 
 
 class SourceInconsistent(SwafloorError):

@@ -9,6 +9,8 @@ from hypothesis import strategies as st
 
 from swafloor.reference import AttentionLayer, Config, SsmLayer, build_layout
 
+from .signals import Disagreement
+
 __all__ = ["run_properties"]
 
 _t = st.integers(1, 64)
@@ -64,9 +66,8 @@ def _batch_case(draw):
 def run_properties(checker: Any, examples: int, seed: int, tick: Callable[[str, int, int], None]) -> None:
     """Run each comparison on ``examples`` random inputs. A mismatch, or an exception raised by
     upstream code, is recorded by the checker with its whole input and ends that property (by our own
-    :class:`~.compare.Disagreement`, never an ``AssertionError``, so an assert inside upstream code or a
+    :class:`~.signals.Disagreement`, never an ``AssertionError``, so an assert inside upstream code or a
     stand-in cannot pass for one of ours); an error of ours is recorded as *could not run*."""
-    from .compare import Disagreement
 
     def run(name: str, strategy: Any, body: Callable[[Any], bool]) -> None:
         done = [0]

@@ -66,7 +66,7 @@ def run(args) -> int:
     from swafloor.fuzz.trtllm.compare import CHECKS, RULE_TEXT, Checker
     from swafloor.fuzz.trtllm.loader import load
 
-    from swafloor.cli import one_line
+    from ..cli import one_line
 
     upstream = load(args.source)  # LoadError -> one line, exit 2 (swafloor.cli)
     progress = _Progress(not args.no_progress)

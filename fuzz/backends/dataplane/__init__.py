@@ -68,9 +68,19 @@ def _observations(inner: BackendRecord) -> dict[Part, Comparison]:
 
 def wrap(inner: BackendRecord, device: str, seed: int = 0, name: str | None = None) -> BackendRecord:
     """Paged attention on a device through another backend's block tables: the record of ``inner``
-    wrapped on ``device`` (``cpu`` or ``cuda``)."""
-    caps: Capabilities = attrs.evolve(inner.capabilities, observations=_observations(inner),
-                                      needs_gpu=device.startswith("cuda"))
+    wrapped on ``device`` (``cpu`` or ``cuda``). Its capabilities' notes say where slot ids come from:
+    the backend's own, or (table-only) a mirror of its tables."""
+    inner_caps = inner.capabilities
+    if inner_caps.mode(Part.SLOTS) is not None:
+        notes = inner_caps.notes + ("data plane: through the backend's own slot ids",)
+    elif inner.name.startswith(PREFIX):
+        notes = inner_caps.notes
+    else:
+        from .tables import TABLE_ONLY
+
+        notes = inner_caps.notes + ("data plane " + TABLE_ONLY,)
+    caps: Capabilities = attrs.evolve(inner_caps, observations=_observations(inner),
+                                      needs_gpu=device.startswith("cuda"), notes=notes)
     label = name or PREFIX + inner.name
 
     def make(config: Config):

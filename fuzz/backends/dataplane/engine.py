@@ -37,7 +37,7 @@ import torch.nn.functional as F
 
 from swafloor.reference import LifeCycleKind
 
-__all__ = ["Engine", "Writer", "Mismatch", "Row", "token_data", "POISON", "ATOL", "RTOL", "QUERY_CAP"]
+__all__ = ["Engine", "Writer", "Mismatch", "Row", "token_data", "POISON", "ATOL", "RTOL", "QUERY_CHUNK"]
 
 HEADS = 2
 HEAD_DIM = 8
@@ -48,9 +48,11 @@ SSM_DECAY = 0.875
 #: float32 storage; an SSM state is rounded to float32 each time it is stored).
 ATOL = 1e-5
 RTOL = 1e-5
-#: In-flight tokens computed per (request, life cycle) and step: all of them up to this many, else
-#: the first and the last ``QUERY_CAP // 2`` (every in-flight token is still written).
-QUERY_CAP = 16
+#: Every in-flight token of a step is computed; attention takes them in pieces of this many queries
+#: (a piece is a row of its own), at most ``PIECES_PER_CALL`` pieces per attention call, so a long
+#: chunked step costs memory in proportion to the piece, not to the chunk.
+QUERY_CHUNK = 64
+PIECES_PER_CALL = 32
 _SCAN_CHUNK = 256
 _FULL_WINDOW = 1 << 40
 _M32 = 0xFFFFFFFF
@@ -153,10 +155,20 @@ class Mismatch:
 
 
 def _query_positions(h: int, c: int) -> list[int]:
-    if c - h <= QUERY_CAP:
-        return list(range(h, c))
-    half = QUERY_CAP // 2
-    return list(range(h, h + half)) + list(range(c - half, c))
+    return list(range(h, c))
+
+
+def _pieces(rows: list["Row"]) -> list["Row"]:
+    """Each attention row cut into rows of at most ``QUERY_CHUNK`` in-flight tokens (a token's output
+    depends on its position alone, so a piece is checked as its own row)."""
+    out = []
+    for r in rows:
+        if r.capacity - r.history <= QUERY_CHUNK:
+            out.append(r)
+            continue
+        for lo in range(r.history, r.capacity, QUERY_CHUNK):
+            out.append(attrs.evolve(r, history=lo, capacity=min(r.capacity, lo + QUERY_CHUNK)))
+    return out
 
 
 class Engine:
@@ -310,7 +322,12 @@ class Engine:
         mismatch, or None."""
         attention = [r for r in rows if self.life_cycles[r.life_cycle].kind is not LifeCycleKind.SSM]
         ssm = [r for r in rows if self.life_cycles[r.life_cycle].kind is LifeCycleKind.SSM]
-        found = self._check_attention(attention) if attention else None
+        found = None
+        pieces = _pieces(attention)
+        for at in range(0, len(pieces), PIECES_PER_CALL):
+            found = self._check_attention(pieces[at : at + PIECES_PER_CALL])
+            if found is not None:
+                break
         if found is None and ssm:
             found = self._check_ssm(ssm)
         return found
@@ -456,7 +473,7 @@ class Engine:
 
     def _check_ssm(self, rows: list[Row]) -> Mismatch | None:
         dev, H, D = self.device, self.heads, self.head_dim
-        counts = [min(r.capacity - r.history, QUERY_CAP) for r in rows]
+        counts = [r.capacity - r.history for r in rows]  # every in-flight token, in one scan
         n = max(counts)
         R = len(rows)
         index = [

@@ -1,25 +1,29 @@
 """Where the data plane reads slot ids from: what block table, with slot ids, a wrapped backend shows.
 
-The protocol's ``tables`` part says which blocks hold a slot, not which slot. A backend that knows its
-slot ids shows them by an optional method ``slot_tables()`` returning ``{request id: per life cycle
-{block: slot id}}`` (slot ids within the life cycle's pool group). The reference manager and its
-mutants are read directly (its per-request ``held`` maps). For any other backend that shows the
-``tables`` part, slots are assigned by a mirror pool (lowest free slot first, released blocks freed
-before new ones are taken), so the data plane checks *which blocks* it keeps, not its slot
-bookkeeping. No torch here.
+The protocol's ``tables`` part says which blocks hold a slot, not which slot. A backend that shows
+physical identity (the ``slots`` part: the reference, its seeded bugs, vLLM) is read through its own
+slot ids, each pool's ids given a fixed row of device memory the first time they are seen, so two
+blocks the backend puts in one slot share one row, and the data plane checks the backend's own slot
+bookkeeping. A data plane wrapping a data plane reads the inner one's ``slot_tables()``. Any other
+backend that shows the ``tables`` part runs *table-only*: slots are assigned by a mirror pool (lowest
+free slot first, released blocks freed before new ones are taken), so the data plane checks which
+blocks it keeps, never its slot bookkeeping, and its capabilities say so. No torch here.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from swafloor.reference import Manager
+from ...protocol import BackendCheckFailed, Part, parts_of, slots_of
 
-from ...protocol import Part, parts_of
-
-__all__ = ["SlotSource", "slot_source", "NoBlockTables"]
+__all__ = ["SlotSource", "slot_source", "NoBlockTables", "TABLE_ONLY"]
 
 Tables = dict  # request id -> list (per life cycle) of {block: slot}
+
+TABLE_ONLY = (
+    "table-only: the backend shows no slot ids, so slots are mirrored from its tables part and its slot "
+    "bookkeeping is not checked"
+)
 
 
 class NoBlockTables(Exception):
@@ -47,23 +51,49 @@ class _Declared(SlotSource):
         return {rid: [dict(t) for t in tables] for rid, tables in self.method().items()}
 
 
-class _ReferenceManager(SlotSource):
-    """The reference manager (or a subclass): its per-request block -> slot maps."""
+class _Identity(SlotSource):
+    """The backend's own slot ids (its ``slots`` part), each mapped to a fixed row of its pool."""
 
-    kind = "the reference manager's slot ids"
+    kind = "the backend's own slot ids"
 
-    def __init__(self, manager: Manager):
-        self.manager = manager
+    def __init__(self, backend: Any, group_of: tuple[int, ...], totals: tuple[int, ...]):
+        self.backend = backend
+        self.group_of = group_of
+        self.totals = totals
+        self.rows: list[dict[Any, int]] = [{} for _ in totals]  # per pool group: backend slot id -> row
 
     def read(self) -> Tables:
-        # The manager's own record of which slot each block holds (read-only access).
-        return {rid: [dict(held) for held in req.held] for rid, req in self.manager._requests.items()}
+        view = slots_of(self.backend, self.backend.observe())
+        if view is None:
+            raise NoBlockTables("the backend declares the 'slots' part but shows no slot map")
+        tables: Tables = {}
+        for rid, per_lc in view.held.items():
+            mapped = []
+            for lc, table in enumerate(per_lc):
+                g = self.group_of[lc]
+                rows = self.rows[g]
+                mine = {}
+                for b, s in table.items():
+                    row = rows.get(s)
+                    if row is None:
+                        row = len(rows)
+                        if row >= self.totals[g]:
+                            raise BackendCheckFailed(
+                                f"slots.pool[{g}]",
+                                f"the backend has used {row + 1} distinct slot ids in pool group {g}, which has "
+                                f"{self.totals[g]} slots (last: {s!r} for {rid}/lc{lc}/block{b})",
+                            )
+                        rows[s] = row
+                    mine[b] = row
+                mapped.append(mine)
+            tables[rid] = mapped
+        return tables
 
 
 class _Mirror(SlotSource):
-    """Slot ids assigned here from the backend's ``tables`` part."""
+    """Slot ids assigned here from the backend's ``tables`` part (table-only)."""
 
-    kind = "slots mirrored from the tables part"
+    kind = TABLE_ONLY
 
     def __init__(self, backend: Any, group_of: tuple[int, ...], totals: tuple[int, ...]):
         self.backend = backend
@@ -103,9 +133,8 @@ def slot_source(backend: Any, capabilities: Any, group_of: tuple[int, ...], tota
     declared = getattr(backend, "slot_tables", None)
     if callable(declared):
         return _Declared(declared)
-    manager = getattr(backend, "manager", None)
-    if isinstance(manager, Manager):
-        return _ReferenceManager(manager)
+    if capabilities.mode(Part.SLOTS) is not None:
+        return _Identity(backend, group_of, totals)
     if capabilities.mode(Part.TABLES) is not None:
         return _Mirror(backend, group_of, totals)
-    raise NoBlockTables("the backend shows no block tables (neither slot_tables() nor the 'tables' part)")
+    raise NoBlockTables("the backend shows no block tables (neither slot ids nor the 'tables' part)")

@@ -1,0 +1,156 @@
+"""Bugs planted in vLLM's own ``BlockPool`` (monkeypatched, in the vLLM venv), for tests/test_vllm.py.
+
+Each plant fires once per pool (so a Hypothesis example replays the same), at the first call where it
+can, and keeps vLLM's free-block *count* right, so
+that only physical identity (block ids, ref counts, the free queue's links) can show it:
+
+- ``alias``: ``get_new_blocks`` hands out a block another request still holds (its ref count raised)
+  instead of the block it popped, which goes back to the queue.
+- ``leak``: ``free_blocks`` drops one block: its ref count falls to 0 but it never rejoins the queue.
+- ``double-free``: ``free_blocks`` frees one block a second time (vLLM's own ``free_blocks`` again:
+  its ref count falls below zero; the queue and its count are untouched).
+- ``requeue``: ``free_blocks`` puts one block it freed on the queue a second time (the linked list
+  is then corrupt).
+
+``python -m tests.vllm_plants NAME [EXAMPLES [BACKEND]]`` runs the ci profile of ``vllm`` (or BACKEND,
+e.g. ``dataplane:vllm``) with the plant,
+replays the shrunk trace step by step with the plant fresh, and prints one JSON line: the divergence
+(field, step index) and the step index at which the plant fired.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from swafloor.fuzz.backends import resolve
+from swafloor.fuzz.lockstep import Lockstep
+from swafloor.fuzz.runner import run_campaign
+
+PLANTS = ("alias", "leak", "double-free", "requeue")
+
+
+class Plant:
+    def __init__(self, name: str):
+        from vllm.v1.core.block_pool import BlockPool
+
+        self.name = name
+        self.fired = False
+        self.pool_class = BlockPool
+        self.originals = {"get_new_blocks": BlockPool.get_new_blocks, "free_blocks": BlockPool.free_blocks}
+
+    def install(self) -> None:
+        plant = self
+        get_new_blocks, free_blocks = self.originals["get_new_blocks"], self.originals["free_blocks"]
+
+        def aliasing_get_new_blocks(pool, num_blocks):
+            blocks = get_new_blocks(pool, num_blocks)
+            if _fired(pool) or not blocks:
+                return blocks
+            taken = {b.block_id for b in blocks}
+            held = [b for b in pool.blocks if b.ref_cnt > 0 and not b.is_null and b.block_id not in taken]
+            if not held:
+                return blocks
+            popped, victim = blocks[0], held[0]
+            popped.ref_cnt -= 1
+            pool.free_block_queue.prepend_n([popped])
+            pool.free_block_queue.num_free_blocks -= 1  # the count stays what vLLM expects
+            victim.ref_cnt += 1
+            plant.fire(pool)
+            return [victim, *blocks[1:]]
+
+        def leaking_free_blocks(pool, ordered_blocks):
+            blocks = list(ordered_blocks)
+            real = [b for b in blocks if not b.is_null and b.ref_cnt == 1]
+            if _fired(pool) or not real:
+                return free_blocks(pool, blocks)
+            dropped = real[0]
+            free_blocks(pool, [b for b in blocks if b is not dropped])
+            dropped.ref_cnt -= 1  # released, but never queued
+            pool.free_block_queue.num_free_blocks += 1  # the count stays what vLLM expects
+            plant.fire(pool)
+
+        def double_freeing_free_blocks(pool, ordered_blocks):
+            blocks = list(ordered_blocks)
+            real = [b for b in blocks if not b.is_null and b.ref_cnt == 1]
+            free_blocks(pool, blocks)
+            if _fired(pool) or not real:
+                return
+            free_blocks(pool, [real[0]])  # the same block freed again
+            plant.fire(pool)
+
+        def requeueing_free_blocks(pool, ordered_blocks):
+            blocks = list(ordered_blocks)
+            real = [b for b in blocks if not b.is_null and b.ref_cnt == 1]
+            free_blocks(pool, blocks)
+            if _fired(pool) or not real:
+                return
+            pool.free_block_queue.append_n([real[0]])  # queued a second time
+            pool.free_block_queue.num_free_blocks -= 1  # the count stays what vLLM expects
+            plant.fire(pool)
+
+        patch = {
+            "alias": ("get_new_blocks", aliasing_get_new_blocks),
+            "leak": ("free_blocks", leaking_free_blocks),
+            "double-free": ("free_blocks", double_freeing_free_blocks),
+            "requeue": ("free_blocks", requeueing_free_blocks),
+        }[self.name]
+        setattr(self.pool_class, *patch)
+
+    def uninstall(self) -> None:
+        for attr, original in self.originals.items():
+            setattr(self.pool_class, attr, original)
+
+    def fire(self, pool) -> None:
+        pool._swafloor_plant_fired = True
+        self.fired = True
+
+    def reset(self) -> None:
+        self.fired = False
+
+
+def _fired(pool) -> bool:
+    return getattr(pool, "_swafloor_plant_fired", False)
+
+
+def run(name: str, examples: int, name_of_backend: str) -> dict:
+    plant = Plant(name)
+    plant.install()
+    try:
+        result = run_campaign(name_of_backend, profile="ci", examples=examples, out_dir=None)
+        row: dict = {"plant": name, "backend": name_of_backend, "examples": examples,
+                     "result": "pass" if result.divergence is None else "divergence"}
+        if result.divergence is None:
+            return row
+        d = result.divergence
+        row.update(field=d.field, step_index=d.step_index, reason=d.reason, steps=len(result.trace.steps),
+                   first_failure_example=result.first_failure_example)
+        # Replay the shrunk trace with the plant fresh: the step at which it fires is where it must be seen.
+        plant.reset()
+        backend, against = resolve(name_of_backend), resolve("reference")
+        lock = Lockstep(result.trace.config, backend.factory, against.factory, backend.capabilities)
+        fired_at = seen_at = None
+        for i, step in enumerate(result.trace.steps):
+            found, _ = lock.apply(step)
+            if plant.fired and fired_at is None:
+                fired_at = i
+            if found is not None:
+                seen_at = i
+                row["replay_field"] = found.field
+                break
+        row.update(fired_at=fired_at, seen_at=seen_at)
+        return row
+    finally:
+        plant.uninstall()
+
+
+def main(argv: list[str]) -> int:
+    examples = int(argv[0])
+    for spec in argv[1:]:
+        name, _, name_of_backend = spec.partition("@")
+        print(json.dumps(run(name, examples, name_of_backend or "vllm")), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
