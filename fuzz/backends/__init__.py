@@ -21,7 +21,7 @@ import attrs
 from swafloor.reference.seeded_bugs import DATA_PLANE, SEEDED_BUGS, TABLE_ONLY, SeededBug
 from swafloor.reference.show import bounded, one_line
 
-from ..protocol import BackendRecord, Comparison, Operation, Part, UnknownBackend, declaration_of
+from ..protocol import DEFAULT_PARTS, BackendRecord, Comparison, Operation, Part, UnknownBackend, declaration_of
 
 __all__ = ["REGISTRY", "DATAPLANE", "MUTANT_NAMES", "DATA_MUTANT_NAMES", "DATAPLANE_PREFIX", "Registered",
            "UnknownBackend", "BackendRecord", "ResolvedBackend", "resolve", "names", "check_factory", "backend_rows"]
@@ -202,8 +202,11 @@ def backend_rows() -> list[dict[str, str]]:
         module, _, attr = registered.target.partition(":")
         caps = declaration_of(getattr(importlib.import_module(module), attr)).capabilities
         modes = caps.observations
-        if set(modes) == set(Part) and all(m is Comparison.EXACT for m in modes.values()):
-            compares = "every part, exact"
+        exact = all(m is Comparison.EXACT for m in modes.values())
+        if set(modes) == set(Part) and exact:
+            compares = "every part, exact (physical identity included)"
+        elif set(modes) == DEFAULT_PARTS and exact:
+            compares = "every part, exact (no slot ids: physical identity not compared)"
         else:
             compares = ", ".join(f"{p.value} {m.value}" for p, m in modes.items())
         rows.append({"name": name, "factory": registered.target, "compares": compares,
