@@ -43,6 +43,7 @@ __all__ = [
     "ALL_OPERATIONS",
     "ALL_PARTS",
     "EXACT_EVERYTHING",
+    "ALL_SEMANTICS",
 ]
 
 
@@ -125,8 +126,10 @@ class Capabilities:
     ``resize(capacity, current history)``, on both sides. ``capacity_cuts``: whether capacity may be
     lowered (False: the engine never shrinks a block table, so the generator never lowers capacity).
     ``semantics``: the reference :class:`~swafloor.reference.Semantics` the backend claims (tokens in
-    flight, when stale blocks are freed, what suspend does, the first resume's copy slot); every
-    generated config carries it, so the reference side is built with the same semantics.
+    flight, when stale blocks are freed, what suspend does, the first resume's copy slot, the release
+    order); every generated config carries it, so the reference side is built with the same semantics.
+    ``all_semantics``: the backend serves every ``Semantics`` a config names (the reference, the
+    oracle); the generator then draws one per example instead of using ``semantics``.
     ``needs_gpu``: informational; the factory itself raises if the GPU is missing.
     """
 
@@ -146,6 +149,7 @@ class Capabilities:
     capacity_cuts: bool = True
     semantics: Semantics = attrs.field(factory=Semantics)
     needs_gpu: bool = False
+    all_semantics: bool = False
 
     def __attrs_post_init__(self) -> None:
         required = {Operation.CREATE, Operation.RESUME, Operation.RESIZE}
@@ -193,14 +197,18 @@ class Capabilities:
         ]
         semantics = (
             f"semantics [in-flight {sem.in_flight_tokens}, free {sem.free_stale.value}, suspend {sem.suspend.value}, "
-            f"first-resume copy {'yes' if sem.first_resume_copy else 'no'}]"
+            f"first-resume copy {'yes' if sem.first_resume_copy else 'no'}, {sem.release_order.value}]"
         )
+        if self.all_semantics:
+            semantics = "semantics [any, drawn per example]"
         return f"operations [{ops}]; observations [{parts}]; layers [{kinds}]; {semantics}" + (
             f"; {', '.join(flags)}" if flags else ""
         ) + ("; needs a GPU" if self.needs_gpu else "")
 
 
 EXACT_EVERYTHING = Capabilities()
+#: Everything, compared exactly, under every semantics (the reference and the oracle).
+ALL_SEMANTICS = Capabilities(all_semantics=True)
 
 
 class Unsupported(SwafloorError):

@@ -5,12 +5,12 @@ from __future__ import annotations
 from swafloor.reference import Config, Manager
 
 from ..adapter import ManagerBackend
-from ..protocol import EXACT_EVERYTHING, factory
+from ..protocol import ALL_SEMANTICS, factory
 
 __all__ = ["ManagerBackend", "reference"]
 
 
-@factory(EXACT_EVERYTHING, name="reference")
+@factory(ALL_SEMANTICS, name="reference")
 def reference(config: Config) -> ManagerBackend:
-    """The reference manager (release-first order)."""
+    """The reference manager, in the release order its config's semantics name."""
     return ManagerBackend(Manager(config))

@@ -161,7 +161,8 @@ def run(args) -> int:
     if result.divergence is None:
         print(f"fuzz: {result.result} after {result.examples} examples in {result.seconds:.1f} s "
               f"(+ {result.import_seconds:.1f} s importing the backend; {result.discard_rate:.1%} discarded, "
-              f"{result.swa_share:.1%} with SWA)", file=sys.stderr)
+              f"{result.swa_share:.1%} with SWA, {result.semantics_share:.1%} with non-default semantics)",
+              file=sys.stderr)
     else:  # the same example number as the report on stdout; the rest were spent shrinking
         print(f"fuzz: divergence found at example {result.first_failure_example}; {result.examples} examples "
               f"in all, shrinking included, in {result.seconds:.1f} s", file=sys.stderr)

@@ -69,7 +69,10 @@ def _observations(inner: Any) -> dict[Part, Comparison]:
 
 def wrap(inner: Any, device: str, seed: int = 0, name: str | None = None):
     """A factory wrapping the resolved backend ``inner`` on ``device`` (``cpu`` or ``cuda``)."""
-    caps = attrs.evolve(inner.capabilities, observations=_observations(inner), needs_gpu=device.startswith("cuda"))
+    caps = attrs.evolve(
+        inner.capabilities, observations=_observations(inner), needs_gpu=device.startswith("cuda"),
+        all_semantics=False,  # the data plane is checked under the semantics its inner backend claims
+    )
     label = name or PREFIX + inner.name
 
     @factory(caps, name=label)
