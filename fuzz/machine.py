@@ -233,18 +233,27 @@ def build_machine(
                     return
 
         @precondition(lambda self: Operation.COMMIT in ops and self._has("active", "suspended"))
-        @rule(rounds=st.integers(1, batch_rounds))
-        def decode_batch(self, rounds: int) -> None:
+        @rule(rounds=st.integers(1, batch_rounds), fused=st.integers(0, 3))
+        def decode_batch(self, rounds: int, fused: int) -> None:
             """Continuous batching: the suspended requests are resumed (admitted) in turn, then
             ``rounds`` rounds in which every active request, in turn, takes a decode step
-            (resize(h + 1, h), then commit); a request that runs out of slots or stops being active
-            leaves the batch. Many steps for one rule: most of a campaign's steps."""
+            (resize(h + 1, h), then commit; a quarter of the batches (``fused == 3``) take fused
+            steps instead, as :meth:`fused_decode`); a request that runs out of slots or stops being
+            active leaves the batch. Many steps for one rule: most of a campaign's steps."""
             for rid in self._ids("suspended"):
                 self._apply(Step.resume(rid))
             batch = self._ids("active")
             for _ in range(rounds):
                 for rid in tuple(batch):
-                    _, h = self.lock.lengths[rid]
+                    c, h = self.lock.lengths[rid]
+                    if fused == 3 and c > h:  # (h, h + 1) -> (h + 1, h + 2) in one call
+                        if commit_first:
+                            self._apply(Step.commit(rid, 1))
+                        if self._active(rid):
+                            self._step(rid, h + 2, h + 1)
+                        if not self._active(rid) or self.lock.lengths[rid] != (h + 2, h + 1):
+                            batch.remove(rid)
+                        continue
                     if self._step(rid, h + 1, h).ok and self._active(rid):
                         self._apply(Step.commit(rid, 1))
                     if not self._active(rid) or self.lock.lengths[rid][1] != h + 1:
@@ -290,12 +299,20 @@ def build_machine(
             self._apply(Step.resize(rid, max(h, c - cut), h))
 
         @precondition(lambda self: self._has("active"))
-        @rule(pick=PICK, blocks=st.integers(1, 4), rest=st.integers(0, 127))
-        def reserve_ahead(self, pick: int, blocks: int, rest: int) -> None:
-            """Reserve capacity several blocks past history and commit nothing: resize(h + d, h)."""
+        @rule(pick=PICK, blocks=st.integers(1, 4), rest=st.integers(0, 127), advance=st.integers(0, 3))
+        def reserve_ahead(self, pick: int, blocks: int, rest: int, advance: int) -> None:
+            """Reserve capacity several blocks past history, committing nothing after it:
+            resize(h' + d, h'). Half the time (``advance`` 2 or 3) the same call first finalizes the
+            tokens already reserved (h' = c, as a fused step does; a backend that commits before it
+            allocates commits them first), so the call releases blocks while it allocates."""
             rid = self._pick(pick, "active")
-            _, h = self.lock.lengths[rid]
-            self._step(rid, h + blocks * self.t + rest % self.t, h)
+            c, h = self.lock.lengths[rid]
+            nh = c if advance >= 2 else h
+            if commit_first and nh > h:
+                self._apply(Step.commit(rid, nh - h))
+                if not self._active(rid):
+                    return
+            self._step(rid, nh + blocks * self.t + rest % self.t, nh)
 
         # ------------------------------------------------------------ misuse
         @precondition(lambda self: misuse_allowed and self._has("active", "suspended", "closed"))

@@ -1,6 +1,7 @@
 """Backends and their registry: names mapped to ``module:factory`` strings, imported only when named.
 
-Slow or GPU-bound backends therefore cost nothing until used. A name not in the registry that has
+Slow or GPU-bound backends therefore cost nothing until used. ``reference-mutant:NAME`` names a seeded
+bug of the reference itself (:mod:`swafloor.fuzz.reference_mutants`), for the oracle to catch. A name not in the registry that has
 the form ``MODULE:FACTORY`` loads a third-party factory (a ``config -> Backend`` callable, ideally
 decorated with :func:`swafloor.fuzz.protocol.factory` to declare its capabilities).
 """
@@ -109,6 +110,10 @@ def resolve(spec: str, field: str = "backend", *, allow_import: bool = True) -> 
         from .dataplane import resolve_dataplane
 
         return resolve_dataplane(spec, field)
+    if spec.startswith("reference-mutant:"):  # a seeded bug of the reference (swafloor.fuzz.reference_mutants)
+        from ..reference_mutants import resolve_mutant
+
+        return resolve_mutant(spec, field)
     if spec not in REGISTRY and not allow_import:
         raise UnknownBackend(field, spec, _ONLY_REGISTERED)
     target = REGISTRY.get(spec, spec)
