@@ -194,9 +194,14 @@ def build_machine(
             self._apply(Step.resume(self._pick(pick, "suspended")))
 
         @precondition(lambda self: Operation.SUSPEND in ops and self._has("active"))
-        @rule(pick=PICK)
-        def suspend(self, pick: int) -> None:
-            self._apply(Step.suspend(self._pick(pick, "active")))
+        @rule(pick=PICK, again=st.booleans())
+        def suspend(self, pick: int, again: bool) -> None:
+            """Suspend an active request; half the time resume it at once (an engine preempting a
+            request and admitting it again: under ``suspend=keep`` it still holds its slots)."""
+            rid = self._pick(pick, "active")
+            self._apply(Step.suspend(rid))
+            if again and self.lock.states.get(rid) == "suspended":
+                self._apply(Step.resume(rid))
 
         @precondition(lambda self: Operation.CLOSE in ops and self._has("active", "suspended"))
         @rule(pick=PICK)
@@ -233,12 +238,12 @@ def build_machine(
                     return
 
         @precondition(lambda self: Operation.COMMIT in ops and self._has("active", "suspended"))
-        @rule(rounds=st.integers(1, batch_rounds), fused=st.integers(0, 3))
-        def decode_batch(self, rounds: int, fused: int) -> None:
+        @rule(rounds=st.integers(1, batch_rounds), fused=st.booleans())
+        def decode_batch(self, rounds: int, fused: bool) -> None:
             """Continuous batching: the suspended requests are resumed (admitted) in turn, then
             ``rounds`` rounds in which every active request, in turn, takes a decode step
-            (resize(h + 1, h), then commit; a quarter of the batches (``fused == 3``) take fused
-            steps instead, as :meth:`fused_decode`); a request that runs out of slots or stops being
+            (resize(h + 1, h), then commit; half of the batches (``fused``) take fused steps
+            instead, as :meth:`fused_decode`); a request that runs out of slots or stops being
             active leaves the batch. Many steps for one rule: most of a campaign's steps."""
             for rid in self._ids("suspended"):
                 self._apply(Step.resume(rid))
@@ -246,7 +251,7 @@ def build_machine(
             for _ in range(rounds):
                 for rid in tuple(batch):
                     c, h = self.lock.lengths[rid]
-                    if fused == 3 and c > h:  # (h, h + 1) -> (h + 1, h + 2) in one call
+                    if fused and c > h:  # (h, h + 1) -> (h + 1, h + 2) in one call
                         if commit_first:
                             self._apply(Step.commit(rid, 1))
                         if self._active(rid):
@@ -289,34 +294,45 @@ def build_machine(
             self._apply(Step.commit(rid, min(tokens, c - h)))
 
         @precondition(lambda self: cuts and self._has("active"))
-        @rule(pick=PICK, blocks=st.integers(0, 3), rest=st.integers(0, 127))
-        def shrink_capacity(self, pick: int, blocks: int, rest: int) -> None:
+        @rule(pick=PICK, blocks=st.integers(0, 3), rest=st.integers(0, 127), left=st.integers(0, 127))
+        def shrink_capacity(self, pick: int, blocks: int, rest: int, left: int) -> None:
             """Give back reserved capacity: resize(max(h, c - cut), h), the cut ``blocks`` whole blocks
-            plus a remainder below a block (at least one token)."""
+            plus a remainder below a block (at least one token). When less than the cut is reserved,
+            the rule first reserves the cut plus ``left`` (below a block): resize(h + cut + left, h),
+            so that the cut lands ``left`` tokens past history and frees the blocks past it, or none
+            when it stays inside the last block."""
             rid = self._pick(pick, "active")
             c, h = self.lock.lengths[rid]
             cut = max(1, blocks * self.t + rest % self.t)
+            if c - h < cut:
+                if not self._step(rid, h + cut + left % self.t, h).ok or not self._active(rid):
+                    return
+                c, h = self.lock.lengths[rid]
             self._apply(Step.resize(rid, max(h, c - cut), h))
 
         @precondition(lambda self: self._has("active"))
         @rule(pick=PICK, blocks=st.integers(1, 4), rest=st.integers(0, 127), advance=st.integers(0, 3))
         def reserve_ahead(self, pick: int, blocks: int, rest: int, advance: int) -> None:
             """Reserve capacity several blocks past history, committing nothing after it:
-            resize(h' + d, h'). Half the time (``advance`` 2 or 3) the same call first finalizes the
-            tokens already reserved (h' = c, as a fused step does; a backend that commits before it
-            allocates commits them first), so the call releases blocks while it allocates."""
+            resize(h' + d, h') with d = ``blocks`` blocks plus a remainder. With ``advance`` 2 the
+            same call first finalizes the tokens already reserved (h' = c, as a fused step does; a
+            backend that commits before it allocates commits them first); with ``advance`` 3 it
+            finalizes a whole chunk of d tokens (h' = h + d, as a prefill chunk computed in one call
+            does) and reserves one token plus the remainder. Either way the call releases blocks
+            while it allocates, so out of slots it reports what it would have released."""
             rid = self._pick(pick, "active")
             c, h = self.lock.lengths[rid]
-            nh = c if advance >= 2 else h
+            d = blocks * self.t + rest % self.t
+            nh = h if advance < 2 else c if advance == 2 or commit_first else h + d
             if commit_first and nh > h:
                 self._apply(Step.commit(rid, nh - h))
                 if not self._active(rid):
                     return
-            self._step(rid, nh + blocks * self.t + rest % self.t, nh)
+            self._step(rid, nh + (1 + rest % self.t if advance == 3 else d), nh)
 
         # ------------------------------------------------------------ misuse
         @precondition(lambda self: misuse_allowed and self._has("active", "suspended", "closed"))
-        @rule(pick=PICK, kind=st.integers(0, 10), d=st.integers(0, 9))
+        @rule(pick=PICK, kind=st.integers(0, 12), d=st.integers(0, 9))
         def misuse(self, pick: int, kind: int, d: int) -> None:
             """An operation the manager must reject with a RequestError naming the same field."""
             active, suspended, closed = self._ids("active"), self._ids("suspended"), self._ids("closed")

@@ -223,3 +223,55 @@ def test_liveness_counts_kept_suspended_requests_and_reads_the_hold_floor():
         assert m.resize("r", h + 2, h + 1).ok
     assert not m.resize("r", worst + 2, worst + 1).ok
     assert lifecycle.transition_peak(worst, worst + 1, worst + 2, t, window, 0, True) == two_step
+
+
+# --------------------------------------------------------------------------- the generator's corners
+def _corner_counts(examples: int = 300) -> dict[str, int]:
+    """What the ci campaign (oracle against reference) draws in ``examples`` examples: configs with
+    non-default semantics, with three or more life cycles, with a non-monotone pool-group map;
+    capacity cuts that free blocks (and those that free none); misuse steps putting capacity between
+    the old and the new history (and those of them with the capacity above the old history)."""
+    from swafloor.fuzz import lockstep
+    from swafloor.fuzz.runner import run_campaign
+
+    counts = dict.fromkeys(("configs", "semantics", "three_life_cycles", "non_monotone", "cuts_freeing",
+                            "cuts_freeing_none", "between", "between_above"), 0)
+    original_init, original_apply = lockstep.Lockstep.__init__, lockstep.Lockstep.apply
+
+    def init(self, config, *args, **kwargs):
+        original_init(self, config, *args, **kwargs)
+        layout = build_layout(config)
+        counts["configs"] += 1
+        counts["semantics"] += config.semantics != Semantics()
+        counts["three_life_cycles"] += len(layout.life_cycles) >= 3
+        counts["non_monotone"] += list(layout.pool_group_of) != sorted(layout.pool_group_of)
+
+    def apply(self, step):
+        if step.op.value == "resize" and step.request in self.lengths and self.states.get(step.request) == "active":
+            c, h = self.lengths[step.request]
+            t = self.config.tokens_per_block
+            if h <= step.history <= step.capacity < c:
+                counts["cuts_freeing" if -(-step.capacity // t) < -(-c // t) else "cuts_freeing_none"] += 1
+            if h <= step.capacity < step.history:
+                counts["between"] += 1
+                counts["between_above"] += step.capacity > h
+        return original_apply(self, step)
+
+    lockstep.Lockstep.__init__, lockstep.Lockstep.apply = init, apply
+    try:
+        result = run_campaign("oracle", "reference", profile="ci", examples=examples, out_dir=None)
+    finally:
+        lockstep.Lockstep.__init__, lockstep.Lockstep.apply = original_init, original_apply
+    assert result.divergence is None, result.divergence.describe()
+    return counts
+
+
+def test_the_ci_campaign_reaches_the_corners_it_used_to_miss():
+    counts = _corner_counts()
+    # before: no config with non-default semantics, 1-9 cuts freeing tail blocks, 5-16 interleaved maps
+    # of 400-470 configs, 7-24 misuse steps with capacity between the histories (all at the old one)
+    assert counts["semantics"] >= counts["configs"] // 4, counts
+    assert counts["three_life_cycles"] >= counts["configs"] // 8, counts
+    assert counts["non_monotone"] >= 25, counts
+    assert counts["cuts_freeing"] >= 30 and counts["cuts_freeing_none"] >= 10, counts
+    assert counts["between"] >= 40 and counts["between_above"] >= 20, counts

@@ -270,6 +270,16 @@ def pages_table() -> str:
     return "\n".join(lines)
 
 
+def reference_mutants() -> str:
+    """The seeded bugs of the reference, read from the table the campaign test uses."""
+    from swafloor.fuzz.reference_mutants import PREFIX, REFERENCE_MUTANTS
+
+    lines = ["| name | what it breaks | the bug |", "|---|---|---|"]
+    for mutant in REFERENCE_MUTANTS.values():
+        lines.append(f"| `{PREFIX}{mutant.name}` | {mutant.covers} | {mutant.description} |")
+    return "\n".join(lines)
+
+
 SECTIONS: dict[str, Callable[[], str]] = {
     "pages": pages_table,
     "semantics-options": semantics_options,
@@ -278,4 +288,5 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "comparison-summary": comparison_summary,
     "commands": commands_table,
     "backends": backends_table,
+    "reference-mutants": reference_mutants,
 }
