@@ -332,11 +332,12 @@ def build_machine(
 
         # ------------------------------------------------------------ misuse
         @precondition(lambda self: misuse_allowed and self._has("active", "suspended", "closed"))
-        @rule(pick=PICK, kind=st.integers(0, 12), d=st.integers(0, 9))
-        def misuse(self, pick: int, kind: int, d: int) -> None:
-            """An operation the manager must reject with a RequestError naming the same field."""
+        @rule(pick=PICK, between=st.sampled_from((True, False)), kind=st.integers(0, 8), d=st.integers(0, 9))
+        def misuse(self, pick: int, between: bool, kind: int, d: int) -> None:
+            """An operation the manager must reject with a RequestError naming the same field (half
+            the time, and first when shrinking: capacity between the old history and a new one)."""
             active, suspended, closed = self._ids("active"), self._ids("suspended"), self._ids("closed")
-            if kind >= 9 and active:  # capacity between the old history and a new one
+            if between and active:  # capacity between the old history and a new one
                 rid = active[pick % len(active)]
                 _, h = self.lock.lengths[rid]
                 step = Step.resize(rid, h + d, h + d + 1)

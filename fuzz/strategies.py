@@ -130,7 +130,7 @@ def configs(draw, caps: Capabilities = EXACT_EVERYTHING, tokens_per_block=TOKENS
         raw = draw(_per_group(0, groups - 1, life_cycles))
         used = sorted(set(raw))  # numbered 0..G-1, each used; the order of first use is left as drawn
         pool_groups = tuple(used.index(g) for g in raw)
-        if draw(st.booleans()):  # numbered backwards: a monotone map becomes a non-monotone one
+        if draw(st.sampled_from((True, False))):  # numbered backwards: a monotone map becomes non-monotone
             pool_groups = tuple(len(used) - 1 - g for g in pool_groups)
     floor_rule = "fixed"
     if caps.legacy_floor and draw(st.integers(0, 9)) == 9:  # rarely; shrinks towards "fixed"
