@@ -2,10 +2,21 @@
 
 The state machine and replay both use :class:`Lockstep`, so a saved trace replays exactly as it was
 found. Besides comparing, it checks the liveness the upstream fix promises: with every pool group at
-or above its (fixed-rule) minimum, a lone active request never runs out of slots on a decode step,
-i.e. a resize to ``capacity = history + 1`` (full attention: while that capacity fits the full
-attention share of the minimum). The check applies to both sides; the reference failing it would be
-a bug in the spec itself.
+or above its (fixed-rule) minimum, a lone request (the only one holding slots: a request suspended
+under ``suspend=keep`` still holds them) never runs out of slots on a decode step, i.e. a resize to
+``capacity = history + 1`` (full attention: while that capacity fits the full attention share of the
+minimum). The check applies to both sides; the reference failing it would be a bug in the spec itself.
+
+Which minimum is read depends on the semantics, always through the reference's own floor functions
+(:func:`~swafloor.reference.life_cycle_min_slots` via :func:`~swafloor.reference.build_layout`), never
+restated here. With ``k`` tokens in flight it is ``in_flight_floor(k)`` (theorem
+``in-flight-sufficient``). In the ``hold-until-return`` order a step that keeps its history is
+covered by that same minimum (it makes no block stale), and a step that advances history by one,
+holding what it makes stale, peaks at most at the 2-token step floor, which equals
+``in_flight_floor(1)`` (theorem ``same-call-release-transient-exact`` and the lemmas of
+``sync-floor-short-in-flight-exact``): with no tokens in flight
+it is checked against the minimum of the same config with one token in flight; with tokens in flight
+no theorem covers such a step, and it is not checked.
 
 Request states and lengths are read from the reference side's observation after every step (they
 follow its semantics: a recompute suspend resets history and capacity to 0); a side compared against
@@ -26,6 +37,8 @@ from swafloor.reference import (
     SwafloorError,
     FloorRule,
     LifeCycleKind,
+    ReleaseOrder,
+    SuspendMode,
     build_layout,
     full_attention_max_capacity,
     life_cycle_min_slots,
@@ -49,26 +62,49 @@ class BuildFailed(SwafloorError):
 
 @attrs.frozen
 class Liveness:
-    """When a decode step of a lone request must succeed, for one config."""
+    """When a decode step of a lone request must succeed, for one config: a step that keeps its
+    history (``applies``, ``max_capacity``) and one that advances it by one token (``advancing``,
+    ``advancing_max_capacity``); see the module docstring for the floors read."""
 
     applies: bool  # every pool group has at least its fixed-rule minimum
     max_capacity: int | None  # the largest capacity covered (full attention share); None: any
+    advancing: bool = False
+    advancing_max_capacity: int | None = None
+    any_advance: bool = False  # release-first: a step advancing history by any amount is covered
 
     @classmethod
     def of(cls, config: Config) -> "Liveness":
         layout = build_layout(config)
-        fixed = build_layout(attrs.evolve(config, floor_rule=FloorRule.FIXED, slots=None))
+        applies, max_capacity = cls._floor(config, layout, config.semantics.in_flight_tokens)
+        if config.semantics.release_order is not ReleaseOrder.HOLD_UNTIL_RETURN:
+            return cls(applies, max_capacity, applies, max_capacity, any_advance=True)
+        if config.semantics.in_flight_tokens == 0:
+            advancing, advancing_max = cls._floor(config, layout, 1)
+            return cls(applies, max_capacity, advancing, advancing_max)
+        return cls(applies, max_capacity)
+
+    @staticmethod
+    def _floor(config: Config, layout, in_flight: int) -> tuple[bool, int | None]:
+        """Whether the slots reach the fixed-rule minimum computed with ``in_flight`` tokens in
+        flight, and the largest capacity a full attention share of it serves (None: any)."""
+        semantics = attrs.evolve(config.semantics, in_flight_tokens=in_flight)
+        fixed = build_layout(attrs.evolve(config, floor_rule=FloorRule.FIXED, slots=None, semantics=semantics))
         applies = all(s >= m for s, m in zip(layout.slots, fixed.min_slots))
         t = layout.tokens_per_block
         max_capacity = None
         for lc in fixed.life_cycles:
             if lc.kind is LifeCycleKind.FULL:
-                share = life_cycle_min_slots(lc, t, FloorRule.FIXED, fixed.life_cycles)
+                share = life_cycle_min_slots(lc, t, FloorRule.FIXED, fixed.life_cycles, in_flight)
                 max_capacity = full_attention_max_capacity(t, share)
-        return cls(applies, max_capacity)
+        return applies, max_capacity
 
-    def covers(self, capacity: int) -> bool:
-        return self.applies and (self.max_capacity is None or capacity <= self.max_capacity)
+    def covers(self, capacity: int, advance: int = 0) -> bool:
+        """Whether a decode step to ``capacity`` that advances history by ``advance`` must succeed."""
+        if advance == 0 or (advance > 0 and self.any_advance):
+            return self.applies and (self.max_capacity is None or capacity <= self.max_capacity)
+        if advance == 1:
+            return self.advancing and (self.advancing_max_capacity is None or capacity <= self.advancing_max_capacity)
+        return False
 
 
 class Lockstep:
@@ -87,6 +123,8 @@ class Lockstep:
         self.states: dict[str, str] = {}  # request id -> state, tracked from the reference's results
         self.lengths: dict[str, tuple[int, int]] = {}  # request id -> (capacity, history), likewise
         self.retired: set[str] = set()  # closed on both sides after an accepted outcome slack
+        self.holding: set[str] = set()  # requests that hold slots on the reference side: active, or kept
+        self.keeps = config.semantics.suspend is SuspendMode.KEEP
         self.liveness = Liveness.of(config)
         self.slack_events = 0
         self.backend_seconds = 0.0
@@ -183,8 +221,11 @@ class Lockstep:
             self.lengths[rid] = (capacity, history)
 
     def _lone(self, request: str) -> bool:
+        """Whether ``request`` is active and no other request holds slots."""
         return self.states.get(request) == "active" and all(
-            state != "active" for rid, state in self.states.items() if rid != request
+            state != "active" and (rid not in self.holding or state == "closed")
+            for rid, state in self.states.items()
+            if rid != request
         )
 
     def _track(self, step: Step, result: Result) -> None:
@@ -203,10 +244,14 @@ class Lockstep:
         elif op is RESUME:
             if result.ok:
                 self.states[rid] = "active"
+                self.holding.add(rid)
         elif op is SUSPEND:
             self.states[rid] = "suspended"
+            if not self.keeps:
+                self.holding.discard(rid)
         else:
             self.states[rid] = "closed"
+            self.holding.discard(rid)
 
     def apply(self, step: Step) -> tuple[Divergence | None, Result]:
         """Run ``step`` on both sides; returns the first divergence (or None) and the reference's result."""
@@ -217,8 +262,8 @@ class Lockstep:
         decode = (
             step.op is RESIZE
             and step.capacity == step.history + 1
-            and self.liveness.covers(step.capacity)
             and self._lone(step.request)
+            and self.liveness.covers(step.capacity, step.history - self.lengths[step.request][1])
         )
         started = time.perf_counter()
         ref_result = run_step(self.reference, step)

@@ -7,7 +7,10 @@ history; half the time resumed at once), resume, decode steps (``resize(h + 1, h
 step per active request: the rule that makes most steps, so Hypothesis's cost per rule is spread
 over many compared steps), fused decode steps (``resize(h + 2, h + 1)``: history and capacity advanced in one call, as TensorRT-LLM
 steps), n-token steps (draft tokens, some accepted), prefill chunks, advance history (commit), shrink
-capacity, suspend, close, and misuse (operations that must be rejected with the same field).
+capacity (a cut of whole blocks plus a remainder, so cuts free tail blocks), reserve ahead (capacity
+several blocks past history, nothing committed), suspend, close, and misuse (operations that must be
+rejected with the same field; capacity between the old and a new history, ``resize(h + d, h + d + 1)``,
+weighted up).
 
 A rule is generated only when the backend supports its operations (and, for misuse, declares the
 ``errors`` part). For a backend that commits before it allocates (``commit_before_allocate``) no
@@ -34,7 +37,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition,
 from .compare import Divergence, Result
 from .lockstep import Lockstep
 from .protocol import Operation, Part, Unsupported
-from .strategies import configs, has_swa, horizon
+from .strategies import configs, default_semantics, has_swa, horizon
 from .trace import Step, Trace
 
 __all__ = ["DivergenceFound", "Stats", "build_machine", "MAX_OPEN_REQUESTS", "BATCH_ROUNDS"]
@@ -59,7 +62,8 @@ class Stats:
     discards (too large, no enabled rule); ``examples``: runs that completed without a divergence
     (what Hypothesis counts toward ``max_examples``); ``steps``: operations applied on each side;
     ``unsupported``: runs whose config the backend refused (:class:`Unsupported`, discarded);
-    ``served``: runs whose backend was built, ``served_swa`` those of them with an SWA life cycle;
+    ``served``: runs whose backend was built, ``served_swa`` those of them with an SWA life cycle,
+    ``served_semantics`` those with semantics other than the default;
     ``backend_seconds``/``reference_seconds``: time spent in each side's operations and
     observations (building included); the first divergence's example number (``examples`` before
     it, plus one) and time."""
@@ -70,6 +74,7 @@ class Stats:
     unsupported: int = 0
     served: int = 0
     served_swa: int = 0
+    served_semantics: int = 0
     backend_seconds: float = 0.0
     reference_seconds: float = 0.0
     started: float = attrs.field(factory=time.perf_counter)
@@ -160,9 +165,11 @@ def build_machine(
                 reject()
             stats.served += 1
             stats.served_swa += has_swa(config)
+            stats.served_semantics += not default_semantics(config)
             if self.lock.build_divergence is not None:
                 self._fail(self.lock.build_divergence)
             self.horizon = horizon(config)
+            self.t = config.tokens_per_block
             self.create(data, in_build=True)
             self._apply(Step.resume("r0"))
 
@@ -187,9 +194,14 @@ def build_machine(
             self._apply(Step.resume(self._pick(pick, "suspended")))
 
         @precondition(lambda self: Operation.SUSPEND in ops and self._has("active"))
-        @rule(pick=PICK)
-        def suspend(self, pick: int) -> None:
-            self._apply(Step.suspend(self._pick(pick, "active")))
+        @rule(pick=PICK, again=st.booleans())
+        def suspend(self, pick: int, again: bool) -> None:
+            """Suspend an active request; half the time resume it at once (an engine preempting a
+            request and admitting it again: under ``suspend=keep`` it still holds its slots)."""
+            rid = self._pick(pick, "active")
+            self._apply(Step.suspend(rid))
+            if again and self.lock.states.get(rid) == "suspended":
+                self._apply(Step.resume(rid))
 
         @precondition(lambda self: Operation.CLOSE in ops and self._has("active", "suspended"))
         @rule(pick=PICK)
@@ -226,18 +238,27 @@ def build_machine(
                     return
 
         @precondition(lambda self: Operation.COMMIT in ops and self._has("active", "suspended"))
-        @rule(rounds=st.integers(1, batch_rounds))
-        def decode_batch(self, rounds: int) -> None:
+        @rule(rounds=st.integers(1, batch_rounds), fused=st.booleans())
+        def decode_batch(self, rounds: int, fused: bool) -> None:
             """Continuous batching: the suspended requests are resumed (admitted) in turn, then
             ``rounds`` rounds in which every active request, in turn, takes a decode step
-            (resize(h + 1, h), then commit); a request that runs out of slots or stops being active
-            leaves the batch. Many steps for one rule: most of a campaign's steps."""
+            (resize(h + 1, h), then commit; half of the batches (``fused``) take fused steps
+            instead, as :meth:`fused_decode`); a request that runs out of slots or stops being
+            active leaves the batch. Many steps for one rule: most of a campaign's steps."""
             for rid in self._ids("suspended"):
                 self._apply(Step.resume(rid))
             batch = self._ids("active")
             for _ in range(rounds):
                 for rid in tuple(batch):
-                    _, h = self.lock.lengths[rid]
+                    c, h = self.lock.lengths[rid]
+                    if fused and c > h:  # (h, h + 1) -> (h + 1, h + 2) in one call
+                        if commit_first:
+                            self._apply(Step.commit(rid, 1))
+                        if self._active(rid):
+                            self._step(rid, h + 2, h + 1)
+                        if not self._active(rid) or self.lock.lengths[rid] != (h + 2, h + 1):
+                            batch.remove(rid)
+                        continue
                     if self._step(rid, h + 1, h).ok and self._active(rid):
                         self._apply(Step.commit(rid, 1))
                     if not self._active(rid) or self.lock.lengths[rid][1] != h + 1:
@@ -273,24 +294,58 @@ def build_machine(
             self._apply(Step.commit(rid, min(tokens, c - h)))
 
         @precondition(lambda self: cuts and self._has("active"))
-        @rule(pick=PICK, cut=st.integers(1, 8))
-        def shrink_capacity(self, pick: int, cut: int) -> None:
-            """Give back reserved capacity: resize(max(h, c - cut), h)."""
+        @rule(pick=PICK, blocks=st.integers(0, 3), rest=st.integers(0, 127), left=st.integers(0, 127))
+        def shrink_capacity(self, pick: int, blocks: int, rest: int, left: int) -> None:
+            """Give back reserved capacity: resize(max(h, c - cut), h), the cut ``blocks`` whole blocks
+            plus a remainder below a block (at least one token). When less than the cut is reserved,
+            the rule first reserves the cut plus ``left`` (below a block): resize(h + cut + left, h),
+            so that the cut lands ``left`` tokens past history and frees the blocks past it, or none
+            when it stays inside the last block."""
             rid = self._pick(pick, "active")
             c, h = self.lock.lengths[rid]
+            cut = max(1, blocks * self.t + rest % self.t)
+            if c - h < cut:
+                if not self._step(rid, h + cut + left % self.t, h).ok or not self._active(rid):
+                    return
+                c, h = self.lock.lengths[rid]
             self._apply(Step.resize(rid, max(h, c - cut), h))
+
+        @precondition(lambda self: self._has("active"))
+        @rule(pick=PICK, blocks=st.integers(1, 4), rest=st.integers(0, 127), advance=st.integers(0, 3))
+        def reserve_ahead(self, pick: int, blocks: int, rest: int, advance: int) -> None:
+            """Reserve capacity several blocks past history, committing nothing after it:
+            resize(h' + d, h') with d = ``blocks`` blocks plus a remainder. With ``advance`` 2 the
+            same call first finalizes the tokens already reserved (h' = c, as a fused step does; a
+            backend that commits before it allocates commits them first); with ``advance`` 3 it
+            finalizes a whole chunk of d tokens (h' = h + d, as a prefill chunk computed in one call
+            does) and reserves one token plus the remainder. Either way the call releases blocks
+            while it allocates, so out of slots it reports what it would have released."""
+            rid = self._pick(pick, "active")
+            c, h = self.lock.lengths[rid]
+            d = blocks * self.t + rest % self.t
+            nh = h if advance < 2 else c if advance == 2 or commit_first else h + d
+            if commit_first and nh > h:
+                self._apply(Step.commit(rid, nh - h))
+                if not self._active(rid):
+                    return
+            self._step(rid, nh + (1 + rest % self.t if advance == 3 else d), nh)
 
         # ------------------------------------------------------------ misuse
         @precondition(lambda self: misuse_allowed and self._has("active", "suspended", "closed"))
-        @rule(pick=PICK, kind=st.integers(0, 8))
-        def misuse(self, pick: int, kind: int) -> None:
-            """An operation the manager must reject with a RequestError naming the same field."""
+        @rule(pick=PICK, between=st.sampled_from((True, False)), kind=st.integers(0, 8), d=st.integers(0, 9))
+        def misuse(self, pick: int, between: bool, kind: int, d: int) -> None:
+            """An operation the manager must reject with a RequestError naming the same field (half
+            the time, and first when shrinking: capacity between the old history and a new one)."""
             active, suspended, closed = self._ids("active"), self._ids("suspended"), self._ids("closed")
-            if kind <= 4 and active:
+            if between and active:  # capacity between the old history and a new one
+                rid = active[pick % len(active)]
+                _, h = self.lock.lengths[rid]
+                step = Step.resize(rid, h + d, h + d + 1)
+            elif kind <= 4 and active:
                 rid = active[pick % len(active)]
                 c, h = self.lock.lengths[rid]
                 options = [
-                    Step.resize(rid, h, h + 1),  # capacity below history
+                    Step.resize(rid, h + d, h + d + 1),  # capacity below history
                     Step.resize(rid, -1, h),  # negative capacity
                     Step.resume(rid),  # already active
                 ]

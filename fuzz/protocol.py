@@ -53,6 +53,8 @@ __all__ = [
     "EXACT_EVERYTHING",
     "EXACT_WITH_IDENTITY",
     "DEFAULT_PARTS",
+    "ALL_SEMANTICS",
+    "REFERENCE_CAPABILITIES",
 ]
 
 
@@ -137,8 +139,10 @@ class Capabilities:
     ``resize(capacity, current history)``, on both sides. ``capacity_cuts``: whether capacity may be
     lowered (False: the engine never shrinks a block table, so the generator never lowers capacity).
     ``semantics``: the reference :class:`~swafloor.reference.Semantics` the backend claims (tokens in
-    flight, when stale blocks are freed, what suspend does, the first resume's copy slot); every
-    generated config carries it, so the reference side is built with the same semantics.
+    flight, when stale blocks are freed, what suspend does, the first resume's copy slot, the release
+    order); every generated config carries it, so the reference side is built with the same semantics.
+    ``all_semantics``: the backend serves every ``Semantics`` a config names (the reference, the
+    oracle); the generator then draws one per example instead of using ``semantics``.
     ``needs_gpu``: informational; the factory itself raises if the GPU is missing. ``adapter_set``:
     parts whose values the adapter sets itself rather than reads from the backend (e.g. a capacity the
     engine keeps no number for): reports name them, and they are never compared. ``notes``: what else a
@@ -163,6 +167,7 @@ class Capabilities:
     needs_gpu: bool = False
     adapter_set: frozenset[Part] = attrs.field(default=frozenset(), converter=lambda v: frozenset(Part(x) for x in v))
     notes: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    all_semantics: bool = False
 
     def __attrs_post_init__(self) -> None:
         required = {Operation.CREATE, Operation.RESUME, Operation.RESIZE}
@@ -214,8 +219,10 @@ class Capabilities:
         ]
         semantics = (
             f"semantics [in-flight {sem.in_flight_tokens}, free {sem.free_stale.value}, suspend {sem.suspend.value}, "
-            f"first-resume copy {'yes' if sem.first_resume_copy else 'no'}]"
+            f"first-resume copy {'yes' if sem.first_resume_copy else 'no'}, {sem.release_order.value}]"
         )
+        if self.all_semantics:
+            semantics = "semantics [any, drawn per example]"
         return f"operations [{ops}]; observations [{parts}]; layers [{kinds}]; {semantics}" + (
             f"; {', '.join(flags)}" if flags else ""
         ) + ("; needs a GPU" if self.needs_gpu else "") + (
@@ -225,8 +232,12 @@ class Capabilities:
 
 
 EXACT_EVERYTHING = Capabilities()
-#: Everything, exactly, physical identity included: the reference manager and its seeded bugs.
+#: Everything, compared exactly, under every semantics (the oracle: it keeps no slot ids).
+ALL_SEMANTICS = Capabilities(all_semantics=True)
+#: Everything, exactly, physical identity included: the seeded bugs of the reference.
 EXACT_WITH_IDENTITY = Capabilities(observations={p: Comparison.EXACT for p in Part})
+#: The reference manager: everything, exactly, physical identity included, under every semantics.
+REFERENCE_CAPABILITIES = Capabilities(observations={p: Comparison.EXACT for p in Part}, all_semantics=True)
 
 
 class Unsupported(SwafloorError):

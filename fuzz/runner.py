@@ -104,6 +104,7 @@ class CampaignResult:
     unsupported: int = 0  # runs discarded: the backend refused the config
     served: int = 0  # runs whose backend was built
     served_swa: int = 0  # of those, with a sliding-window life cycle
+    served_semantics: int = 0  # of those, with semantics other than the default (the spec's)
     import_seconds: float = 0.0  # resolving the backend and its prepare() (slow imports)
     backend_seconds: float = 0.0  # in the backend's operations, observations and builds
     reference_seconds: float = 0.0  # likewise on the side compared against
@@ -116,6 +117,10 @@ class CampaignResult:
     @property
     def swa_share(self) -> float:
         return self.served_swa / self.served if self.served else 0.0
+
+    @property
+    def semantics_share(self) -> float:
+        return self.served_semantics / self.served if self.served else 0.0
 
     @property
     def on_target(self) -> bool:
@@ -143,6 +148,7 @@ class CampaignResult:
             "served": self.served,
             "discard_rate": round(self.discard_rate, 4),
             "swa_share": round(self.swa_share, 4),
+            "semantics_share": round(self.semantics_share, 4),
             "targets": {"max_discard_rate": MAX_DISCARD_RATE, "min_swa_share": MIN_SWA_SHARE, "met": self.on_target},
             "backend_seconds": round(self.backend_seconds, 3),
             "reference_seconds": round(self.reference_seconds, 3),
@@ -290,6 +296,7 @@ def run_campaign(
         unsupported=stats.unsupported,
         served=stats.served,
         served_swa=stats.served_swa,
+        served_semantics=stats.served_semantics,
         import_seconds=import_seconds,
         backend_seconds=stats.backend_seconds,
         reference_seconds=stats.reference_seconds,
@@ -305,7 +312,8 @@ def _fit_line(result: CampaignResult) -> str:
     return (
         f"  generator fit: {result.discard_rate:.1%} of examples discarded as unsupported "
         f"({result.unsupported} of {result.unsupported + result.served}; target <= {MAX_DISCARD_RATE:.0%}), "
-        f"{result.swa_share:.1%} of served examples with an SWA life cycle (target >= {MIN_SWA_SHARE:.0%}): {verdict}\n"
+        f"{result.swa_share:.1%} of served examples with an SWA life cycle (target >= {MIN_SWA_SHARE:.0%}), "
+        f"{result.semantics_share:.1%} with non-default semantics: {verdict}\n"
         f"  time: import {result.import_seconds:.1f} s (not in the campaign's); steps/s: "
         f"{result.backend} {rate(result.backend_seconds)}, {result.against} {rate(result.reference_seconds)}"
     )

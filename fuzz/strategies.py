@@ -4,6 +4,12 @@ layers, tokens per block in {1, 2, 3, 4, 8, 16, 32, 64, 128}, and tight pools.
 Pools are sized at the minimum plus 0, 1 or 2 slots per pool group, in one of three ways so that a
 backend with its own (wrong) minimum shows it: slots left to the minimum (``slots=None``), given
 explicitly as the reference's minimum plus k, or given below the minimum with ``below_minimum='bump'``.
+
+A backend that serves every semantics (``Capabilities.all_semantics``) gets one drawn per example
+(:func:`semantics`: every option drawn, its default first, and the default itself a third of the time); any other
+backend gets the semantics it claims. A quarter of the configs are built from three or four distinct
+life cycles (:func:`distinct_life_cycles`), and shared pool-group maps are drawn unrenumbered, so
+non-monotone maps such as ``(1, 0, 1)`` are common.
 """
 
 from __future__ import annotations
@@ -13,11 +19,16 @@ import functools
 import attrs
 from hypothesis import strategies as st
 
-from swafloor.reference import AttentionLayer, Config, LifeCycleKind, SsmLayer, build_layout
+from swafloor.reference import (
+    AttentionLayer, Config, FreeStale, LifeCycleKind, ReleaseOrder, Semantics, SsmLayer, SuspendMode, build_layout,
+)
 
 from .protocol import EXACT_EVERYTHING, Capabilities
 
-__all__ = ["TOKENS_PER_BLOCK", "windows", "layers", "configs", "horizon", "has_swa"]
+__all__ = [
+    "TOKENS_PER_BLOCK", "windows", "layers", "semantics", "distinct_life_cycles", "configs", "horizon", "has_swa",
+    "default_semantics",
+]
 
 TOKENS_PER_BLOCK = (1, 2, 3, 4, 8, 16, 32, 64, 128)
 MAX_LAYERS = 4
@@ -50,6 +61,45 @@ def layers(t: int, caps: Capabilities = EXACT_EVERYTHING) -> st.SearchStrategy:
     return st.one_of(options)
 
 
+#: Every semantics option, each drawn with its default (the spec's) first, so that an example
+#: shrinks towards the default semantics and the default is what the zero of every choice gives.
+_OPTIONS = st.builds(
+    Semantics,
+    in_flight_tokens=st.sampled_from((0, 0, 1, 2, 3)),
+    free_stale=st.sampled_from(tuple(FreeStale)),
+    suspend=st.sampled_from(tuple(SuspendMode)),
+    first_resume_copy=st.sampled_from((True, False)),
+    release_order=st.sampled_from(tuple(ReleaseOrder)),
+)
+#: What a backend serving every semantics gets: drawn options, and the default itself a third of the
+#: time besides (about 30% of the configs of a campaign carry the default).
+SEMANTICS = st.one_of(_OPTIONS, _OPTIONS, st.just(Semantics()))
+
+
+def semantics(caps: Capabilities = EXACT_EVERYTHING) -> st.SearchStrategy[Semantics]:
+    """The semantics a config for ``caps`` carries: drawn when the backend serves every semantics,
+    else the one it claims."""
+    return SEMANTICS if caps.all_semantics else st.just(caps.semantics)
+
+
+@st.composite
+def distinct_life_cycles(draw, t: int, caps: Capabilities = EXACT_EVERYTHING):
+    """Three or four layers of distinct life cycles, as the capabilities allow: SWA layers with
+    different windows (or sinks), full attention, SSM; in a drawn order."""
+    chosen: list = []
+    if LifeCycleKind.SWA in caps.layer_kinds:
+        for _ in range(draw(st.integers(2, 3))):
+            sinks = draw(sink_tokens(t)) if caps.sinks else 0
+            chosen.append(AttentionLayer(window=draw(windows(t)), sink_tokens=sinks))
+    if LifeCycleKind.FULL in caps.layer_kinds and draw(st.booleans()):
+        chosen.append(AttentionLayer(window=None))
+    if LifeCycleKind.SSM in caps.layer_kinds and draw(st.booleans()):
+        chosen.append(SsmLayer())
+    if not chosen:
+        chosen.append(AttentionLayer(window=None))
+    return draw(st.permutations(chosen[:MAX_LAYERS]))
+
+
 @functools.lru_cache(maxsize=None)
 def _per_group(low: int, high: int, groups: int) -> st.SearchStrategy:
     return st.lists(st.integers(low, high), min_size=groups, max_size=groups)
@@ -59,28 +109,34 @@ def _per_group(low: int, high: int, groups: int) -> st.SearchStrategy:
 def configs(draw, caps: Capabilities = EXACT_EVERYTHING, tokens_per_block=TOKENS_PER_BLOCK):
     """A valid config the capabilities allow, with a tight pool."""
     t = draw(st.sampled_from(tokens_per_block))
-    n = draw(st.integers(1, MAX_LAYERS))
-    layer = layers(t, caps)
-    chosen = [draw(layer) for _ in range(n)]
+    if draw(st.integers(0, 3)) == 3:  # a quarter: three or four distinct life cycles
+        chosen = list(draw(distinct_life_cycles(t, caps)))
+    else:
+        n = draw(st.integers(1, MAX_LAYERS))
+        layer = layers(t, caps)
+        chosen = [draw(layer) for _ in range(n)]
     if all(isinstance(layer, SsmLayer) for layer in chosen):
         attention = [k for k in (LifeCycleKind.SWA, LifeCycleKind.FULL) if k in caps.layer_kinds][0]
         chosen[0] = AttentionLayer(window=draw(windows(t)) if attention is LifeCycleKind.SWA else None)
-    semantics = caps.semantics  # the reference side runs the semantics the backend claims
-    base = Config(tokens_per_block=t, layers=chosen, semantics=semantics)
+    semantics_ = draw(semantics(caps))  # the reference side runs the same semantics
+    base = Config(tokens_per_block=t, layers=chosen, semantics=semantics_)
     life_cycles = len(build_layout(base).life_cycles)
 
     pool_groups = None
     if caps.one_pool_group:
         pool_groups = (0,) * life_cycles if life_cycles > 1 else None
     elif caps.shared_pool_groups and life_cycles > 1 and draw(st.booleans()):
-        raw = draw(_per_group(0, life_cycles - 1, life_cycles))
-        renumber: dict[int, int] = {}
-        pool_groups = tuple(renumber.setdefault(g, len(renumber)) for g in raw)
+        groups = draw(st.integers(1, life_cycles))
+        raw = draw(_per_group(0, groups - 1, life_cycles))
+        used = sorted(set(raw))  # numbered 0..G-1, each used; the order of first use is left as drawn
+        pool_groups = tuple(used.index(g) for g in raw)
+        if draw(st.sampled_from((True, False))):  # numbered backwards: a monotone map becomes non-monotone
+            pool_groups = tuple(len(used) - 1 - g for g in pool_groups)
     floor_rule = "fixed"
     if caps.legacy_floor and draw(st.integers(0, 9)) == 9:  # rarely; shrinks towards "fixed"
         floor_rule = "legacy"
     sized = Config(
-        tokens_per_block=t, layers=chosen, pool_groups=pool_groups, floor_rule=floor_rule, semantics=semantics
+        tokens_per_block=t, layers=chosen, pool_groups=pool_groups, floor_rule=floor_rule, semantics=semantics_
     )
     minimum = build_layout(sized).min_slots
 
@@ -94,6 +150,11 @@ def configs(draw, caps: Capabilities = EXACT_EVERYTHING, tokens_per_block=TOKENS
     below = draw(_per_group(0, 3, len(minimum)))
     slots = tuple(max(0, m - 1 - k) for m, k in zip(minimum, below))
     return attrs.evolve(sized, slots=slots, below_minimum="bump")
+
+
+def default_semantics(config: Config) -> bool:
+    """Whether a config carries the default semantics (the spec's)."""
+    return config.semantics == Semantics()
 
 
 def has_swa(config: Config) -> bool:

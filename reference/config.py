@@ -22,6 +22,7 @@ __all__ = [
     "MAX_COUNT",
     "FreeStale",
     "SuspendMode",
+    "ReleaseOrder",
     "Semantics",
     "AttentionLayer",
     "SsmLayer",
@@ -125,6 +126,13 @@ class SuspendMode(str, enum.Enum):
     KEEP = "keep"  # TensorRT-LLM V2 with GPU memory only: nothing is freed; resume allocates nothing new
 
 
+class ReleaseOrder(str, enum.Enum):
+    """When a resize frees the blocks it made stale."""
+
+    RELEASE_FIRST = "release-first"  # the spec: freed before the call allocates
+    HOLD_UNTIL_RETURN = "hold-until-return"  # TensorRT-LLM: held until the call returns
+
+
 def _non_negative_int(field: str):
     def check(instance: Any, attribute: Any, value: Any) -> None:
         _require_int(field, value, 0)
@@ -151,7 +159,8 @@ class Semantics:
     :class:`SuspendMode`. ``first_resume_copy``: the first resume of a request whose reused history
     ends mid-block holds one transient slot per attention life cycle for a private copy (SSM: one for
     the state snapshot when the reused history is above 0); engines that load a reused prefix in place
-    need none."""
+    need none. ``release_order``: see :class:`ReleaseOrder` (blocks cut off by a smaller capacity are
+    freed before allocating in both orders)."""
 
     in_flight_tokens: int = attrs.field(default=0, validator=_non_negative_int("semantics.in_flight_tokens"))
     free_stale: FreeStale = attrs.field(
@@ -161,6 +170,9 @@ class Semantics:
         default=SuspendMode.RELEASE, converter=_enum_of("semantics.suspend", SuspendMode)
     )
     first_resume_copy: bool = attrs.field(default=True, validator=_bool_field("semantics.first_resume_copy"))
+    release_order: ReleaseOrder = attrs.field(
+        default=ReleaseOrder.RELEASE_FIRST, converter=_enum_of("semantics.release_order", ReleaseOrder)
+    )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -168,13 +180,14 @@ class Semantics:
             "free_stale": self.free_stale.value,
             "suspend": self.suspend.value,
             "first_resume_copy": self.first_resume_copy,
+            "release_order": self.release_order.value,
         }
 
     @classmethod
     def from_dict(cls, data: Any) -> "Semantics":
         if not isinstance(data, dict):
             raise ConfigError("config.semantics", data, "must be an object")
-        known = ("in_flight_tokens", "free_stale", "suspend", "first_resume_copy")
+        known = ("in_flight_tokens", "free_stale", "suspend", "first_resume_copy", "release_order")
         for key in data:
             if key not in known:
                 raise ConfigError(f"config.semantics.{_key(key)}", data[key], "unknown field")

@@ -40,7 +40,7 @@ from typing import Any, Hashable, Mapping
 import attrs
 
 from . import lifecycle
-from .config import Config, FreeStale, Layout, SuspendMode, build_layout
+from .config import Config, FreeStale, Layout, ReleaseOrder, SuspendMode, build_layout
 from .errors import RequestError
 from .lifecycle import LifeCycleKind
 
@@ -58,11 +58,6 @@ __all__ = [
 ]
 
 
-class ReleaseOrder(str, enum.Enum):
-    """When a resize frees the blocks it made stale."""
-
-    RELEASE_FIRST = "release-first"
-    HOLD_UNTIL_RETURN = "hold-until-return"
 
 
 class RequestState(str, enum.Enum):
@@ -269,10 +264,11 @@ _Plan = list
 class Manager:
     """The executable spec of a paged KV-cache manager with sliding-window attention."""
 
-    def __init__(self, config: Config, release_order: ReleaseOrder | str = ReleaseOrder.RELEASE_FIRST):
+    def __init__(self, config: Config, release_order: ReleaseOrder | str | None = None):
         self.config = config
         self.layout: Layout = build_layout(config)
-        self.release_order = ReleaseOrder(release_order)
+        # The config's semantics name the order; an explicit argument overrides it.
+        self.release_order = ReleaseOrder(config.semantics.release_order if release_order is None else release_order)
         self.semantics = config.semantics
         self._in_flight = config.semantics.in_flight_tokens
         self._pools = [_Pool(n) for n in self.layout.slots]

@@ -147,6 +147,7 @@ def test_backends_and_plugin_import_lazily():
 ALLOWED_FROM_REFERENCE = {
     "AttentionLayer", "BelowMinimum", "Config", "ConfigError", "FloorRule", "Outcome", "PoolSnapshot",
     "RequestError", "RequestSnapshot", "RequestState", "Shortfall", "Snapshot", "SsmLayer",
+    "FreeStale", "SuspendMode",  # the semantics' option values
 }
 
 

@@ -6,9 +6,10 @@ factory is (``MODULE:FUNCTION``, imported only when the name is resolved, so slo
 backends cost nothing until used), what it needs installed beyond swafloor's dependencies and how far
 it has been checked. Its capabilities, display name, ``prepare()`` and limits are what its factory
 declares (:func:`swafloor.fuzz.protocol.factory`). ``dataplane:NAME`` wraps the record NAME resolves
-to (:mod:`.dataplane`). A name not in the registry that has the form ``MODULE:FACTORY`` loads a
-third-party factory (a ``config -> Backend`` callable, ideally declared with ``factory``). The docs'
-backend table is generated from here (:func:`backend_rows`).
+to (:mod:`.dataplane`). ``reference-mutant:NAME`` names a seeded bug of the reference itself
+(:mod:`.reference_mutants`), for the oracle to catch. A name not in the registry that
+has the form ``MODULE:FACTORY`` loads a third-party factory (a ``config -> Backend`` callable, ideally
+declared with ``factory``). The docs' backend table is generated from here (:func:`backend_rows`).
 """
 
 from __future__ import annotations
@@ -124,6 +125,10 @@ def resolve(spec: str, field: str = "backend", *, allow_import: bool = True,
         if not allow_import and spec[len(DATAPLANE_PREFIX):] not in REGISTRY:
             raise UnknownBackend(field, spec, _ONLY_REGISTERED)
         return _dataplane(spec, field, device)
+    if spec.startswith("reference-mutant:"):  # a seeded bug of the reference (.reference_mutants)
+        from .reference_mutants import resolve_mutant
+
+        return resolve_mutant(spec, field)
     if spec not in REGISTRY and not allow_import:
         raise UnknownBackend(field, spec, _ONLY_REGISTERED)
     registered = REGISTRY.get(spec)

@@ -7,9 +7,19 @@ when the block is allocated (some position of it lies below the capacity) and ho
 At history ``h`` the token in flight is at position ``h``; it attends to the ``W`` positions ending
 at itself, so a position ``p`` of a windowed layer is still needed when ``p >= h + 1 - W`` (this
 includes every position not computed yet) or when ``p`` lies in a sink block (a block holding one
-of the first ``sink_tokens`` positions). Full attention needs every position; an SSM layer holds
-one state page. Minimum slots are found by brute force: the most blocks a decode step
-(capacity ``h + 1``) holds, over every history up to a few windows past the sinks.
+of the first ``sink_tokens`` positions). With ``k`` tokens in flight the engine only knows that
+``h - k`` are computed, so the oldest position still read is ``h - k + 1 - W``. Full attention needs
+every position; an SSM layer holds one state page. Minimum slots are found by brute force: the most
+blocks a decode step (capacity ``h + 1``) holds, over every history up to a few windows past the sinks.
+
+The semantics options are modelled in the same terms, from what each engine does, not from the
+reference's code: freeing lazily (``at-allocate``) leaves a commit's out-of-window blocks held and
+frees them when the next resize starts (that release stands if the allocation then fails); a
+suspension frees every block and keeps the lengths (``release``), frees every block and forgets the
+computed tokens (``recompute``), or frees nothing (``keep``); a first resume whose reused history
+ends inside a block copies it into one more slot only when ``first_resume_copy`` is on; and a
+resize in the ``hold-until-return`` order frees, before it allocates, only blocks that lie past the
+new capacity: blocks that left the window in the same call are freed after it.
 
 Only the reference's value types are shared (config, snapshot, outcome, errors), so the two can be
 compared with ``==``.
@@ -28,18 +38,20 @@ from swafloor.reference import (
     Config,
     ConfigError,
     FloorRule,
+    FreeStale,
     Outcome,
     PoolSnapshot,
     RequestError,
     RequestSnapshot,
     RequestState,
     Shortfall,
+    SuspendMode,
     Snapshot,
     SsmLayer,
 )
 
 from ..adapter import ManagerBackend
-from ..protocol import EXACT_EVERYTHING, Limits, factory
+from ..protocol import ALL_SEMANTICS, Limits, factory
 
 __all__ = ["OracleManager", "oracle", "decode_peak"]
 
@@ -67,14 +79,16 @@ def _allocated(capacity: int, t: int) -> range:
     return range(len(range(0, capacity, t)))
 
 
-def _held(geometry: _Geometry, history: int, capacity: int, t: int) -> frozenset[int]:
-    """The blocks a request holds for one geometry at ``(history, capacity)``."""
+def _held(geometry: _Geometry, history: int, capacity: int, t: int, in_flight: int = 0) -> frozenset[int]:
+    """The blocks a request holds for one geometry at ``(history, capacity)`` with ``in_flight``
+    tokens of that history not known to be computed yet."""
     if geometry.kind == "ssm":
         return frozenset({0})
     allocated = _allocated(capacity, t)
     if geometry.kind == "full":
         return frozenset(allocated)
-    oldest = max(0, history + 1 - geometry.window)  # the oldest position the token in flight reads
+    # The oldest position the token in flight reads, counted from the tokens known to be computed.
+    oldest = max(0, history - in_flight + 1 - geometry.window)
     newest = max(capacity, history + 1)  # positions up to the token in flight and the capacity
     positions = range(oldest, newest)  # never empty: it holds the token in flight
     # Every t-th of these positions and the last one: no block between them is skipped.
@@ -83,13 +97,14 @@ def _held(geometry: _Geometry, history: int, capacity: int, t: int) -> frozenset
 
 
 @functools.lru_cache(maxsize=4096)
-def decode_peak(t: int, window: int, sink_blocks: frozenset[int]) -> int:
-    """The most blocks one decode step (capacity ``h + 1``) of a windowed geometry holds, over every
-    history ``h`` up to one window and two blocks past the sinks (the pattern repeats with period
-    ``t`` once the window has left the sinks)."""
+def decode_peak(t: int, window: int, sink_blocks: frozenset[int], in_flight: int = 0) -> int:
+    """The most blocks one decode step (capacity ``h + 1``) of a windowed geometry holds with
+    ``in_flight`` tokens in flight, over every history ``h`` up to one window, the tokens in flight
+    and two blocks past the sinks (the pattern repeats with period ``t`` once the window has left
+    the sinks)."""
     geometry = _Geometry("swa", window, sink_blocks)
-    horizon = (max(sink_blocks, default=-1) + 1) * t + window + 2 * t
-    return max(len(_held(geometry, h, h + 1, t)) for h in range(horizon + 1))
+    horizon = (max(sink_blocks, default=-1) + 1) * t + window + in_flight + 2 * t
+    return max(len(_held(geometry, h, h + 1, t, in_flight)) for h in range(horizon + 1))
 
 
 @attrs.define
@@ -108,6 +123,12 @@ class OracleManager:
 
     def __init__(self, config: Config):
         self.t = config.tokens_per_block
+        semantics = config.semantics
+        self.in_flight = semantics.in_flight_tokens
+        self.lazy = semantics.free_stale is FreeStale.AT_ALLOCATE
+        self.suspend_mode = semantics.suspend
+        self.copies = semantics.first_resume_copy
+        self.hold = semantics.release_order.value == "hold-until-return"
         self.geometries: list[_Geometry] = []
         for layer in config.layers:
             geometry = self._geometry(layer)
@@ -146,9 +167,9 @@ class OracleManager:
         if rule is FloorRule.LEGACY or geometry.kind == "ssm":
             return 1
         if geometry.kind == "swa":
-            return decode_peak(self.t, geometry.window, geometry.sink_blocks)
+            return decode_peak(self.t, geometry.window, geometry.sink_blocks, self.in_flight)
         # Full attention sees the same sequence as every windowed layer: at least the largest peak.
-        peaks = [decode_peak(self.t, g.window, g.sink_blocks) for g in self.geometries if g.kind == "swa"]
+        peaks = [decode_peak(self.t, g.window, g.sink_blocks, self.in_flight) for g in self.geometries if g.kind == "swa"]
         return max([1, *peaks])
 
     # ------------------------------------------------------------------ helpers
@@ -170,7 +191,7 @@ class OracleManager:
             raise RequestError(request_id, field, value, "must be >= 0")
 
     def _targets(self, history: int, capacity: int) -> list[frozenset[int]]:
-        return [_held(g, history, capacity, self.t) for g in self.geometries]
+        return [_held(g, history, capacity, self.t, self.in_flight) for g in self.geometries]
 
     def _shortfalls(self, needed: list[int], freed: list[int]) -> Outcome:
         lacking = []
@@ -207,15 +228,19 @@ class OracleManager:
         req = self._get(request_id, SUSPENDED)
         targets = self._targets(req.history, req.capacity)
         needed = [0] * len(self.totals)
-        for i, (geometry, blocks) in enumerate(zip(self.geometries, targets)):
-            needed[self.group_of[i]] += len(blocks)
-            if req.pending_copy:
+        freed = [0] * len(self.totals)
+        for i, (geometry, old, new) in enumerate(zip(self.geometries, req.held, targets)):
+            # A request suspended without freeing (``keep``) still holds its blocks: only the
+            # difference is allocated, and what it no longer needs is freed first.
+            needed[self.group_of[i]] += len(new - old)
+            freed[self.group_of[i]] += len(old - new)
+            if req.pending_copy and self.copies:
                 # Reused history ending inside a block: that block is copied into a private slot
                 # while its source is still held (SSM: the state snapshot is copied).
                 h = req.history
                 copies = h > 0 if geometry.kind == "ssm" else h > 0 and (h - 1) // self.t == h // self.t
                 needed[self.group_of[i]] += int(copies)
-        outcome = self._shortfalls(needed, [0] * len(self.totals))
+        outcome = self._shortfalls(needed, freed)
         if outcome.ok:
             self._move(req, targets)
             req.state = ACTIVE
@@ -230,12 +255,18 @@ class OracleManager:
             raise RequestError(request_id, "history", history, f"goes backwards from {req.history}")
         if capacity < history:
             raise RequestError(request_id, "capacity", capacity, f"is below history {history}")
+        if self.lazy:  # blocks that left the window since the last resize are freed now, for good
+            self._move(req, self._targets(req.history, req.capacity))
         targets = self._targets(history, capacity)
         needed = [0] * len(self.totals)
         freed = [0] * len(self.totals)
+        allocated = _allocated(capacity, self.t)
         for i, (old, new) in enumerate(zip(req.held, targets)):
             needed[self.group_of[i]] += len(new - old)
-            freed[self.group_of[i]] += len(old - new)  # released before allocating
+            gone = old - new
+            if self.hold:  # only blocks past the new capacity are freed before allocating
+                gone = {b for b in gone if b not in allocated}
+            freed[self.group_of[i]] += len(gone)
         outcome = self._shortfalls(needed, freed)
         if outcome.ok:
             self._move(req, targets)
@@ -250,11 +281,16 @@ class OracleManager:
                 request_id, "tokens", tokens, f"history {req.history} + tokens exceeds capacity {req.capacity}"
             )
         req.history += tokens
-        self._move(req, self._targets(req.history, req.capacity))
+        if not self.lazy:  # freeing lazily, the next resize frees what left the window
+            self._move(req, self._targets(req.history, req.capacity))
 
     def suspend(self, request_id: Hashable) -> None:
         req = self._get(request_id, ACTIVE)
-        self._release_all(req)
+        if self.suspend_mode is not SuspendMode.KEEP:
+            self._release_all(req)
+        if self.suspend_mode is SuspendMode.RECOMPUTE:  # the computed tokens are dropped
+            req.capacity = req.history = 0
+            req.pending_copy = False
         req.state = SUSPENDED
 
     def close(self, request_id: Hashable) -> None:
@@ -309,7 +345,7 @@ class OracleManager:
 # It walks token positions (the sinks, one per block of a window and of a capacity), so its cost
 # grows with lengths: a replay refuses traces beyond these limits (see swafloor.fuzz.replay.check_cost).
 # Its minimum search walks every history up to the window plus sinks plus a few blocks: quadratic.
-@factory(EXACT_EVERYTHING, name="oracle", limits=Limits(max_window_tokens=4096, max_capacity_tokens=10**6))
+@factory(ALL_SEMANTICS, name="oracle", limits=Limits(max_window_tokens=4096, max_capacity_tokens=10**6))
 def oracle(config: Config) -> ManagerBackend:
     """The independent token-level oracle."""
     return ManagerBackend(OracleManager(config))

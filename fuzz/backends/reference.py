@@ -5,12 +5,12 @@ from __future__ import annotations
 from swafloor.reference import Config, Manager
 
 from ..adapter import ManagerBackend
-from ..protocol import EXACT_WITH_IDENTITY, factory
+from ..protocol import REFERENCE_CAPABILITIES, factory
 
 __all__ = ["ManagerBackend", "reference"]
 
 
-@factory(EXACT_WITH_IDENTITY, name="reference")
+@factory(REFERENCE_CAPABILITIES, name="reference")
 def reference(config: Config) -> ManagerBackend:
-    """The reference manager (release-first order)."""
+    """The reference manager, in the release order its config's semantics name."""
     return ManagerBackend(Manager(config))

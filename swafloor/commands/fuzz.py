@@ -21,6 +21,10 @@ def register(subparsers) -> None:
                    help="a registered backend (reference, oracle, mutant:...) or MODULE:FACTORY")
     p.add_argument("--against", default="reference", metavar="NAME|MODULE:FACTORY",
                    help="what to compare with (default: reference)")
+    p.add_argument("--mutate-reference", metavar="NAME", default=None,
+                   help="compare with a seeded bug of the reference (reference-mutant:NAME; --list shows them) "
+                        "instead of the reference; --backend defaults to oracle. A divergence (exit 1) is the "
+                        "expected result")
     p.add_argument("--profile", choices=("standard", "ci", "nightly"), default="standard",
                    help="standard: fixed seed, long runs of batched decoding (default); ci: fixed seed, the "
                         "shorter runs CI's tests use; nightly: random seed, long")
@@ -100,11 +104,22 @@ def run(args) -> int:
     from swafloor.fuzz.runner import format_report, run_campaign
 
     if args.list:
+        from swafloor.fuzz.backends.reference_mutants import names as reference_mutants
+
         if args.json:
-            print_json({"backends": list(REGISTRY)})
+            print_json({"backends": list(REGISTRY), "reference_mutants": list(reference_mutants())})
         else:
-            print("\n".join(REGISTRY))
+            print("\n".join((*REGISTRY, *reference_mutants())))
         return 0
+    if args.mutate_reference is not None:
+        from ..cli import UsageError
+        from swafloor.fuzz.reference_mutants import PREFIX
+
+        if args.against != "reference":
+            raise UsageError("swafloor fuzz: --mutate-reference replaces --against; give one of them")
+        name = args.mutate_reference
+        args.against = name if name.startswith(PREFIX) else PREFIX + name
+        args.backend = "oracle" if args.backend is None else args.backend
     if args.backend is None:
         from ..cli import UsageError
 
@@ -159,7 +174,8 @@ def run(args) -> int:
     if result.divergence is None:
         print(f"fuzz: {result.result} after {result.examples} examples in {result.seconds:.1f} s "
               f"(+ {result.import_seconds:.1f} s importing the backend; {result.discard_rate:.1%} discarded, "
-              f"{result.swa_share:.1%} with SWA)", file=sys.stderr)
+              f"{result.swa_share:.1%} with SWA, {result.semantics_share:.1%} with non-default semantics)",
+              file=sys.stderr)
     else:  # the same example number as the report on stdout; the rest were spent shrinking
         print(f"fuzz: divergence found at example {result.first_failure_example}; {result.examples} examples "
               f"in all, shrinking included, in {result.seconds:.1f} s", file=sys.stderr)

@@ -291,6 +291,16 @@ def pages_table() -> str:
     return "\n".join(lines)
 
 
+def reference_mutants() -> str:
+    """The seeded bugs of the reference, read from the table the campaign test uses."""
+    from swafloor.fuzz.backends.reference_mutants import PREFIX, REFERENCE_MUTANTS
+
+    lines = ["| name | what it breaks | the bug |", "|---|---|---|"]
+    for mutant in REFERENCE_MUTANTS.values():
+        lines.append(f"| `{PREFIX}{mutant.name}` | {mutant.covers} | {mutant.description} |")
+    return "\n".join(lines)
+
+
 SECTIONS: dict[str, Callable[[], str]] = {
     "pages": pages_table,
     "semantics-options": semantics_options,
@@ -300,4 +310,5 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "commands": commands_table,
     "backends": backends_table,
     "seeded-bugs": seeded_bugs_table,
+    "reference-mutants": reference_mutants,
 }

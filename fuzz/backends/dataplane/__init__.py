@@ -69,7 +69,8 @@ def _observations(inner: BackendRecord) -> dict[Part, Comparison]:
 def wrap(inner: BackendRecord, device: str, seed: int = 0, name: str | None = None) -> BackendRecord:
     """Paged attention on a device through another backend's block tables: the record of ``inner``
     wrapped on ``device`` (``cpu`` or ``cuda``). Its capabilities' notes say where slot ids come from:
-    the backend's own, or (table-only) a mirror of its tables."""
+    the backend's own, or (table-only) a mirror of its tables. It is checked under the semantics its
+    inner backend claims (never drawn per example)."""
     inner_caps = inner.capabilities
     if inner_caps.mode(Part.SLOTS) is not None:
         notes = inner_caps.notes + ("data plane: through the backend's own slot ids",)
@@ -80,7 +81,7 @@ def wrap(inner: BackendRecord, device: str, seed: int = 0, name: str | None = No
 
         notes = inner_caps.notes + ("data plane " + TABLE_ONLY,)
     caps: Capabilities = attrs.evolve(inner_caps, observations=_observations(inner),
-                                      needs_gpu=device.startswith("cuda"), notes=notes)
+                                      needs_gpu=device.startswith("cuda"), notes=notes, all_semantics=False)
     label = name or PREFIX + inner.name
 
     def make(config: Config):

@@ -1,0 +1,491 @@
+"""Seeded bugs in the reference itself: the spec with exactly one semantic behaviour changed.
+
+The oracle campaign (``swafloor fuzz --backend oracle``) is what keeps the spec honest, so it must
+catch every one of these when the mutant stands in for the reference (``swafloor fuzz
+--mutate-reference NAME``, or the backend name ``reference-mutant:NAME``). Each mutant is a subclass
+of :class:`~swafloor.reference.Manager` overriding one method, or a manager built while one function
+of the reference is swapped inside a context manager (restored before the constructor returns): no
+file of the spec is edited, and the reference never imports this module, so a mutant cannot leak
+into the real spec.
+
+They cover every semantics option (tokens in flight, lazy freeing, the three suspend modes, the
+first-resume copy), both release orders, the pool-group mapping, the sizing rules and the failure
+paths (what a resize that runs out of slots leaves behind, and the shortfall it reports).
+Measuring them (the oracle campaign, their shrunk traces, the score) is :mod:`swafloor.fuzz.reference_mutants`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, Iterator
+
+import attrs
+
+from swafloor.reference import (
+    Config,
+    FloorRule,
+    FreeStale,
+    LifeCycleKind,
+    Manager,
+    Outcome,
+    ReleaseOrder,
+    RequestState,
+    Shortfall,
+    SuspendMode,
+    fdiv,
+    lifecycle,
+    ranges_of,
+)
+from swafloor.reference import config as reference_config
+
+from ..adapter import ManagerBackend
+from ..protocol import ALL_SEMANTICS, BackendRecord, UnknownBackend, factory
+
+__all__ = ["PREFIX", "REFERENCE_MUTANTS", "ReferenceMutant", "names", "resolve_mutant"]
+
+PREFIX = "reference-mutant:"
+
+
+@attrs.frozen
+class ReferenceMutant:
+    """A named seeded bug of the reference: ``make(config)`` builds the mutated manager."""
+
+    name: str
+    covers: str  # what part of the spec it breaks: a semantics option, release order, mapping, ...
+    description: str
+    make: Callable[[Config], Manager] = attrs.field(eq=False)
+
+
+# ----------------------------------------------------------------------------- helpers
+@contextlib.contextmanager
+def _swapped(module: Any, name: str, replacement: Any) -> Iterator[None]:
+    """``module.name`` replaced by ``replacement`` for the duration of the block, then restored."""
+    original = getattr(module, name)
+    setattr(module, name, replacement)
+    try:
+        yield
+    finally:
+        setattr(module, name, original)
+
+
+def _sized(share: Callable[..., int]) -> Callable[[Config], Manager]:
+    """A manager whose layout is computed with ``share(original, life_cycle, t, rule, all, k)`` in
+    place of the reference's per-life-cycle minimum (only while it is constructed)."""
+    original = reference_config.life_cycle_min_slots
+
+    def mutated(lc, t, rule, all_life_cycles, in_flight=0):
+        return share(original, lc, t, rule, tuple(all_life_cycles), in_flight)
+
+    def make(config: Config) -> Manager:
+        with _swapped(reference_config, "life_cycle_min_slots", mutated):
+            return Manager(config)
+
+    return make
+
+
+def _copy_needs(manager: Manager, req: Any) -> list[int]:
+    """The reference's first-resume copy slots per pool group (what :meth:`Manager.resume` charges)."""
+    extra = [0] * manager.layout.num_pool_groups
+    if req.pending_copy and manager.semantics.first_resume_copy:
+        for lc_index, lc in enumerate(manager.layout.life_cycles):
+            needs = req.history > 0 if lc.kind is LifeCycleKind.SSM else lifecycle.partial_block(
+                req.history, manager.tokens_per_block
+            )
+            extra[manager._group_of[lc_index]] += int(needs)
+    return extra
+
+
+class _ResumeWithCopies(Manager):
+    """The reference's resume, with the copy slots it charges given by :meth:`copies`."""
+
+    def copies(self, req: Any) -> list[int]:
+        return _copy_needs(self, req)
+
+    def resume(self, request_id: str) -> Outcome:
+        req = self._get(request_id, RequestState.SUSPENDED)
+        extra = self.copies(req)
+        plan = self._plan(req, req.history, req.capacity)
+        outcome = self._feasible(plan, held_back=None, extra=extra)
+        if not outcome:
+            return outcome
+        transient = [[self._pools[g].take() for _ in range(n)] for g, n in enumerate(extra)]
+        self._apply(req, plan)
+        for g, slots in enumerate(transient):
+            for slot in slots:
+                self._pools[g].give(slot)
+        req.released_to = req.history
+        req.state = RequestState.ACTIVE
+        req.resumed = True
+        req.pending_copy = False
+        self._refresh(req)
+        return Outcome(True)
+
+
+# ----------------------------------------------------------------------------- tokens in flight
+class _ReleasedOnHistory(Manager):
+    """Releases on ``h`` instead of ``h - k``: the tokens in flight are ignored."""
+
+    def _stale(self, lc: Any, history: int) -> tuple[int, int]:
+        return lifecycle.stale_range(history, self.tokens_per_block, lc.window, lc.sink_blocks)
+
+
+class _ReleasedOneEarly(Manager):
+    """Releases on ``max(0, h - k) + 1``: the block the token in flight reads first may go."""
+
+    def _stale(self, lc: Any, history: int) -> tuple[int, int]:
+        released_on = lifecycle.released_history(history, self._in_flight) + 1
+        return lifecycle.stale_range(released_on, self.tokens_per_block, lc.window, lc.sink_blocks)
+
+
+class _SinksReleased(Manager):
+    """Releases sink blocks like any other (the sizing still counts them)."""
+
+    def _stale(self, lc: Any, history: int) -> tuple[int, int]:
+        released_on = lifecycle.released_history(history, self._in_flight)
+        return lifecycle.stale_range(released_on, self.tokens_per_block, lc.window, 0)
+
+
+# ----------------------------------------------------------------------------- lazy freeing
+class _LazyFreesAtCommit(Manager):
+    """``at-allocate`` frees at commit anyway."""
+
+    def __init__(self, config: Config, release_order: Any = None):
+        super().__init__(config, release_order)
+        self.semantics = attrs.evolve(self.semantics, free_stale=FreeStale.AT_COMMIT)
+
+
+class _AtCommitFreesLazily(Manager):
+    """``at-commit`` frees nothing at commit: it frees at the next resize, as ``at-allocate`` does."""
+
+    def __init__(self, config: Config, release_order: Any = None):
+        super().__init__(config, release_order)
+        self.semantics = attrs.evolve(self.semantics, free_stale=FreeStale.AT_ALLOCATE)
+
+
+class _LazyReleaseUndone(Manager):
+    """Lazy freeing whose release does not stand when the allocation fails: the blocks stale at the
+    current history are released within the resize's own plan, all or nothing."""
+
+    def resize(self, request_id: str, capacity: int, history: int | None = None) -> Outcome:
+        req = self._requests.get(request_id) if type(request_id) is str else None
+        if req is not None and req.state is RequestState.ACTIVE:
+            req.released_to = req.history  # skips the catch-up: the plan releases them instead
+        return super().resize(request_id, capacity, history)
+
+
+# ----------------------------------------------------------------------------- suspension
+class _Suspend(Manager):
+    """The reference's suspend with :meth:`frees` and :meth:`forgets` deciding what happens."""
+
+    def frees(self, mode: SuspendMode) -> bool:
+        return mode is not SuspendMode.KEEP
+
+    def forgets(self, mode: SuspendMode) -> bool:
+        return mode is SuspendMode.RECOMPUTE
+
+    def suspend(self, request_id: str) -> None:
+        req = self._get(request_id, RequestState.ACTIVE)
+        mode = self.semantics.suspend
+        if self.frees(mode):
+            self._release_all(req)
+        if self.forgets(mode):
+            req.capacity = req.history = req.released_to = 0
+            req.pending_copy = False
+        req.state = RequestState.SUSPENDED
+        self._refresh(req)
+
+
+class _RecomputeKeepsSlots(_Suspend):
+    def frees(self, mode: SuspendMode) -> bool:
+        return mode is SuspendMode.RELEASE
+
+
+class _RecomputeKeepsLengths(_Suspend):
+    def forgets(self, mode: SuspendMode) -> bool:
+        return False
+
+
+class _ReleaseForgetsLengths(_Suspend):
+    def forgets(self, mode: SuspendMode) -> bool:
+        return mode is not SuspendMode.KEEP
+
+
+class _KeepFrees(_Suspend):
+    def frees(self, mode: SuspendMode) -> bool:
+        return True
+
+
+class _KeptResumeChargesAll(Manager):
+    """Resuming a request that kept its slots checks room for all its blocks, as if it held none."""
+
+    def resume(self, request_id: str) -> Outcome:
+        req = self._get(request_id, RequestState.SUSPENDED)
+        if any(req.ranges):
+            fresh = [
+                None if not new else (new, (), new)
+                for new in (self.required_ranges(i, req.history, req.capacity) for i in range(len(req.ranges)))
+            ]
+            outcome = self._feasible(fresh, held_back=None, extra=None)
+            if not outcome:
+                return outcome
+        return super().resume(request_id)
+
+
+# ----------------------------------------------------------------------------- first-resume copy
+class _CopyPerLayer(_ResumeWithCopies):
+    """The copy slot charged once per layer rather than once per life cycle."""
+
+    def copies(self, req: Any) -> list[int]:
+        extra = [0] * self.layout.num_pool_groups
+        if req.pending_copy and self.semantics.first_resume_copy:
+            for lc_index in self.layout.layer_life_cycle:
+                lc = self.layout.life_cycles[lc_index]
+                needs = req.history > 0 if lc.kind is LifeCycleKind.SSM else lifecycle.partial_block(
+                    req.history, self.tokens_per_block
+                )
+                extra[self._group_of[lc_index]] += int(needs)
+        return extra
+
+
+class _CopyWhenAligned(_ResumeWithCopies):
+    """The copy slot charged for any reused history above 0, block-aligned or not."""
+
+    def copies(self, req: Any) -> list[int]:
+        extra = [0] * self.layout.num_pool_groups
+        if req.pending_copy and self.semantics.first_resume_copy and req.history > 0:
+            for lc_index in range(len(self.layout.life_cycles)):
+                extra[self._group_of[lc_index]] += 1
+        return extra
+
+
+class _NoSsmSnapshotCopy(_ResumeWithCopies):
+    """No slot for the SSM state snapshot's copy."""
+
+    def copies(self, req: Any) -> list[int]:
+        extra = _copy_needs(self, req)
+        if req.pending_copy and self.semantics.first_resume_copy and req.history > 0:
+            for lc_index, lc in enumerate(self.layout.life_cycles):
+                if lc.kind is LifeCycleKind.SSM:
+                    extra[self._group_of[lc_index]] -= 1
+        return extra
+
+
+class _CopySwitchIgnored(_ResumeWithCopies):
+    """The copy slot charged whether ``first_resume_copy`` is on or off."""
+
+    def copies(self, req: Any) -> list[int]:
+        semantics = self.semantics
+        self.semantics = attrs.evolve(semantics, first_resume_copy=True)
+        try:
+            return _copy_needs(self, req)
+        finally:
+            self.semantics = semantics
+
+
+class _CopyNever(_ResumeWithCopies):
+    """No copy slot even with ``first_resume_copy`` on."""
+
+    def copies(self, req: Any) -> list[int]:
+        return [0] * self.layout.num_pool_groups
+
+
+# ----------------------------------------------------------------------------- release orders
+class _HoldUncharged(Manager):
+    """Hold-until-return whose feasibility check counts the held-back blocks as free."""
+
+    def _feasible(self, plan, held_back, extra):
+        return super()._feasible(plan, None, extra)
+
+
+class _HoldLeaks(Manager):
+    """Hold-until-return that never gives back the slots of the blocks it held until the call
+    returned: they leave the request's table but stay in use. (Also holding the blocks a capacity
+    cut frees would be no bug one can see: a resize that cuts capacity allocates nothing.)"""
+
+    def _apply(self, req, plan, held_back=None) -> None:
+        super()._apply(req, plan, held_back)
+        for lc_index, kept in enumerate(held_back or ()):
+            for lo, hi in kept or ():
+                for _ in range(lo, hi):
+                    self._pools[self._group_of[lc_index]].take()
+
+
+def _order_swapped(config: Config) -> Manager:
+    """Each release order behaves as the other."""
+    order = config.semantics.release_order
+    other = ReleaseOrder.RELEASE_FIRST if order is ReleaseOrder.HOLD_UNTIL_RETURN else ReleaseOrder.HOLD_UNTIL_RETURN
+    return Manager(config, release_order=other)
+
+
+# ----------------------------------------------------------------------------- pool groups
+class _InterleavedPoolGroups(Manager):
+    """Life cycle ``i`` served from pool group ``i mod G`` whatever the map says."""
+
+    def __init__(self, config: Config, release_order: Any = None):
+        super().__init__(config, release_order)
+        groups = self.layout.num_pool_groups
+        self._group_of = tuple(i % groups for i in range(len(self.layout.life_cycles)))
+
+
+class _SortedPoolGroups(Manager):
+    """The pool-group map taken as monotone: life cycles served in sorted group order."""
+
+    def __init__(self, config: Config, release_order: Any = None):
+        super().__init__(config, release_order)
+        self._group_of = tuple(sorted(self._group_of))
+
+
+# ----------------------------------------------------------------------------- failure paths
+class _FailedResizeKeepsPartial(Manager):
+    """A resize that runs out of slots keeps the blocks it would allocate in the pool groups that
+    had room (it is not all or nothing)."""
+
+    def resize(self, request_id: str, capacity: int, history: int | None = None) -> Outcome:
+        outcome = super().resize(request_id, capacity, history)
+        if outcome:
+            return outcome
+        req = self._requests[request_id]
+        short = {s.pool_group for s in outcome.shortfalls}
+        plan = self._plan(req, req.history if history is None else history, capacity)
+        for lc_index, step in enumerate(plan):
+            g = self._group_of[lc_index]
+            if step is None or g in short or not step[0]:
+                continue
+            held = req.held[lc_index]
+            for lo, hi in step[0]:
+                for b in range(lo, hi):
+                    held[b] = self._pools[g].take()
+            req.ranges[lc_index] = ranges_of(tuple(sorted(held)))
+        req.capacity_below = 0  # the cache no longer describes the request
+        return outcome
+
+
+class _FailedResizeKeepsHistory(Manager):
+    """A resize that runs out of slots still moves history to the new value."""
+
+    def resize(self, request_id: str, capacity: int, history: int | None = None) -> Outcome:
+        outcome = super().resize(request_id, capacity, history)
+        if not outcome and history is not None:
+            req = self._requests[request_id]
+            if history <= req.capacity:
+                req.history = history
+        return outcome
+
+
+class _ShortfallWithoutReleased(Manager):
+    """Out of slots, the shortfall reports as available only the free slots, not the blocks the
+    step would release."""
+
+    def _feasible(self, plan, held_back, extra):
+        outcome = super()._feasible(plan, held_back, extra)
+        if outcome:
+            return outcome
+        free = [p.free for p in self._pools]
+        return Outcome(False, tuple(Shortfall(s.pool_group, s.needed, free[s.pool_group]) for s in outcome.shortfalls))
+
+
+# ----------------------------------------------------------------------------- sizing
+def _floor_division(original, lc, t, rule, all_lcs, k):
+    if rule is FloorRule.FIXED and lc.kind is LifeCycleKind.SWA:
+        return lc.sink_blocks + fdiv(lc.window - 1 + k, t) + 1
+    return original(lc, t, rule, all_lcs, k)
+
+
+def _in_flight_unsized(original, lc, t, rule, all_lcs, k):
+    return original(lc, t, rule, all_lcs, 0)
+
+
+def _full_share_one(original, lc, t, rule, all_lcs, k):
+    return 1 if lc.kind is LifeCycleKind.FULL else original(lc, t, rule, all_lcs, k)
+
+
+_MUTANTS = (
+    ReferenceMutant("released-on-history", "semantics.in_flight_tokens",
+                    "blocks released on h instead of h - k (the tokens in flight ignored)", _ReleasedOnHistory),
+    ReferenceMutant("released-one-early", "the live window",
+                    "blocks released on max(0, h - k) + 1: the first position the token in flight reads is lost",
+                    _ReleasedOneEarly),
+    ReferenceMutant("sinks-released", "sink blocks", "sink blocks released like any other block", _SinksReleased),
+    ReferenceMutant("in-flight-unsized", "semantics.in_flight_tokens",
+                    "pools sized with the synchronous floor whatever the tokens in flight", _sized(_in_flight_unsized)),
+    ReferenceMutant("lazy-frees-at-commit", "semantics.free_stale",
+                    "at-allocate releases at commit anyway", _LazyFreesAtCommit),
+    ReferenceMutant("at-commit-frees-lazily", "semantics.free_stale",
+                    "at-commit releases nothing at commit, only at the next resize", _AtCommitFreesLazily),
+    ReferenceMutant("lazy-release-undone", "semantics.free_stale, failure path",
+                    "at-allocate's release at the start of a resize is undone when the allocation fails",
+                    _LazyReleaseUndone),
+    ReferenceMutant("recompute-keeps-slots", "semantics.suspend",
+                    "a recompute suspend frees no slot", _RecomputeKeepsSlots),
+    ReferenceMutant("recompute-keeps-lengths", "semantics.suspend",
+                    "a recompute suspend keeps capacity and history", _RecomputeKeepsLengths),
+    ReferenceMutant("release-forgets-lengths", "semantics.suspend",
+                    "a release suspend drops the computed tokens, as recompute does", _ReleaseForgetsLengths),
+    ReferenceMutant("keep-frees", "semantics.suspend", "a keep suspend frees every slot", _KeepFrees),
+    ReferenceMutant("kept-resume-charges-all", "semantics.suspend, failure path",
+                    "resuming a request that kept its slots checks room for all its blocks again",
+                    _KeptResumeChargesAll),
+    ReferenceMutant("copy-per-layer", "semantics.first_resume_copy",
+                    "the first-resume copy slot charged per layer, not per life cycle", _CopyPerLayer),
+    ReferenceMutant("copy-when-aligned", "semantics.first_resume_copy",
+                    "the first-resume copy slot charged for a block-aligned reused history too", _CopyWhenAligned),
+    ReferenceMutant("no-ssm-snapshot-copy", "semantics.first_resume_copy",
+                    "no copy slot for the SSM state snapshot", _NoSsmSnapshotCopy),
+    ReferenceMutant("copy-switch-ignored", "semantics.first_resume_copy",
+                    "the copy slot charged with first_resume_copy off", _CopySwitchIgnored),
+    ReferenceMutant("copy-never", "semantics.first_resume_copy",
+                    "no copy slot with first_resume_copy on", _CopyNever),
+    ReferenceMutant("hold-uncharged", "semantics.release_order",
+                    "hold-until-return does not charge the held-back blocks in its feasibility check",
+                    _HoldUncharged),
+    ReferenceMutant("hold-leaks", "semantics.release_order",
+                    "hold-until-return never gives back the slots of the blocks it held until it returned",
+                    _HoldLeaks),
+    ReferenceMutant("release-order-swapped", "semantics.release_order",
+                    "each release order behaves as the other", _order_swapped),
+    ReferenceMutant("interleaved-pool-groups", "pool-group mapping",
+                    "life cycle i served from pool group i mod G whatever the map", _InterleavedPoolGroups),
+    ReferenceMutant("sorted-pool-groups", "pool-group mapping",
+                    "the pool-group map taken as monotone (sorted)", _SortedPoolGroups),
+    ReferenceMutant("failed-resize-keeps-partial", "failure path",
+                    "a failed resize keeps its allocations in the pool groups that had room",
+                    _FailedResizeKeepsPartial),
+    ReferenceMutant("failed-resize-keeps-history", "failure path",
+                    "a failed resize keeps the new history", _FailedResizeKeepsHistory),
+    ReferenceMutant("shortfall-without-released", "failure path",
+                    "a shortfall reports only free slots as available, not the blocks the step releases",
+                    _ShortfallWithoutReleased),
+    ReferenceMutant("floor-division", "sizing",
+                    "SWA minimum with floor instead of ceiling division", _sized(_floor_division)),
+    ReferenceMutant("full-share-one", "sizing",
+                    "full attention's share of the minimum is one slot", _sized(_full_share_one)),
+)
+
+#: Mutant name (without the prefix) -> mutant.
+REFERENCE_MUTANTS = {m.name: m for m in _MUTANTS}
+
+
+def names() -> tuple[str, ...]:
+    """Every reference mutant's backend name (``reference-mutant:NAME``)."""
+    return tuple(PREFIX + name for name in REFERENCE_MUTANTS)
+
+
+def _factory(mutant: ReferenceMutant):
+    @factory(ALL_SEMANTICS, name=PREFIX + mutant.name)
+    def make(config: Config) -> ManagerBackend:
+        return ManagerBackend(mutant.make(config))
+
+    make.__doc__ = f"The reference with a seeded bug: {mutant.description}."
+    return make
+
+
+def resolve_mutant(spec: str, field: str = "against"):
+    """The :class:`~swafloor.fuzz.protocol.BackendRecord` of ``reference-mutant:NAME``."""
+    name = spec[len(PREFIX):] if spec.startswith(PREFIX) else spec
+    mutant = REFERENCE_MUTANTS.get(name)
+    if mutant is None:
+        raise UnknownBackend(field, spec, f"not a reference mutant ({', '.join(REFERENCE_MUTANTS)})")
+    made = _factory(mutant)
+    return BackendRecord(PREFIX + name, made)
+
+

@@ -1,0 +1,292 @@
+"""Seeded bugs of the reference itself (swafloor.fuzz.reference_mutants): the oracle campaign kills
+every one within 300 examples of the ci profile; the four the hand-written unit tests used to miss
+are pinned here by unit tests on the real manager (each checked to fail on its mutant); the mutants
+never leak into the spec; and the lockstep's liveness check holds for the unmutated reference under
+every semantics and release order."""
+
+from __future__ import annotations
+
+import itertools
+
+import attrs
+import pytest
+
+from swafloor.fuzz.backends import resolve
+from swafloor.fuzz.lockstep import Liveness, Lockstep
+from swafloor.fuzz.protocol import ALL_SEMANTICS
+from swafloor.fuzz.reference_mutants import PREFIX, REFERENCE_MUTANTS, campaign, names
+from swafloor.fuzz.trace import Step
+from swafloor.reference import (
+    AttentionLayer,
+    Config,
+    FreeStale,
+    Manager,
+    ReleaseOrder,
+    Semantics,
+    SsmLayer,
+    SuspendMode,
+    build_layout,
+    lifecycle,
+)
+from swafloor.reference import config as reference_config
+from swafloor.reference import floors
+
+BUDGET = 300  # examples of the ci profile (its seed) within which every mutant must be killed
+
+
+# --------------------------------------------------------------------------- the mutation score
+@pytest.mark.parametrize("name", list(REFERENCE_MUTANTS))
+def test_the_oracle_campaign_kills_each_reference_mutant_within_budget(name):
+    result = campaign(name, examples=BUDGET)
+    assert result.divergence is not None, f"{name} survived {result.examples} examples"
+    assert result.first_failure_example <= BUDGET
+
+
+def test_the_mutants_cover_every_option_order_mapping_and_failure_path():
+    assert len(REFERENCE_MUTANTS) >= 20
+    covered = " ".join(m.covers for m in REFERENCE_MUTANTS.values())
+    for field in attrs.fields(Semantics):  # every semantics option, read from the class
+        assert f"semantics.{field.name}" in covered, field.name
+    for part in ("pool-group mapping", "failure path", "sizing"):
+        assert part in covered, part
+    orders = {m.name for m in REFERENCE_MUTANTS.values() if "release_order" in m.covers}
+    assert {"hold-uncharged", "release-order-swapped"} <= orders  # hold's own bug, and each order's
+    assert names() == tuple(PREFIX + n for n in REFERENCE_MUTANTS)
+
+
+def test_reference_mutants_resolve_by_name_even_from_a_trace():
+    resolved = resolve(PREFIX + "copy-per-layer", "against", allow_import=False)
+    assert resolved.capabilities == ALL_SEMANTICS and resolved.name == PREFIX + "copy-per-layer"
+    with pytest.raises(Exception, match="not a reference mutant"):
+        resolve(PREFIX + "nope", "against", allow_import=False)
+
+
+def test_a_mutant_never_leaks_into_the_spec():
+    original = reference_config.life_cycle_min_slots
+    config = Config(4, [AttentionLayer(5), AttentionLayer(None)])
+    real = build_layout(config).min_slots
+    for name in ("floor-division", "full-share-one", "in-flight-unsized"):
+        mutant = REFERENCE_MUTANTS[name].make(attrs.evolve(config, semantics=Semantics(in_flight_tokens=2)))
+        assert reference_config.life_cycle_min_slots is original
+        assert build_layout(config).min_slots == real
+        assert type(mutant) is Manager or isinstance(mutant, Manager)
+    assert Manager.resume.__module__ == "swafloor.reference.manager"
+
+
+# --------------------------------------------------------------------------- the four, pinned
+def _pinned_copy_per_life_cycle(make) -> None:
+    """Two full-attention layers share one life cycle: a first resume that reuses a partial block
+    needs one copy slot for that life cycle, not one per layer."""
+    config = Config(2, [AttentionLayer(1), AttentionLayer(None), AttentionLayer(None)], slots=[2, 3])
+    m = make(config)
+    m.create("r", reused_history=3)  # two blocks, the second partially filled
+    outcome = m.resume("r")
+    # SWA (W = 1): live block 1 + copy = 2 of 2; full attention: blocks 0, 1 + one copy = 3 of 3
+    assert outcome.ok, outcome.describe()
+
+
+def _pinned_failed_resize_keeps_nothing(make) -> None:
+    """A resize that runs out of slots in one pool group allocates in none: the groups that had
+    room keep exactly what they held."""
+    config = Config(1, [AttentionLayer(1), AttentionLayer(None)])  # SWA 1 slot, full attention 1 slot
+    m = make(config)
+    m.create("r")
+    assert m.resume("r").ok and m.resize("r", 1, 0).ok
+    before = m.snapshot()
+    outcome = m.resize("r", 2, 1)  # full attention needs a second block: no slot
+    assert not outcome.ok and [s.pool_group for s in outcome.shortfalls] == [1]
+    assert m.snapshot() == before
+    m.check()
+
+
+def _pinned_pool_group_map(make) -> None:
+    """A map numbered against the order of first use, (1, 1, 0): SWA and full attention share pool
+    group 1, SSM has pool group 0."""
+    config = Config(1, [AttentionLayer(1), AttentionLayer(None), SsmLayer()], pool_groups=[1, 1, 0], slots=[2, 3])
+    m = make(config)
+    assert m.layout.pool_group_of == (1, 1, 0)
+    m.create("r")
+    assert m.resume("r").ok and m.resize("r", 2, 1).ok
+    free = [p.free for p in m.snapshot().pools]
+    assert free == [1, 0], free  # group 0: SSM's page of 2; group 1: SWA's block 1, full's 0 and 1
+    m.check()
+
+
+def _pinned_failed_resize_keeps_history(make) -> None:
+    """A resize that runs out of slots leaves history (and capacity) as they were."""
+    config = Config(3, [AttentionLayer(2)], floor_rule="legacy")  # one slot
+    m = make(config)
+    m.create("r")
+    assert m.resume("r").ok
+    for c, h in ((1, 0), (2, 1), (3, 2)):
+        assert m.resize("r", c, h).ok
+    assert not m.resize("r", 4, 3).ok  # block 1 is needed while block 0 still holds position 2
+    assert (m.capacity_of("r"), m.history_of("r")) == (3, 2)
+    m.check()
+
+
+PINNED = {
+    "copy-per-layer": _pinned_copy_per_life_cycle,
+    "failed-resize-keeps-partial": _pinned_failed_resize_keeps_nothing,
+    "interleaved-pool-groups": _pinned_pool_group_map,
+    "failed-resize-keeps-history": _pinned_failed_resize_keeps_history,
+}
+
+
+@pytest.mark.parametrize("name", list(PINNED))
+def test_pinned_behaviour_holds_for_the_reference_and_fails_for_its_mutant(name):
+    PINNED[name](Manager)
+    with pytest.raises(AssertionError):
+        PINNED[name](REFERENCE_MUTANTS[name].make)
+
+
+# --------------------------------------------------------------------------- liveness, every semantics
+EVERY_SEMANTICS = [
+    Semantics(in_flight_tokens=k, free_stale=free, suspend=suspend, first_resume_copy=copy, release_order=order)
+    for k, free, suspend, copy, order in itertools.product(
+        (0, 1, 2), FreeStale, SuspendMode, (True, False), ReleaseOrder
+    )
+]
+
+
+def _liveness_run(config: Config) -> Lockstep:
+    """Two requests taking turns with decode and fused steps, suspending and resuming each other,
+    then one decoding alone past several windows; the reference against the oracle, the lockstep's
+    liveness check on. Returns the lockstep (its divergence, if any, asserted by the caller)."""
+    lock = Lockstep(config, resolve("reference").factory, resolve("oracle").factory, ALL_SEMANTICS)
+    assert lock.build_divergence is None
+
+    def apply(step: Step):
+        divergence, result = lock.apply(step)
+        assert divergence is None, divergence.describe()
+        return result
+
+    for rid in ("a", "b"):
+        apply(Step.create(rid))
+    apply(Step.resume("a"))
+    horizon = 4 * (config.tokens_per_block + max(layer.window or 1 for layer in config.layers if isinstance(layer, AttentionLayer)))
+    for i in range(horizon):
+        c, h = lock.lengths["a"]
+        if i % 2:  # fused: (h, h + 1) -> (h + 1, h + 2), history and capacity in one call
+            if c > h or apply(Step.resize("a", h + 1, h)).ok:
+                apply(Step.resize("a", h + 2, h + 1))
+        else:
+            if apply(Step.resize("a", h + 1, h)).ok:
+                apply(Step.commit("a", 1))
+        if i == horizon // 3:  # a suspended request kept under suspend=keep holds slots: not lone
+            apply(Step.suspend("a"))
+            apply(Step.resume("b"))
+            apply(Step.resize("b", 1, 0))
+            apply(Step.suspend("b"))
+            apply(Step.resume("a"))
+    return lock
+
+
+@pytest.mark.parametrize("semantics", EVERY_SEMANTICS, ids=lambda s: "-".join(map(str, s.to_dict().values())))
+def test_liveness_holds_for_the_reference_under_every_semantics(semantics):
+    for (t, window, sinks), other in itertools.product(((1, 1, 0), (3, 4, 0), (4, 5, 1), (4, 4, 0)),
+                                                       (None, SsmLayer(), AttentionLayer(None))):
+        layers = [AttentionLayer(window, sinks)] + ([other] if other is not None else [])
+        config = Config(t, layers, pool_groups=None if other is None else [0, 0], semantics=semantics)
+        # at the minimum, and at the minimum with one more token in flight (the hold order's floor
+        # for a step that advances history), so that both kinds of decode step are checked
+        more = attrs.evolve(semantics, in_flight_tokens=semantics.in_flight_tokens + 1)
+        for slots in (None, build_layout(attrs.evolve(config, semantics=more)).min_slots):
+            lock = _liveness_run(attrs.evolve(config, slots=slots))
+            assert lock.liveness.applies
+
+
+def test_liveness_counts_kept_suspended_requests_and_reads_the_hold_floor():
+    # keep: a request suspended without freeing still holds slots, so the other is not lone
+    config = Config(4, [AttentionLayer(4)], semantics=Semantics(suspend="keep"))
+    lock = Lockstep(config, resolve("reference").factory, resolve("oracle").factory, ALL_SEMANTICS)
+    for step in (Step.create("a"), Step.resume("a"), Step.resize("a", 1, 0), Step.suspend("a"),
+                 Step.create("b"), Step.resume("b")):
+        assert lock.apply(step)[0] is None
+    assert not lock._lone("b")
+    # hold-until-return, (W - 1) % t == 0: a fused step at the release-first floor may run out (and is
+    # not held to the floor), one that keeps its history may not; at the hold floor neither may
+    t, window = 4, 5
+    hold = Semantics(release_order="hold-until-return")
+    at_floor = Liveness.of(Config(t, [AttentionLayer(window)], semantics=hold))
+    assert at_floor.covers(9, 0) and not at_floor.covers(9, 1)
+    two_step = floors.step_floor(t, window, 0, 2)
+    assert two_step == floors.swa_floor(t, window, 0) + 1
+    above = Liveness.of(Config(t, [AttentionLayer(window)], slots=[two_step], semantics=hold))
+    assert above.covers(9, 1)
+    # the reference does run out there: the worst history of the theorem same-call-release-transient-exact
+    m = Manager(Config(t, [AttentionLayer(window)], semantics=hold))
+    m.create("r")
+    m.resume("r")
+    worst = floors.worst_case_history(t, window, 0)
+    for h in range(worst):
+        assert m.resize("r", h + 2, h + 1).ok
+    assert not m.resize("r", worst + 2, worst + 1).ok
+    assert lifecycle.transition_peak(worst, worst + 1, worst + 2, t, window, 0, True) == two_step
+
+
+# --------------------------------------------------------------------------- the generator's corners
+def _corner_counts(examples: int = 300) -> dict[str, int]:
+    """What the ci campaign (oracle against reference) draws in ``examples`` examples: configs with
+    non-default semantics, with three or more life cycles, with a non-monotone pool-group map;
+    capacity cuts that free blocks (and those that free none); misuse steps putting capacity between
+    the old and the new history (and those of them with the capacity above the old history)."""
+    from swafloor.fuzz import lockstep
+    from swafloor.fuzz.runner import run_campaign
+
+    counts = dict.fromkeys(("configs", "semantics", "three_life_cycles", "non_monotone", "cuts_freeing",
+                            "cuts_freeing_none", "between", "between_above"), 0)
+    original_init, original_apply = lockstep.Lockstep.__init__, lockstep.Lockstep.apply
+
+    def init(self, config, *args, **kwargs):
+        original_init(self, config, *args, **kwargs)
+        layout = build_layout(config)
+        counts["configs"] += 1
+        counts["semantics"] += config.semantics != Semantics()
+        counts["three_life_cycles"] += len(layout.life_cycles) >= 3
+        counts["non_monotone"] += list(layout.pool_group_of) != sorted(layout.pool_group_of)
+
+    def apply(self, step):
+        if step.op.value == "resize" and step.request in self.lengths and self.states.get(step.request) == "active":
+            c, h = self.lengths[step.request]
+            t = self.config.tokens_per_block
+            if h <= step.history <= step.capacity < c:
+                counts["cuts_freeing" if -(-step.capacity // t) < -(-c // t) else "cuts_freeing_none"] += 1
+            if h <= step.capacity < step.history:
+                counts["between"] += 1
+                counts["between_above"] += step.capacity > h
+        return original_apply(self, step)
+
+    lockstep.Lockstep.__init__, lockstep.Lockstep.apply = init, apply
+    try:
+        result = run_campaign("oracle", "reference", profile="ci", examples=examples, out_dir=None)
+    finally:
+        lockstep.Lockstep.__init__, lockstep.Lockstep.apply = original_init, original_apply
+    assert result.divergence is None, result.divergence.describe()
+    return counts
+
+
+def test_the_ci_campaign_reaches_the_corners_it_used_to_miss():
+    counts = _corner_counts()
+    # before: no config with non-default semantics, 1-9 cuts freeing tail blocks, 5-16 interleaved maps
+    # of 400-470 configs, 7-24 misuse steps with capacity between the histories (all at the old one)
+    assert counts["semantics"] >= counts["configs"] // 4, counts
+    assert counts["three_life_cycles"] >= counts["configs"] // 8, counts
+    assert counts["non_monotone"] >= 17, counts  # 19 measured
+    assert counts["cuts_freeing"] >= 45 and counts["cuts_freeing_none"] >= 30, counts
+    assert counts["between"] >= 30 and counts["between_above"] >= 25, counts
+
+
+# --------------------------------------------------------------------------- the command line
+def test_cli_mutate_reference_runs_the_oracle_against_the_mutant(tmp_path, capsys):
+    from swafloor.cli import main
+
+    assert main(["fuzz", "--mutate-reference", "copy-per-layer", "--profile", "ci", "--examples", "300",
+                 "--no-shrink", "--out", str(tmp_path), "--json"]) == 1
+    out = capsys.readouterr().out
+    assert '"against": "reference-mutant:copy-per-layer"' in out and '"backend": "oracle"' in out
+    assert '"semantics_share"' in out
+    assert main(["fuzz", "--mutate-reference", "nope"]) == 2
+    assert main(["fuzz", "--mutate-reference", "copy-per-layer", "--against", "oracle"]) == 2
+    assert main(["fuzz", "--list"]) == 0
+    assert PREFIX + "copy-per-layer" in capsys.readouterr().out
