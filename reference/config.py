@@ -18,6 +18,7 @@ from .lifecycle import LifeCycle, LifeCycleKind, sink_blocks_for
 from .show import bounded
 
 __all__ = [
+    "SwafloorError",
     "ConfigError",
     "MAX_COUNT",
     "FreeStale",
@@ -39,7 +40,11 @@ __all__ = [
 MAX_COUNT = 10**18
 
 
-class ConfigError(ValueError):
+class SwafloorError(Exception):
+    """Base of swafloor's typed errors."""
+
+
+class ConfigError(SwafloorError, ValueError):
     """A configuration value is invalid. ``field`` names it and ``value`` holds what was given; the
     message quotes a bounded, one-line form of both (a 5000-digit int or a deep list is fine)."""
 

@@ -40,7 +40,7 @@ from typing import Any, Hashable
 import attrs
 
 from . import lifecycle
-from .config import Config, FreeStale, Layout, SuspendMode, build_layout
+from .config import Config, ConfigError, FreeStale, Layout, SuspendMode, SwafloorError, build_layout
 from .lifecycle import LifeCycleKind
 from .show import bounded
 
@@ -57,10 +57,6 @@ __all__ = [
     "Manager",
     "ranges_of",
 ]
-
-
-class SwafloorError(Exception):
-    """Base of swafloor's typed errors other than :class:`~.config.ConfigError`."""
 
 
 class RequestError(SwafloorError, ValueError):
@@ -271,9 +267,16 @@ class Manager:
     """The executable spec of a paged KV-cache manager with sliding-window attention."""
 
     def __init__(self, config: Config, release_order: ReleaseOrder | str = ReleaseOrder.RELEASE_FIRST):
+        if not isinstance(config, Config):
+            raise ConfigError("config", config, "must be a Config")
+        try:
+            order = ReleaseOrder(release_order)
+        except ValueError:
+            choices = ", ".join(repr(o.value) for o in ReleaseOrder)
+            raise ConfigError("release_order", release_order, f"must be one of {choices}") from None
         self.config = config
         self.layout: Layout = build_layout(config)
-        self.release_order = ReleaseOrder(release_order)
+        self.release_order = order
         self.semantics = config.semantics
         self._in_flight = config.semantics.in_flight_tokens
         self._pools = [_Pool(n) for n in self.layout.slots]

@@ -242,7 +242,31 @@ def test_bench_with_the_smallest_budget_still_gives_rates(capsys):
 # ------------------------------------------------------------------ files
 def test_replaying_dev_zero_is_refused_cheaply(capsys):
     code, out, err = run_cli(capsys, "replay", "/dev/zero")
+    assert_one_line_exit_2(code, err, "is not a regular file (a character device)")
+
+
+def test_a_trace_over_16_mib_is_refused_unread(tmp_path, capsys):
+    big = tmp_path / "big.json"
+    with open(big, "wb") as handle:
+        handle.truncate(17 * 1024 * 1024)  # sparse: no disk used
+    code, out, err = run_cli(capsys, "replay", str(big))
     assert_one_line_exit_2(code, err, "larger than 16 MiB")
+
+
+@pytest.mark.parametrize("argv", [["replay"], ["replay", "--json"], ["explain", "--trace"]],
+                         ids=["replay", "replay-json", "explain-trace"])
+def test_a_fifo_is_refused_not_waited_on(tmp_path, argv):
+    """Issue 16: ``swafloor replay FIFO`` blocked forever in ``open`` (no writer ever comes). Run in a
+    child with a timeout, so the old behaviour fails this test instead of hanging the suite."""
+    import os
+
+    fifo = tmp_path / "trace.json"
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    proc = swafloor_child(*argv, str(fifo), timeout=30)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert proc.stderr.count("\n") == 1 and "is not a regular file (a FIFO)" in proc.stderr, proc.stderr
+    assert time.monotonic() - started < 30
 
 
 def test_a_file_name_with_a_newline_gives_one_line(tmp_path, capsys):

@@ -121,6 +121,8 @@ def writable_file(text: str) -> Path:
     try:
         if path.is_dir():
             raise argparse.ArgumentTypeError(f"{_show(text)} is a folder")
+        if path.is_fifo() or path.is_socket():  # opening one to write would wait for a reader forever
+            raise argparse.ArgumentTypeError(f"{_show(text)} is not a regular file")
         if not folder.is_dir():
             why = "is not a folder" if folder.exists() else "does not exist"
             raise argparse.ArgumentTypeError(f"{_show(text)}: {_show(str(folder))} {why}")
