@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 import attrs
 
-from swafloor.reference import Outcome, RequestError, RequestState, Snapshot, SwafloorError
+from swafloor.reference import BlockTable, Outcome, RequestError, RequestState, Snapshot, SwafloorError
 
 from .protocol import Backend, Capabilities, Comparison, Operation, Part
 from .trace import Step
@@ -23,6 +23,8 @@ __all__ = [
     "run_step",
     "parts_of",
     "lengths_of",
+    "as_table",
+    "held_blocks",
     "compare_results",
     "compare_parts",
     "jsonable",
@@ -119,14 +121,16 @@ def parts_of(observation: Snapshot | Mapping[Part, Any]) -> dict[Part, Any]:
 
     Forms: ``POOL_TOTALS``/``POOL_USED``: a tuple of ints per pool group; ``LENGTHS``: ``{request id:
     (state, capacity, history)}`` with the state's string value; ``TABLES``: ``{request id: tuple of
-    per-life-cycle tuples}`` (block index where held, None where not).
+    per-life-cycle tables}``, each a :class:`~swafloor.reference.BlockTable` (a backend may show one,
+    or the dense sequence: block index where held, None where not, converted here; a dense sequence
+    that is not of that form is kept as a tuple and compared entry by entry).
     """
     if isinstance(observation, Snapshot):
         return {
             Part.POOL_TOTALS: tuple(p.total for p in observation.pools),
             Part.POOL_USED: tuple(p.total - p.free for p in observation.pools),
             Part.LENGTHS: {r.request_id: (_state(r.state), r.capacity, r.history) for r in observation.requests},
-            Part.TABLES: {r.request_id: tuple(tuple(t) for t in r.tables) for r in observation.requests},
+            Part.TABLES: {r.request_id: r.tables for r in observation.requests},
         }
     parts: dict[Part, Any] = {}
     for key, value in observation.items():
@@ -136,9 +140,34 @@ def parts_of(observation: Snapshot | Mapping[Part, Any]) -> dict[Part, Any]:
         elif part is Part.LENGTHS:
             value = {rid: (_state(v[0]), v[1], v[2]) for rid, v in value.items()}
         elif part is Part.TABLES:
-            value = {rid: tuple(tuple(t) for t in v) for rid, v in value.items()}
+            value = {rid: tuple(_normal_table(t) for t in v) for rid, v in value.items()}
         parts[part] = value
     return parts
+
+
+def as_table(value: Any) -> BlockTable | None:
+    """A table as a :class:`~swafloor.reference.BlockTable`: itself, or converted from its dense form;
+    None when it is neither (a sequence holding something other than its indices and None)."""
+    if isinstance(value, BlockTable):
+        return value
+    if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__"):
+        return None
+    try:
+        return BlockTable.from_dense(value)
+    except (ValueError, TypeError):
+        return None
+
+
+def _normal_table(value: Any) -> Any:
+    table = as_table(value)
+    return table if table is not None else tuple(value)
+
+
+def held_blocks(table: Any) -> set[int]:
+    """The blocks a table (either form) shows holding a slot."""
+    if isinstance(table, BlockTable):
+        return set(table.blocks())
+    return {b for b in table if b is not None}
 
 
 def lengths_of(observation: Snapshot | Mapping[Part, Any]) -> dict[str, Any] | None:
@@ -149,12 +178,19 @@ def lengths_of(observation: Snapshot | Mapping[Part, Any]) -> dict[str, Any] | N
     return parts_of(observation).get(Part.LENGTHS)
 
 
+_DENSE_SHOWN = 4096  # the longest table a saved divergence shows entry by entry
+
+
 def jsonable(value: Any) -> Any:
     """A JSON-ready copy (tuples become lists, enums their values, keys strings)."""
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [jsonable(v) for v in value]
+    if isinstance(value, BlockTable):  # its dense form when short (as traces always showed it), else ranges
+        if value.length <= _DENSE_SHOWN:
+            return list(value.dense())
+        return {"length": value.length, "held": [list(r) for r in value.held]}
     if isinstance(value, Result):
         return {k: jsonable(v) for k, v in attrs.asdict(value, recurse=False).items() if v not in (None, ())}
     if hasattr(value, "value") and not isinstance(value, (int, str)):
@@ -252,6 +288,12 @@ def _first_difference(ref: Any, got: Any, path: str, at_least: bool) -> tuple[st
             if found:
                 return found
         return None
+    if path.count("[") == 2 and path.startswith(Part.TABLES.value):  # one life cycle's table
+        ref_table, got_table = as_table(ref), as_table(got)
+        if ref_table is not None and got_table is not None:
+            return _table_difference(ref_table, got_table, path, at_least)
+        ref = ref.dense() if isinstance(ref, BlockTable) else ref  # a table not of the dense form: entry by entry
+        got = got.dense() if isinstance(got, BlockTable) else got
     if isinstance(ref, tuple) and isinstance(got, tuple):
         if at_least and path.startswith(Part.TABLES.value) and len(got) > len(ref) and path.count("[") == 2:
             # A block table longer than the reference's (an engine that never shrinks one): the
@@ -273,6 +315,49 @@ def _first_difference(ref: Any, got: Any, path: str, at_least: bool) -> tuple[st
             return None
         return path, ref, got, "the backend falls below the reference"
     return path, ref, got, "values differ"
+
+
+def _table_difference(ref: BlockTable, got: BlockTable, path: str, at_least: bool) -> tuple[str, Any, Any, str] | None:
+    """:func:`_first_difference` of two tables, in O(held ranges): what comparing their dense forms
+    entry by entry gives (the same field, values and reason)."""
+    if at_least and got.length > ref.length:
+        # A block table longer than the reference's (an engine that never shrinks one): the common
+        # part is compared; blocks past the reference's capacity are accepted slack.
+        got = got.truncated(ref.length)
+    if ref.length != got.length:
+        return path, ref, got, f"lengths differ ({ref.length} vs {got.length})"
+    if ref == got:
+        return None
+    # The first block held on one side only (at least: held by the reference, not by the backend).
+    wanted = _held_minus(ref.held, got.held)
+    first = wanted[0][0] if wanted else None
+    if not at_least:
+        extra = _held_minus(got.held, ref.held)
+        if extra and (first is None or extra[0][0] < first):
+            first = extra[0][0]
+    if first is None:
+        return None
+    ref_value = first if ref.holds(first) else None
+    got_value = first if got.holds(first) else None
+    reason = "the backend falls below the reference" if at_least else "values differ"
+    return f"{path}[{first}]", ref_value, got_value, reason
+
+
+def _held_minus(a: tuple, b: tuple) -> list[tuple[int, int]]:
+    """The ranges of ``a`` that are not in ``b`` (both sorted, disjoint)."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in a:
+        for cut_lo, cut_hi in b:
+            if cut_hi <= lo or cut_lo >= hi:
+                continue
+            if cut_lo > lo:
+                out.append((lo, cut_lo))
+            lo = max(lo, cut_hi)
+            if lo >= hi:
+                break
+        if lo < hi:
+            out.append((lo, hi))
+    return out
 
 
 def compare_parts(

@@ -70,7 +70,7 @@ class Part(str, enum.Enum):
     POOL_TOTALS = "pool_totals"  # slots per pool group
     POOL_USED = "pool_used"  # slots in use per pool group (total - free)
     LENGTHS = "lengths"  # per request: state, capacity, history
-    TABLES = "tables"  # per request and life cycle: which blocks hold a slot
+    TABLES = "tables"  # per request and life cycle: which blocks hold a slot (a BlockTable, or its dense form)
 
 
 class Comparison(str, enum.Enum):

@@ -45,6 +45,7 @@ import time
 from typing import Any, Hashable
 
 from swafloor.reference import (
+    BlockTable,
     Config,
     LifeCycleKind,
     Outcome,
@@ -269,16 +270,16 @@ class VllmBackend:
         entry.closed = True
 
     # ------------------------------------------------------------------ observation
-    def _table(self, blocks: list[Any], capacity: int) -> tuple[int | None, ...]:
-        table = [None if block.is_null else i for i, block in enumerate(blocks)]
-        length = -(-capacity // self.t)
-        table.extend([None] * (length - len(table)))
-        return tuple(table)
+    def _table(self, blocks: list[Any], capacity: int) -> BlockTable:
+        """vLLM's block list as a table: its entries (at least the blocks the capacity spans), the
+        non-null ones held."""
+        length = max(len(blocks), -(-capacity // self.t))
+        return BlockTable.from_blocks(length, (i for i, block in enumerate(blocks) if not block.is_null))
 
     def observe(self) -> dict[Part, Any]:
         total = self.pool.num_gpu_blocks - 1  # block 0 is the null block
         lengths: dict[Hashable, tuple[str, int, int]] = {}
-        tables: dict[Hashable, tuple[tuple[int | None, ...], ...]] = {}
+        tables: dict[Hashable, tuple[BlockTable, ...]] = {}
         for rid, entry in self.requests.items():
             if entry.closed:
                 continue
