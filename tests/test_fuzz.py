@@ -141,7 +141,7 @@ def test_backends_and_plugin_import_lazily():
 
 # --------------------------------------------------------------------------- the oracle
 ALLOWED_FROM_REFERENCE = {
-    "AttentionLayer", "BelowMinimum", "Config", "ConfigError", "FloorRule", "Outcome", "PoolSnapshot",
+    "AttentionLayer", "BelowMinimum", "BlockTable", "Config", "ConfigError", "FloorRule", "Outcome", "PoolSnapshot",
     "RequestError", "RequestSnapshot", "RequestState", "Shortfall", "Snapshot", "SsmLayer",
 }
 

@@ -52,18 +52,43 @@ def decode(
     return None, "ok"
 
 
-class _Progress:
-    """Progress of a long simulation on stderr: a line after the first second, then every 5 s."""
+def format_duration(seconds: float) -> str:
+    """``seconds`` as a rough, readable duration: "40 s", "12 min", "3.5 h", "2.1 days", "4.2 years"."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds < 730 * 86400:
+        return f"{seconds / 86400:.1f} days"
+    return f"{seconds / (365 * 86400):,.1f} years"
 
-    def __init__(self, steps: int, first: float = 1.0, every: float = 5.0):
+
+class _Progress:
+    """Progress of a long simulation on stderr: once the first 4096 steps are timed, an estimate of
+    the total time when it exceeds ``estimate_above`` seconds; a line after the first second, then
+    every 5 s."""
+
+    def __init__(self, steps: int, first: float = 1.0, every: float = 5.0, estimate_above: float = 2.0):
         self.steps, self.done, self.history = steps, 0, None
         self.started = time.perf_counter()
         self.next_report = self.started + first
         self.every = every
+        self.estimate_above = estimate_above
+        self.estimated = False
 
     def __call__(self, done: int, history: int) -> None:
         self.done, self.history = done, history
         now = time.perf_counter()
+        if done and not self.estimated:
+            self.estimated = True
+            rate = done / max(now - self.started, 1e-9)
+            total = self.steps / rate
+            if total > self.estimate_above:
+                print(f"simulate: {self.steps:,} steps at about {rate:,.0f} steps/s (the first {done:,} timed): "
+                      f"about {format_duration(total)} in all; progress every {self.every:g} s, Ctrl-C stops",
+                      file=sys.stderr, flush=True)
         if now >= self.next_report:
             self.next_report = now + self.every
             print(f"simulate: {done:,} of {self.steps:,} steps ({100 * done / self.steps:.1f}%), "
