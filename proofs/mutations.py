@@ -146,7 +146,7 @@ def _first_floor_at_worst() -> list[Patch]:
 
 MUTATIONS: tuple[Mutation, ...] = (
     Mutation("drop-in-flight-plus-one", "stale range ends at (h - W) // t: the in-flight token's +1 dropped",
-             _drop_in_flight, ("decode-sufficient", "in-flight-sufficient")),
+             _drop_in_flight, ("decode-sufficient", "in-flight-sufficient", "stale-is-token-level")),
     Mutation("floor-not-ceiling", "the floor's window term is floor((W-1)/t) + 1 instead of the ceiling",
              _floor_not_ceiling, ("decode-sufficient", "step-sufficient", "in-flight-sufficient")),
     Mutation("sinks-ignored", "the floor (and the n-token worst case) leave out the sink blocks", _sinks_ignored,
@@ -160,7 +160,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("ssm-minimum-zero", "an SSM life cycle's minimum is 0 slots, not its one state page",
              _ssm_zero, ("ssm-minimum",)),
     Mutation("release-one-too-many", "the stale range ends one block late: a live block is released",
-             _release_one_too_many, ("decode-tight", "step-tight", "pool-group-tight")),
+             _release_one_too_many, ("decode-tight", "step-tight", "pool-group-tight", "stale-is-token-level")),
     Mutation("resize-peak-hold-as-release", "resize_peak ignores hold_stale: blocks made stale by the call "
              "are counted as released before it allocates", _hold_as_release,
              ("same-call-release-transient", "same-call-release-transient-exact")),
