@@ -389,6 +389,8 @@ def test_simulate_a_billion_steps_shows_progress_and_stops_on_ctrl_c():
         ["simulate", "--window", "4", "--tokens-per-block", "4", "--steps", "1000000000"], "of 1,000,000,000 steps")
     assert code == 130, err
     assert "simulate: " in err and "of 1,000,000,000 steps" in err  # progress
+    lines = err.splitlines()  # issue 16: an estimate of the total time comes before any progress line
+    assert "in all" in lines[0] and "1,000,000,000 steps at about" in lines[0], lines[:2]
     assert "interrupted after at least" in err and "no deadlock so far" in err  # the summary
     assert "Traceback" not in err
 
@@ -398,3 +400,12 @@ def test_fuzz_10_to_the_12_examples_shows_progress_and_stops_on_ctrl_c(tmp_path)
         ["fuzz", "--backend", "reference", "--examples", str(10**12), "--out", str(tmp_path)], "fuzz: searching")
     assert code == 130, err
     assert "fuzz: searching" in err and "fuzz: interrupted after" in err and "Traceback" not in err
+
+
+def test_bench_with_defaults_estimates_its_time_shows_progress_and_stops_on_ctrl_c():
+    code, out, err = _interrupt_after(["bench"], "bench: measuring reference")
+    assert code == 130, err
+    lines = err.splitlines()
+    assert lines[0].startswith("bench: reference, proofs, fuzz, dataplane: about ") and "in all" in lines[0], lines
+    assert lines[1] == "bench: measuring reference ..." and "swafloor: interrupted" in err
+    assert "Traceback" not in err

@@ -7,7 +7,7 @@ import time
 
 from swafloor.reference import AttentionLayer, Config, FloorRule, Manager, ReleaseOrder, build_layout
 
-from ._common import add_window_arguments, int_at_least, print_json
+from ._common import add_window_arguments, format_duration, int_at_least, print_json
 
 
 def register(subparsers) -> None:
@@ -50,19 +50,6 @@ def decode(
             manager.commit(request_id, 1)
         h += 1
     return None, "ok"
-
-
-def format_duration(seconds: float) -> str:
-    """``seconds`` as a rough, readable duration: "40 s", "12 min", "3.5 h", "2.1 days", "4.2 years"."""
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 90 * 60:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 48 * 3600:
-        return f"{seconds / 3600:.1f} h"
-    if seconds < 730 * 86400:
-        return f"{seconds / 86400:.1f} days"
-    return f"{seconds / (365 * 86400):,.1f} years"
 
 
 class _Progress:
