@@ -36,9 +36,10 @@ FORMATTERS = {
 
 
 #: What each fixed-size target costs, in CPU seconds (user + sys of ``time swafloor bench TARGET``,
-#: one process) on the development machine (x86_64, Python 3.11.7): the basis of the estimate
-#: printed before measuring. A loaded or slower machine takes longer, and says so only by its figures.
-TYPICAL_SECONDS = {"proofs": 0.0, "fuzz": 0.0, "dataplane": 0.0}
+#: its solver processes included) on the development machine (x86_64, 2 cores, Python 3.11.7, measured
+#: under a load average near 8, which CPU seconds mostly discount): the basis of the estimate printed
+#: before measuring. A slower or busier machine takes longer than estimated.
+TYPICAL_SECONDS = {"proofs": 140.0, "fuzz": 76.0, "dataplane": 26.0}
 REFERENCE_FIGURE_OVERHEAD = 0.3  # seconds to build each reference figure's sides beyond its budget
 
 
