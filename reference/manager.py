@@ -533,9 +533,9 @@ class Manager:
             _require_count(request_id, "capacity", capacity)
             _require_count(request_id, "history", history)
         if history < req.history:
-            raise RequestError(request_id, "history", history, f"goes backwards from {req.history}")
+            raise RequestError(request_id, "history", history, f"goes backwards from {bounded(req.history)}")
         if capacity < history:
-            raise RequestError(request_id, "capacity", capacity, f"is below history {history}")
+            raise RequestError(request_id, "capacity", capacity, f"is below history {bounded(history)}")
         if self._unchanged(req, history, capacity):  # no block changes: nothing to plan
             req.capacity, req.history, req.released_to = capacity, history, history
             return OK
@@ -562,7 +562,7 @@ class Manager:
             _require_count(request_id, "tokens", tokens)
         if req.history + tokens > req.capacity:
             raise RequestError(
-                request_id, "tokens", tokens, f"history {req.history} + tokens exceeds capacity {req.capacity}"
+                request_id, "tokens", tokens, f"history {bounded(req.history)} + tokens exceeds capacity {bounded(req.capacity)}"
             )
         req.history += tokens
         if self.semantics.free_stale is FreeStale.AT_COMMIT:

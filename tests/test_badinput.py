@@ -173,6 +173,7 @@ def _options_of(parser) -> dict[str, list[tuple[str, bool]]]:
 
 def cli_argv_strategy(commands: dict, extra_paths=()):
     st, _, _, _ = strategies()
+    extra_paths = tuple(str(p) for p in extra_paths)
     values = _value_texts(st, extra_paths)
     small = st.integers(1, 40).map(str)
 

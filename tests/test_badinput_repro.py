@@ -409,3 +409,19 @@ def test_bench_with_defaults_estimates_its_time_shows_progress_and_stops_on_ctrl
     assert lines[0].startswith("bench: reference, proofs, fuzz, dataplane: about ") and "in all" in lines[0], lines
     assert lines[1] == "bench: measuring reference ..." and "swafloor: interrupted" in err
     assert "Traceback" not in err
+
+
+def test_misuse_messages_bound_5000_digit_lengths():
+    """Found by the extended campaign (issue 16): the message of a resize whose capacity is below a
+    5000-digit history converted that int to text and raised ValueError instead of RequestError."""
+    m = Manager(Config(1, [AttentionLayer(window=1)]))
+    m.create("r")
+    m.resume("r")
+    with pytest.raises(RequestError, match="is below history <int of 5,001 digits>"):
+        m.resize("r", 0, 10**5000)
+    m.create("big", reused_history=10**5000)
+    m.resume("big")
+    with pytest.raises(RequestError, match="goes backwards from <int of 5,001 digits>"):
+        m.resize("big", 10**5000, 0)
+    with pytest.raises(RequestError, match="exceeds capacity <int of 5,001 digits>"):
+        m.commit("big", 1)
