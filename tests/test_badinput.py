@@ -465,10 +465,10 @@ def manager_strategy():
                                      st.just(("full",)), st.just(("ssm",))), min_size=1, max_size=3),
         "extra": st.sampled_from([0, 0, 3, 10**9]),
         # mostly valid (the calls are the point), now and then a bad argument to Manager itself
-        "order": st.tuples(st.integers(0, 9), st.sampled_from(["release-first", "hold-until-return"]), st.one_of(
+        "order": st.tuples(st.integers(0, 19), st.sampled_from(["release-first", "hold-until-return"]), st.one_of(
             st.sampled_from(["RELEASE-FIRST", "release_first", "", None, 3, "hold-until-return "]), values),
-        ).map(lambda c: c[1] if c[0] < 8 else c[2]),
-        "config": st.tuples(st.integers(0, 11), values).map(lambda c: "valid" if c[0] < 11 else c[1]),
+        ).map(lambda c: c[1] if c[0] < 18 else c[2]),
+        "config": st.tuples(st.integers(0, 23), values).map(lambda c: "valid" if c[0] < 23 else c[1]),
     })
     return st.tuples(config, st.lists(call, min_size=1, max_size=25))
 
