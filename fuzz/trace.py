@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -299,13 +301,43 @@ def loads(text: str, where: str = "file") -> Trace:
     return from_dict(data)
 
 
+class _NotRegular(Exception):
+    def __init__(self, kind: str):
+        self.kind = kind
+
+
+def _kind(mode: int) -> str:
+    for test, kind in ((stat.S_ISDIR, "folder"), (stat.S_ISFIFO, "FIFO"), (stat.S_ISSOCK, "socket"),
+                       (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device")):
+        if test(mode):
+            return kind
+    return "special file"
+
+
+def _read_regular(path: str | Path, limit: int) -> bytes:
+    """At most ``limit`` bytes of a regular file. Opened without blocking (a FIFO with no writer would
+    block ``open`` forever) and refused, by what the open descriptor is, unless a regular file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise _NotRegular(_kind(mode))
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read(limit)
+    finally:
+        os.close(fd)
+
+
 def load(path: str | Path) -> Trace:
     """Read and validate a trace file; raises :class:`TraceError` (field ``file`` for I/O and JSON).
-    At most :data:`MAX_TRACE_BYTES` are read, so ``/dev/zero`` or a huge file is refused cheaply."""
+    At most :data:`MAX_TRACE_BYTES` are read, so a huge file is refused cheaply; anything but a regular
+    file (a FIFO, which would block forever, ``/dev/zero``, a folder) is refused before reading."""
     shown = str(path)
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_TRACE_BYTES + 1)
+        raw = _read_regular(path, MAX_TRACE_BYTES + 1)
+    except _NotRegular as exc:
+        raise TraceError("file", shown, f"is not a regular file (a {exc.kind})") from None
     except OSError as exc:
         raise TraceError("file", shown, f"cannot be read ({exc.strerror or type(exc).__name__})") from None
     except ValueError as exc:  # e.g. an embedded NUL in the name

@@ -221,9 +221,21 @@ def mixed_steps_tight(t, W, S, n, j):
 SSM = lifecycle.LifeCycle(lifecycle.LifeCycleKind.SSM)
 
 
-def ssm_minimum(t, h, n):
+def ssm_minimum(t, N, h, n):
     minimum = floors.life_cycle_min_slots(SSM, t, floors.FloorRule.FIXED, (SSM,))
-    return minimum == len(SSM.live_indices(h, h + n, t))
+    pages = N * len(SSM.live_indices(h, h + n, t))  # N active requests, each at (h, h + n)
+    return pages <= N * minimum, pages > N * minimum - 1
+
+
+REQUESTS = upto("N", "active requests sharing the pool", 1, 8, "N <= 8")
+BLOCK = Var(
+    "b", "block index", 0, lambda env: range(0, env["h"] // env["t"] + env["S"] + 3), "b <= h/t + S + 2"
+)
+
+
+def stale_is_token_level(t, W, S, h, b):
+    start, end = lifecycle.stale_range(h, t, W, S)
+    return all_of(start <= b, b < end) == lifecycle.stale_by_tokens(b, h, t, W, S)
 
 
 # ----------------------------------------------------------------------------- tokens in flight
@@ -439,8 +451,9 @@ CATALOGUE: tuple[Theorem, ...] = (
         "decode-sufficient",
         "A one-token step (capacity c = h+1) never has more live blocks than the SWA floor "
         "S + ceil((W-1)/t) + 1, and releasing before allocating neither does the transition into it: "
-        "resize(h+1, h) from (h, h), or one resize from (h, h+1) to (h+1, h+2). Per-request needs add up in "
-        "a shared pool, so N requests decoding at any histories fit in N x floor.",
+        "resize(h+1, h) from (h, h), or one resize from (h, h+1) to (h+1, h+2). The goal is one request "
+        "at one history; that N requests decoding at any histories fit in N x floor follows by adding "
+        "N such bounds (requests share no blocks), a step this goal does not contain.",
         PROVED,
         (T, W, S, H),
         decode_sufficient,
@@ -507,12 +520,14 @@ CATALOGUE: tuple[Theorem, ...] = (
     ),
     Theorem(
         "pool-group-tight",
-        "For any number of SWA life cycles (W_i, S_i, floors F_i) sharing a pool group with full attention, "
-        "a request at history h = k*t (capacity h+1 = 1 mod t) with k = max F_i - 1 holds exactly F_i blocks "
-        "in every SWA life cycle at once (each does at every k >= F_i - 1), and full attention holds "
-        "max(1, max F_i): the group needs the whole sum of minimums at once, so no smaller minimum serves; "
-        "N requests there in lockstep need N times the sum. The goal is one life cycle at the shared "
-        "history, which is why it holds for any number of them.",
+        "What the goal proves, for one SWA life cycle (W, S, floor F) and every k: at history h = k*t "
+        "(capacity h+1) it holds exactly F blocks whenever k >= F - 1, and full attention holds max(1, F) "
+        "blocks at k = F - 1 and at least that from there on. Read for several SWA life cycles "
+        "(W_i, S_i, F_i) sharing a pool group with full attention, the goal's first part applied to each "
+        "at the one k = max F_i - 1 says each holds its F_i at once, and the third says full attention "
+        "then holds >= max(1, max F_i), so no smaller sum of minimums serves that request. The goal "
+        "fixes neither the number of life cycles nor of requests; that both add up is arithmetic "
+        "outside it.",
         PROVED,
         (T, W, S, BLOCKS),
         pool_group_tight,
@@ -581,12 +596,24 @@ CATALOGUE: tuple[Theorem, ...] = (
     ),
     Theorem(
         "ssm-minimum",
-        "An SSM life cycle's minimum (floors.life_cycle_min_slots) is the state pages it holds per active "
-        "request at every history and step size (LifeCycle.live_indices, what the manager keeps): one, so "
-        "it is enough and no fewer serves.",
+        "N >= 1 active requests, each at any history h and step size n, hold N x (the state pages "
+        "LifeCycle.live_indices gives an SSM life cycle, what the manager keeps) slots, and N x its "
+        "minimum (floors.life_cycle_min_slots) serves them while one slot fewer does not. The solver "
+        "decides this over the symbolic count N; that the pages per request are one whatever h and n is "
+        "by construction of the reference (checked on ints for the bounded h and n).",
         PROVED,
-        (T, upto("h", "history: tokens already computed", 0, 64, "h <= 64", TOKENS), STEP),
+        (T, REQUESTS, upto("h", "history: tokens already computed", 0, 64, "h <= 64", TOKENS), STEP),
         ssm_minimum,
+    ),
+    Theorem(
+        "stale-is-token-level",
+        "stale_range, which every other theorem and the manager use, is token-level liveness: at every "
+        "history h a block b is in stale_range(h) exactly when it is past the sink blocks (b >= S) and "
+        "every token in it is before the live window's first token h + 1 - W "
+        "(lifecycle.stale_by_tokens: its last token (b+1)*t - 1 < h + 1 - W), for all t, W, S, h and b.",
+        PROVED,
+        (T, W, S, H, BLOCK),
+        stale_is_token_level,
     ),
     Theorem(
         "in-flight-sufficient",

@@ -120,7 +120,12 @@ IDEAS: dict[str, str] = {
         "exactly when t divides W - 1 (the arithmetic of cpp-sizing-covers)."
     ),
     "ssm-minimum": (
-        "An SSM layer keeps one state page per request whatever its history or step, so its life cycle "
-        "holds exactly one slot per active request: the minimum of one is both enough and needed."
+        "An SSM layer keeps one state page per request whatever its history or step, so N requests "
+        "hold N pages: N times the minimum of one is enough, and N - 1 slots are one short."
+    ),
+    "stale-is-token-level": (
+        "Past the sinks, b < floor((h+1-W)/t) is (b+1)*t <= h+1-W, the last token of b before the window; "
+        "when the sinks reach past ceil(h/t) the range is empty and no block past them ends before "
+        "h + 1 - W <= h either."
     ),
 }

@@ -56,6 +56,7 @@ from .peers import (
     vllm_blocks_per_request,
 )
 from .manager import (
+    BlockTable,
     Manager,
     Outcome,
     ranges_of,

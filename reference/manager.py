@@ -41,8 +41,9 @@ import attrs
 
 from . import lifecycle
 from .config import Config, FreeStale, Layout, ReleaseOrder, SuspendMode, build_layout
-from .errors import RequestError
+from .errors import ConfigError, RequestError
 from .lifecycle import LifeCycleKind
+from .show import bounded
 
 __all__ = [
     "ReleaseOrder",
@@ -50,6 +51,7 @@ __all__ = [
     "Shortfall",
     "Outcome",
     "PoolSnapshot",
+    "BlockTable",
     "RequestSnapshot",
     "Snapshot",
     "SlotMap",
@@ -107,16 +109,83 @@ class PoolSnapshot:
     free: int
 
 
+def _check_held(table: "BlockTable", attribute: Any, held: Any) -> None:
+    end = 0
+    for pair in held:
+        lo, hi = pair
+        if type(lo) is not int or type(hi) is not int or not end <= lo < hi or (end and lo == end):
+            raise ValueError(f"BlockTable.held={bounded(held)}: must be sorted, disjoint, merged (lo, hi) ranges")
+        end = hi
+    if end > table.length:
+        raise ValueError(f"BlockTable.held={bounded(held)}: reaches block {end - 1}, past length {table.length}")
+
+
+@attrs.frozen
+class BlockTable:
+    """One life cycle's block table in O(held ranges): ``length`` entries, block ``b`` holding a slot
+    exactly when it lies in one of the ``held`` ranges (sorted, disjoint, merged, half-open
+    ``(lo, hi)``, within ``[0, length)``). The reference's length is the blocks its capacity spans,
+    ``ceil(c / t)`` (SSM: its one page). Its dense form (:meth:`dense`) is the tuple with ``b`` where
+    block ``b`` holds a slot and None where not; two tables are equal exactly when their dense forms
+    are, whatever the history (a table of 10**12 blocks holding two is two ranges)."""
+
+    length: int = attrs.field(validator=attrs.validators.and_(attrs.validators.instance_of(int),
+                                                              attrs.validators.ge(0)))
+    held: Ranges = attrs.field(default=(), converter=lambda v: tuple(tuple(p) for p in v), validator=_check_held)
+
+    @classmethod
+    def from_blocks(cls, length: int, blocks: Any) -> "BlockTable":
+        """The table of ``length`` entries in which exactly ``blocks`` (distinct ints) hold a slot."""
+        return cls(length, ranges_of(tuple(sorted(blocks))))
+
+    @classmethod
+    def from_dense(cls, entries: Any) -> "BlockTable":
+        """The table whose dense form is ``entries``; ValueError unless each entry is None or its index."""
+        entries = tuple(entries)
+        blocks = []
+        for b, entry in enumerate(entries):
+            if entry is None:
+                continue
+            if type(entry) is not int or entry != b:
+                raise ValueError(f"entry {b} is {bounded(entry)}: a dense table holds its index or None")
+            blocks.append(b)
+        return cls(len(entries), ranges_of(tuple(blocks)))
+
+    def holds(self, block: int) -> bool:
+        return any(lo <= block < hi for lo, hi in self.held)
+
+    def blocks(self):
+        """The blocks that hold a slot, in increasing order."""
+        for lo, hi in self.held:
+            yield from range(lo, hi)
+
+    @property
+    def held_count(self) -> int:
+        return sum(hi - lo for lo, hi in self.held)
+
+    def dense(self) -> tuple[int | None, ...]:
+        """Entry ``b`` is ``b`` where block ``b`` holds a slot, None where not (O(length))."""
+        table: list[int | None] = [None] * self.length
+        for lo, hi in self.held:
+            table[lo:hi] = range(lo, hi)
+        return tuple(table)
+
+    def truncated(self, length: int) -> "BlockTable":
+        """The first ``length`` entries (``length <= self.length``)."""
+        return BlockTable(length, _ranges(*((lo, min(hi, length)) for lo, hi in self.held if lo < length)))
+
+
 @attrs.frozen
 class RequestSnapshot:
-    """A request's lengths and, per life cycle, its block table: the block index where the block
-    holds a slot, None where it holds none. Tables cover blocks ``[0, ceil(c / t))``; SSM has one."""
+    """A request's lengths and, per life cycle, its :class:`BlockTable`: the blocks ``[0, ceil(c / t))``
+    its capacity spans (SSM: one) and the ranges of those that hold a slot. O(held ranges), whatever
+    the capacity or history."""
 
     request_id: Hashable
     state: RequestState
     capacity: int
     history: int
-    tables: tuple[tuple[int | None, ...], ...]
+    tables: tuple[BlockTable, ...]
 
 
 @attrs.frozen
@@ -265,10 +334,18 @@ class Manager:
     """The executable spec of a paged KV-cache manager with sliding-window attention."""
 
     def __init__(self, config: Config, release_order: ReleaseOrder | str | None = None):
+        if not isinstance(config, Config):
+            raise ConfigError("config", config, "must be a Config")
+        # The config's semantics name the order; an explicit argument overrides it.
+        chosen = config.semantics.release_order if release_order is None else release_order
+        try:
+            order = ReleaseOrder(chosen)
+        except ValueError:
+            choices = ", ".join(repr(o.value) for o in ReleaseOrder)
+            raise ConfigError("release_order", release_order, f"must be one of {choices}") from None
         self.config = config
         self.layout: Layout = build_layout(config)
-        # The config's semantics name the order; an explicit argument overrides it.
-        self.release_order = ReleaseOrder(config.semantics.release_order if release_order is None else release_order)
+        self.release_order = order
         self.semantics = config.semantics
         self._in_flight = config.semantics.in_flight_tokens
         self._pools = [_Pool(n) for n in self.layout.slots]
@@ -347,31 +424,21 @@ class Manager:
 
     def _request_snapshot(self, req: _Request) -> RequestSnapshot:
         """A request's snapshot, rebuilt only when its state, lengths or blocks changed (a harness
-        snapshots after every step; most steps change one request, and most change no block); its
-        tables are kept while the blocks it holds and the blocks its capacity spans stay the same."""
+        snapshots after every step; most steps change one request). O(held ranges)."""
         key = (req.state, req.capacity, req.history, tuple(req.ranges))
-        last = req.snapshot_key
-        if last != key:
-            t = self.tokens_per_block
-            allocated = lifecycle.allocated_blocks(req.capacity, t)
-            if last is not None and last[3] == key[3] and lifecycle.allocated_blocks(last[1], t) == allocated:
-                tables = req.snapshot.tables  # the same blocks held and spanned
-            else:
-                tables = self._tables(req, allocated)
+        if req.snapshot_key != key:
+            tables = self._tables(req, lifecycle.allocated_blocks(req.capacity, self.tokens_per_block))
             req.snapshot = RequestSnapshot(req.request_id, req.state, req.capacity, req.history, tables)
             req.snapshot_key = key
         return req.snapshot
 
-    def _tables(self, req: _Request, allocated: int) -> tuple[tuple[int | None, ...], ...]:
-        """Per life cycle, the block index where a block is held and None where not, over the
-        ``allocated`` blocks the capacity spans (SSM: its one page)."""
-        tables = []
-        for lc, ranges in zip(self.layout.life_cycles, req.ranges):  # the ranges of the held blocks
-            table: list[int | None] = [None] * (1 if lc.kind is LifeCycleKind.SSM else allocated)
-            for lo, hi in ranges:
-                table[lo:hi] = range(lo, hi)
-            tables.append(tuple(table))
-        return tuple(tables)
+    def _tables(self, req: _Request, allocated: int) -> tuple[BlockTable, ...]:
+        """Per life cycle, the ranges of the blocks held among the ``allocated`` blocks the capacity
+        spans (SSM: its one page)."""
+        return tuple(
+            BlockTable(1 if lc.kind is LifeCycleKind.SSM else allocated, ranges)
+            for lc, ranges in zip(self.layout.life_cycles, req.ranges)
+        )
 
     def _holds_blocks(self, req: _Request) -> bool:
         return req.state is RequestState.ACTIVE or (
@@ -480,9 +547,9 @@ class Manager:
             _require_count(request_id, "capacity", capacity)
             _require_count(request_id, "history", history)
         if history < req.history:
-            raise RequestError(request_id, "history", history, f"goes backwards from {req.history}")
+            raise RequestError(request_id, "history", history, f"goes backwards from {bounded(req.history)}")
         if capacity < history:
-            raise RequestError(request_id, "capacity", capacity, f"is below history {history}")
+            raise RequestError(request_id, "capacity", capacity, f"is below history {bounded(history)}")
         if self._unchanged(req, history, capacity):  # no block changes: nothing to plan
             req.capacity, req.history, req.released_to = capacity, history, history
             return OK
@@ -509,7 +576,7 @@ class Manager:
             _require_count(request_id, "tokens", tokens)
         if req.history + tokens > req.capacity:
             raise RequestError(
-                request_id, "tokens", tokens, f"history {req.history} + tokens exceeds capacity {req.capacity}"
+                request_id, "tokens", tokens, f"history {bounded(req.history)} + tokens exceeds capacity {bounded(req.capacity)}"
             )
         req.history += tokens
         if self.semantics.free_stale is FreeStale.AT_COMMIT:

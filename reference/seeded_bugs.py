@@ -51,7 +51,7 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
     SeededBug("legacy-floor", "the pre-fix SWA floor: one slot per life cycle",
               ("decode-sufficient", "decode-tight", "pool-group-tight"), (TABLE_ONLY,)),
     SeededBug("no-inflight-token", "the live window is [h-W, h-1]: the in-flight token's +1 dropped (stale "
-              "blocks released one token late)", ("decode-sufficient", "in-flight-sufficient"),
+              "blocks released one token late)", ("decode-sufficient", "in-flight-sufficient", "stale-is-token-level"),
               (TABLE_ONLY, DATA_PLANE)),
     SeededBug("floor-division", "the SWA floor's window term is floor((W-1)/t) + 1 instead of the ceiling",
               ("decode-sufficient", "step-sufficient", "in-flight-sufficient"), (TABLE_ONLY,)),
@@ -70,7 +70,7 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               ("full-attention-floor-exact", "pool-group-tight")),
     SeededBug("ssm-minimum-zero", "an SSM life cycle's minimum is 0 slots, not its one state page", ("ssm-minimum",)),
     SeededBug("release-one-too-many", "the stale range ends one block late: a live block is released",
-              ("decode-tight", "step-tight", "pool-group-tight")),
+              ("decode-tight", "step-tight", "pool-group-tight", "stale-is-token-level")),
     SeededBug("resize-peak-hold-as-release", "resize_peak ignores hold_stale: blocks made stale by the call are "
               "counted as released before it allocates",
               ("same-call-release-transient", "same-call-release-transient-exact")),

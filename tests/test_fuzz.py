@@ -145,7 +145,7 @@ def test_backends_and_plugin_import_lazily():
 
 # --------------------------------------------------------------------------- the oracle
 ALLOWED_FROM_REFERENCE = {
-    "AttentionLayer", "BelowMinimum", "Config", "ConfigError", "FloorRule", "Outcome", "PoolSnapshot",
+    "AttentionLayer", "BelowMinimum", "BlockTable", "Config", "ConfigError", "FloorRule", "Outcome", "PoolSnapshot",
     "RequestError", "RequestSnapshot", "RequestState", "Shortfall", "Snapshot", "SsmLayer",
     "FreeStale", "SuspendMode",  # the semantics' option values
 }
@@ -633,3 +633,61 @@ def test_at_least_tables_may_be_longer_never_shorter():
     assert compare_parts(0, None, ref, longer, Capabilities()).field == "tables[r0][0]"
     assert compare_parts(0, None, ref, shorter, one_sided).field == "tables[r0][0]"
     assert compare_parts(0, None, ref, missing, one_sided).field == "tables[r0][0][1]"
+
+
+def _dense_difference(ref, got, path, at_least):
+    """Issue 16's yardstick: how two dense tables (index where held, None where not) were compared
+    before tables became ranges, entry by entry."""
+    if at_least and len(got) > len(ref):
+        got = got[: len(ref)]
+    if len(ref) != len(got):
+        return path, f"lengths differ ({len(ref)} vs {len(got)})"
+    for i, (r, g) in enumerate(zip(ref, got)):
+        if r == g or (at_least and r is None and g is not None):
+            continue
+        return f"{path}[{i}]", r, g, ("the backend falls below the reference" if at_least else "values differ")
+    return None
+
+
+def _dense_tables():
+    from hypothesis import strategies as st
+
+    return st.lists(st.booleans(), max_size=12).map(lambda held: tuple(b if h else None for b, h in enumerate(held)))
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@given(ref=_dense_tables(), got=_dense_tables(), at_least=__import__("hypothesis").strategies.booleans())
+def test_range_tables_compare_exactly_as_dense_tables(ref, got, at_least):
+    """A divergence on tables (field, both values, reason) is what the dense comparison gave, whether
+    the sides show BlockTables (ranges) or dense tuples."""
+    from swafloor.fuzz.compare import compare_parts
+    from swafloor.reference import BlockTable
+
+    caps = Capabilities(observations={"outcome": "exact", "tables": "at-least" if at_least else "exact"})
+    expected = _dense_difference(ref, got, "tables[r0][0]", at_least)
+    for ref_form, got_form in [(BlockTable.from_dense(ref), BlockTable.from_dense(got)),
+                               (ref, got), (BlockTable.from_dense(ref), got)]:
+        found = compare_parts(0, None, {Part.TABLES: {"r0": (ref_form,)}}, {Part.TABLES: {"r0": (got_form,)}}, caps)
+        if expected is None:
+            assert found is None
+        elif len(expected) == 2:  # lengths differ: the values are the whole tables
+            assert (found.field, found.reason) == expected
+            assert BlockTable.from_dense(ref) == as_block(found.reference)
+        else:
+            assert (found.field, found.reference, found.backend, found.reason) == expected
+
+
+def as_block(value):
+    from swafloor.reference import BlockTable
+
+    return value if isinstance(value, BlockTable) else BlockTable.from_dense(value)
+
+
+def test_a_table_not_of_the_dense_form_is_compared_entry_by_entry():
+    from swafloor.fuzz.compare import compare_parts, parts_of
+    from swafloor.reference import BlockTable
+
+    ref = {Part.TABLES: {"r0": (BlockTable(3, ((0, 2),)),)}}
+    got = parts_of({"tables": {"r0": ((0, 7, None),)}})
+    found = compare_parts(0, None, ref, got, Capabilities(observations={"outcome": "exact", "tables": "exact"}))
+    assert (found.field, found.reference, found.backend) == ("tables[r0][0][1]", 1, 7)

@@ -35,6 +35,7 @@ import attrs
 from swafloor.reference import (
     AttentionLayer,
     BelowMinimum,
+    BlockTable,
     Config,
     ConfigError,
     FloorRule,
@@ -298,15 +299,12 @@ class OracleManager:
         self._release_all(req)
         req.state = CLOSED
 
-    def _tables(self, req: _Request) -> tuple[tuple[int | None, ...], ...]:
-        """A request's tables: every allocated block, its index where held, None where not."""
+    def _tables(self, req: _Request) -> tuple[BlockTable, ...]:
+        """A request's tables: every allocated block, and which of them are held (as ranges)."""
         tables = []
         for geometry, held in zip(self.geometries, req.held):
             blocks = range(1) if geometry.kind == "ssm" else _allocated(req.capacity, self.t)
-            table: list[int | None] = [None] * len(blocks)
-            for b in held:  # every held block is an allocated one
-                table[b] = b
-            tables.append(tuple(table))
+            tables.append(BlockTable.from_blocks(len(blocks), held))  # every held block is an allocated one
         return tuple(tables)
 
     def snapshot(self) -> Snapshot:

@@ -45,6 +45,7 @@ import time
 from typing import Any, Hashable
 
 from swafloor.reference import (
+    BlockTable,
     Config,
     LifeCycleKind,
     Outcome,
@@ -275,10 +276,10 @@ class VllmBackend:
 
     # ------------------------------------------------------------------ observation
     @staticmethod
-    def _table(blocks: list[Any]) -> tuple[int | None, ...]:
-        """vLLM's own block list for a group: the index where a real block is held, None for the null
-        block (a freed out-of-window position); nothing added for capacity vLLM keeps no number of."""
-        return tuple(None if block.is_null else i for i, block in enumerate(blocks))
+    def _table(blocks: list[Any]) -> BlockTable:
+        """vLLM's own block list for a group as a table: its entries, the non-null ones held (a null
+        entry is a freed out-of-window position); nothing added for capacity vLLM keeps no number of."""
+        return BlockTable.from_blocks(len(blocks), (i for i, block in enumerate(blocks) if not block.is_null))
 
     def _free_ids(self) -> list[int]:
         """The block ids in vLLM's free queue, walked through its links (not its counter), at most one
@@ -321,7 +322,7 @@ class VllmBackend:
     def observe(self) -> dict[Part, Any]:
         total = self.pool.num_gpu_blocks - 1  # block 0 is the null block
         lengths: dict[Hashable, tuple[str, int, int]] = {}
-        tables: dict[Hashable, tuple[tuple[int | None, ...], ...]] = {}
+        tables: dict[Hashable, tuple[BlockTable, ...]] = {}
         for rid, entry in self.requests.items():
             if entry.closed:
                 continue
