@@ -55,7 +55,7 @@ from swafloor.reference import (
 
 from ..protocol import Capabilities, LayerKind, Operation, Part, Unsupported, factory
 
-__all__ = ["VllmBackend", "vllm", "vllm_async", "load", "capabilities", "semantics", "import_seconds"]
+__all__ = ["VllmBackend", "vllm", "vllm_async", "load", "load_async", "capabilities", "semantics", "import_seconds"]
 
 #: The longest sequence the manager is told of: far above any generated history.
 MAX_MODEL_LEN = 1 << 30
@@ -65,38 +65,27 @@ _import_seconds: list[float] = []
 
 
 def load() -> dict[str, Any]:
-    """Import the parts of vLLM the backend uses (once; 10 to 25 s the first time)."""
-    if not _loaded:
-        started = time.perf_counter()
-        try:
-            from vllm.sampling_params import SamplingParams
-            from vllm.v1.core.kv_cache_manager import KVCacheManager
-            from vllm.v1.kv_cache_interface import (
-                FullAttentionSpec,
-                KVCacheConfig,
-                KVCacheGroupSpec,
-                SlidingWindowSpec,
-            )
-            from vllm.v1.request import Request, RequestStatus
-        except ImportError as exc:
-            raise Unsupported(
-                f"vLLM is not importable here ({exc}); run the vLLM backend in the venv made by scripts/vllm-venv"
-            ) from exc
-        import torch
+    """Import the parts of vLLM the backend uses (once; 10 to 25 s the first time).
 
-        _loaded.update(
-            SamplingParams=SamplingParams,
-            KVCacheManager=KVCacheManager,
-            FullAttentionSpec=FullAttentionSpec,
-            KVCacheConfig=KVCacheConfig,
-            KVCacheGroupSpec=KVCacheGroupSpec,
-            SlidingWindowSpec=SlidingWindowSpec,
-            Request=Request,
-            RequestStatus=RequestStatus,
-            dtype=torch.float16,
-        )
+    Any vLLM release whose v1 KV-cache manager has a sliding-window manager (0.8.3 on) is driven:
+    what differs between releases is found by inspection (:mod:`._vllm_compat`), never by version
+    string. A release that cannot serve the backend raises :class:`Unsupported` with one line why."""
+    if not _loaded:
+        from . import _vllm_compat
+
+        started = time.perf_counter()
+        _loaded.update(_vllm_compat.import_vllm())
         _import_seconds.append(time.perf_counter() - started)
     return _loaded
+
+
+def load_async() -> dict[str, Any]:
+    """:func:`load`, then check that this release's manager can be told of tokens in flight."""
+    from . import _vllm_compat
+
+    v = load()
+    _vllm_compat.check_in_flight(v)
+    return v
 
 
 def import_seconds() -> float | None:
@@ -158,29 +147,24 @@ class VllmBackend:
         self.in_flight = in_flight
         if layout.num_pool_groups != 1:
             raise Unsupported(f"vLLM serves every life cycle from one pool; config has {layout.num_pool_groups}")
-        groups = []
-        for i, lc in enumerate(layout.life_cycles):
+        from . import _vllm_compat
+
+        windows: list[int | None] = []
+        for lc in layout.life_cycles:
             if lc.kind is LifeCycleKind.SWA:
                 if lc.sink_blocks:
                     raise Unsupported("vLLM's sliding-window manager has no sink tokens")
-                spec = v["SlidingWindowSpec"](
-                    block_size=t, num_kv_heads=1, head_size=1, dtype=v["dtype"], sliding_window=lc.window
-                )
+                windows.append(lc.window)
             elif lc.kind is LifeCycleKind.FULL:
-                spec = v["FullAttentionSpec"](block_size=t, num_kv_heads=1, head_size=1, dtype=v["dtype"])
+                windows.append(None)
             else:
                 raise Unsupported("vLLM's SSM (Mamba) manager is not driven by this backend")
-            groups.append(v["KVCacheGroupSpec"](layer_names=[f"layer.{i}"], kv_cache_spec=spec))
         self.slots = layout.slots[0]
-        kv_cache_config = v["KVCacheConfig"](num_blocks=self.slots + 1, kv_cache_tensors=[], kv_cache_groups=groups)
-        self.manager = v["KVCacheManager"](
-            kv_cache_config,
-            max_model_len=MAX_MODEL_LEN,
-            scheduler_block_size=t,
-            hash_block_size=t,
-            max_in_flight_tokens=max(1, in_flight),  # sizes only vLLM's admission cap, never used here
-            enable_caching=False,
-        )
+        if in_flight:
+            _vllm_compat.check_in_flight(v)
+        # The release's constructors and calls, adapted by inspection (see _vllm_compat.Release).
+        self.vllm = release = _vllm_compat.release_of(v)
+        self.manager = release.manager(t, windows, self.slots + 1, max_model_len=MAX_MODEL_LEN, in_flight=in_flight)
         self.pool = self.manager.block_pool
         self.status = v["RequestStatus"]
         self.requests: dict[Hashable, _Request] = {}
@@ -208,13 +192,7 @@ class VllmBackend:
     def create(self, request_id: Hashable, reused_history: int = 0) -> None:
         if request_id in self.requests:
             raise RequestError(request_id, "request_id", request_id, "already exists")
-        v = _loaded
-        request = v["Request"](
-            request_id=str(request_id),
-            prompt_token_ids=[0] * max(1, reused_history),
-            sampling_params=v["SamplingParams"](max_tokens=MAX_MODEL_LEN),
-            pooling_params=None,
-        )
+        request = self.vllm.request(str(request_id), max(1, reused_history), MAX_MODEL_LEN)
         request.num_computed_tokens = reused_history  # held by the connector until loaded
         self.requests[request_id] = _Request(request, reused_history)
 
@@ -225,7 +203,7 @@ class VllmBackend:
         if c > h or h > 0:
             request.num_computed_tokens = 0
             request.num_in_flight_tokens = 0
-            blocks = self.manager.allocate_slots(request, c - h, num_external_computed_tokens=h)
+            blocks = self.vllm.load(self.manager, request, c - h, h)
             request.num_computed_tokens = h
             if blocks is None:
                 return Outcome(False)
@@ -240,12 +218,10 @@ class VllmBackend:
         h = request.num_computed_tokens
         self._set_in_flight(request)
         if capacity > h:
-            if self.manager.allocate_slots(request, capacity - h) is None:
+            if self.vllm.allocate(self.manager, request, capacity - h) is None:
                 return Outcome(False)
         else:  # nothing to schedule: only the free that precedes every allocation
-            self.manager.remove_skipped_blocks(
-                request.request_id, max(0, h - request.num_in_flight_tokens), request.num_prompt_tokens
-            )
+            self.vllm.remove_skipped(self.manager, request, max(0, h - request.num_in_flight_tokens))
         entry.capacity = capacity
         return Outcome(True)
 
@@ -300,7 +276,7 @@ def vllm(config: Config) -> VllmBackend:
     return VllmBackend(config, in_flight=0)
 
 
-@factory(capabilities(1), name="vllm-async", prepare=load)
+@factory(capabilities(1), name="vllm-async", prepare=load_async)
 def vllm_async(config: Config) -> VllmBackend:
     """vLLM's v1 block manager, asynchronous scheduling with one token in flight."""
     return VllmBackend(config, in_flight=1)

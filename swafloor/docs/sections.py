@@ -270,6 +270,85 @@ def pages_table() -> str:
     return "\n".join(lines)
 
 
+# ----------------------------------------------------------------------------- vLLM releases
+VLLM_MATRIX = "docs/vllm-matrix.json"
+
+
+def write_vllm_matrix(report: dict) -> str:
+    """Store a ``swafloor matrix vllm`` report (the measured table) where :func:`vllm_matrix` reads it."""
+    import json
+    import platform
+    import time
+
+    from . import repository_root
+
+    path = repository_root() / VLLM_MATRIX
+    data = {**report, "measured": time.strftime("%Y-%m-%d", time.gmtime()),
+            "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores (shared), Python {platform.python_version()}"}
+    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def _release_traces() -> list[tuple[str, dict]]:
+    """The regression traces that pin a release's divergence: ``tests/regressions/vllm-X.Y.Z-*.json``."""
+    import json
+
+    from . import repository_root
+
+    out = []
+    for path in sorted((repository_root() / "tests" / "regressions").glob("vllm-*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if (data.get("found") or {}).get("release"):
+            out.append((path.name, data))
+    return out
+
+
+def vllm_matrix() -> str:
+    """The release x backend table ``swafloor matrix vllm --write-docs`` stored, with each divergence
+    class's verdict read from the regression traces that pin it."""
+    import json
+
+    from . import repository_root
+
+    path = repository_root() / VLLM_MATRIX
+    if not path.exists():
+        return "Not measured yet: `swafloor matrix vllm --write-docs`."
+    data = json.loads(path.read_text(encoding="utf-8"))
+    backends = data["backends"]
+    cells = {(c["release"], c["backend"]): c for c in data["cells"]}
+
+    def show(c: dict | None) -> str:
+        if c is None:
+            return "-"
+        if c["result"] == "pass":
+            discard = c.get("discard_rate") or 0
+            return "pass" + (f" ({discard:.0%} of configs refused)" if discard >= 0.05 else "")
+        if c["result"] == "divergence":
+            return f"**divergence**: `{c.get('part')}` at step {c.get('step_index')}"
+        return f"{c['result']}: {str(c.get('why', '')).replace('|', '/')}"
+
+    lines = [
+        f"{data['domain'][0].upper()}{data['domain'][1:]}.",
+        "",
+        f"Measured by `{data['command']}` on {data['measured']} ({data['machine']}): profile {data['profile']}, "
+        f"seed {data['seed']}, {data['examples']} examples per cell, {data['seconds']:.0f} s in all; the pinned "
+        f"release is {data['pinned']}.",
+        "",
+        "| release | " + " | ".join(f"`{b}`" for b in backends) + " |",
+        "|---|" + "---|" * len(backends),
+    ]
+    for release in data["releases"]:
+        lines.append(f"| {release} | " + " | ".join(show(cells.get((release, b))) for b in backends) + " |")
+    traces = _release_traces()
+    if traces:
+        lines += ["", "| divergence class | release | backend | verdict | trace |", "|---|---|---|---|---|"]
+        for name, t in traces:
+            found = t["found"]
+            lines.append(f"| {found.get('class', '?')} | {found['release']} | `{t.get('backend')}` | "
+                         f"{str(found.get('verdict', '?')).replace('|', '/')} | `{name}` (expects {t.get('expect')}) |")
+    return "\n".join(lines)
+
+
 SECTIONS: dict[str, Callable[[], str]] = {
     "pages": pages_table,
     "semantics-options": semantics_options,
@@ -278,4 +357,5 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "comparison-summary": comparison_summary,
     "commands": commands_table,
     "backends": backends_table,
+    "vllm-matrix": vllm_matrix,
 }

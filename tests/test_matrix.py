@@ -1,0 +1,76 @@
+"""``swafloor matrix vllm``'s parts that need no vLLM: release selection and order, the bisection, the
+domain line, and bad arguments (exit 2, one line). The command on real releases is tested in
+tests/test_vllm_releases.py, in the vLLM venv."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from swafloor.fuzz import matrix
+
+
+def test_release_order():
+    ordered = ["0.8.3", "0.8.5", "0.8.5.post1", "0.8.6", "0.9.0", "0.9.0.1", "0.10.1", "0.10.1.1", "0.33.0"]
+    assert sorted(reversed(ordered), key=matrix.release_key) == ordered
+    assert list(matrix.RELEASES) == sorted(matrix.RELEASES, key=matrix.release_key)
+
+
+def test_supported_releases_span_every_minor_line_from_the_first_with_a_sliding_window_manager():
+    minors = {tuple(matrix.release_key(r)[:2]) for r in matrix.RELEASES}
+    assert minors == {(0, m) for m in range(8, 34)}
+    assert matrix.RELEASES[0] == "0.8.3" and matrix.RELEASES[-1] == "0.33.0"
+
+
+def test_select_releases():
+    assert matrix.select_releases(None) == matrix.RELEASES
+    assert matrix.select_releases("0.9..0.11.2") == ("0.9.2", "0.10.2", "0.11.2")
+    assert matrix.select_releases("0.32.0..") == ("0.32.0", "0.33.0")
+    assert matrix.select_releases("..0.8.5.post1") == ("0.8.3", "0.8.5.post1")
+    assert matrix.select_releases("0.10.1.1,0.9.2,0.9.2") == ("0.9.2", "0.10.1.1")  # any release, sorted, once
+    for bad in ("x", "0.9.2,", "1..0.5", "0.7.3", "0.9.2;rm", "0.1..0.2"):
+        with pytest.raises(matrix.MatrixError):
+            matrix.select_releases(bad)
+
+
+def test_bisect_finds_the_first_change_in_few_tries():
+    releases = matrix.RELEASES
+    for change in range(1, len(releases)):
+        calls = []
+
+        def verdict(release, change=change, calls=calls):
+            calls.append(release)
+            return "match" if releases.index(release) < change else "divergence:tables"
+
+        found = matrix.bisect(releases, verdict)
+        assert found["changes"] and found["first"] == releases[change] and found["before"] == releases[change - 1]
+        assert found["verdict"] == "divergence:tables" and found["verdict_before"] == "match"
+        assert len(calls) <= 2 + len(releases).bit_length()
+    same = matrix.bisect(releases, lambda r: "match")
+    assert same == {"changes": False, "verdict": "match", "tried": {releases[0]: "match", releases[-1]: "match"}}
+
+
+def test_domain_names_every_restriction():
+    line = matrix.domain()
+    for part in ("no sinks", "no SSM", "one pool group", "no capacity cuts", "no reused history under vllm-async"):
+        assert part in line, line
+    assert "under vllm," not in line and matrix.domain(["vllm"]).count("reused history") == 0
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--releases", "bad"], "--releases='bad'"),
+    (["--releases", "0.7.0"], "before 0.8.3"),
+    (["--backends", "vllm,nope"], "--backends="),
+    (["--examples", "0"], "--examples"),
+    (["--bisect", "/nonexistent/trace.json"], "--bisect"),
+    (["--vllm-venv", "/nonexistent/venv"], "make it with scripts/vllm-venv"),
+])
+def test_bad_arguments_exit_2_with_one_line(argv, needle, tmp_path):
+    out = subprocess.run([sys.executable, "-m", "swafloor", "matrix", "vllm", *argv], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=120)
+    assert out.returncode == 2, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], out.stderr
+    assert out.stdout == ""
