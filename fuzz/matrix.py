@@ -53,7 +53,9 @@ RELEASES = (
     "0.17.1", "0.18.1", "0.19.1", "0.20.2", "0.21.0", "0.22.1", "0.23.0", "0.24.0", "0.25.1", "0.26.0",
     "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0",
 )
-BACKENDS = ("vllm", "vllm-async")
+BACKENDS = ("vllm", "vllm-async", "vllm-no-reuse")
+#: What ``swafloor matrix vllm`` runs unless told otherwise.
+DEFAULT_BACKENDS = ("vllm", "vllm-async")
 #: Modules some releases import that the pinned venv lacks, each with the pinned package that gives it.
 EXTRA_MODULES = {"blake3": "blake3==1.0.11", "gguf": "gguf==0.19.0", "diskcache": "diskcache==5.6.3"}
 DEFAULT_EXAMPLES = 150
@@ -108,7 +110,7 @@ def select_releases(spec: str | None) -> tuple[str, ...]:
     return tuple(sorted(dict.fromkeys(items), key=release_key))
 
 
-def domain(names: Iterable[str] = BACKENDS) -> str:
+def domain(names: Iterable[str] = DEFAULT_BACKENDS) -> str:
     """The generated domain of the vLLM backends, in one line (what their campaigns never exercise)."""
     from .backends import resolve
     from .protocol import LayerKind

@@ -29,6 +29,7 @@ REGISTRY: dict[str, str] = {
     "mutant:shared-slot": "swafloor.fuzz.backends.mutants:shared_slot",
     "vllm": "swafloor.fuzz.backends.vllm:vllm",
     "vllm-async": "swafloor.fuzz.backends.vllm:vllm_async",
+    "vllm-no-reuse": "swafloor.fuzz.backends.vllm:vllm_no_reuse",
     "trtllm": "swafloor.fuzz.backends.trtllm:trtllm",
 }
 

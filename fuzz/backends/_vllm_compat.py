@@ -4,9 +4,12 @@ whose v1 KV-cache manager has a sliding-window manager (``SlidingWindowSpec``, 0
 Nothing here reads a version string to decide anything (the version is only quoted in messages).
 Each difference is detected from what the release has:
 
-- importing: a release whose ``vllm/__init__.py`` imports the whole engine (and whatever that engine
-  needs) is imported as a bare package instead: the v1 block-manager modules are pure Python and need
-  none of it. A module missing from this environment raises :class:`MissingModule` naming it.
+- importing: ``vllm`` is imported as a bare package (its ``__init__``, which imports the whole engine
+  in some releases, never runs): the v1 block-manager modules are pure Python and need none of it.
+  While they import, a model config name that transformers already ships may be registered again
+  (older releases register their own ``aimv2``); where triton is missing, torch's compiler stack is
+  imported first (older releases put a stand-in ``triton`` in sys.modules, which breaks a newer
+  torch). A module missing from this environment raises :class:`MissingModule` naming it.
 - constructors (``KVCacheManager``, ``Request``, the spec dataclasses, ``KVCacheConfig``): each is
   called with the arguments its signature names, from the values the adapter knows (a parameter
   renamed across releases, such as ``max_num_batched_tokens`` and ``max_in_flight_tokens``, is
@@ -136,6 +139,11 @@ def import_vllm() -> dict[str, Any]:
 
     if importlib.util.find_spec("vllm") is None:
         raise Unsupported("vLLM is not importable here; run the vLLM backend in the venv made by scripts/vllm-venv")
+    if importlib.util.find_spec("triton") is None:
+        # Some releases put a stand-in ``triton`` module in sys.modules when triton is missing; a newer
+        # torch importing its compiler stack later takes it for the real one and fails. Imported
+        # first, torch decides without it.
+        import torch._dynamo  # noqa: F401
     if "vllm" not in sys.modules:
         _bare_package()
     try:

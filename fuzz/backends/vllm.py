@@ -55,7 +55,7 @@ from swafloor.reference import (
 
 from ..protocol import Capabilities, LayerKind, Operation, Part, Unsupported, factory
 
-__all__ = ["VllmBackend", "vllm", "vllm_async", "load", "load_async", "capabilities", "semantics", "import_seconds"]
+__all__ = ["VllmBackend", "vllm", "vllm_async", "vllm_no_reuse", "load", "load_async", "capabilities", "semantics", "import_seconds"]
 
 #: The longest sequence the manager is told of: far above any generated history.
 MAX_MODEL_LEN = 1 << 30
@@ -103,8 +103,9 @@ def semantics(in_flight: int) -> Semantics:
     )
 
 
-def capabilities(in_flight: int) -> Capabilities:
-    """What the backend supports and how each part is compared (everything it shows, exactly)."""
+def capabilities(in_flight: int, reuse: bool = True) -> Capabilities:
+    """What the backend supports and how each part is compared (everything it shows, exactly).
+    ``reuse=False``: no request is created with reused history."""
     return Capabilities(
         operations=[Operation.CREATE, Operation.RESUME, Operation.RESIZE, Operation.COMMIT, Operation.SUSPEND,
                     Operation.CLOSE],
@@ -120,7 +121,7 @@ def capabilities(in_flight: int) -> Capabilities:
         sinks=False,  # SlidingWindowSpec has no sink tokens
         shared_pool_groups=True,
         one_pool_group=True,  # every KV-cache group draws from one BlockPool
-        reused_history=in_flight == 0,  # see the module docstring
+        reused_history=reuse and in_flight == 0,  # see the module docstring
         legacy_floor=True,  # vLLM has no floor of its own: any pool size is served
         commit_before_allocate=True,  # num_computed_tokens advances before the next allocate_slots
         capacity_cuts=False,  # vLLM never shrinks a block table
@@ -280,3 +281,10 @@ def vllm(config: Config) -> VllmBackend:
 def vllm_async(config: Config) -> VllmBackend:
     """vLLM's v1 block manager, asynchronous scheduling with one token in flight."""
     return VllmBackend(config, in_flight=1)
+
+
+@factory(capabilities(0, reuse=False), name="vllm-no-reuse", prepare=load)
+def vllm_no_reuse(config: Config) -> VllmBackend:
+    """vLLM's v1 block manager, synchronous scheduling, no request with reused history (the matrix runs it
+    on releases whose KV-connector load differs, to compare everything else)."""
+    return VllmBackend(config, in_flight=0)
