@@ -25,6 +25,7 @@ re-points it when run again).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -42,7 +43,7 @@ from swafloor.reference import SwafloorError
 
 __all__ = [
     "RELEASES", "BACKENDS", "EXTRA_MODULES", "DEFAULT_EXAMPLES", "MatrixError", "Cell", "VllmVenv",
-    "release_key", "select_releases", "cache_root", "install", "find_venv", "run_cell", "replay_cell",
+    "release_key", "select_releases", "cache_root", "install", "find_venv", "run_cell", "run_release", "replay_cell",
     "bisect", "domain",
 ]
 
@@ -111,25 +112,15 @@ def select_releases(spec: str | None) -> tuple[str, ...]:
 
 
 def domain(names: Iterable[str] = DEFAULT_BACKENDS) -> str:
-    """The generated domain of the vLLM backends, in one line (what their campaigns never exercise)."""
+    """The generated domain of the vLLM backends, in one line (what their campaigns never exercise):
+    what every one keeps out, then what only some do."""
     from .backends import resolve
-    from .protocol import LayerKind
+    from .runner import domain_of
 
-    parts = []
-    caps = {name: resolve(name).capabilities for name in names}
-    first = next(iter(caps.values()))
-    if not first.sinks:
-        parts.append("no sinks")
-    if LayerKind.SSM not in first.layer_kinds:
-        parts.append("no SSM")
-    if first.one_pool_group:
-        parts.append("one pool group")
-    if not first.capacity_cuts:
-        parts.append("no capacity cuts")
-    without = [n for n, c in caps.items() if not c.reused_history]
-    if without:
-        parts.append(f"no reused history under {', '.join(without)}")
-    return "domain: " + ", ".join(parts)
+    lines = {name: (domain_of(resolve(name).capabilities) or "domain: ")[len("domain: "):].split(", ") for name in names}
+    common = [p for p in next(iter(lines.values())) if p and all(p in parts for parts in lines.values())]
+    extra = [f"{p} under {name}" for name, parts in lines.items() for p in parts if p and p not in common]
+    return "domain: " + ", ".join(common + extra)
 
 
 # ----------------------------------------------------------------------------- the pinned venv
@@ -222,6 +213,13 @@ def install(release: str, venv: VllmVenv, cache: Path, progress: Callable[[str],
     if done is not None:
         return done
     cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / f".{release}.lock", "w") as lock:  # one install of a release at a time
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = installed(release, cache)
+        return done if done is not None else _install(release, venv, cache, progress)
+
+
+def _install(release: str, venv: VllmVenv, cache: Path, progress: Callable[[str], None]) -> Path:
     folder = cache / release
     partial = cache / f".{release}.partial-{os.getpid()}"
     shutil.rmtree(partial, ignore_errors=True)
@@ -241,8 +239,9 @@ def install(release: str, venv: VllmVenv, cache: Path, progress: Callable[[str],
             _pip(venv, partial, [EXTRA_MODULES[module]])
             extras.append(EXTRA_MODULES[module])
         (partial / MARKER).write_text("\n".join([RECIPE, f"vllm=={release}", *extras]) + "\n", encoding="utf-8")
-        shutil.rmtree(folder, ignore_errors=True)
-        partial.rename(folder)
+        if installed(release, cache) is None:  # a complete folder only ever appears by this rename
+            shutil.rmtree(folder, ignore_errors=True)
+            partial.rename(folder)
     finally:
         shutil.rmtree(partial, ignore_errors=True)
     progress(f"installed vLLM {release} in {time.perf_counter() - started:.0f} s"
@@ -300,19 +299,32 @@ def _run_child(venv: VllmVenv, folder: Path | None, args: list[str], timeout: in
 def run_cell(release: str, backend: str, venv: VllmVenv, cache: Path, out_dir: Path, *, examples: int = DEFAULT_EXAMPLES,
              seed: int = SEED, progress: Callable[[str], None] = lambda s: None) -> Cell:
     """Install ``release`` if needed and run the bounded campaign of ``backend`` on it."""
+    return run_release(release, [backend], venv, cache, out_dir, examples=examples, seed=seed, progress=progress)[0]
+
+
+def run_release(release: str, backends: Sequence[str], venv: VllmVenv, cache: Path, out_dir: Path, *,
+                examples: int = DEFAULT_EXAMPLES, seed: int = SEED,
+                progress: Callable[[str], None] = lambda s: None) -> list[Cell]:
+    """Install ``release`` if needed and run the bounded campaign of each backend on it, one after the
+    other in one subprocess (vLLM imported once)."""
     started = time.perf_counter()
     try:
         folder = install(release, venv, cache, progress)
     except (MatrixError, subprocess.SubprocessError, OSError) as exc:
-        return Cell(release, backend, "error", why=f"install failed: {exc}"[:300])
+        return [Cell(release, b, "error", why=f"install failed: {exc}"[:300]) for b in backends]
     cell_out = out_dir / release
     cell_out.mkdir(parents=True, exist_ok=True)
-    data, stderr = _run_child(venv, folder, ["cell", "--release", release, "--backend", backend, "--examples",
-                                             str(examples), "--seed", str(seed), "--out", str(cell_out.resolve())])
+    args = ["cell", "--release", release, "--examples", str(examples), "--seed", str(seed), "--out",
+            str(cell_out.resolve())]
+    for backend in backends:
+        args += ["--backend", backend]
+    data, stderr = _run_child(venv, folder, args)
     seconds = round(time.perf_counter() - started, 1)
     if data is None:
-        return Cell(release, backend, "error", why=f"the cell's process failed: {_last_line(stderr)}", seconds=seconds)
-    return Cell(seconds=seconds, **{k: v for k, v in data.items() if k in attrs.fields_dict(Cell) and k != "seconds"})
+        return [Cell(release, b, "error", why=f"the cell's process failed: {_last_line(stderr)}", seconds=seconds)
+                for b in backends]
+    fields = attrs.fields_dict(Cell)
+    return [Cell(**{k: v for k, v in d.items() if k in fields}) for d in data["cells"]]
 
 
 def replay_cell(release: str, trace_file: Path, venv: VllmVenv, cache: Path, backend: str | None = None,
@@ -368,20 +380,29 @@ def _imported_release(release: str) -> str | None:
     return None
 
 
-def _cell_main(args) -> dict[str, Any]:
+def _cells_main(args) -> dict[str, Any]:
+    cells = []
+    for backend in args.backend:
+        started = time.perf_counter()
+        cell = _cell_main(args.release, backend, args)
+        cells.append({**cell, "seconds": round(time.perf_counter() - started, 1)})
+    return {"cells": cells}
+
+
+def _cell_main(release: str, backend: str, args) -> dict[str, Any]:
     from swafloor.reference import SwafloorError as Error
 
     from .backends import resolve
     from .protocol import Unsupported, prepare
     from .runner import CampaignError, run_campaign
 
-    base = {"release": args.release, "backend": args.backend}
-    resolved = resolve(args.backend)
+    base = {"release": release, "backend": backend}
+    resolved = resolve(backend)
     try:
         prepare(resolved.factory)
     except Unsupported as exc:
         return {**base, "result": "unsupported", "why": str(exc)}
-    wrong = _imported_release(args.release)
+    wrong = _imported_release(release)
     if wrong:
         return {**base, "result": "error", "why": wrong}
     try:
@@ -391,7 +412,7 @@ def _cell_main(args) -> dict[str, Any]:
     except Error as exc:
         return {**base, "result": "error", "why": f"{type(exc).__name__}: {exc}"[:300]}
     data = {**base, "result": result.result, "examples": result.examples, "steps": result.steps,
-            "discard_rate": round(result.discard_rate, 4), "vllm": args.release}
+            "discard_rate": round(result.discard_rate, 4), "vllm": release}
     if result.divergence is not None:
         d = result.divergence
         data.update(part=d.field.split("[")[0], step_index=d.step_index,
@@ -444,7 +465,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="what", required=True)
     cell = sub.add_parser("cell")
     cell.add_argument("--release", required=True)
-    cell.add_argument("--backend", required=True, choices=BACKENDS)
+    cell.add_argument("--backend", required=True, choices=BACKENDS, action="append")
     cell.add_argument("--examples", type=int, default=DEFAULT_EXAMPLES)
     cell.add_argument("--seed", type=int, default=SEED)
     cell.add_argument("--out", type=Path, required=True)
@@ -459,7 +480,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.stdout = sys.stderr  # some releases log to stdout on import: keep stdout for the one JSON line
     try:
         if args.what == "cell":
-            data = _cell_main(args)
+            data = _cells_main(args)
         elif args.what == "replay":
             data = _replay_main(args)
         else:

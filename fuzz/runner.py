@@ -107,6 +107,7 @@ class CampaignResult:
     import_seconds: float = 0.0  # resolving the backend and its prepare() (slow imports)
     backend_seconds: float = 0.0  # in the backend's operations, observations and builds
     reference_seconds: float = 0.0  # likewise on the side compared against
+    domain: str | None = None  # what the backend's capabilities keep out of the generated domain
 
     @property
     def discard_rate(self) -> float:
@@ -138,6 +139,7 @@ class CampaignResult:
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
             "result": self.result,
+            "domain": self.domain,
             "backend": self.backend,
             "against": self.against,
             "profile": self.profile,
@@ -169,6 +171,23 @@ class CampaignResult:
             data["replay"] = self.replay
             data["trace"] = None if self.trace is None else to_dict(self.trace)
         return data
+
+
+def domain_of(caps: Any) -> str | None:
+    """What a backend's capabilities keep out of the generated domain, in one line (None: nothing):
+    the report says it first, so a pass is read for what was exercised."""
+    from .protocol import LayerKind
+
+    parts = [text for text, on in (
+        ("no sinks", not caps.sinks),
+        ("no SSM", LayerKind.SSM not in caps.layer_kinds),
+        ("no full attention", LayerKind.FULL not in caps.layer_kinds),
+        ("one pool group", caps.one_pool_group),
+        ("no shared pool groups", not caps.shared_pool_groups),
+        ("no capacity cuts", not caps.capacity_cuts),
+        ("no reused history", not caps.reused_history),
+    ) if on]
+    return "domain: " + ", ".join(parts) if parts else None
 
 
 def _settings(examples: int, steps: int, shrink: bool, database: Any = None, search: bool = True) -> settings:
@@ -276,6 +295,7 @@ def run_campaign(
         import_seconds=import_seconds,
         backend_seconds=stats.backend_seconds,
         reference_seconds=stats.reference_seconds,
+        domain=domain_of(backend_.capabilities),
     )
 
 
@@ -309,6 +329,8 @@ def format_report(result: CampaignResult) -> str:
             f"after {found_after:.1f} s, shrunk in {result.seconds - found_after:.1f} s "
             f"({result.runs} runs in all; {where})"
         )
+    if result.domain is not None:
+        head = f"{result.domain}\n{head}"
     head += "\n" + _fit_line(result)
     if result.divergence is None or result.trace is None:
         return head

@@ -74,3 +74,20 @@ def test_bad_arguments_exit_2_with_one_line(argv, needle, tmp_path):
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], out.stderr
     assert out.stdout == ""
+
+
+def test_a_campaign_report_states_a_restricted_domain_first():
+    """A backend whose capabilities keep configs or operations out says so at the top of its report
+    (text and JSON); one that keeps nothing out says nothing."""
+    from swafloor.fuzz.backends import ResolvedBackend
+    from swafloor.fuzz.backends.reference import reference
+    from swafloor.fuzz.protocol import Capabilities, LayerKind, factory
+    from swafloor.fuzz.runner import format_report, run_campaign
+
+    caps = Capabilities(sinks=False, layer_kinds=[LayerKind.SWA, LayerKind.FULL], capacity_cuts=False)
+    narrow = factory(caps)(lambda config: reference(config))
+    result = run_campaign(ResolvedBackend("narrow", narrow, caps), examples=20, out_dir=None)
+    assert result.domain == "domain: no sinks, no SSM, no capacity cuts"
+    assert format_report(result).splitlines()[0] == result.domain and result.to_dict()["domain"] == result.domain
+    full = run_campaign("reference", examples=5, out_dir=None)
+    assert full.domain is None and format_report(full).startswith("reference vs reference")

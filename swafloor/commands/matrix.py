@@ -105,10 +105,9 @@ def run(args) -> int:
     started = time.perf_counter()
     try:
         for release in releases:
-            for backend in backends:
-                cell = matrix.run_cell(release, backend, venv, cache, args.out, examples=examples, progress=_say)
+            for cell in matrix.run_release(release, backends, venv, cache, args.out, examples=examples, progress=_say):
                 cells.append(cell)
-                _say(f"{release} {backend}: {cell.describe()} ({cell.seconds:.0f} s)")
+                _say(f"{release} {cell.backend}: {cell.describe()} ({cell.seconds:.0f} s)")
     except KeyboardInterrupt:
         _say(f"interrupted after {len(cells)} of {len(releases) * len(backends)} cells in "
              f"{time.perf_counter() - started:.0f} s")

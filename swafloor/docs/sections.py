@@ -303,6 +303,14 @@ def _release_traces() -> list[tuple[str, dict]]:
     return out
 
 
+def vllm_domain() -> str:
+    """The vLLM backends' generated domain, from their capabilities."""
+    from swafloor.fuzz.matrix import domain
+
+    text = domain()
+    return f"**{text[0].upper()}{text[1:]}.** Everything else the reference does is compared, exactly."
+
+
 def vllm_matrix() -> str:
     """The release x backend table ``swafloor matrix vllm --write-docs`` stored, with each divergence
     class's verdict read from the regression traces that pin it."""
@@ -357,5 +365,6 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "comparison-summary": comparison_summary,
     "commands": commands_table,
     "backends": backends_table,
+    "vllm-domain": vllm_domain,
     "vllm-matrix": vllm_matrix,
 }

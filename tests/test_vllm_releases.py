@@ -1,0 +1,96 @@
+"""An older vLLM release under test beside the pinned one: the regression traces that pin its divergences
+(``tests/regressions/vllm-X.Y.Z-*.json``, ``found.release``) replay as they expect there, and as
+``found.on_pinned`` says on the pinned release; ``swafloor matrix vllm`` runs one bounded cell of it
+from this (the main) environment.
+
+The release is installed by the same code as ``swafloor matrix`` (cached under ~/.cache/swafloor/vllm),
+so a fresh machine downloads it once (about 0.4 GB). Like tests/test_vllm.py, the tests need the
+pinned vLLM venv: without it they fail in CI (``CI=true``) and are skipped, with the command that makes
+it, elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from swafloor.fuzz import matrix
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = Path(os.environ.get("SWAFLOOR_VLLM_VENV") or ROOT / ".venv-vllm")
+TRACES = sorted((ROOT / "tests" / "regressions").glob("vllm-*.json"))
+TIMEOUT = 1200
+
+
+def _found(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8")).get("found") or {}
+
+
+RELEASE_TRACES = [p for p in TRACES if _found(p).get("release")]
+RELEASES = sorted({_found(p)["release"] for p in RELEASE_TRACES}, key=matrix.release_key)
+
+
+def _venv() -> matrix.VllmVenv:
+    try:
+        return matrix.find_venv(VENV)
+    except matrix.MatrixError as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
+
+
+def test_release_traces_are_well_formed():
+    assert RELEASES, "no regression trace pins an older release"
+    for path in RELEASE_TRACES:
+        found = _found(path)
+        assert path.name.startswith(f"vllm-{found['release']}-"), f"{path.name}: the file name names the release"
+        assert found.get("class") and found.get("verdict"), f"{path.name}: class and verdict"
+        assert found.get("on_pinned") in ("match", "divergence"), f"{path.name}: found.on_pinned"
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_release_traces_replay_as_they_expect(release):
+    venv = _venv()
+    folder = matrix.install(release, venv, matrix.cache_root(), progress=lambda s: print(s, file=sys.stderr))
+    assert folder is not None, f"{release} is the pinned release"
+    for path in (p for p in RELEASE_TRACES if _found(p)["release"] == release):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        got = matrix.replay_cell(release, path, venv, matrix.cache_root())
+        pinned = matrix.replay_cell(venv.pinned, path, venv, matrix.cache_root())
+        if data["expect"] == "match":
+            assert got["verdict"] == "match", (path.name, got)
+        else:
+            saved = data["divergence"]
+            want = f"divergence:{saved['field'].split('[')[0]}"
+            assert (got["verdict"], got.get("step_index")) == (want, saved["step_index"]), (path.name, got)
+        on_pinned = data["found"]["on_pinned"]
+        assert pinned["verdict"].split(":")[0] == on_pinned, (path.name, "on the pinned release", pinned)
+
+
+def test_matrix_command_runs_a_cell_of_an_older_release(tmp_path):
+    """The command as users run it, from this environment: one release, both backends, a few examples;
+    the older release's ``vllm`` shows the pinned class (a connector load) and ``vllm-async`` says in one
+    line why it is unsupported."""
+    _venv()
+    release = RELEASES[0]
+    out = subprocess.run(
+        [sys.executable, "-m", "swafloor", "matrix", "vllm", "--releases", release, "--examples", "20", "--json",
+         "--vllm-venv", str(VENV), "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path,
+    )
+    assert out.stdout.strip().startswith("{"), out.stderr[-3000:]
+    report = json.loads(out.stdout)
+    assert report["releases"] == [release] and report["backends"] == ["vllm", "vllm-async"]
+    assert report["domain"].startswith("domain: no sinks, no SSM, one pool group, no capacity cuts")
+    cells = {c["backend"]: c for c in report["cells"]}
+    assert cells["vllm"]["vllm"] == release
+    assert cells["vllm"]["result"] == "divergence" and out.returncode == 1, cells
+    assert Path(cells["vllm"]["trace_file"]).is_file()
+    assert cells["vllm-async"]["result"] == "unsupported" and "num_in_flight_tokens" in cells["vllm-async"]["why"]
+    assert "\n" not in cells["vllm-async"]["why"]
+    assert "matrix: " in out.stderr  # progress on stderr
