@@ -43,7 +43,7 @@ from swafloor.reference import SwafloorError
 
 __all__ = [
     "RELEASES", "BACKENDS", "EXTRA_MODULES", "DEFAULT_EXAMPLES", "MatrixError", "Cell", "VllmVenv",
-    "release_key", "select_releases", "cache_root", "install", "find_venv", "run_cell", "run_release", "replay_cell",
+    "release_key", "select_releases", "cache_root", "install", "find_venv", "run_cell", "run_release", "replay_cell", "replay_traces",
     "bisect", "domain",
 ]
 
@@ -329,18 +329,25 @@ def run_release(release: str, backends: Sequence[str], venv: VllmVenv, cache: Pa
 
 def replay_cell(release: str, trace_file: Path, venv: VllmVenv, cache: Path, backend: str | None = None,
                 progress: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
-    """Replay a trace on ``release``: ``{"verdict": "match" | "divergence:PART" | "unsupported: ..."}``."""
+    """Replay a trace on ``release``: ``{"verdict": "match" | "divergence:PART" | "unsupported" | "error", ...}``."""
+    return replay_traces(release, [trace_file], venv, cache, backend, progress)[0]
+
+
+def replay_traces(release: str, trace_files: Sequence[Path], venv: VllmVenv, cache: Path, backend: str | None = None,
+                  progress: Callable[[str], None] = lambda s: None) -> list[dict[str, Any]]:
+    """:func:`replay_cell` for several traces, in one subprocess (vLLM imported once)."""
     try:
         folder = install(release, venv, cache, progress)
     except (MatrixError, subprocess.SubprocessError, OSError) as exc:
-        return {"release": release, "verdict": "error", "why": f"install failed: {exc}"[:300]}
-    args = ["replay", "--release", release, str(Path(trace_file).resolve())]
+        return [{"release": release, "verdict": "error", "why": f"install failed: {exc}"[:300]} for _ in trace_files]
+    args = ["replay", "--release", release, *(str(Path(t).resolve()) for t in trace_files)]
     if backend:
         args += ["--backend", backend]
     data, stderr = _run_child(venv, folder, args)
     if data is None:
-        return {"release": release, "verdict": "error", "why": f"the replay's process failed: {_last_line(stderr)}"}
-    return data
+        why = f"the replay's process failed: {_last_line(stderr)}"
+        return [{"release": release, "verdict": "error", "why": why} for _ in trace_files]
+    return data["replays"]
 
 
 def bisect(releases: Sequence[str], verdict_of: Callable[[str], str]) -> dict[str, Any]:
@@ -420,13 +427,18 @@ def _cell_main(release: str, backend: str, args) -> dict[str, Any]:
     return data
 
 
-def _replay_main(args) -> dict[str, Any]:
+def _replays_main(args) -> dict[str, Any]:
+    replays = [_replay_main(args, path) for path in args.trace]
+    return {**replays[0], "replays": replays} if len(replays) == 1 else {"replays": replays}
+
+
+def _replay_main(args, path: Path) -> dict[str, Any]:
     from .protocol import Unsupported, prepare
     from .backends import resolve
     from .replay import replay
     from .trace import load
 
-    trace = load(args.trace)
+    trace = load(path)
     name = args.backend or trace.backend
     try:
         prepare(resolve(name).factory)
@@ -472,7 +484,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rep = sub.add_parser("replay")
     rep.add_argument("--release", required=True)
     rep.add_argument("--backend", choices=BACKENDS)
-    rep.add_argument("trace", type=Path)
+    rep.add_argument("trace", type=Path, nargs="+")
     sub.add_parser("probe")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # the parent reports an interruption
@@ -482,7 +494,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.what == "cell":
             data = _cells_main(args)
         elif args.what == "replay":
-            data = _replay_main(args)
+            data = _replays_main(args)
         else:
             data = _probe_main()
     finally:

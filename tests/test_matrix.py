@@ -91,3 +91,26 @@ def test_a_campaign_report_states_a_restricted_domain_first():
     assert format_report(result).splitlines()[0] == result.domain and result.to_dict()["domain"] == result.domain
     full = run_campaign("reference", examples=5, out_dir=None)
     assert full.domain is None and format_report(full).startswith("reference vs reference")
+
+
+def test_ctrl_c_prints_the_cells_done_and_exits_130(monkeypatch, capsys, tmp_path):
+    """The handler's own logic, with the venv and the cells stood in for: the first release's cells come
+    back, Ctrl-C arrives during the second."""
+    from swafloor import cli
+
+    venv = matrix.VllmVenv(tmp_path, tmp_path / "python", "0.33.0")
+    monkeypatch.setattr(matrix, "find_venv", lambda option=None: venv)
+    calls = []
+
+    def run_release(release, backends, *args, **kwargs):
+        calls.append(release)
+        if len(calls) > 1:
+            raise KeyboardInterrupt
+        return [matrix.Cell(release, b, "pass", examples=3, seconds=1.0) for b in backends]
+
+    monkeypatch.setattr(matrix, "run_release", run_release)
+    code = cli.main(["matrix", "vllm", "--releases", "0.9.2,0.11.2", "--out", str(tmp_path / "out")])
+    out = capsys.readouterr()
+    assert code == 130 and calls == ["0.9.2", "0.11.2"]
+    assert "interrupted after 2 of 4 cells" in out.err and "0.9.2" in out.err and "pass (3 ex.)" in out.err
+    assert out.out == ""

@@ -58,28 +58,30 @@ def test_release_traces_replay_as_they_expect(release):
     venv = _venv()
     folder = matrix.install(release, venv, matrix.cache_root(), progress=lambda s: print(s, file=sys.stderr))
     assert folder is not None, f"{release} is the pinned release"
-    for path in (p for p in RELEASE_TRACES if _found(p)["release"] == release):
+    paths = [p for p in RELEASE_TRACES if _found(p)["release"] == release]
+    on_release = matrix.replay_traces(release, paths, venv, matrix.cache_root())
+    on_pinned = matrix.replay_traces(venv.pinned, paths, venv, matrix.cache_root())
+    assert len(on_release) == len(on_pinned) == len(paths)
+    for path, got, pinned in zip(paths, on_release, on_pinned):
         data = json.loads(path.read_text(encoding="utf-8"))
-        got = matrix.replay_cell(release, path, venv, matrix.cache_root())
-        pinned = matrix.replay_cell(venv.pinned, path, venv, matrix.cache_root())
+        assert got["release"] == release and pinned["release"] == venv.pinned
         if data["expect"] == "match":
             assert got["verdict"] == "match", (path.name, got)
         else:
             saved = data["divergence"]
             want = f"divergence:{saved['field'].split('[')[0]}"
             assert (got["verdict"], got.get("step_index")) == (want, saved["step_index"]), (path.name, got)
-        on_pinned = data["found"]["on_pinned"]
-        assert pinned["verdict"].split(":")[0] == on_pinned, (path.name, "on the pinned release", pinned)
+        assert pinned["verdict"].split(":")[0] == data["found"]["on_pinned"], (path.name, "on the pinned release", pinned)
 
 
 def test_matrix_command_runs_a_cell_of_an_older_release(tmp_path):
-    """The command as users run it, from this environment: one release, both backends, a few examples;
+    """The command as users run it, from this environment: one release, both backends, 50 examples (seed 0 meets the class within them);
     the older release's ``vllm`` shows the pinned class (a connector load) and ``vllm-async`` says in one
     line why it is unsupported."""
     _venv()
     release = RELEASES[0]
     out = subprocess.run(
-        [sys.executable, "-m", "swafloor", "matrix", "vllm", "--releases", release, "--examples", "20", "--json",
+        [sys.executable, "-m", "swafloor", "matrix", "vllm", "--releases", release, "--examples", "50", "--json",
          "--vllm-venv", str(VENV), "--out", str(tmp_path / "out")],
         capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path,
     )

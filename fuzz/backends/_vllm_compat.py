@@ -139,21 +139,30 @@ def import_vllm() -> dict[str, Any]:
 
     if importlib.util.find_spec("vllm") is None:
         raise Unsupported("vLLM is not importable here; run the vLLM backend in the venv made by scripts/vllm-venv")
-    if importlib.util.find_spec("triton") is None:
-        # Some releases put a stand-in ``triton`` module in sys.modules when triton is missing; a newer
-        # torch importing its compiler stack later takes it for the real one and fails. Imported
-        # first, torch decides without it.
+    if _failed:  # an import that failed once fails the same way (it may have left stand-ins behind)
+        raise _failed[0]
+    if "triton" not in sys.modules and importlib.util.find_spec("triton") is None:
+        # Some releases put a stand-in ``triton`` module in sys.modules when triton is missing (and
+        # compile a function at import); a newer torch importing its compiler stack after that takes
+        # the stand-in for the real one and fails. Imported first, torch decides without it.
         import torch._dynamo  # noqa: F401
+        import torch._dynamo.repro.after_dynamo  # noqa: F401
+        import torch._inductor.compile_fx  # noqa: F401
     if "vllm" not in sys.modules:
         _bare_package()
     try:
         with _configs_registered_once():
             parts = _import_parts()
     except ImportError as exc:
-        raise (_missing(exc) or Unsupported(f"vLLM {version()} does not import here: {_brief(exc)}")) from exc
+        _failed.append(_missing(exc) or Unsupported(f"vLLM {version()} does not import here: {_brief(exc)}"))
+        raise _failed[0] from exc
     except Exception as exc:  # noqa: BLE001 - a release that does not import on this path
-        raise Unsupported(f"vLLM {version()} does not import here: {_brief(exc)}") from exc
+        _failed.append(Unsupported(f"vLLM {version()} does not import here: {_brief(exc)}"))
+        raise _failed[0] from exc
     return {**parts, "dtype": torch.float16}
+
+
+_failed: list[Unsupported] = []
 
 
 # ----------------------------------------------------------------------------- calls, by signature

@@ -33,6 +33,12 @@ one's output returned), so vLLM frees on ``history - 1``. It creates no request 
 history: right after a connector load nothing is in flight (vLLM frees on the loaded history),
 while the model's ``k`` applies to every history.
 
+Every release whose v1 manager has a sliding-window manager (0.8.3 on) is driven, adapted by inspection
+(:mod:`._vllm_compat`: imports, constructor and call signatures, the connector load path); a release
+lacking a piece the backend needs raises :class:`Unsupported` saying which. ``vllm-no-reuse`` is
+``vllm`` without reused history (the matrix compares everything else on releases whose connector load
+differs).
+
 Observations are read from vLLM's objects: pool totals and use from the ``BlockPool``, tables from
 the manager's per-group block lists (a null entry holds no slot), states from ``Request.status`` and
 history from ``Request.num_computed_tokens``. The capacity is the token count the last step asked
