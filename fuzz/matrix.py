@@ -58,7 +58,12 @@ BACKENDS = ("vllm", "vllm-async", "vllm-no-reuse")
 #: What ``swafloor matrix vllm`` runs unless told otherwise.
 DEFAULT_BACKENDS = ("vllm", "vllm-async")
 #: Modules some releases import that the pinned venv lacks, each with the pinned package that gives it.
-EXTRA_MODULES = {"blake3": "blake3==1.0.11", "gguf": "gguf==0.19.0", "diskcache": "diskcache==5.6.3"}
+EXTRA_MODULES = {
+    "blake3": "blake3==1.0.11", "gguf": "gguf==0.19.0", "diskcache": "diskcache==5.6.3",
+    "mistral_common": "mistral-common==1.13.1", "jsonschema": "jsonschema==4.26.0", "referencing": "referencing==0.37.0",
+    "rpds": "rpds-py==2026.9.1", "jsonschema_specifications": "jsonschema-specifications==2025.9.1",
+    "pycountry": "pycountry==26.2.16", "tiktoken": "tiktoken==0.14.0",
+}
 DEFAULT_EXAMPLES = 150
 SEED = 0
 PROFILE = "ci"
@@ -197,16 +202,31 @@ def _pip(venv: VllmVenv, target: Path, packages: Sequence[str]) -> None:
         raise MatrixError(f"pip install {' '.join(packages)} failed: {_last_line(out.stderr)}")
 
 
-def installed(release: str, cache: Path) -> Path | None:
-    folder = cache / release
+def _marker(folder: Path) -> list[str] | None:
     marker = folder / MARKER
-    if marker.exists() and marker.read_text(encoding="utf-8").split("\n")[0] == RECIPE:
-        return folder
-    return None
+    if not marker.exists():
+        return None
+    lines = marker.read_text(encoding="utf-8").split("\n")
+    return lines if lines[0] == RECIPE else None
+
+
+def _stale(lines: list[str]) -> bool:
+    """Whether an install's last probe wanted a module the table now gives (or was not recorded)."""
+    probe = next((line for line in lines if line.startswith("probe: ")), None)
+    if probe is None:
+        return True
+    return probe.startswith("probe: missing ") and probe[len("probe: missing "):] in EXTRA_MODULES
+
+
+def installed(release: str, cache: Path) -> Path | None:
+    """The release's folder when it is installed and complete."""
+    lines = _marker(cache / release)
+    return cache / release if lines is not None and not _stale(lines) else None
 
 
 def install(release: str, venv: VllmVenv, cache: Path, progress: Callable[[str], None] = lambda s: None) -> Path | None:
-    """The folder holding ``release`` (None: it is the venv's own). Installed once into ``cache``."""
+    """The folder holding ``release`` (None: it is the venv's own). Installed once into ``cache``; an
+    install whose import wanted a module :data:`EXTRA_MODULES` now gives is completed in place."""
     if release == venv.pinned:
         return None
     done = installed(release, cache)
@@ -216,7 +236,32 @@ def install(release: str, venv: VllmVenv, cache: Path, progress: Callable[[str],
     with open(cache / f".{release}.lock", "w") as lock:  # one install of a release at a time
         fcntl.flock(lock, fcntl.LOCK_EX)
         done = installed(release, cache)
-        return done if done is not None else _install(release, venv, cache, progress)
+        if done is not None:
+            return done
+        lines = _marker(cache / release)
+        if lines is not None:  # complete it in place
+            return _add_extras(release, venv, cache / release, [x for x in lines[2:] if "==" in x], progress)
+        return _install(release, venv, cache, progress)
+
+
+def _add_extras(release: str, venv: VllmVenv, folder: Path, extras: list[str], progress: Callable[[str], None]) -> Path:
+    """Add the modules the release's import wants from :data:`EXTRA_MODULES`, then write the marker."""
+    outcome = "ok"
+    for _ in range(len(EXTRA_MODULES) + 1):
+        found = _probe(venv, folder)
+        if found.get("ok"):
+            outcome = "ok"
+            break
+        module = found.get("missing")
+        outcome = f"missing {module}" if module else "fails"
+        if module not in EXTRA_MODULES or EXTRA_MODULES[module] in extras:
+            break
+        progress(f"vLLM {release} imports {module}: adding {EXTRA_MODULES[module]}")
+        _pip(venv, folder, [EXTRA_MODULES[module]])
+        extras.append(EXTRA_MODULES[module])
+    (folder / MARKER).write_text("\n".join([RECIPE, f"vllm=={release}", *extras, f"probe: {outcome}"]) + "\n",
+                                 encoding="utf-8")
+    return folder
 
 
 def _install(release: str, venv: VllmVenv, cache: Path, progress: Callable[[str], None]) -> Path:
@@ -229,21 +274,13 @@ def _install(release: str, venv: VllmVenv, cache: Path, progress: Callable[[str]
         _pip(venv, partial, [f"vllm=={release}"])
         for so in (partial / "vllm").rglob("*.so"):  # compiled kernels: never loaded by the block manager
             so.unlink()
-        extras: list[str] = []
-        for _ in range(len(EXTRA_MODULES) + 1):
-            found = _probe(venv, partial)
-            module = found.get("missing")
-            if found.get("ok") or module not in EXTRA_MODULES or EXTRA_MODULES[module] in extras:
-                break
-            progress(f"vLLM {release} imports {module}: adding {EXTRA_MODULES[module]}")
-            _pip(venv, partial, [EXTRA_MODULES[module]])
-            extras.append(EXTRA_MODULES[module])
-        (partial / MARKER).write_text("\n".join([RECIPE, f"vllm=={release}", *extras]) + "\n", encoding="utf-8")
-        if installed(release, cache) is None:  # a complete folder only ever appears by this rename
+        _add_extras(release, venv, partial, [], progress)
+        if _marker(folder) is None:  # a complete folder only ever appears by this rename
             shutil.rmtree(folder, ignore_errors=True)
             partial.rename(folder)
     finally:
         shutil.rmtree(partial, ignore_errors=True)
+    extras = [x for x in (_marker(folder) or [])[2:] if "==" in x]
     progress(f"installed vLLM {release} in {time.perf_counter() - started:.0f} s"
              + (f" (with {', '.join(extras)})" if extras else ""))
     return folder

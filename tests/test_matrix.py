@@ -114,3 +114,30 @@ def test_ctrl_c_prints_the_cells_done_and_exits_130(monkeypatch, capsys, tmp_pat
     assert code == 130 and calls == ["0.9.2", "0.11.2"]
     assert "interrupted after 2 of 4 cells" in out.err and "0.9.2" in out.err and "pass (3 ex.)" in out.err
     assert out.out == ""
+
+
+def test_write_docs_replaces_the_rows_of_the_releases_run(monkeypatch, tmp_path):
+    import json
+
+    import swafloor.docs as docs
+    from swafloor.docs import sections
+
+    (tmp_path / "docs").mkdir()
+    monkeypatch.setattr(docs, "repository_root", lambda: tmp_path)
+    base = dict(profile="ci", seed=0, examples=40, pinned="0.33.0", domain="domain: no sinks", seconds=10,
+                backends=["vllm"])
+    sections.write_vllm_matrix({**base, "command": "first", "releases": ["0.9.2", "0.14.1"], "cells": [
+        {"release": "0.9.2", "backend": "vllm", "result": "pass"},
+        {"release": "0.14.1", "backend": "vllm", "result": "unsupported", "why": "no module"}]})
+    sections.write_vllm_matrix({**base, "command": "second", "releases": ["0.14.1"], "cells": [
+        {"release": "0.14.1", "backend": "vllm", "result": "divergence", "part": "tables", "step_index": 1}]})
+    data = json.loads((tmp_path / "docs" / "vllm-matrix.json").read_text())
+    assert [(c["release"], c["result"]) for c in data["cells"]] == [("0.9.2", "pass"), ("0.14.1", "divergence")]
+    assert [r["command"] for r in data["runs"]] == ["first", "second"]
+    text = sections.vllm_matrix()
+    assert "| 0.9.2 | pass |" in text and "| 0.14.1 | **divergence**: `tables` at step 1 |" in text
+    assert text.startswith("Domain: no sinks.") and "`first`" in text and "`second`" in text
+    sections.write_vllm_matrix({**base, "examples": 99, "command": "third", "releases": ["0.9.2"], "cells": [
+        {"release": "0.9.2", "backend": "vllm", "result": "pass"}]})
+    data = json.loads((tmp_path / "docs" / "vllm-matrix.json").read_text())
+    assert data["releases"] == ["0.9.2"] and [r["command"] for r in data["runs"]] == ["third"]  # a new table

@@ -275,16 +275,35 @@ VLLM_MATRIX = "docs/vllm-matrix.json"
 
 
 def write_vllm_matrix(report: dict) -> str:
-    """Store a ``swafloor matrix vllm`` report (the measured table) where :func:`vllm_matrix` reads it."""
+    """Store a ``swafloor matrix vllm`` report (the measured table) where :func:`vllm_matrix` reads it.
+    The rows of the releases it ran replace those stored; other rows stay, with the run that made
+    them (a run with another profile, seed, example count or pinned release starts the table anew)."""
     import json
+    import os
     import platform
     import time
 
     from . import repository_root
 
     path = repository_root() / VLLM_MATRIX
-    data = {**report, "measured": time.strftime("%Y-%m-%d", time.gmtime()),
-            "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores (shared), Python {platform.python_version()}"}
+    run = {"command": report["command"], "measured": time.strftime("%Y-%m-%d", time.gmtime()),
+           "seconds": report["seconds"], "releases": report["releases"],
+           "machine": f"{platform.machine()}, {os.cpu_count()} cores (shared), Python {platform.python_version()}"}
+    same = ("profile", "seed", "examples", "pinned", "domain")
+    old = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+    if old is None or any(old.get(k) != report.get(k) for k in same):
+        old = {**{k: report[k] for k in same}, "backends": [], "releases": [], "cells": [], "runs": []}
+    ran = {(c["release"], c["backend"]) for c in report["cells"]}
+    cells = [c for c in old["cells"] if (c["release"], c["backend"]) not in ran] + list(report["cells"])
+    from swafloor.fuzz.matrix import release_key
+
+    data = {
+        **{k: report[k] for k in same},
+        "backends": list(dict.fromkeys(old["backends"] + list(report["backends"]))),
+        "releases": sorted(set(old["releases"]) | set(report["releases"]), key=release_key),
+        "runs": [r for r in old["runs"] if set(r["releases"]) - set(report["releases"])] + [run],
+        "cells": sorted(cells, key=lambda c: (release_key(c["release"]), c["backend"])),
+    }
     path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     return str(path)
 
@@ -335,12 +354,12 @@ def vllm_matrix() -> str:
             return f"**divergence**: `{c.get('part')}` at step {c.get('step_index')}"
         return f"{c['result']}: {str(c.get('why', '')).replace('|', '/')}"
 
+    runs = "; ".join(f"`{r['command']}` on {r['measured']} ({r['machine']}, {r['seconds']:.0f} s)" for r in data["runs"])
     lines = [
         f"{data['domain'][0].upper()}{data['domain'][1:]}.",
         "",
-        f"Measured by `{data['command']}` on {data['measured']} ({data['machine']}): profile {data['profile']}, "
-        f"seed {data['seed']}, {data['examples']} examples per cell, {data['seconds']:.0f} s in all; the pinned "
-        f"release is {data['pinned']}.",
+        f"Measured by {runs}: profile {data['profile']}, seed {data['seed']}, {data['examples']} examples per cell; "
+        f"the pinned release is {data['pinned']}.",
         "",
         "| release | " + " | ".join(f"`{b}`" for b in backends) + " |",
         "|---|" + "---|" * len(backends),
