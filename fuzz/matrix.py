@@ -387,9 +387,14 @@ def replay_traces(release: str, trace_files: Sequence[Path], venv: VllmVenv, cac
     return data["replays"]
 
 
+def _undecided(verdict: str) -> bool:
+    return verdict.startswith(("unsupported", "error"))
+
+
 def bisect(releases: Sequence[str], verdict_of: Callable[[str], str]) -> dict[str, Any]:
     """The first release whose verdict differs from the first release's (binary search; assumes the
-    verdict changes once over the range). ``verdict_of`` is called on O(log n) releases."""
+    verdict changes once over the range). ``verdict_of`` is called on O(log n) releases; a release in
+    between that cannot run the trace (unsupported, error) is skipped and listed."""
     seen: dict[str, str] = {}
 
     def verdict(release: str) -> str:
@@ -397,18 +402,24 @@ def bisect(releases: Sequence[str], verdict_of: Callable[[str], str]) -> dict[st
             seen[release] = verdict_of(release)
         return seen[release]
 
-    lo, hi = 0, len(releases) - 1
-    first, last = verdict(releases[lo]), verdict(releases[hi])
+    candidates = list(releases)
+    lo, hi = 0, len(candidates) - 1
+    first, last = verdict(candidates[lo]), verdict(candidates[hi])
     if first == last:
         return {"changes": False, "verdict": first, "tried": seen}
+    skipped = []
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if verdict(releases[mid]) == first:
+        found = verdict(candidates[mid])
+        if _undecided(found) and not _undecided(first):
+            skipped.append(candidates.pop(mid))
+            hi -= 1
+        elif found == first:
             lo = mid
         else:
             hi = mid
-    return {"changes": True, "before": releases[lo], "verdict_before": seen[releases[lo]], "first": releases[hi],
-            "verdict": seen[releases[hi]], "tried": seen}
+    return {"changes": True, "before": candidates[lo], "verdict_before": seen[candidates[lo]],
+            "first": candidates[hi], "verdict": seen[candidates[hi]], "skipped": skipped, "tried": seen}
 
 
 # ----------------------------------------------------------------------------- inside a cell's process

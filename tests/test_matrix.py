@@ -141,3 +141,12 @@ def test_write_docs_replaces_the_rows_of_the_releases_run(monkeypatch, tmp_path)
         {"release": "0.9.2", "backend": "vllm", "result": "pass"}]})
     data = json.loads((tmp_path / "docs" / "vllm-matrix.json").read_text())
     assert data["releases"] == ["0.9.2"] and [r["command"] for r in data["runs"]] == ["third"]  # a new table
+
+
+def test_bisect_skips_releases_that_cannot_run_the_trace():
+    releases = matrix.RELEASES[:10]
+    verdicts = {r: ("divergence:outcome" if i < 6 else "match") for i, r in enumerate(releases)}
+    verdicts[releases[4]] = verdicts[releases[5]] = "unsupported (a module is missing)"
+    found = matrix.bisect(releases, verdicts.__getitem__)
+    assert found["changes"] and found["first"] == releases[6] and found["before"] == releases[3]
+    assert set(found["skipped"]) <= {releases[4], releases[5]} and found["skipped"]

@@ -164,8 +164,9 @@ def _bisect(args, releases, venv, cache, matrix) -> int:
     if args.json:
         print_json(found)
     elif found["changes"]:
+        skipped = f" (skipped, cannot run it: {', '.join(found['skipped'])})" if found["skipped"] else ""
         print(f"{args.bisect}: {found['verdict_before']} up to {found['before']}; {found['verdict']} from "
-              f"{found['first']}")
+              f"{found['first']}{skipped}")
     else:
         print(f"{args.bisect}: {found['verdict']} on every release tried ({', '.join(found['tried'])})")
     return 0
