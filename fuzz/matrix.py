@@ -62,7 +62,7 @@ EXTRA_MODULES = {
     "blake3": "blake3==1.0.11", "gguf": "gguf==0.19.0", "diskcache": "diskcache==5.6.3",
     "mistral_common": "mistral-common==1.13.1", "jsonschema": "jsonschema==4.26.0", "referencing": "referencing==0.37.0",
     "rpds": "rpds-py==2026.9.1", "jsonschema_specifications": "jsonschema-specifications==2025.9.1",
-    "pycountry": "pycountry==26.2.16", "tiktoken": "tiktoken==0.14.0",
+    "pycountry": "pycountry==26.2.16", "tiktoken": "tiktoken==0.14.0", "setproctitle": "setproctitle==1.3.8",
 }
 DEFAULT_EXAMPLES = 150
 SEED = 0

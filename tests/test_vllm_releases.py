@@ -76,8 +76,8 @@ def test_release_traces_replay_as_they_expect(release):
 
 def test_matrix_command_runs_a_cell_of_an_older_release(tmp_path):
     """The command as users run it, from this environment: one release, both backends, 50 examples (seed 0 meets the class within them);
-    the older release's ``vllm`` shows the pinned class (a connector load) and ``vllm-async`` says in one
-    line why it is unsupported."""
+    the older release's ``vllm`` shows the pinned class (a connector load), ``vllm-async`` the bug of its
+    asynchronous scheduling."""
     _venv()
     release = RELEASES[0]
     out = subprocess.run(
@@ -93,6 +93,6 @@ def test_matrix_command_runs_a_cell_of_an_older_release(tmp_path):
     assert cells["vllm"]["vllm"] == release
     assert cells["vllm"]["result"] == "divergence" and out.returncode == 1, cells
     assert Path(cells["vllm"]["trace_file"]).is_file()
-    assert cells["vllm-async"]["result"] == "unsupported" and "num_in_flight_tokens" in cells["vllm-async"]["why"]
-    assert "\n" not in cells["vllm-async"]["why"]
+    # vllm-async there: the asynchronous scheduler of that time frees on the scheduled history (a vLLM bug)
+    assert cells["vllm-async"]["result"] == "divergence" and cells["vllm-async"]["part"] == "tables", cells
     assert "matrix: " in out.stderr  # progress on stderr

@@ -21,8 +21,10 @@ Each difference is detected from what the release has:
   tokens: as new tokens of a request with nothing computed.
 - the free with nothing to allocate: ``KVCacheManager.remove_skipped_blocks``, else the coordinator's,
   else (one group, no coordinator) the specialized manager's, whose freed blocks go back to the pool.
-- tokens in flight: only a release whose ``Request`` has ``num_in_flight_tokens`` frees on the
-  processed history; ``vllm-async`` is :class:`Unsupported` on the others.
+- tokens in flight: a release whose ``Request`` has ``num_in_flight_tokens`` frees on the processed
+  history; an older one with an asynchronous scheduler is told nothing of the tokens in flight (the
+  attribute the adapter sets is ignored) and frees on the scheduled history, as it then did;
+  ``vllm-async`` is :class:`Unsupported` on a release without asynchronous scheduling.
 - observation: releases without a coordinator (one group) get a read-only ``coordinator.get_blocks``
   view of the manager's own per-request block list, and blocks without ``is_null`` are told apart by
   identity with the pool's null block, so the backend reads every release the same way.
@@ -190,12 +192,14 @@ def _arguments(fn: Callable[..., Any], known: dict[str, Any], what: str) -> dict
 
 
 def check_in_flight(v: dict[str, Any]) -> None:
-    """Raise :class:`Unsupported` unless this release's manager frees on the processed history given
-    tokens in flight (``Request.num_in_flight_tokens``)."""
+    """Raise :class:`Unsupported` unless this release schedules asynchronously (tokens in flight): its
+    ``Request`` has ``num_in_flight_tokens`` (the manager frees on the processed history), or it has an
+    asynchronous scheduler (``vllm.v1.core.sched.async_scheduler``) whose manager is told nothing of the
+    tokens in flight and frees on the scheduled history, as it then did."""
     release = release_of(v)
-    if not release.in_flight:
-        raise Unsupported(f"vLLM {version()}'s Request has no num_in_flight_tokens: its manager cannot be told "
-                          "of tokens in flight (asynchronous scheduling)")
+    if not release.in_flight and importlib.util.find_spec("vllm.v1.core.sched.async_scheduler") is None:
+        raise Unsupported(f"vLLM {version()} has no asynchronous scheduling (no vllm.v1.core.sched.async_scheduler, "
+                          "no Request.num_in_flight_tokens)")
 
 
 def release_of(v: dict[str, Any]) -> "Release":

@@ -228,7 +228,9 @@ class VllmBackend:
             if self.vllm.allocate(self.manager, request, capacity - h) is None:
                 return Outcome(False)
         else:  # nothing to schedule: only the free that precedes every allocation
-            self.vllm.remove_skipped(self.manager, request, max(0, h - request.num_in_flight_tokens))
+            # (a release that cannot be told of tokens in flight frees on the history, as its allocate_slots does)
+            processed = max(0, h - request.num_in_flight_tokens) if self.vllm.in_flight else h
+            self.vllm.remove_skipped(self.manager, request, processed)
         entry.capacity = capacity
         return Outcome(True)
 
