@@ -289,17 +289,19 @@ def write_vllm_matrix(report: dict) -> str:
     run = {"command": report["command"], "measured": time.strftime("%Y-%m-%d", time.gmtime()),
            "seconds": report["seconds"], "releases": report["releases"],
            "machine": f"{platform.machine()}, {os.cpu_count()} cores (shared), Python {platform.python_version()}"}
-    same = ("profile", "seed", "examples", "pinned", "domain")
+    same = ("profile", "seed", "examples", "pinned")
     old = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
     if old is None or any(old.get(k) != report.get(k) for k in same):
         old = {**{k: report[k] for k in same}, "backends": [], "releases": [], "cells": [], "runs": []}
     ran = {(c["release"], c["backend"]) for c in report["cells"]}
     cells = [c for c in old["cells"] if (c["release"], c["backend"]) not in ran] + list(report["cells"])
-    from swafloor.fuzz.matrix import release_key
+    from swafloor.fuzz.matrix import domain, release_key
 
+    backends = list(dict.fromkeys(old["backends"] + list(report["backends"])))
     data = {
         **{k: report[k] for k in same},
-        "backends": list(dict.fromkeys(old["backends"] + list(report["backends"]))),
+        "domain": domain(backends),
+        "backends": backends,
         "releases": sorted(set(old["releases"]) | set(report["releases"]), key=release_key),
         "runs": [r for r in old["runs"] if set(r["releases"]) - set(report["releases"])] + [run],
         "cells": sorted(cells, key=lambda c: (release_key(c["release"]), c["backend"])),
