@@ -26,6 +26,7 @@ re-points it when run again).
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -57,12 +58,13 @@ RELEASES = (
 BACKENDS = ("vllm", "vllm-async", "vllm-no-reuse")
 #: What ``swafloor matrix vllm`` runs unless told otherwise.
 DEFAULT_BACKENDS = ("vllm", "vllm-async")
-#: Modules some releases import that the pinned venv lacks, each with the pinned package that gives it.
+#: Modules some releases import that the pinned venv lacks, each with the pinned packages that give it.
 EXTRA_MODULES = {
     "blake3": "blake3==1.0.11", "gguf": "gguf==0.19.0", "diskcache": "diskcache==5.6.3",
-    "mistral_common": "mistral-common==1.13.1", "jsonschema": "jsonschema==4.26.0", "referencing": "referencing==0.37.0",
+    "mistral_common": "mistral-common==1.13.1 pycountry==26.2.16",  # it asks for pycountry by a RuntimeError "jsonschema": "jsonschema==4.26.0", "referencing": "referencing==0.37.0",
     "rpds": "rpds-py==2026.9.1", "jsonschema_specifications": "jsonschema-specifications==2025.9.1",
     "pycountry": "pycountry==26.2.16", "tiktoken": "tiktoken==0.14.0", "setproctitle": "setproctitle==1.3.8",
+    "pydantic_extra_types": "pydantic-extra-types==2.11.1",
 }
 DEFAULT_EXAMPLES = 150
 SEED = 0
@@ -210,12 +212,15 @@ def _marker(folder: Path) -> list[str] | None:
     return lines if lines[0] == RECIPE else None
 
 
+def _table() -> str:
+    return "table: " + hashlib.sha256(json.dumps(EXTRA_MODULES, sort_keys=True).encode()).hexdigest()[:12]
+
+
 def _stale(lines: list[str]) -> bool:
-    """Whether an install's last probe wanted a module the table now gives (or was not recorded)."""
+    """Whether an install whose import failed was made with another :data:`EXTRA_MODULES` (or recorded
+    no probe): it is then completed in place."""
     probe = next((line for line in lines if line.startswith("probe: ")), None)
-    if probe is None:
-        return True
-    return probe.startswith("probe: missing ") and probe[len("probe: missing "):] in EXTRA_MODULES
+    return probe is None or (probe != "probe: ok" and _table() not in lines)
 
 
 def installed(release: str, cache: Path) -> Path | None:
@@ -240,7 +245,8 @@ def install(release: str, venv: VllmVenv, cache: Path, progress: Callable[[str],
             return done
         lines = _marker(cache / release)
         if lines is not None:  # complete it in place
-            return _add_extras(release, venv, cache / release, [x for x in lines[2:] if "==" in x], progress)
+            extras = [x for x in lines[2:] if "==" in x]
+            return _add_extras(release, venv, cache / release, extras, progress)
         return _install(release, venv, cache, progress)
 
 
@@ -257,10 +263,10 @@ def _add_extras(release: str, venv: VllmVenv, folder: Path, extras: list[str], p
         if module not in EXTRA_MODULES or EXTRA_MODULES[module] in extras:
             break
         progress(f"vLLM {release} imports {module}: adding {EXTRA_MODULES[module]}")
-        _pip(venv, folder, [EXTRA_MODULES[module]])
+        _pip(venv, folder, EXTRA_MODULES[module].split())
         extras.append(EXTRA_MODULES[module])
-    (folder / MARKER).write_text("\n".join([RECIPE, f"vllm=={release}", *extras, f"probe: {outcome}"]) + "\n",
-                                 encoding="utf-8")
+    (folder / MARKER).write_text("\n".join([RECIPE, f"vllm=={release}", *extras, f"probe: {outcome}", _table()])
+                                 + "\n", encoding="utf-8")
     return folder
 
 

@@ -37,6 +37,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import inspect
+import re
 import sys
 import types
 from typing import Any, Callable
@@ -159,7 +160,10 @@ def import_vllm() -> dict[str, Any]:
         _failed.append(_missing(exc) or Unsupported(f"vLLM {version()} does not import here: {_brief(exc)}"))
         raise _failed[0] from exc
     except Exception as exc:  # noqa: BLE001 - a release that does not import on this path
-        _failed.append(Unsupported(f"vLLM {version()} does not import here: {_brief(exc)}"))
+        wanted = re.search(r'requires "([A-Za-z_][A-Za-z0-9_]*)" to be installed', str(exc))  # a library's own check
+        _failed.append(MissingModule(wanted.group(1), f"vLLM {version()} needs the module {wanted.group(1)!r}, not "
+                                     f"installed here ({_brief(exc, 120)})") if wanted
+                       else Unsupported(f"vLLM {version()} does not import here: {_brief(exc)}"))
         raise _failed[0] from exc
     return {**parts, "dtype": torch.float16}
 
