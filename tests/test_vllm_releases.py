@@ -98,3 +98,31 @@ def test_matrix_command_runs_a_cell_of_an_older_release(tmp_path):
     # vllm-async there: the asynchronous scheduler of that time frees on the scheduled history (a vLLM bug)
     assert cells["vllm-async"]["result"] == "divergence" and cells["vllm-async"]["part"] == "tables", cells
     assert "matrix: " in out.stderr  # progress on stderr
+
+
+TWO_BACKENDS = r"""
+import json
+from swafloor.fuzz.backends import vllm
+from swafloor.reference import AttentionLayer, Config
+from swafloor.fuzz.protocol import Part
+tables = []
+for _ in range(2):  # a campaign builds many backends in one process
+    b = vllm.VllmBackend(Config(1, [AttentionLayer(1)], slots=[1]), 0)
+    b.create("r0"); b.resume("r0"); b.resize("r0", 1, 0); b.commit("r0", 1); b.resize("r0", 2, 1)
+    tables.append(b.observe()[Part.TABLES]["r0"][0])
+print(json.dumps({"tables": tables, "has_is_null": "is_null" in vars(type(b.pool.null_block))}))
+"""
+
+
+def test_a_release_without_is_null_reads_every_pool_null_block_as_null():
+    """0.8.x blocks have no ``is_null``: the adapter tells each pool's null block by identity. A divergence
+    the matrix found on 0.8.5 (block 0 shown held after it was freed) was ours: only the first pool's null
+    block was marked, so every later backend in the same process read its null block as a held one."""
+    venv = _venv()
+    release = RELEASES[0]
+    folder = matrix.install(release, venv, matrix.cache_root())
+    out = subprocess.run([str(venv.python), "-c", TWO_BACKENDS], capture_output=True, text=True, timeout=TIMEOUT,
+                         env=matrix._env(folder), cwd=str(folder))
+    assert out.returncode == 0, out.stderr[-3000:]
+    data = json.loads(out.stdout.strip().splitlines()[-1])
+    assert data["tables"] == [[None, 1], [None, 1]], data  # block 0 freed (null) in both, block 1 held

@@ -274,8 +274,11 @@ class Release:
         if not hasattr(manager, "coordinator"):
             manager.coordinator = _OneGroupCoordinator(manager)
         null = manager.block_pool.null_block
-        if not hasattr(null, "is_null"):  # the pool's own null block, told by identity
-            type(null).is_null = False
+        block_class = type(null)
+        if not hasattr(block_class, "is_null"):  # a release whose blocks cannot tell: mark the class once ...
+            block_class.is_null = False
+            block_class._swafloor_is_null = True
+        if getattr(block_class, "_swafloor_is_null", False):  # ... and each pool's own null block
             null.is_null = True
         return manager
 
