@@ -3,7 +3,7 @@
 Each release is installed once (``pip install --no-deps --target``) into a cache folder,
 ``~/.cache/swafloor/vllm/X`` (``$SWAFLOOR_CACHE`` or ``$XDG_CACHE_HOME`` move it; ``--cache`` too),
 beside the pinned vLLM venv's dependencies: with vLLM's compiled kernels deleted (the block manager
-never loads them) a release takes 0.2-0.4 GB there. A module the release's import path needs and the
+never loads them) a release takes 16-175 MB there (a 0.3-0.4 GB download). A module the release's import path needs and the
 pinned venv lacks is added to the same folder from :data:`EXTRA_MODULES` (pinned), found by trying
 the import, not by release.
 

@@ -4,7 +4,7 @@
 from this (the main) environment.
 
 The release is installed by the same code as ``swafloor matrix`` (cached under ~/.cache/swafloor/vllm),
-so a fresh machine downloads it once (about 0.4 GB). Like tests/test_vllm.py, the tests need the
+so a fresh machine downloads it once (a 0.3-0.4 GB wheel; 16-22 MB kept). Like tests/test_vllm.py, the tests need the
 pinned vLLM venv: without it they fail in CI (``CI=true``) and are skipped, with the command that makes
 it, elsewhere.
 """
@@ -32,7 +32,7 @@ def _found(path: Path) -> dict:
 
 
 RELEASE_TRACES = [p for p in TRACES if _found(p).get("release")]
-#: The releases CI installs: those the traces pin (about 0.4 GB and 1-2 minutes each, once per machine).
+#: The releases CI installs: those the traces pin (a 0.3-0.4 GB download and 1-2 minutes each, once per machine).
 RELEASES = sorted({_found(p)["release"] for p in RELEASE_TRACES}, key=matrix.release_key)
 
 
