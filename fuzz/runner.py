@@ -108,6 +108,7 @@ class CampaignResult:
     import_seconds: float = 0.0  # resolving the backend and its prepare() (slow imports)
     backend_seconds: float = 0.0  # in the backend's operations, observations and builds
     reference_seconds: float = 0.0  # likewise on the side compared against
+    domain: str | None = None  # what the backend's capabilities keep out of the generated domain
 
     @property
     def discard_rate(self) -> float:
@@ -142,6 +143,7 @@ class CampaignResult:
 
     def to_dict(self) -> dict[str, Any]:
         extra: dict[str, Any] = {
+            "domain": self.domain,
             "seed": self.seed,
             "import_seconds": round(self.import_seconds, 3),
             "unsupported": self.unsupported,
@@ -191,6 +193,23 @@ def summary_dict(result: str, backend: str, against: str, profile: str, examples
         data["replay"] = failure.replay
         data["trace"] = None if failure.trace is None else to_dict(failure.trace)
     return data
+
+
+def domain_of(caps: Any) -> str | None:
+    """What a backend's capabilities keep out of the generated domain, in one line (None: nothing):
+    the report says it first, so a pass is read for what was exercised."""
+    from .protocol import LayerKind
+
+    parts = [text for text, on in (
+        ("no sinks", not caps.sinks),
+        ("no SSM", LayerKind.SSM not in caps.layer_kinds),
+        ("no full attention", LayerKind.FULL not in caps.layer_kinds),
+        ("one pool group", caps.one_pool_group),
+        ("no shared pool groups", not caps.shared_pool_groups),
+        ("no capacity cuts", not caps.capacity_cuts),
+        ("no reused history", not caps.reused_history),
+    ) if on]
+    return "domain: " + ", ".join(parts) if parts else None
 
 
 def _settings(examples: int, steps: int, shrink: bool, database: Any = None, search: bool = True) -> settings:
@@ -300,6 +319,7 @@ def run_campaign(
         import_seconds=import_seconds,
         backend_seconds=stats.backend_seconds,
         reference_seconds=stats.reference_seconds,
+        domain=domain_of(backend_.capabilities),
     )
 
 
@@ -334,6 +354,8 @@ def format_report(result: CampaignResult) -> str:
             f"after {found_after:.1f} s, shrunk in {result.seconds - found_after:.1f} s "
             f"({result.runs} runs in all; {where})"
         )
+    if result.domain is not None:
+        head = f"{result.domain}\n{head}"
     head += "\n" + _fit_line(result)
     if result.divergence is None or result.trace is None:
         return head

@@ -61,6 +61,9 @@ REGISTRY: dict[str, Registered] = {
                        status="fuzzed in CI, in the vLLM venv (tests/test_vllm.py)"),
     "vllm-async": Registered("swafloor.fuzz.backends.vllm:vllm_async", needs="vLLM, in its own venv (scripts/vllm-venv)",
                              status="fuzzed in CI, in the vLLM venv (tests/test_vllm.py)"),
+    "vllm-no-reuse": Registered("swafloor.fuzz.backends.vllm:vllm_no_reuse",
+                                needs="vLLM, in its own venv (scripts/vllm-venv)",
+                                status="run by swafloor matrix vllm on older releases"),
     "trtllm": Registered("swafloor.fuzz.backends.trtllm:trtllm", needs="tensorrt_llm and a CUDA GPU",
                          status="never run on a GPU"),
 }
