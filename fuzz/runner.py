@@ -198,12 +198,12 @@ def summary_dict(result: str, backend: str, against: str, profile: str, examples
 def domain_of(caps: Any) -> str | None:
     """What a backend's capabilities keep out of the generated domain, in one line (None: nothing):
     the report says it first, so a pass is read for what was exercised."""
-    from .protocol import LayerKind
+    from swafloor.reference import LifeCycleKind
 
     parts = [text for text, on in (
         ("no sinks", not caps.sinks),
-        ("no SSM", LayerKind.SSM not in caps.layer_kinds),
-        ("no full attention", LayerKind.FULL not in caps.layer_kinds),
+        ("no SSM", LifeCycleKind.SSM not in caps.layer_kinds),
+        ("no full attention", LifeCycleKind.FULL not in caps.layer_kinds),
         ("one pool group", caps.one_pool_group),
         ("no shared pool groups", not caps.shared_pool_groups),
         ("no capacity cuts", not caps.capacity_cuts),

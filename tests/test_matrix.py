@@ -81,10 +81,11 @@ def test_a_campaign_report_states_a_restricted_domain_first():
     (text and JSON); one that keeps nothing out says nothing."""
     from swafloor.fuzz.backends import ResolvedBackend
     from swafloor.fuzz.backends.reference import reference
-    from swafloor.fuzz.protocol import Capabilities, LayerKind, factory
+    from swafloor.fuzz.protocol import Capabilities, factory
+    from swafloor.reference import LifeCycleKind
     from swafloor.fuzz.runner import format_report, run_campaign
 
-    caps = Capabilities(sinks=False, layer_kinds=[LayerKind.SWA, LayerKind.FULL], capacity_cuts=False)
+    caps = Capabilities(sinks=False, layer_kinds=[LifeCycleKind.SWA, LifeCycleKind.FULL], capacity_cuts=False)
     narrow = factory(caps)(lambda config: reference(config))
     result = run_campaign(ResolvedBackend("narrow", narrow, caps), examples=20, out_dir=None)
     assert result.domain == "domain: no sinks, no SSM, no capacity cuts"
