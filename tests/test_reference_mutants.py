@@ -87,7 +87,7 @@ def test_a_mutant_never_leaks_into_the_spec():
     original = reference_config.life_cycle_min_slots
     config = Config(4, [AttentionLayer(5), AttentionLayer(None)])
     real = build_layout(config).min_slots
-    for name in ("floor-division", "full-share-one", "in-flight-unsized"):
+    for name in ("floor-division", "full-attention-floor-one", "in-flight-floor-ignores-k"):
         mutant = REFERENCE_MUTANTS[name].make(attrs.evolve(config, semantics=Semantics(in_flight_tokens=2)))
         assert reference_config.life_cycle_min_slots is original
         assert build_layout(config).min_slots == real
@@ -114,9 +114,10 @@ def _pinned_failed_resize_keeps_nothing(make) -> None:
     m = make(config)
     m.create("r")
     assert m.resume("r").ok and m.resize("r", 1, 0).ok
-    before = m.snapshot()
+    before, slots_before = m.snapshot(), m.slots()
     outcome = m.resize("r", 2, 1)  # full attention needs a second block: no slot
     assert not outcome.ok and [s.pool_group for s in outcome.shortfalls] == [1]
+    assert m.slots() == slots_before  # which slot each block holds, before the snapshot's own checks
     assert m.snapshot() == before
     m.check()
 

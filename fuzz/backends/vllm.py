@@ -63,6 +63,7 @@ from swafloor.reference import (
 )
 
 from ..protocol import Capabilities, Operation, Part, Unsupported, factory
+from ._vllm_compat import check_in_flight, import_vllm, release_of
 
 __all__ = ["VllmBackend", "vllm", "vllm_async", "vllm_no_reuse", "load", "load_async", "capabilities", "semantics", "import_seconds"]
 
@@ -80,20 +81,16 @@ def load() -> dict[str, Any]:
     what differs between releases is found by inspection (:mod:`._vllm_compat`), never by version
     string. A release that cannot serve the backend raises :class:`Unsupported` with one line why."""
     if not _loaded:
-        from . import _vllm_compat
-
         started = time.perf_counter()
-        _loaded.update(_vllm_compat.import_vllm())
+        _loaded.update(import_vllm())
         _import_seconds.append(time.perf_counter() - started)
     return _loaded
 
 
 def load_async() -> dict[str, Any]:
     """:func:`load`, then check that this release's manager can be told of tokens in flight."""
-    from . import _vllm_compat
-
     v = load()
-    _vllm_compat.check_in_flight(v)
+    check_in_flight(v)
     return v
 
 
@@ -160,8 +157,6 @@ class VllmBackend:
         self.in_flight = in_flight
         if layout.num_pool_groups != 1:
             raise Unsupported(f"vLLM serves every life cycle from one pool; config has {layout.num_pool_groups}")
-        from . import _vllm_compat
-
         windows: list[int | None] = []
         for lc in layout.life_cycles:
             if lc.kind is LifeCycleKind.SWA:
@@ -174,9 +169,9 @@ class VllmBackend:
                 raise Unsupported("vLLM's SSM (Mamba) manager is not driven by this backend")
         self.pool_slots = layout.slots[0]
         if in_flight:
-            _vllm_compat.check_in_flight(v)
+            check_in_flight(v)
         # The release's constructors and calls, adapted by inspection (see _vllm_compat.Release).
-        self.vllm = release = _vllm_compat.release_of(v)
+        self.vllm = release = release_of(v)
         self.manager = release.manager(t, windows, self.pool_slots + 1, max_model_len=MAX_MODEL_LEN, in_flight=in_flight)
         self.pool = self.manager.block_pool
         self.status = v["RequestStatus"]

@@ -48,7 +48,7 @@ def register(subparsers) -> None:
 
 
 def _usage(message: str):
-    from swafloor.cli import UsageError
+    from ..cli import UsageError
 
     return UsageError(f"swafloor matrix: {message}")
 
@@ -124,7 +124,7 @@ def run(args) -> int:
         "cells": [c.to_dict() for c in cells],
     }
     if args.write_docs:
-        from swafloor.docs.sections import write_vllm_matrix
+        from ..docs.sections import write_vllm_matrix
 
         written = write_vllm_matrix(report)
         _say(f"stored in {written}")

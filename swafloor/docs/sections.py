@@ -216,16 +216,19 @@ def backends_table() -> str:
 def seeded_bugs_table() -> str:
     """The one list of seeded bugs (swafloor.reference.seeded_bugs): each bug, the theorems it flips
     (seeded in the formulas, proofs/mutations.py) and the campaigns that catch it (seeded as a
-    backend, fuzz/backends/mutants.py)."""
-    from swafloor.reference.seeded_bugs import DATA_PLANE, SEEDED_BUGS, TABLE_ONLY
+    backend, fuzz/backends/mutants.py, or in the reference itself for the oracle,
+    fuzz/backends/reference_mutants.py), with the part of the spec a bug of the reference breaks."""
+    from swafloor.reference.seeded_bugs import DATA_PLANE, ORACLE, SEEDED_BUGS, TABLE_ONLY
 
-    shown = {TABLE_ONLY: "table-only (`mutant:{}`)", DATA_PLANE: "data plane (`dataplane:mutant:{}`)"}
+    shown = {TABLE_ONLY: "table-only (`mutant:{}`)", DATA_PLANE: "data plane (`dataplane:mutant:{}`)",
+             ORACLE: "the oracle (`reference-mutant:{}`)"}
     lines = ["| bug | what it changes | theorems it flips | campaigns that catch it |", "|---|---|---|---|"]
     for bug in SEEDED_BUGS:
         theorems = ", ".join(_link(name) for name in bug.theorems) or "-"
         campaigns = ", ".join(shown[c].format(bug.name) for c in bug.campaigns) or "-"
         description = bug.description.replace("|", "\\|")
-        lines.append(f"| `{bug.name}` | {description} | {theorems} | {campaigns} |")
+        covers = f" ({bug.covers})" if bug.covers else ""
+        lines.append(f"| `{bug.name}` | {description}{covers} | {theorems} | {campaigns} |")
     return "\n".join(lines)
 
 
@@ -288,16 +291,6 @@ def pages_table() -> str:
             sentence = sentence[:197].rsplit(" ", 1)[0] + " ..."
         sentence = sentence.replace("|", "\\|")
         lines.append(f"| [{page.stem}]({page.name}) | **{title}**: {sentence} |")
-    return "\n".join(lines)
-
-
-def reference_mutants() -> str:
-    """The seeded bugs of the reference, read from the table the campaign test uses."""
-    from swafloor.fuzz.backends.reference_mutants import PREFIX, REFERENCE_MUTANTS
-
-    lines = ["| name | what it breaks | the bug |", "|---|---|---|"]
-    for mutant in REFERENCE_MUTANTS.values():
-        lines.append(f"| `{PREFIX}{mutant.name}` | {mutant.covers} | {mutant.description} |")
     return "\n".join(lines)
 
 
@@ -418,7 +411,6 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "commands": commands_table,
     "backends": backends_table,
     "seeded-bugs": seeded_bugs_table,
-    "reference-mutants": reference_mutants,
     "vllm-domain": vllm_domain,
     "vllm-matrix": vllm_matrix,
 }
