@@ -454,13 +454,13 @@ def _cell_main(release: str, backend: str, args) -> dict[str, Any]:
     from swafloor.reference import SwafloorError as Error
 
     from .backends import resolve
-    from .protocol import Unsupported, prepare
+    from .protocol import Unsupported
     from .runner import CampaignError, run_campaign
 
     base = {"release": release, "backend": backend}
     resolved = resolve(backend)
     try:
-        prepare(resolved.factory)
+        resolved.run_prepare()
     except Unsupported as exc:
         return {**base, "result": "unsupported", "why": str(exc)}
     wrong = _imported_release(release)
@@ -487,7 +487,7 @@ def _replays_main(args) -> dict[str, Any]:
 
 
 def _replay_main(args, path: Path) -> dict[str, Any]:
-    from .protocol import Unsupported, prepare
+    from .protocol import Unsupported
     from .backends import resolve
     from .replay import replay
     from .trace import load
@@ -495,7 +495,7 @@ def _replay_main(args, path: Path) -> dict[str, Any]:
     trace = load(path)
     name = args.backend or trace.backend
     try:
-        prepare(resolve(name).factory)
+        resolve(name).run_prepare()
     except Unsupported as exc:
         return {"release": args.release, "verdict": "unsupported", "why": str(exc)}
     wrong = _imported_release(args.release)

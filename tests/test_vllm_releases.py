@@ -109,7 +109,7 @@ tables = []
 for _ in range(2):  # a campaign builds many backends in one process
     b = vllm.VllmBackend(Config(1, [AttentionLayer(1)], slots=[1]), 0)
     b.create("r0"); b.resume("r0"); b.resize("r0", 1, 0); b.commit("r0", 1); b.resize("r0", 2, 1)
-    tables.append(b.observe()[Part.TABLES]["r0"][0])
+    tables.append(list(b.observe()[Part.TABLES]["r0"][0].dense()))
 print(json.dumps({"tables": tables, "has_is_null": "is_null" in vars(type(b.pool.null_block))}))
 """
 
