@@ -74,12 +74,16 @@ _OPTIONS = st.builds(
 #: What a backend serving every semantics gets: drawn options, and the default itself a third of the
 #: time besides (about 30% of the configs of a campaign carry the default).
 SEMANTICS = st.one_of(_OPTIONS, _OPTIONS, st.just(Semantics()))
+#: What a backend that shares prefixes gets: every semantics, with prefix sharing on.
+SEMANTICS_SHARING = st.builds(lambda s: attrs.evolve(s, prefix_sharing=True), SEMANTICS)
 
 
 def semantics(caps: Capabilities = EXACT_EVERYTHING) -> st.SearchStrategy[Semantics]:
     """The semantics a config for ``caps`` carries: drawn when the backend serves every semantics,
     else the one it claims."""
-    return SEMANTICS if caps.all_semantics else st.just(caps.semantics)
+    if caps.all_semantics:
+        return SEMANTICS_SHARING if caps.prefix_sharing else SEMANTICS
+    return st.just(caps.semantics)
 
 
 @st.composite
