@@ -193,6 +193,8 @@ def build_machine(
             engine admits a request): most rules need an active request."""
             reused, source = 0, None
             sources = [r for r in self._ids("active", "suspended") if self.lock.lengths[r][1] > 0]
+            if self.sharing:  # sources holding whole blocks first: only they can give hits
+                sources = [r for r in sources if self.lock.lengths[r][1] >= self.t and r in self._ids("active")] or sources
             if self.sharing and sources and data.draw(st.integers(0, 3), label="share") > 0:
                 # A request on another's committed prefix (a system prompt, a repeated request):
                 # most often all of it, so that whole blocks are shared.

@@ -144,6 +144,11 @@ def configs(draw, caps: Capabilities = EXACT_EVERYTHING, tokens_per_block=TOKENS
     )
     minimum = build_layout(sized).min_slots
 
+    if caps.prefix_sharing and draw(st.integers(0, 3)) > 0:
+        # Room for a second request beside one at its floor: what lets a repeated request be admitted
+        # (and hit) while its source still holds the prefix.
+        extra = draw(_per_group(0, 2, len(minimum)))
+        return attrs.evolve(sized, slots=tuple(2 * m + k for m, k in zip(minimum, extra)))
     how = draw(st.sampled_from(("minimum", "explicit", "bump")))
     if how == "minimum":
         return sized

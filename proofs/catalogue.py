@@ -469,7 +469,7 @@ def _batch(t, W, S, p, d1, d2, n1, n2):
 
 
 def shared_batch_exact(t, W, S, p, d1, d2, n1, n2, b):
-    (h1, c1), (h2, c2), need1, _, _ = _batch(t, W, S, p, d1, d2, n1, n2)
+    (h1, c1), (h2, c2), need1, _, slots = _batch(t, W, S, p, d1, d2, n1, n2)
     g1, g2 = sharing.prefix_gap(h1, t, W, S, p), sharing.prefix_gap(h2, t, W, S, p)
     union = sharing.batch_gap((g1, g2))
     live1, live2 = _is_live(b, h1, c1, t, W, S), _is_live(b, h2, c2, t, W, S)
@@ -483,6 +483,8 @@ def shared_batch_exact(t, W, S, p, d1, d2, n1, n2, b):
         implies(prefix, negate(any_of(live1, live2)) == _in(b, union)),
         # a holder's own blocks: its live blocks less the prefix blocks it needs
         sharing.own_live(h1, c1, t, W, S, p) == need1 - (p - sharing.gap_size(g1)),
+        # two identical holders (a repeated request): the prefix blocks one needs are held once
+        implies(all_of(d1 == d2, n1 == n2), slots == 2 * need1 - (p - sharing.gap_size(g1))),
     )
 
 
@@ -766,8 +768,9 @@ CATALOGUE: tuple[Theorem, ...] = (
         "blocks no holder needs. So sharing.shared_batch_slots, the prefix less that intersection (once) plus "
         "each holder's live blocks past the prefix, is the batch's need exactly (sufficient and tight at every "
         "history): a shared block is freed only when stale for every holder and counted once while live for "
-        "any. Intersection is associative, so the fold carries any batch; batches of up to three are also "
-        "counted block by block in tests/test_sharing.py.",
+        "any; two identical holders hold twice one's blocks less the prefix blocks it needs. Intersection is "
+        "associative, so the fold carries any batch; batches of up to three are also counted block by block "
+        "in tests/test_sharing.py.",
         PROVED,
         (T_SHARE, W_SHARE, S_SHARE, PREFIX, D1, D2, N1, N2, BLOCK),
         shared_batch_exact,

@@ -82,6 +82,13 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               ("in-flight-sufficient", "in-flight-tight")),
     SeededBug("first-floor-at-worst-case", "the first history at the floor is (S+1)*t + W - 2 (issue 12)",
               ("first-floor-history",)),
+    SeededBug("shared-freed-when-stale-for-one", "a shared block is freed when it is stale for one holder, "
+              "though another still holds it", ("shared-batch-exact",), (TABLE_ONLY,)),
+    SeededBug("shared-counted-per-holder", "a shared block is counted once per holder (pool use and batch "
+              "sizing)", ("shared-batch-exact",), (TABLE_ONLY,)),
+    SeededBug("hit-holds-null-blocks", "a cache hit also holds the prefix blocks outside its window (its null "
+              "entries); formulas only: the manager's hits come from blocks their source still holds",
+              ("shared-batch-exact",)),
 )
 
 

@@ -39,7 +39,7 @@ from swafloor.reference import (
 from swafloor.reference import config as reference_config
 
 from ..adapter import ManagerBackend
-from ..protocol import ALL_SEMANTICS, BackendRecord, UnknownBackend, factory
+from ..protocol import ALL_SEMANTICS, ALL_SEMANTICS_SHARING, BackendRecord, UnknownBackend, factory
 
 __all__ = ["PREFIX", "REFERENCE_MUTANTS", "ReferenceMutant", "names", "resolve_mutant"]
 
@@ -54,6 +54,7 @@ class ReferenceMutant:
     covers: str  # what part of the spec it breaks: a semantics option, release order, mapping, ...
     description: str
     make: Callable[[Config], Manager] = attrs.field(eq=False)
+    backend: str = "oracle"  # the oracle campaign that must kill it (oracle-sharing for prefix sharing)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -399,6 +400,18 @@ def _full_share_one(original, lc, t, rule, all_lcs, k):
     return 1 if lc.kind is LifeCycleKind.FULL else original(lc, t, rule, all_lcs, k)
 
 
+
+class _SharedFreedOnFirstRelease(Manager):
+    """Frees a shared slot when its first holder lets go of it (the other holders are forgotten)."""
+
+    def _free(self, req: Any, lc_index: int, ranges: Any) -> None:
+        pool, held = self._pools[self._group_of[lc_index]], req.held[lc_index]
+        for lo, hi in ranges:
+            for b in range(lo, hi):
+                slot = held.pop(b)
+                pool.sharers.pop(slot, None)
+                pool.give(slot)
+
 _MUTANTS = (
     ReferenceMutant("released-on-history", "semantics.in_flight_tokens",
                     "blocks released on h instead of h - k (the tokens in flight ignored)", _ReleasedOnHistory),
@@ -459,6 +472,9 @@ _MUTANTS = (
                     "SWA minimum with floor instead of ceiling division", _sized(_floor_division)),
     ReferenceMutant("full-share-one", "sizing",
                     "full attention's share of the minimum is one slot", _sized(_full_share_one)),
+    ReferenceMutant("shared-freed-on-first-release", "semantics.prefix_sharing",
+                    "a shared slot is freed when its first holder lets go of it", _SharedFreedOnFirstRelease,
+                    backend="oracle-sharing"),
 )
 
 #: Mutant name (without the prefix) -> mutant.
@@ -471,7 +487,7 @@ def names() -> tuple[str, ...]:
 
 
 def _factory(mutant: ReferenceMutant):
-    @factory(ALL_SEMANTICS, name=PREFIX + mutant.name)
+    @factory(ALL_SEMANTICS_SHARING if mutant.backend == "oracle-sharing" else ALL_SEMANTICS, name=PREFIX + mutant.name)
     def make(config: Config) -> ManagerBackend:
         return ManagerBackend(mutant.make(config))
 
