@@ -257,3 +257,9 @@ def shared_freed_when_stale_for_one(config: Config) -> ManagerBackend:
 @factory(SHARING_IDENTITY, name="mutant:shared-counted-per-holder")
 def shared_counted_per_holder(config: Config) -> ManagerBackend:
     return ManagerBackend(_SharedCountedPerHolder(config))
+
+
+MUTANTS.update({
+    f.declaration.label: f  # type: ignore[attr-defined]
+    for f in (shared_freed_when_stale_for_one, shared_counted_per_holder)
+})
