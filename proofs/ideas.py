@@ -123,4 +123,14 @@ IDEAS: dict[str, str] = {
         "An SSM layer keeps one state page per request whatever its history or step, so its life cycle "
         "holds exactly one slot per active request: the minimum of one is both enough and needed."
     ),
+    "shared-batch-exact": (
+        "A holder needs every prefix block except its stale range clipped to the prefix, one interval; a "
+        "block is needed by no holder exactly when it lies in every holder's interval, their intersection. "
+        "Counting the prefix less that intersection once, plus each holder's blocks past the prefix, is the "
+        "batch's need block for block."
+    ),
+    "sharing-never-raises": (
+        "The intersection of the holders' gaps is no larger than any one gap, so the prefix is counted at "
+        "most as often as the holders count it; each holder is within its step floor (step-sufficient)."
+    ),
 }
