@@ -81,7 +81,10 @@ def run_step(backend: Backend, step: Step) -> Result:
         elif op is COMMIT:
             value = backend.commit(step.request, step.tokens)
         elif op is CREATE:
-            value = backend.create(step.request, step.reused_history)
+            if step.share_with is None:
+                value = backend.create(step.request, step.reused_history)
+            else:
+                value = backend.create(step.request, step.reused_history, share_with=step.share_with)
         elif op is RESUME:
             value = backend.resume(step.request)
         elif op is SUSPEND:

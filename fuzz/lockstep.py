@@ -202,7 +202,7 @@ class Lockstep:
         for side, view in (("reference", ref_slots), ("backend", got_slots)):
             if view is None:
                 continue
-            found = integrity(view, totals, group_of, side)
+            found = integrity(view, totals, group_of, side, self.config.semantics.prefix_sharing)
             if found is not None:
                 field, expected, seen, reason = found
                 return Divergence(index, step, field, expected, seen, "invariant", reason)

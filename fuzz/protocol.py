@@ -172,6 +172,7 @@ class Capabilities:
     adapter_set: frozenset[Part] = attrs.field(default=frozenset(), converter=lambda v: frozenset(Part(x) for x in v))
     notes: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     all_semantics: bool = False
+    prefix_sharing: bool = False  # create(..., share_with=...): requests on another's committed prefix
 
     def __attrs_post_init__(self) -> None:
         required = {Operation.CREATE, Operation.RESUME, Operation.RESIZE}
@@ -238,10 +239,14 @@ class Capabilities:
 EXACT_EVERYTHING = Capabilities()
 #: Everything, compared exactly, under every semantics (the oracle: it keeps no slot ids).
 ALL_SEMANTICS = Capabilities(all_semantics=True)
+#: Every semantics and requests created on another's prefix: the oracle.
+ALL_SEMANTICS_SHARING = Capabilities(all_semantics=True, prefix_sharing=True)
 #: Everything, exactly, physical identity included: the seeded bugs of the reference.
 EXACT_WITH_IDENTITY = Capabilities(observations={p: Comparison.EXACT for p in Part})
 #: The reference manager: everything, exactly, physical identity included, under every semantics.
-REFERENCE_CAPABILITIES = Capabilities(observations={p: Comparison.EXACT for p in Part}, all_semantics=True)
+REFERENCE_CAPABILITIES = Capabilities(
+    observations={p: Comparison.EXACT for p in Part}, all_semantics=True, prefix_sharing=True
+)
 
 
 class Unsupported(SwafloorError):

@@ -19,7 +19,11 @@ def campaign(name: str, *, examples: int = 300, seed: int | None = None, shrink:
 
     spec = name if name.startswith(PREFIX) else PREFIX + name
     seed = PROFILES["ci"].seed if seed is None else seed
-    return run_campaign("oracle", spec, profile="ci", examples=examples, seed=seed, shrink=shrink, out_dir=out_dir)
+    from .backends.reference_mutants import REFERENCE_MUTANTS
+
+    mutant = REFERENCE_MUTANTS.get(spec[len(PREFIX):])
+    backend = mutant.backend if mutant is not None else "oracle"
+    return run_campaign(backend, spec, profile="ci", examples=examples, seed=seed, shrink=shrink, out_dir=out_dir)
 
 
 def regression_trace(name: str, *, examples: int = 300, seed: int | None = None):

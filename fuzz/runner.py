@@ -56,6 +56,8 @@ DEFAULT_OUT = Path("fuzz-failures")
 MAX_DISCARD_RATE = 0.05
 #: ... and at least this share of served examples with a sliding-window life cycle.
 MIN_SWA_SHARE = 0.5
+#: ... and, where requests are created under prefix sharing, at least this share hit a shared block.
+MIN_HIT_RATE = 0.3
 
 
 @attrs.frozen
@@ -105,6 +107,9 @@ class CampaignResult:
     served: int = 0  # runs whose backend was built
     served_swa: int = 0  # of those, with a sliding-window life cycle
     served_semantics: int = 0  # of those, with semantics other than the default (the spec's)
+    created_sharing: int = 0  # requests created under prefix sharing semantics
+    on_prefix: int = 0  # of those, created on another request's committed prefix
+    hits: int = 0  # of those, requests whose first resume took a shared block (a cache hit)
     import_seconds: float = 0.0  # resolving the backend and its prepare() (slow imports)
     backend_seconds: float = 0.0  # in the backend's operations, observations and builds
     reference_seconds: float = 0.0  # likewise on the side compared against
@@ -124,9 +129,18 @@ class CampaignResult:
         return self.served_semantics / self.served if self.served else 0.0
 
     @property
+    def hit_rate(self) -> float:
+        return self.hits / self.created_sharing if self.created_sharing else 0.0
+
+    @property
     def on_target(self) -> bool:
-        """Whether the generator fits the backend: discards and SWA share within their targets."""
+        """Whether the generator fits the backend: discards and SWA share within their targets. (The
+        hit rate is printed against its own target, not yet part of this verdict: see hits_on_target.)"""
         return self.discard_rate <= MAX_DISCARD_RATE and self.swa_share >= MIN_SWA_SHARE
+
+    @property
+    def hits_on_target(self) -> bool:
+        return self.hit_rate >= MIN_HIT_RATE
 
     def steps_per_second(self, seconds: float) -> float | None:
         return round(self.steps / seconds, 1) if seconds > 0 else None
@@ -151,6 +165,8 @@ class CampaignResult:
             "discard_rate": round(self.discard_rate, 4),
             "swa_share": round(self.swa_share, 4),
             "semantics_share": round(self.semantics_share, 4),
+            **({"created_sharing": self.created_sharing, "on_prefix": self.on_prefix, "hits": self.hits, "hit_rate": round(self.hit_rate, 4)}
+               if self.created_sharing else {}),
             "targets": {"max_discard_rate": MAX_DISCARD_RATE, "min_swa_share": MIN_SWA_SHARE, "met": self.on_target},
             "backend_seconds": round(self.backend_seconds, 3),
             "reference_seconds": round(self.reference_seconds, 3),
@@ -316,6 +332,9 @@ def run_campaign(
         served=stats.served,
         served_swa=stats.served_swa,
         served_semantics=stats.served_semantics,
+        created_sharing=stats.created_sharing,
+        on_prefix=stats.on_prefix,
+        hits=stats.hits,
         import_seconds=import_seconds,
         backend_seconds=stats.backend_seconds,
         reference_seconds=stats.reference_seconds,
@@ -333,7 +352,12 @@ def _fit_line(result: CampaignResult) -> str:
         f"  generator fit: {result.discard_rate:.1%} of examples discarded as unsupported "
         f"({result.unsupported} of {result.unsupported + result.served}; target <= {MAX_DISCARD_RATE:.0%}), "
         f"{result.swa_share:.1%} of served examples with an SWA life cycle (target >= {MIN_SWA_SHARE:.0%}), "
-        f"{result.semantics_share:.1%} with non-default semantics: {verdict}\n"
+        f"{result.semantics_share:.1%} with non-default semantics"
+        + (f", {result.hit_rate:.1%} of {result.created_sharing} requests created under prefix sharing hit "
+           f"a shared block (target >= {MIN_HIT_RATE:.0%}{'' if result.hits_on_target else ', BELOW'}; "
+           f"{result.hits / result.on_prefix if result.on_prefix else 0:.1%} of the {result.on_prefix} created on a prefix)"
+           if result.created_sharing else "")
+        + f": {verdict}\n"
         f"  time: import {result.import_seconds:.1f} s (not in the campaign's); steps/s: "
         f"{result.backend} {rate(result.backend_seconds)}, {result.against} {rate(result.reference_seconds)}"
     )

@@ -112,9 +112,13 @@ class Step:
     history: int | None = None
     tokens: int | None = None
     reused_history: int | None = None
+    share_with: str | None = None  # create only: the request whose committed prefix it starts from
 
-    def arguments(self) -> dict[str, int]:
-        return {name: getattr(self, name) for name, _ in _ARGUMENTS[self.op]}
+    def arguments(self) -> dict[str, Any]:
+        args: dict[str, Any] = {name: getattr(self, name) for name, _ in _ARGUMENTS[self.op]}
+        if self.share_with is not None:
+            args["share_with"] = self.share_with
+        return args
 
     def to_dict(self) -> dict[str, Any]:
         return {"op": self.op.value, "request": self.request, **self.arguments()}
@@ -125,8 +129,8 @@ class Step:
 
     # Constructors that read like the operations.
     @classmethod
-    def create(cls, request: str, reused_history: int = 0) -> "Step":
-        return cls(Operation.CREATE, request, reused_history=reused_history)
+    def create(cls, request: str, reused_history: int = 0, share_with: str | None = None) -> "Step":
+        return cls(Operation.CREATE, request, reused_history=reused_history, share_with=share_with)
 
     @classmethod
     def resume(cls, request: str) -> "Step":
@@ -204,7 +208,7 @@ def _step_from_dict(index: int, raw: Any) -> Step:
         raise TraceError(f"{where}.request", request, "must be a non-empty string")
     if len(request) > MAX_REQUEST_CHARS:
         raise TraceError(f"{where}.request", request, f"longer than {MAX_REQUEST_CHARS} characters")
-    allowed = {"op", "request"} | {name for name, _ in _ARGUMENTS[op]}
+    allowed = {"op", "request"} | {name for name, _ in _ARGUMENTS[op]} | ({"share_with"} if op is Operation.CREATE else set())
     for key in raw:
         if key not in allowed:
             raise TraceError(f"{where}.{_key(key)}", raw[key], f"unknown field for op {op.value!r}")
@@ -218,7 +222,10 @@ def _step_from_dict(index: int, raw: Any) -> Step:
         if not -MAX_NUMBER <= value <= MAX_NUMBER:
             raise TraceError(f"{where}.{name}", value, f"out of range (at most {MAX_NUMBER:.0e} in magnitude)")
         args[name] = value
-    return Step(op, request, **args)
+    share_with = raw.get("share_with")
+    if share_with is not None and (not isinstance(share_with, str) or not share_with or len(share_with) > MAX_REQUEST_CHARS):
+        raise TraceError(f"{where}.share_with", share_with, "must be a non-empty request id")
+    return Step(op, request, share_with=share_with, **args)
 
 
 def from_dict(data: Any) -> Trace:

@@ -128,4 +128,14 @@ IDEAS: dict[str, str] = {
         "when the sinks reach past ceil(h/t) the range is empty and no block past them ends before "
         "h + 1 - W <= h either."
     ),
+    "shared-batch-exact": (
+        "A holder needs every prefix block except its stale range clipped to the prefix, one interval; a "
+        "block is needed by no holder exactly when it lies in every holder's interval, their intersection. "
+        "Counting the prefix less that intersection once, plus each holder's blocks past the prefix, is the "
+        "batch's need block for block."
+    ),
+    "sharing-never-raises": (
+        "The intersection of the holders' gaps is no larger than any one gap, so the prefix is counted at "
+        "most as often as the holders count it; each holder is within its step floor (step-sufficient)."
+    ),
 }

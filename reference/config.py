@@ -160,7 +160,10 @@ class Semantics:
     ends mid-block holds one transient slot per attention life cycle for a private copy (SSM: one for
     the state snapshot when the reused history is above 0); engines that load a reused prefix in place
     need none. ``release_order``: see :class:`ReleaseOrder` (blocks cut off by a smaller capacity are
-    freed before allocating in both orders)."""
+    freed before allocating in both orders). ``prefix_sharing``: a request created on another's committed
+    prefix (``Manager.create(..., share_with=...)``) takes the whole prefix blocks that request holds at
+    its first resume as cache hits, one slot for all holders (see :mod:`~.sharing`); off, every
+    request computes its prefix into slots of its own (today's model)."""
 
     in_flight_tokens: int = attrs.field(default=0, validator=_non_negative_int("semantics.in_flight_tokens"))
     free_stale: FreeStale = attrs.field(
@@ -173,6 +176,7 @@ class Semantics:
     release_order: ReleaseOrder = attrs.field(
         default=ReleaseOrder.RELEASE_FIRST, converter=_enum_of("semantics.release_order", ReleaseOrder)
     )
+    prefix_sharing: bool = attrs.field(default=False, validator=_bool_field("semantics.prefix_sharing"))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -181,13 +185,14 @@ class Semantics:
             "suspend": self.suspend.value,
             "first_resume_copy": self.first_resume_copy,
             "release_order": self.release_order.value,
+            **({"prefix_sharing": True} if self.prefix_sharing else {}),  # absent: off (older traces)
         }
 
     @classmethod
     def from_dict(cls, data: Any) -> "Semantics":
         if not isinstance(data, dict):
             raise ConfigError("config.semantics", data, "must be an object")
-        known = ("in_flight_tokens", "free_stale", "suspend", "first_resume_copy", "release_order")
+        known = ("in_flight_tokens", "free_stale", "suspend", "first_resume_copy", "release_order", "prefix_sharing")
         for key in data:
             if key not in known:
                 raise ConfigError(f"config.semantics.{_key(key)}", data[key], "unknown field")

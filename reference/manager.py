@@ -191,10 +191,13 @@ class RequestSnapshot:
 @attrs.frozen
 class Snapshot:
     """A backend-independent picture of a manager: comparable with ``==`` across backends.
-    Requests appear in creation order; closed requests do not appear."""
+    Requests appear in creation order; closed requests do not appear. ``sharing``: each slot held by
+    more than one request, as ``(life cycle, block index, holder ids in creation order)``, sorted
+    (empty without prefix sharing)."""
 
     pools: tuple[PoolSnapshot, ...]
     requests: tuple[RequestSnapshot, ...]
+    sharing: tuple[tuple[int, int, tuple[Hashable, ...]], ...] = ()
 
 
 @attrs.frozen
@@ -275,6 +278,8 @@ class _Request:
     ranges: list[Ranges]  # per life cycle: the blocks it holds
     held: list[dict[int, int]]  # per life cycle: block index -> slot id
     resumed: bool = False  # was it ever active (a suspension that keeps slots keeps what it held)
+    share_with: str | None = None  # the request whose committed prefix it was created on
+    prefix_blocks: int = 0  # the whole blocks of that prefix: cache hits at the first resume
     snapshot: Any = None  # the last RequestSnapshot, valid while ``snapshot_key`` is current
     snapshot_key: Any = None
     # A cache that lets a step that changes no block skip planning (see Manager._refresh): the blocks
@@ -296,6 +301,7 @@ class _Pool:
     returned: list[int] = attrs.Factory(list)  # a heap
     used: int = 0
     peak_used: int = 0
+    sharers: dict[int, int] = attrs.Factory(dict)  # slot id -> holders beyond the first (shared slots only)
 
     @property
     def free(self) -> int:
@@ -311,7 +317,23 @@ class _Pool:
             self.peak_used = self.used
         return slot
 
+    def share(self, slot: int) -> None:
+        """One more holder of a slot in use (a cache hit): no slot is taken."""
+        self.sharers[slot] = self.sharers.get(slot, 0) + 1
+
+    def frees(self, slot: int) -> bool:
+        """Whether giving ``slot`` back frees it (its last holder)."""
+        return slot not in self.sharers
+
     def give(self, slot: int) -> None:
+        """A holder lets go of ``slot``: it is freed when that was its last holder."""
+        others = self.sharers.get(slot)
+        if others is not None:
+            if others == 1:
+                del self.sharers[slot]
+            else:
+                self.sharers[slot] = others - 1
+            return
         heapq.heappush(self.returned, slot)
         self.used -= 1
 
@@ -355,6 +377,7 @@ class Manager:
         # (a seeded bug) redefines which blocks are required.
         self._fast = type(self).required_ranges is Manager.required_ranges
         self._windows = [i for i, lc in enumerate(self.layout.life_cycles) if lc.window is not None]
+        self._planning: _Request | None = None  # the request whose plan _feasible is judging
 
     # ----------------------------------------------------------------- observation
     @property
@@ -407,7 +430,19 @@ class Manager:
             self._request_snapshot(req) for req in self._requests.values() if req.state is not RequestState.CLOSED
         )  # a closed request is gone, as in any backend; its id stays taken
         pools = tuple(PoolSnapshot(p.total, p.free) for p in self._pools)
-        return Snapshot(pools, requests)
+        return Snapshot(pools, requests, self._sharing() if any(p.sharers for p in self._pools) else ())
+
+    def _sharing(self) -> tuple[tuple[int, int, tuple[str, ...]], ...]:
+        """Each shared slot as (life cycle, block, holders in creation order): O(held blocks)."""
+        holders: dict[tuple[int, int], list[tuple[int, int, str]]] = {}
+        for req in self._requests.values():
+            for lc_index, held in enumerate(req.held):
+                g = self._group_of[lc_index]
+                sharers = self._pools[g].sharers
+                for b, slot in held.items():
+                    if slot in sharers:
+                        holders.setdefault((g, slot), []).append((lc_index, b, req.request_id))
+        return tuple(sorted((who[0][0], who[0][1], tuple(r for _, _, r in who)) for who in holders.values()))
 
     def slots(self) -> SlotMap:
         """Which slot each held block is in and which slots are free: O(held blocks + freed slots)."""
@@ -447,7 +482,7 @@ class Manager:
 
     def check(self) -> None:
         """Assert the invariants (O(everything)); raises AssertionError naming the first one broken."""
-        owners: dict[tuple[int, int], str] = {}
+        owners: dict[tuple[int, int], list[tuple[int, int, str]]] = {}
         for req in self._requests.values():
             for lc_index, held in enumerate(req.held):
                 g = self._group_of[lc_index]
@@ -462,9 +497,18 @@ class Manager:
                     f"request {req.request_id!r} life cycle {lc_index}: recorded ranges {req.ranges[lc_index]} "
                     f"disagree with the blocks it must hold exactly, {list(expected)}"
                 )
-                for slot in held.values():
-                    assert (g, slot) not in owners, f"slot {slot} of pool group {g} owned twice"
-                    owners[(g, slot)] = req.request_id
+                for b, slot in held.items():
+                    owners.setdefault((g, slot), []).append((lc_index, b, req.request_id))
+        for (g, slot), who in owners.items():
+            sharers = self._pools[g].sharers.get(slot, 0)
+            if len(who) > 1:
+                assert self.semantics.prefix_sharing, f"slot {slot} of pool group {g} owned twice: {who}"
+                assert len({(lc, b) for lc, b, _ in who}) == 1 and len({r for _, _, r in who}) == len(who), (
+                    f"slot {slot} of pool group {g} shared by other than one block of distinct requests: {who}"
+                )
+            assert sharers == len(who) - 1, (
+                f"pool group {g} counts {sharers + 1} holders of slot {slot}, held by {len(who)}: {who}"
+            )
         for g, pool in enumerate(self._pools):
             returned = set(pool.returned)
             assert len(returned) == len(pool.returned), f"pool group {g} lists a free slot twice"
@@ -476,6 +520,7 @@ class Manager:
                 f"pool group {g}: free {free} + used {len(used)} != total {pool.total}"
             )
             assert pool.used == len(used), f"pool group {g}: counts {pool.used} in use, {len(used)} owned"
+            assert set(pool.sharers) <= used, f"pool group {g}: shared slots {sorted(set(pool.sharers) - used)} not owned"
 
     def __repr__(self) -> str:
         lines = [f"Manager(t={self.tokens_per_block}, release_order={self.release_order.value})"]
@@ -492,12 +537,29 @@ class Manager:
         return "\n".join(lines)
 
     # ----------------------------------------------------------------- operations
-    def create(self, request_id: str, *, reused_history: int = 0) -> None:
-        """Add a suspended request whose first ``reused_history`` tokens are reused, committed ones."""
+    def create(self, request_id: str, *, reused_history: int = 0, share_with: str | None = None) -> None:
+        """Add a suspended request whose first ``reused_history`` tokens are reused, committed ones.
+
+        ``share_with``: those tokens are a prefix of that (not closed) request's committed history
+        (``reused_history`` at most its history). With ``semantics.prefix_sharing`` the whole blocks of
+        the prefix (``reused_history // t``) that request still holds at this one's first resume are
+        cache hits: held in the same slot, once (only the blocks live for the new request; the others
+        are null entries); without it the argument shares nothing."""
         _require_id(request_id)
         if request_id in self._requests:
             raise RequestError(request_id, "request_id", request_id, "already exists")
         _require_count(request_id, "reused_history", reused_history)
+        if share_with is not None:
+            if type(share_with) is not str or share_with not in self._requests:
+                raise RequestError(request_id, "share_with", share_with, "must name an existing request")
+            source = self._requests[share_with]
+            if source.state is RequestState.CLOSED:
+                raise RequestError(request_id, "share_with", share_with, "request is closed")
+            if reused_history > source.history:
+                raise RequestError(
+                    request_id, "reused_history", reused_history,
+                    f"exceeds the committed history {source.history} of share_with {share_with!r}",
+                )
         n = len(self.layout.life_cycles)
         self._requests[request_id] = _Request(
             request_id,
@@ -508,6 +570,8 @@ class Manager:
             pending_copy=reused_history > 0,
             ranges=[()] * n,
             held=[{} for _ in range(n)],
+            share_with=share_with if self.semantics.prefix_sharing else None,
+            prefix_blocks=reused_history // self.layout.tokens_per_block if share_with is not None else 0,
         )
 
     def resume(self, request_id: str) -> Outcome:
@@ -521,11 +585,20 @@ class Manager:
                 )
                 extra[self._group_of[lc_index]] += int(needs_copy)
         plan = self._plan(req, req.history, req.capacity)
+        hits = self._hits(req, plan) if req.share_with is not None and not req.resumed else None
+        copies = list(extra)
+        if hits is not None:
+            for lc_index, found in enumerate(hits):
+                extra[self._group_of[lc_index]] -= len(found)  # a hit takes no slot
+        self._planning = req
         outcome = self._feasible(plan, held_back=None, extra=extra)
         if not outcome:
             return outcome
-        transient = [[self._pools[g].take() for _ in range(n)] for g, n in enumerate(extra)]
-        self._apply(req, plan)
+        transient = [[self._pools[g].take() for _ in range(n)] for g, n in enumerate(copies)]
+        if hits is None:
+            self._apply(req, plan)
+        else:
+            self._apply(req, plan, hits=hits)
         for g, slots in enumerate(transient):
             for slot in slots:
                 self._pools[g].give(slot)
@@ -535,6 +608,23 @@ class Manager:
         req.pending_copy = False
         self._refresh(req)
         return OK
+
+    def _hits(self, req: _Request, plan: _Plan) -> list[dict[int, int]]:
+        """Per life cycle, the blocks a first resume takes as cache hits: the prefix's whole blocks it
+        must hold that its ``share_with`` request still holds (attention life cycles only)."""
+        source = self._requests.get(req.share_with)
+        hits: list[dict[int, int]] = [{} for _ in plan]
+        if source is None or source.state is RequestState.CLOSED:
+            return hits
+        for lc_index, step in enumerate(plan):
+            if step is None or self.layout.life_cycles[lc_index].kind is LifeCycleKind.SSM:
+                continue
+            theirs = source.held[lc_index]
+            for lo, hi in step[0]:
+                for b in range(lo, min(hi, req.prefix_blocks)):
+                    if b in theirs:
+                        hits[lc_index][b] = theirs[b]
+        return hits
 
     def resize(self, request_id: str, capacity: int, history: int | None = None) -> Outcome:
         """Step an active request to ``capacity`` tokens with ``history`` of them computed
@@ -560,6 +650,7 @@ class Manager:
         plan = self._plan(req, history, capacity)
         hold = self.release_order is ReleaseOrder.HOLD_UNTIL_RETURN
         held_back = self._stale_released(plan, history) if hold else None
+        self._planning = req
         outcome = self._feasible(plan, held_back=held_back, extra=None)
         if not outcome:
             return outcome
@@ -692,15 +783,28 @@ class Manager:
                 continue
             g = self._group_of[lc_index]
             needed[g] += _size(step[0])
-            available[g] += _size(step[1])
+            available[g] += self._freed_by(lc_index, step[1])
             if held_back is not None and held_back[lc_index]:
-                available[g] -= _size(held_back[lc_index])
+                available[g] -= self._freed_by(lc_index, held_back[lc_index])
         if all(n <= a for n, a in zip(needed, available)):
             return OK
         return Outcome(False, tuple(Shortfall(g, n, a) for g, (n, a) in enumerate(zip(needed, available)) if n > a))
 
-    def _apply(self, req: _Request, plan: _Plan, held_back: list[Ranges | None] | None = None) -> None:
-        """Carry out a feasible plan: free, allocate, then free what was held back until now."""
+    def _freed_by(self, lc_index: int, ranges: Ranges) -> int:
+        """Slots freed when the planning request releases ``ranges`` of a life cycle: every block, unless
+        its pool has shared slots, when only blocks whose slot has no other holder count."""
+        pool = self._pools[self._group_of[lc_index]]
+        if not pool.sharers or self._planning is None:
+            return _size(ranges)
+        held = self._planning.held[lc_index]
+        return sum(1 for b in _blocks(ranges) if pool.frees(held[b]))
+
+    def _apply(
+        self, req: _Request, plan: _Plan, held_back: list[Ranges | None] | None = None,
+        hits: list[dict[int, int]] | None = None,
+    ) -> None:
+        """Carry out a feasible plan: free, allocate (cache hits share their slot), then free what was
+        held back until now."""
         for lc_index, step in enumerate(plan):
             if step is None:
                 continue
@@ -712,8 +816,13 @@ class Manager:
             if step is None:
                 continue
             pool, held = self._pools[self._group_of[lc_index]], req.held[lc_index]
+            found = hits[lc_index] if hits is not None else None
             for b in _blocks(step[0]):
-                held[b] = pool.take()
+                if found and b in found:
+                    held[b] = found[b]
+                    pool.share(found[b])
+                else:
+                    held[b] = pool.take()
             req.ranges[lc_index] = step[2]
         if held_back is not None:
             for lc_index, kept in enumerate(held_back):

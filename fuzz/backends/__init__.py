@@ -62,6 +62,8 @@ _MUTANTS: dict[str, Registered] = {
 REGISTRY: dict[str, Registered] = {
     "reference": Registered("swafloor.fuzz.backends.reference:reference", status="the specification itself"),
     "oracle": Registered("swafloor.fuzz.backends.oracle:oracle", status="fuzzed against the reference in CI"),
+    "oracle-sharing": Registered("swafloor.fuzz.backends.oracle:oracle_sharing",
+                                 status="fuzzed against the reference in CI (prefix sharing, tests/test_sharing_campaign.py)"),
     **_MUTANTS,
     "vllm": Registered("swafloor.fuzz.backends.vllm:vllm", needs="vLLM, in its own venv (scripts/vllm-venv)",
                        status="fuzzed in CI, in the vLLM venv (tests/test_vllm.py)"),
