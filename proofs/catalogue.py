@@ -453,7 +453,7 @@ def _past_prefix(name: str) -> Var:
 D1, D2 = _past_prefix("d1"), _past_prefix("d2")
 N1 = upto("n1", "tokens in the first holder's step", 1, 2, "n1 <= 2", TOKENS)
 N2 = upto("n2", "tokens in the second holder's step", 1, 2, "n2 <= 2", TOKENS)
-BLOCK = upto("b", "a block index", 0, lambda env: env["p"] + 1, "b <= p + 1")
+SHARED_BLOCK = upto("b", "a block index", 0, lambda env: env["p"] + 1, "b <= p + 1")
 
 
 def _holder(t, W, S, p, d, n):
@@ -799,7 +799,7 @@ CATALOGUE: tuple[Theorem, ...] = (
         "associative, so the fold carries any batch; batches of up to three are also counted block by block "
         "in tests/test_sharing.py.",
         PROVED,
-        (T_SHARE, W_SHARE, S_SHARE, PREFIX, D1, D2, N1, N2, BLOCK),
+        (T_SHARE, W_SHARE, S_SHARE, PREFIX, D1, D2, N1, N2, SHARED_BLOCK),
         shared_batch_exact,
     ),
     Theorem(
