@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 import attrs
 
-from swafloor.reference import BlockTable, Outcome, RequestError, Snapshot
+from swafloor.reference import BlockTable, Outcome, RequestError, Snapshot, ranges_minus
 
 # BackendCheckFailed and parts_of are the protocol's (a backend's adapter uses them); named here too.
 from .protocol import (
@@ -263,10 +263,10 @@ def _table_difference(ref: BlockTable, got: BlockTable, path: str, at_least: boo
     if ref.held == got.held:
         return None
     # The first block held on one side only (at least: held by the reference, not by the backend).
-    wanted = _held_minus(ref.held, got.held)
+    wanted = ranges_minus(ref.held, got.held)
     first = wanted[0][0] if wanted else None
     if not at_least:
-        extra = _held_minus(got.held, ref.held)
+        extra = ranges_minus(got.held, ref.held)
         if extra and (first is None or extra[0][0] < first):
             first = extra[0][0]
     if first is None:
@@ -275,23 +275,6 @@ def _table_difference(ref: BlockTable, got: BlockTable, path: str, at_least: boo
     got_value = first if got.holds(first) else None
     reason = "the backend falls below the reference" if at_least else "values differ"
     return f"{path}[{first}]", ref_value, got_value, reason
-
-
-def _held_minus(a: tuple, b: tuple) -> list[tuple[int, int]]:
-    """The ranges of ``a`` that are not in ``b`` (both sorted, disjoint)."""
-    out: list[tuple[int, int]] = []
-    for lo, hi in a:
-        for cut_lo, cut_hi in b:
-            if cut_hi <= lo or cut_lo >= hi:
-                continue
-            if cut_lo > lo:
-                out.append((lo, cut_lo))
-            lo = max(lo, cut_hi)
-            if lo >= hi:
-                break
-        if lo < hi:
-            out.append((lo, hi))
-    return out
 
 
 def compare_parts(

@@ -59,6 +59,7 @@ from .manager import (
     BlockTable,
     Manager,
     Outcome,
+    ranges_minus,
     ranges_of,
     PoolSnapshot,
     ReleaseOrder,

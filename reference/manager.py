@@ -57,6 +57,7 @@ __all__ = [
     "SlotMap",
     "Manager",
     "ranges_of",
+    "ranges_minus",
 ]
 
 
@@ -236,8 +237,8 @@ def _ranges(*pairs: tuple[int, int]) -> Ranges:
     return tuple(out)
 
 
-def _minus(a: Ranges, b: Ranges) -> Ranges:
-    """The blocks of ``a`` that are not in ``b``."""
+def ranges_minus(a: Ranges, b: Ranges) -> Ranges:
+    """The blocks of ``a`` that are not in ``b`` (both sorted, disjoint ranges), as ranges."""
     out: list[tuple[int, int]] = []
     for lo, hi in a:
         for cut_lo, cut_hi in b:
@@ -756,7 +757,7 @@ class Manager:
         plan: _Plan = []
         for lc_index, old in enumerate(req.ranges):
             new = self.required_ranges(lc_index, history, capacity)
-            plan.append(None if new == old else (_minus(new, old), _minus(old, new), new))
+            plan.append(None if new == old else (ranges_minus(new, old), ranges_minus(old, new), new))
         return plan
 
     def _stale_released(self, plan: _Plan, history: int) -> list[Ranges | None]:
@@ -770,7 +771,7 @@ class Manager:
                 kept.append(None)
                 continue
             start, end = lifecycle.stale_range(released_on, self.tokens_per_block, lc.window, lc.sink_blocks)
-            kept.append(_minus(step[1], _minus(step[1], _ranges((start, end)))))
+            kept.append(ranges_minus(step[1], ranges_minus(step[1], _ranges((start, end)))))
         return kept
 
     def _feasible(self, plan: _Plan, held_back: list[Ranges | None] | None, extra: list[int] | None) -> Outcome:
@@ -810,7 +811,7 @@ class Manager:
                 continue
             release = step[1]
             if held_back is not None and held_back[lc_index]:
-                release = _minus(release, held_back[lc_index])
+                release = ranges_minus(release, held_back[lc_index])
             self._free(req, lc_index, release)
         for lc_index, step in enumerate(plan):
             if step is None:

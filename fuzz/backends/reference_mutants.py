@@ -41,6 +41,7 @@ from swafloor.reference import config as reference_config
 from swafloor.reference.seeded_bugs import ORACLE, SEEDED_BUGS
 
 from ..adapter import ManagerBackend
+from .mutants import _SharedFreedEarly
 from ..protocol import ALL_SEMANTICS, ALL_SEMANTICS_SHARING, BackendRecord, UnknownBackend, factory
 
 __all__ = ["PREFIX", "REFERENCE_MUTANTS", "ReferenceMutant", "names", "resolve_mutant"]
@@ -402,17 +403,6 @@ def _full_share_one(original, lc, t, rule, all_lcs, k):
     return 1 if lc.kind is LifeCycleKind.FULL else original(lc, t, rule, all_lcs, k)
 
 
-class _SharedFreedOnFirstRelease(Manager):
-    """Frees a shared slot when its first holder lets go of it (the other holders are forgotten)."""
-
-    def _free(self, req: Any, lc_index: int, ranges: Any) -> None:
-        pool, held = self._pools[self._group_of[lc_index]], req.held[lc_index]
-        for lo, hi in ranges:
-            for b in range(lo, hi):
-                slot = held.pop(b)
-                pool.sharers.pop(slot, None)
-                pool.give(slot)
-
 #: How each seeded bug of the reference list (campaign ORACLE in swafloor.reference.seeded_bugs) is
 #: built: the mutated manager from a config. Its name, what it covers and what it changes are the list's.
 _MAKERS: dict[str, Callable[[Config], Manager]] = {
@@ -443,10 +433,10 @@ _MAKERS: dict[str, Callable[[Config], Manager]] = {
     "shortfall-without-released": _ShortfallWithoutReleased,
     "floor-division": _sized(_floor_division),
     "full-attention-floor-one": _sized(_full_share_one),
-    "shared-freed-on-first-release": _SharedFreedOnFirstRelease,
+    "shared-freed-when-stale-for-one": _SharedFreedEarly,
 }
 #: The oracle that must catch a seeded bug of the reference, where it is not the plain one.
-_BACKEND = {"shared-freed-on-first-release": "oracle-sharing"}
+_BACKEND = {"shared-freed-when-stale-for-one": "oracle-sharing"}
 
 _MUTANTS = tuple(
     ReferenceMutant(bug.name, bug.covers, bug.description, _MAKERS[bug.name], backend=_BACKEND.get(bug.name, "oracle"))
