@@ -37,6 +37,7 @@ import os
 import re
 import subprocess
 import sys
+import shutil
 import tempfile
 import time
 from collections import Counter
@@ -151,7 +152,7 @@ def _value_texts(st, extra_paths=()):
     )
     paths = st.sampled_from(
         ["/dev/zero", "/dev/null", "/dev/null/x", "/", "/nonexistent/x", "a\nb", "x" * 5000, "\x00", ".", "out"]
-        + [str(p) for p in REGRESSIONS] + [str(p) for p in extra_paths]
+        + [str(p) for p in extra_paths]  # real traces as copies: an output option may overwrite its path
     )
     return st.one_of(numbers, paths, st.sampled_from(SAFE_SPECS), st.text(max_size=15))
 
@@ -547,7 +548,11 @@ def _run_surface(surface: str, examples: int, workdir: Path) -> Counter:
 
         build = _guarded_parser(cli.build_parser)
         commands = _options_of(cli.build_parser())
-        strategy = cli_argv_strategy(commands, extra_paths=(fifo,))
+        copies = workdir / "regressions"
+        copies.mkdir()
+        for trace in REGRESSIONS:
+            shutil.copy(trace, copies / trace.name)
+        strategy = cli_argv_strategy(commands, extra_paths=(fifo, *sorted(copies.iterdir())))
         body = lambda case: counts.update([check_cli(case, build)])  # noqa: E731
     elif surface == "config":
         strategy = config_strategy()
@@ -641,9 +646,31 @@ def format_table(results: dict) -> str:
 
 
 # ----------------------------------------------------------------------------- the CI tests
+def _tree_digest() -> dict[str, str]:
+    """The checkout's traces and docs by content: a campaign must write nothing outside its scratch folders."""
+    import hashlib
+
+    return {str(p.relative_to(ROOT)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for folder in ("tests/regressions", "docs") for p in sorted((ROOT / folder).rglob("*")) if p.is_file()}
+
+
 @pytest.fixture(scope="module")
-def campaign():
-    return run_all(total_examples())
+def campaign_run():
+    """The campaign's results per surface, and the checkout's files it changed."""
+    before = _tree_digest()
+    results = run_all(total_examples())
+    after = _tree_digest()
+    return results, {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+
+
+@pytest.fixture(scope="module")
+def campaign(campaign_run):
+    return campaign_run[0]
+
+
+def test_campaign_writes_nothing_in_the_checkout(campaign_run):
+    # the cli surface once overwrote a regression trace through `explain --svg PATH`
+    assert not campaign_run[1], sorted(campaign_run[1])
 
 
 @pytest.mark.parametrize("surface", SURFACES)
