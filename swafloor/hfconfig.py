@@ -14,7 +14,7 @@ layer's kind); a multimodal config's text model is its ``text_config``:
 4. ``full_attention_interval`` (Qwen3-Next without ``layer_types``): layer ``i`` attends fully iff
    ``(i + 1) % interval == 0``; the others are linear attention.
 5. ``no_rope_layers`` (Llama 4; or ``no_rope_layer_interval``, 4 by default, when a ``llama4``
-   config has ``attention_chunk_size`` but no list): a layer with RoPE (``1``) uses chunked attention,
+   config has ``attention_chunk_size`` but no list or an empty one): a layer with RoPE (``1``) uses chunked attention,
    a NoPE layer (``0``) full attention.
 6. ``sliding_window_pattern`` ``P`` (Gemma 3, Cohere 2): layer ``i`` attends fully iff
    ``(i + 1) % P == 0``, else over the sliding window.
@@ -200,7 +200,7 @@ def _kinds(cfg: dict, prefix: str, model_type: str, n: int, window: int | None,
     if cfg.get("full_attention_interval") is not None:
         every = _int(cfg, "full_attention_interval", prefix)
         return _periodic(n, every, "full", "linear"), "full_attention_interval"
-    if cfg.get("no_rope_layers") is not None:
+    if cfg.get("no_rope_layers"):  # an empty list means transformers' default, as below
         flags = cfg["no_rope_layers"]
         if not isinstance(flags, list) or len(flags) != n:
             raise HfConfigError(prefix + "no_rope_layers", flags, f"must be a list of num_hidden_layers={n} flags")

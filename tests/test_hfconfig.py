@@ -45,6 +45,7 @@ NEMOTRON_H = {"model_type": "nemotron_h", "num_hidden_layers": 6, "hybrid_overri
 LLAMA4 = {"model_type": "llama4", "text_config": {"model_type": "llama4_text", "num_hidden_layers": 4,
                                                   "attention_chunk_size": 8192, "no_rope_layers": [1, 1, 1, 0]}}
 LLAMA4_DEFAULT = {"model_type": "llama4_text", "num_hidden_layers": 8, "attention_chunk_size": 8192}
+LLAMA4_EMPTY = {**LLAMA4_DEFAULT, "no_rope_layers": []}
 QWEN2 = {"model_type": "qwen2", "num_hidden_layers": 3, "sliding_window": 32768, "use_sliding_window": False,
          "max_window_layers": 1}
 QWEN2_ON = {**QWEN2, "use_sliding_window": True}
@@ -61,6 +62,7 @@ LLAMA = {"model_type": "llama", "num_hidden_layers": 2}
     (NEMOTRON_H, ("mamba", "none", "mamba", "full", "none", "none")),
     (LLAMA4, ("chunked", "chunked", "chunked", "full")),
     (LLAMA4_DEFAULT, ("chunked", "chunked", "chunked", "full") * 2),
+    (LLAMA4_EMPTY, ("chunked", "chunked", "chunked", "full") * 2),
     (QWEN2, ("full",) * 3),
     (QWEN2_ON, ("full", "sliding", "sliding")),
     (LLAMA, ("full", "full")),
@@ -147,3 +149,28 @@ def test_unreadable_files_and_conflicting_options_exit_2(tmp_path, capsys):
     ]:
         code, out, err = run(capsys, *argv)
         assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and needle in err
+
+
+def test_models_table_configs_read_and_floor_as_the_brute_force():
+    """Every model of docs/models.json reads, and its SWA floor is the brute-force decode need."""
+    from swafloor import hfconfig
+    from swafloor.docs.sections import model_configs
+
+    t, models = model_configs()
+    assert len(models) >= 8
+    for model in models:
+        f = hfconfig.floors(hfconfig.parse(model["config"]), t)
+        text = model["config"].get("text_config") or model["config"]
+        assert f["layers"] == text["num_hidden_layers"]
+        for row in f["life_cycles"]:
+            if row["kind"] == "swa":
+                assert row["floor"] == decode_need(t, row["window"]), model["name"]
+
+
+def test_the_models_page_example_is_the_models_json_entry():
+    from pathlib import Path
+
+    from swafloor.docs.sections import model_configs
+
+    example = json.loads((Path(__file__).parents[1] / "docs/models/gemma-3-1b.json").read_text())
+    assert example == next(m["config"] for m in model_configs()[1] if m["name"] == "Gemma 3 1B")

@@ -402,7 +402,62 @@ def vllm_matrix() -> str:
     return "\n".join(lines)
 
 
+# ----------------------------------------------------------------------------- models
+MODELS = "docs/models.json"
+
+
+def model_configs() -> tuple[int, list[dict]]:
+    """The models of ``docs/models.json`` with each config as ``--hf-config`` reads it (the file's
+    ``layer_types_repeat`` shorthand expanded), and the tokens per block the table uses."""
+    import json
+
+    from . import repository_root
+
+    data = json.loads((repository_root() / MODELS).read_text(encoding="utf-8"))
+    out = []
+    for model in data["models"]:
+        config = json.loads(json.dumps(model["config"]))
+        text = config.get("text_config") or config
+        if "layer_types_repeat" in text:
+            pattern = text.pop("layer_types_repeat")
+            n = text["num_hidden_layers"]
+            text["layer_types"] = (pattern * (n // len(pattern) + 1))[:n]
+        out.append({**model, "config": config})
+    return data["tokens_per_block"], out
+
+
+def models_table() -> str:
+    """Per model of docs/models.json: its layers by kind, each life cycle's floor, the pool-group
+    minimum, and what TensorRT-LLM V2, vLLM and SGLang reserve for its SWA life cycle, computed by
+    ``swafloor floor --hf-config`` (:func:`swafloor.hfconfig.floors`)."""
+    from swafloor import hfconfig
+
+    t, models = model_configs()
+    head = ["model", "layers", "W", "floor per life cycle", "pool group: separate / one",
+            "V2 / V2 pre-fix (one group)", "vLLM / SGLang (SWA, per request)", "source"]
+    lines = ["| " + " | ".join(head) + " |", "|---|---|---:|---|---|---|---|---|"]
+    notes = []
+    for i, model in enumerate(models, 1):
+        f = hfconfig.floors(hfconfig.parse(model["config"]), t)
+        kinds = ", ".join(f"{n} {k}" for k, n in f["layer_counts"].items())
+        per = ", ".join(f"{r['kind']} {r['floor']}" for r in f["life_cycles"])
+        swa = [r for r in f["life_cycles"] if r["kind"] == "swa"]
+        engines = " ; ".join(f"{r['vllm']} / {r['sglang']}" for r in swa) or "-"
+        window = str(f["window"]) if f["window"] else ("chunk " + str(f["attention_chunk_size"])
+                                                       if f["attention_chunk_size"] else "-")
+        mark = f" [{i}]" if model.get("unsure") else ""
+        lines.append(f"| {model['name']}{mark} | {f['layers']} ({kinds}) | {window} | {per} | "
+                     f"{' + '.join(map(str, f['pool_groups_separate']))} / {f['pool_group_one']} | "
+                     f"{f['trtllm_v2_one']} / {f['trtllm_v2_pre_fix_one']} | {engines} | "
+                     f"[config.json]({model['source']}) |")
+        if model.get("unsure"):
+            notes.append(f"- [{i}] {model['name']}: unsure: {model['unsure']}.")
+    return "\n".join([f"At t = {t} tokens per block, no tokens in flight, no sink tokens.", ""] + lines
+                      + ([""] + notes if notes else []))
+
+
 SECTIONS: dict[str, Callable[[], str]] = {
+    "models": models_table,
     "pages": pages_table,
     "semantics-options": semantics_options,
     "comparison-sizings": comparison_sizings,
