@@ -87,29 +87,45 @@ def test_every_theorem_command_and_backend_is_in_the_docs():
     assert checks.coverage_problems(ROOT) == []
 
 
-def test_adapter_example_in_backends_md_is_fuzzed(tmp_path):
-    """The complete adapter of docs/backends.md, saved as a module, passes a campaign; the same
-    adapter with the in-flight token dropped is caught."""
+def _printed_adapter_commands() -> list[str]:
+    """The shell lines of docs/backends.md that run the toy adapter, exactly as printed."""
+    lines = []
+    for info, code in checks.code_blocks(ROOT, "sh"):
+        lines += [line for line in code.splitlines() if "toy_adapter:make" in line]
+    return lines
+
+
+def _run_printed(command: str, folder: Path) -> subprocess.CompletedProcess:
+    """``command`` run by a shell in ``folder`` as a user runs it: the venv's scripts first on PATH,
+    no PYTHONPATH, nothing of this checkout on the path but the installed package."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CI")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return subprocess.run(["bash", "-c", command], cwd=folder, env=env, capture_output=True, text=True,
+                          timeout=900)
+
+
+def test_adapter_commands_in_backends_md_run_as_printed(tmp_path):
+    """The complete adapter of docs/backends.md, saved as toy_adapter.py in a folder, passes every
+    command the page prints (the swafloor console script and pytest's plugin, run from that folder,
+    no PYTHONPATH); the same adapter with the in-flight-token +1 dropped fails them."""
     text = (ROOT / "docs" / "backends.md").read_text(encoding="utf-8")
     code = next(code for _, code in checks.code_blocks(ROOT, "python") if "toy_adapter.py" in code)
     assert code in text
-    (tmp_path / "toy_adapter.py").write_text(code)
+    commands = _printed_adapter_commands()
+    assert any(c.startswith("swafloor fuzz") for c in commands), commands
+    assert any("pytest --swafloor-backend" in c for c in commands), commands
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    good.mkdir()
+    bad.mkdir()
+    (good / "toy_adapter.py").write_text(code)
     broken = code.replace("(b + 1) * t > h + 1 - window", "(b + 1) * t > h + 2 - window")
-    assert broken != code
-    (tmp_path / "toy_broken.py").write_text(broken)
-    env = dict(os.environ, PYTHONPATH=str(tmp_path))
-
-    def fuzz(module: str) -> dict:
-        done = subprocess.run(
-            [sys.executable, "-m", "swafloor", "fuzz", "--backend", f"{module}:make", "--examples", "60",
-             "--no-shrink", "--out", str(tmp_path / "out"), "--json"],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
-        )
-        assert done.returncode in (0, 1), done.stderr
-        return json.loads(done.stdout)
-
-    assert fuzz("toy_adapter")["result"] == "pass"
-    assert fuzz("toy_broken")["result"] == "divergence"
+    assert broken != code and "h + 2 - window" in text  # the page names this very change
+    (bad / "toy_adapter.py").write_text(broken)
+    for command in commands:
+        done = _run_printed(command, good)
+        assert done.returncode == 0, (command, done.stdout[-2000:], done.stderr[-2000:])
+        done = _run_printed(command, bad)
+        assert done.returncode == 1, (command, done.stdout[-2000:], done.stderr[-2000:])
 
 
 def test_ideas_are_sentences():
@@ -179,3 +195,12 @@ def test_the_backend_table_is_built_from_the_registry():
     assert "tables at-least" in lines["trtllm"] and "every part, exact" in lines["oracle"]
     assert resolve("reference").status == REGISTRY["reference"].status
     assert table in (ROOT / "docs" / "backends.md").read_text(encoding="utf-8")
+
+
+def test_docs_check_with_a_relative_root_runs_its_transcripts():
+    """``--root .`` once linked tests -> tests inside the scratch folder ("Too many levels of symbolic
+    links": docs/models.md's transcript reads docs/models/); a relative root is resolved first."""
+    done = subprocess.run([sys.executable, "-m", "swafloor", "docs", "build", "--check", "--root", ".",
+                           "--only", "docs/models.md", "--no-theorems", "--no-measured"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr

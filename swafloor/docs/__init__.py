@@ -99,7 +99,7 @@ def build(root: Path | str | None = None, check: bool = False, theorems: bool = 
     """Regenerate everything (or only the pages named in ``only``, paths relative to the root);
     write the files that changed unless ``check``. ``measured=False`` leaves the transcripts marked
     measured (timings: long benchmark and campaign runs) as they are."""
-    root = Path(root) if root is not None else repository_root()
+    root = Path(root).resolve() if root is not None else repository_root()
     files: dict[str, str] = {}
     originals: dict[str, str] = {}
     outputs: dict[tuple[str, str], list[str]] = {}  # (page, command) -> its output, run once

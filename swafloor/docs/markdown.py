@@ -127,6 +127,7 @@ def run_transcript(command: str, root: Path, timeout: float = 900.0) -> list[str
     """Run one transcript command in a scratch folder (``tests`` and ``docs`` of ``root`` reachable
     there) and return its stdout lines."""
     argv = argv_of(command)
+    root = Path(root).resolve()  # a relative root would link tests -> tests inside the scratch folder
     with tempfile.TemporaryDirectory(prefix="swafloor-docs-") as scratch:
         for name in ("tests", "docs"):
             if (root / name).exists():
