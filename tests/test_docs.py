@@ -87,11 +87,13 @@ def test_every_theorem_command_and_backend_is_in_the_docs():
     assert checks.coverage_problems(ROOT) == []
 
 
-def _printed_adapter_commands() -> list[str]:
-    """The shell lines of docs/backends.md that run the toy adapter, exactly as printed."""
+def _printed_adapter_commands(page: str) -> list[str]:
+    """The shell lines of a page that run the toy adapter, exactly as printed, in order."""
+    text = (ROOT / "docs" / page).read_text(encoding="utf-8")
     lines = []
-    for info, code in checks.code_blocks(ROOT, "sh"):
-        lines += [line for line in code.splitlines() if "toy_adapter:make" in line]
+    for f in markdown.fences(text):
+        if f.info == "sh":
+            lines += [line for line in f.body if "toy_adapter:make" in line]
     return lines
 
 
@@ -104,28 +106,84 @@ def _run_printed(command: str, folder: Path) -> subprocess.CompletedProcess:
                           timeout=900)
 
 
+def _toy_folders(tmp_path: Path) -> tuple[Path, Path]:
+    """Two folders holding docs/backends.md's toy_adapter.py: as printed, and with the in-flight-token
+    +1 dropped (the change the pages describe)."""
+    text = (ROOT / "docs" / "backends.md").read_text(encoding="utf-8")
+    code = next(code for _, code in checks.code_blocks(ROOT, "python") if "toy_adapter.py" in code)
+    assert code in text
+    broken = code.replace("(b + 1) * t > h + 1 - window", "(b + 1) * t > h + 2 - window")
+    assert broken != code and "h + 2 - window" in text
+    assert "change `h + 1 - window` to `h + 2 - window`" in (ROOT / "docs" / "tutorial.md").read_text()
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    for folder, source in ((good, code), (bad, broken)):
+        folder.mkdir()
+        (folder / "toy_adapter.py").write_text(source)
+    return good, bad
+
+
+def _expect(command: str, folder: Path, code: int) -> None:
+    done = _run_printed(command, folder)
+    assert done.returncode == code, (command, folder.name, done.returncode, done.stdout[-2000:], done.stderr[-2000:])
+
+
 def test_adapter_commands_in_backends_md_run_as_printed(tmp_path):
     """The complete adapter of docs/backends.md, saved as toy_adapter.py in a folder, passes every
     command the page prints (the swafloor console script and pytest's plugin, run from that folder,
     no PYTHONPATH); the same adapter with the in-flight-token +1 dropped fails them."""
-    text = (ROOT / "docs" / "backends.md").read_text(encoding="utf-8")
-    code = next(code for _, code in checks.code_blocks(ROOT, "python") if "toy_adapter.py" in code)
-    assert code in text
-    commands = _printed_adapter_commands()
+    commands = _printed_adapter_commands("backends.md")
     assert any(c.startswith("swafloor fuzz") for c in commands), commands
     assert any("pytest --swafloor-backend" in c for c in commands), commands
-    good, bad = tmp_path / "good", tmp_path / "bad"
-    good.mkdir()
-    bad.mkdir()
-    (good / "toy_adapter.py").write_text(code)
-    broken = code.replace("(b + 1) * t > h + 1 - window", "(b + 1) * t > h + 2 - window")
-    assert broken != code and "h + 2 - window" in text  # the page names this very change
-    (bad / "toy_adapter.py").write_text(broken)
+    good, bad = _toy_folders(tmp_path)
     for command in commands:
-        done = _run_printed(command, good)
-        assert done.returncode == 0, (command, done.stdout[-2000:], done.stderr[-2000:])
-        done = _run_printed(command, bad)
-        assert done.returncode == 1, (command, done.stdout[-2000:], done.stderr[-2000:])
+        _expect(command, good, 0)
+        _expect(command, bad, 1)
+
+
+def test_tutorial_commands_run_as_printed(tmp_path):
+    """docs/tutorial.md's steps, as printed: the campaign passes the toy and fails it broken; the
+    saved trace replays as a divergence on the broken toy, draws, and replays clean on the fixed one."""
+    commands = _printed_adapter_commands("tutorial.md")
+    campaign = [c for c in commands if "fuzz-failures" not in c]
+    on_trace = [c for c in commands if "fuzz-failures" in c]
+    assert campaign and any(c.startswith("swafloor replay") for c in on_trace), commands
+    good, bad = _toy_folders(tmp_path)
+    for command in campaign:
+        _expect(command, good, 0)
+        _expect(command, bad, 1)
+    assert len(list((bad / "fuzz-failures").glob("*.json"))) == 1
+    for command in on_trace:
+        _expect(command, bad, 1 if command.startswith("swafloor replay") else 0)
+    (good / "fuzz-failures").mkdir()
+    for trace in (bad / "fuzz-failures").glob("*.json"):
+        (good / "fuzz-failures" / trace.name).write_text(trace.read_text())
+    for command in on_trace:
+        _expect(command, good, 0)
+
+
+def test_glossary_defines_the_words_the_pages_use():
+    text = (ROOT / "docs" / "glossary.md").read_text(encoding="utf-8")
+    defined = set(re.findall(r"^- \*\*([^*]+)\*\*", text, re.M))
+    for word in ("slot", "block", "life cycle", "pool group", "history", "capacity", "live", "stale", "in flight",
+                 "floor", "start-block `+1`", "in-flight-token `+1`"):
+        assert word in defined, word
+
+
+def test_ci_pins_the_cpu_build_of_torch():
+    """A bare torch==X on PyPI is the CUDA build: the pin names the CPU build, and README says where it
+    comes from."""
+    constraints = (ROOT / ".ci" / "constraints.txt").read_text(encoding="utf-8")
+    assert re.search(r"^torch==[\d.]+\+cpu$", constraints, re.M), constraints
+    assert "download.pytorch.org/whl/cpu" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_no_page_installs_swafloor_from_pypi():
+    """swafloor is not on PyPI: every pip install of it names a path."""
+    for page in checks.doc_files(ROOT):
+        for line in page.read_text(encoding="utf-8").splitlines():
+            for m in re.finditer(r"pip install ([^&;|#`]*)", line):
+                names = [w.strip("'\"") for w in m.group(1).split() if not w.startswith("-")]
+                assert not any(re.fullmatch(r"swafloor(\[.*\])?([=<>!~].*)?", n) for n in names), (page.name, line)
 
 
 def test_ideas_are_sentences():

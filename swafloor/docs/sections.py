@@ -456,8 +456,99 @@ def models_table() -> str:
                       + ([""] + notes if notes else []))
 
 
+# ----------------------------------------------------------------------------- the rule card
+def rule_card(prefix: str) -> str:
+    """The whole rule on one card, for README (``prefix`` ``docs/``) and docs/index.md (``""``): the
+    normative statement, what it covers, the named exceptions with their formulas and links, why
+    ``+ 1``, and the picture of held blocks against history with its figures from the reference."""
+    from .pictures import HISTORY_EXAMPLE, history_census
+
+    ex = HISTORY_EXAMPLE
+    c = history_census(ex["t"], ex["W"], ex["S"], ex["h_max"])
+    short = c["floor"] - 1
+    return "\n".join([
+        "> **The rule.** A paged KV-cache manager MUST give every pool group at least the sum, over the",
+        "> life cycles mapped to it, of:",
+        ">",
+        "> - a sliding-window life cycle (window `W` tokens, `S` sink blocks, `t` tokens per block):",
+        ">   `S + ceil((W-1)/t) + 1` slots, the **floor**;",
+        "> - a full-attention life cycle: `max(1, largest SWA floor)`;",
+        "> - an SSM or linear-attention life cycle: `1`.",
+        ">",
+        "> It covers one-token decode steps of any number of requests, blocks released before a step",
+        "> allocates. Named exceptions need more: an `n`-token step (draft tokens, a prefill chunk)",
+        f"> `S + ceil((W+n-2)/t) + 1` ([findings 3]({prefix}findings.md#3-multi-token-steps-need-more-than-the-floor));",
+        f"> `k` tokens in flight `S + ceil((W-1+k)/t) + 1` ([semantics]({prefix}semantics.md));",
+        "> blocks made stale by a resize held until it returns (hold-until-return) one more when",
+        f"> `(W-1) % t == 0` ([findings 4]({prefix}findings.md#4-holding-blocks-made-stale-by-the-same-call-costs-one-slot-exactly-when-w-1--t--0));",
+        "> a first resume copying a reused partial block one more unless `W >= 2` and `(W-2) % t == 0`",
+        f"> ([findings 5]({prefix}findings.md#5-a-first-resume-that-copies-a-reused-partial-block-needs-the-floor--1)).",
+        "",
+        "**Why `+ 1`.** At history `h` a window attends to the `W` tokens `[h+1-W, h]`: the token at `h`, the",
+        "one the step computes, included (the **in-flight-token `+1`** of `h+1-W`). Those `W` tokens touch",
+        "the block the window starts in plus at most `ceil((W-1)/t)` more for the other `W-1` tokens: the",
+        "floor's `+ 1` is that **start block** (the **start-block `+1`**), not the token in flight. A pool of",
+        "one slot per life cycle (TensorRT-LLM before PR #15588) deadlocks a lone request as soon as the",
+        "window straddles two blocks.",
+        "",
+        f"![blocks held against history, W = {c['W']}, t = {c['t']}, S = {c['S']}]({prefix}img/held-vs-history.svg)",
+        "",
+        f"For `W = {c['W']}, t = {c['t']}, S = {c['S']}` (figures from the reference's `live_blocks`): the",
+        f"floor is {c['floor']}; a decoding request first holds it at `h = {c['first']}` (`(F-1)*t`,",
+        f"[`first-floor-history`]({prefix}theorems.md#first-floor-history)); `h = {c['worst']}` is the worst case",
+        f"[`decode-tight`]({prefix}theorems.md#decode-tight) names (`(S+1)*t + W - 2`). From `h = {c['first']}` on it",
+        f"holds the floor at {c['at_floor_per_period']} of every {c['t']} histories, so a pool of {short} slots, one",
+        "short, fails at almost every step: the deadlock is the common case, not a corner.",
+    ])
+
+
+def seeded_bugs_caught() -> str:
+    """Which campaign catches which seeded bug, from the one list of seeded bugs."""
+    from swafloor.reference.seeded_bugs import DATA_PLANE, ORACLE, SEEDED_BUGS, TABLE_ONLY
+
+    def names(campaign: str) -> str:
+        found = [f"`{b.name}`" for b in SEEDED_BUGS if campaign in b.campaigns]
+        return f"{len(found)}: " + ", ".join(found)
+
+    only_formulas = [f"`{b.name}`" for b in SEEDED_BUGS if not b.campaigns]
+    return "\n".join([
+        f"- `swafloor fuzz --backend mutant:NAME` (table-only, compared with the reference) catches {names(TABLE_ONLY)}.",
+        "  `shared-slot` keeps the reference's tables and counts: the table-only campaign sees it only through",
+        "  physical identity (the `slots` part), the data plane through the data it reads.",
+        f"- The data plane (`dataplane:mutant:NAME`, attention through the block tables) catches {names(DATA_PLANE)}.",
+        f"- The oracle against a seeded reference (`swafloor fuzz --mutate-reference NAME`) catches {names(ORACLE)}.",
+        f"- Seeded in the formulas only, caught by the theorems they flip (`swafloor prove`): {len(only_formulas)}: "
+        + ", ".join(only_formulas) + ".",
+    ])
+
+
+def chunk_census() -> str:
+    """Where a 2048-token step at t = 32, W = 128 holds 69 blocks and where 68, from the reference."""
+    from swafloor.reference import live_blocks, step_floor
+
+    t, w, n = 32, 128, 2048
+    need = step_floor(t, w, 0, n)
+    held = {h: live_blocks(h, h + n, t, w, 0) for h in range(0, 8 * t + w)}
+    first = min(h for h, v in held.items() if v == need)
+    period = range(first, first + t)
+    at_need = [h for h in period if held[h] == need]
+    offsets = sorted({(h + 1 - w) % t for h in period if held[h] != need})
+    below = sorted({held[h] for h in period if held[h] != need})
+    offset = (2048 + 1 - w) % t
+    return (f"Over all histories the {n}-token step at `t = {t}, W = {w}` holds its need, {need} blocks, at "
+            f"{len(at_need)} of every {t} histories from `h = {first}` on, wherever the window `[h+1-W, h]` starts "
+            f"at offset {min((h + 1 - w) % t for h in at_need)} to {max((h + 1 - w) % t for h in at_need)} of a "
+            f"block; it holds {', '.join(map(str, below))} only where the window starts at offset "
+            f"{' or '.join(map(str, offsets))}. The second chunk of a prefill (`h = 2048`, window start "
+            f"`{2048 + 1 - w} = {(2048 + 1 - w) // t}*{t} + {offset}`) is such a step: {live_blocks(2048, 2048 + n, t, w, 0)} blocks.")
+
+
 SECTIONS: dict[str, Callable[[], str]] = {
     "models": models_table,
+    "rule-card-readme": lambda: rule_card("docs/"),
+    "rule-card": lambda: rule_card(""),
+    "seeded-bugs-caught": seeded_bugs_caught,
+    "chunk-census": chunk_census,
     "pages": pages_table,
     "semantics-options": semantics_options,
     "comparison-sizings": comparison_sizings,
