@@ -262,3 +262,14 @@ def test_docs_check_with_a_relative_root_runs_its_transcripts():
                            "--only", "docs/models.md", "--no-theorems", "--no-measured"],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
+
+
+def test_comparison_rows_name_the_release_or_commit():
+    """Every engine row of comparison.md names what it was read from or run against; vLLM's names the
+    release scripts/vllm-venv pins."""
+    from swafloor.docs.sections import PEERS, comparison_sizings
+
+    pinned = re.search(r"vllm==([\w.]+)", (ROOT / "scripts" / "vllm-venv").read_text()).group(1)
+    table = comparison_sizings()
+    assert all(p.get("release") for p in PEERS)
+    assert f"vLLM {pinned}, pinned" in table and "52fc8f465b" in table and "sglang 0.5.23" in table

@@ -27,11 +27,23 @@ def _theorem_names() -> tuple[str, ...]:
     return tuple(t.name for t in CATALOGUE)
 
 
+#: Where the vLLM rows come from (the pinned release and the matrix of releases).
+def VLLM_RELEASES() -> str:  # noqa: N802 - a row's value, computed
+    """Where the vLLM rows come from: the pinned release and the matrix of releases (docs/vllm-matrix.json)."""
+    import json
+
+    from . import repository_root
+
+    data = json.loads((repository_root() / "docs" / "vllm-matrix.json").read_text(encoding="utf-8"))
+    return (f"vLLM {data['pinned']}, pinned and fuzzed in CI (`scripts/vllm-venv`); releases {data['releases'][0]} .. "
+            f"{data['releases'][-1]} by `swafloor matrix vllm` ([fuzzing-engines](fuzzing-engines.md))")
+
 # Each peer: name, its sizing in one notation, what it holds for (t, W, sink tokens), or None where it
 # does not apply, and the theorems relating it to the floor (names checked against the catalogue).
 PEERS: tuple[dict, ...] = (
     {
         "key": "floor",
+        "release": "this repository",
         "name": "the floor (swafloor's reference)",
         "sizing": "`S + ceil((W-1)/t) + 1`",
         "source": "`floors.swa_floor`",
@@ -40,6 +52,7 @@ PEERS: tuple[dict, ...] = (
     },
     {
         "key": "v2-post",
+        "release": "read from TensorRT-LLM's sources at PR #15588 (merged 2026-07-13 as commit 52fc8f465b); its pure functions run against the reference by `swafloor check trtllm`",
         "name": "TensorRT-LLM V2, after PR #15588",
         "sizing": "`S + (W + t - 2) // t + 1`",
         "source": "`peers.upstream_swa_floor`",
@@ -48,6 +61,7 @@ PEERS: tuple[dict, ...] = (
     },
     {
         "key": "v2-pre",
+        "release": "read from TensorRT-LLM's sources before PR #15588 (the parent of commit 52fc8f465b)",
         "name": "TensorRT-LLM V2, before PR #15588",
         "sizing": "`1` per life cycle (then raised by any described batch)",
         "source": "`floors.legacy_floor`",
@@ -56,6 +70,7 @@ PEERS: tuple[dict, ...] = (
     },
     {
         "key": "cpp",
+        "release": "read from TensorRT-LLM's `kvCacheManager.cpp`; the commit it was read at is not recorded",
         "name": "TensorRT-LLM's older C++ manager",
         "sizing": "`ceil(W/t) + 1` (rejects sink tokens)",
         "source": "`peers.trtllm_cpp_blocks`",
@@ -64,6 +79,7 @@ PEERS: tuple[dict, ...] = (
     },
     {
         "key": "vllm",
+        "release": VLLM_RELEASES,
         "name": "vLLM v1, synchronous scheduling",
         "sizing": "`ceil((W-1+T)/t) + 1`, `T = 1` for decode (no sink term)",
         "source": "`peers.vllm_blocks_per_request`",
@@ -72,6 +88,7 @@ PEERS: tuple[dict, ...] = (
     },
     {
         "key": "vllm-async",
+        "release": VLLM_RELEASES,
         "name": f"vLLM v1, {IN_FLIGHT} token in flight (asynchronous scheduling)",
         "sizing": "`ceil((W-1+max(1,k))/t) + 1`; the need is `S + ceil((W-1+k)/t) + 1`",
         "source": "`peers.vllm_blocks_per_request`, `floors.in_flight_floor`",
@@ -80,6 +97,7 @@ PEERS: tuple[dict, ...] = (
     },
     {
         "key": "sglang",
+        "release": "read from and run on CPU: sglang 0.5.23 (older releases 0.5.10.post1, 0.5.11 measured)",
         "name": "SGLang",
         "sizing": "`ceil(min(L, W)/t) + 1` per request of `L` tokens; the pool is a user ratio, no floor",
         "source": "`peers.sglang_request_pages`",
@@ -102,10 +120,12 @@ def _link(name: str) -> str:
 
 
 def comparison_sizings() -> str:
-    lines = ["| system | blocks per SWA life cycle and request | in swafloor | theorems |", "|---|---|---|---|"]
+    lines = ["| system | blocks per SWA life cycle and request | in swafloor | theorems | release or commit |",
+             "|---|---|---|---|---|"]
     for p in PEERS:
         lines.append(f"| {p['name']} | {p['sizing']} | {p['source']} | "
-                     f"{', '.join(_link(n) for n in peer_theorems(p))} |")
+                     f"{', '.join(_link(n) for n in peer_theorems(p))} | "
+                     f"{p['release']() if callable(p['release']) else p['release']} |")
     return "\n".join(lines)
 
 
@@ -543,7 +563,58 @@ def chunk_census() -> str:
             f"`{2048 + 1 - w} = {(2048 + 1 - w) // t}*{t} + {offset}`) is such a step: {live_blocks(2048, 2048 + n, t, w, 0)} blocks.")
 
 
+def checked_where() -> str:
+    """What each checking tool checks, against what, on what code, and where it runs: counts from the
+    theorem catalogue, the backend registry, the TensorRT-LLM check's comparisons and the vLLM matrix."""
+    import json
+
+    from swafloor.fuzz.backends import backend_rows
+    from swafloor.fuzz.trtllm.compare import CHECKS
+    from swafloor.proofs.catalogue import CATALOGUE
+    from swafloor.proofs.theorem import Expected
+    from swafloor.reference.seeded_bugs import SEEDED_BUGS
+
+    from . import repository_root
+
+    rows = {r["name"]: r for r in backend_rows()}
+    proved = sum(1 for t in CATALOGUE if t.expected is Expected.PROVED)
+    refuted = len(CATALOGUE) - proved
+    engines = [n for n in rows if not n.startswith("mutant:") and n not in ("reference", "dataplane:NAME")]
+    mutants = [n for n in rows if n.startswith("mutant:")]
+    matrix_path = repository_root() / VLLM_MATRIX
+    matrix = json.loads(matrix_path.read_text(encoding="utf-8")) if matrix_path.exists() else None
+    matrix_size = (f"{len(matrix['releases'])} releases ({matrix['releases'][0]} .. {matrix['releases'][-1]}) x "
+                   f"{len(matrix['backends'])} backends, last measured {matrix['runs'][-1]['measured']}"
+                   if matrix else "not measured")
+    formulas = sum(1 for b in SEEDED_BUGS if b.theorems)
+    lines = [
+        "| tool | what it checks | against | code under test | where it runs | size |",
+        "|---|---|---|---|---|---|",
+        f"| `swafloor prove` | the theorem catalogue: the floors are sufficient and tight, where rules fall short "
+        f"| Z3 (and cvc5) for unbounded parameters; a bounded check on ints; each refutation replayed on the "
+        f"reference manager | the reference's formulas | CI (`.ci/run`, both solvers) | {len(CATALOGUE)} theorems "
+        f"({proved} proved, {refuted} refuted as expected); {formulas} seeded bugs in the formulas |",
+        f"| `swafloor fuzz --backend NAME` | every operation of a request's life, part by part (outcomes, pools, "
+        f"tables, lengths, slots) | the reference manager, configured to the semantics the backend claims "
+        f"| {', '.join(f'`{n}`' for n in engines)} | CI ({rows['oracle']['status']}; vLLM: "
+        f"{rows['vllm']['status']}); `trtllm`: {rows['trtllm']['status']} | {len(engines)} backends, "
+        f"{len(mutants)} seeded-bug backends |",
+        f"| data plane (`--backend dataplane:NAME`) | attention outputs read through a backend's block tables "
+        f"(a freed or shared slot shows as wrong data) | the same attention on each request's dense copy "
+        f"| any backend's tables, with torch | {rows['dataplane:NAME']['status']} | "
+        f"{sum(1 for b in SEEDED_BUGS if 'data plane' in b.campaigns)} seeded bugs it must catch |",
+        f"| `swafloor check trtllm --source PATH` | TensorRT-LLM KVCacheManagerV2's pure functions and slot "
+        f"accounting: {', '.join(f'`{c}`' for c in CHECKS)} | the reference, exhaustively on a grid and by "
+        f"Hypothesis | a TensorRT-LLM checkout's Python sources, on a CPU | wherever a checkout is given "
+        f"(CI runs it on a planted fake source tree) | {len(CHECKS)} comparisons |",
+        f"| `swafloor matrix vllm` | each vLLM release's block manager, fuzzed | the reference | vLLM releases "
+        f"installed from PyPI | by hand; the table is in [fuzzing-engines](fuzzing-engines.md) | {matrix_size} |",
+    ]
+    return "\n".join(lines)
+
+
 SECTIONS: dict[str, Callable[[], str]] = {
+    "checked-where": checked_where,
     "models": models_table,
     "rule-card-readme": lambda: rule_card("docs/"),
     "rule-card": lambda: rule_card(""),
