@@ -60,6 +60,8 @@ _LAYER_TYPES = {
     "mamba2": "mamba",
 }
 _PATTERN = {"M": "mamba", "*": "full", "-": "none", "E": "none"}
+#: The largest config.json read (real ones are a few kilobytes).
+MAX_CONFIG_BYTES = 16 * 1024 * 1024
 
 
 class HfConfigError(ConfigError):
@@ -228,7 +230,13 @@ def load(path: str | Path) -> HfModel:
     """Read and parse the ``config.json`` at ``path``. An unreadable file or bad JSON raises
     :class:`HfConfigError` naming the file."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        file = Path(path)
+        if not file.is_file():  # a folder, a device or a pipe: never read (/dev/zero would never end)
+            why = "no such file" if not file.exists() else "not a regular file"
+            raise HfConfigError("--hf-config", str(path), why)
+        if file.stat().st_size > MAX_CONFIG_BYTES:
+            raise HfConfigError("--hf-config", str(path), f"larger than {MAX_CONFIG_BYTES:,} bytes: not a config.json")
+        text = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise HfConfigError("--hf-config", str(path), f"cannot read: {getattr(exc, 'strerror', None) or exc}") from None
     try:

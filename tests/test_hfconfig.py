@@ -142,7 +142,9 @@ def test_bad_configs_exit_2_with_one_line_naming_the_field(tmp_path, capsys, dat
 def test_unreadable_files_and_conflicting_options_exit_2(tmp_path, capsys):
     (tmp_path / "bad.json").write_text("{not json", encoding="utf-8")
     for argv, needle in [
-        (["floor", "--hf-config", str(tmp_path / "missing.json")], "cannot read"),
+        (["floor", "--hf-config", str(tmp_path / "missing.json")], "no such file"),
+        (["floor", "--hf-config", str(tmp_path)], "not a regular file"),
+        (["floor", "--hf-config", "/dev/zero"], "not a regular file"),
         (["floor", "--hf-config", str(tmp_path / "bad.json")], "not JSON"),
         (["floor", "--hf-config", write(tmp_path, MISTRAL), "--window", "4"], "--window cannot be combined"),
         (["floor", "--tokens-per-block", "4"], "--window (or --hf-config PATH)"),

@@ -110,7 +110,7 @@ def run_hf(args) -> int:
         return 0
     counts = ", ".join(f"{n} {kind}" for kind, n in f["layer_counts"].items())
     print(f"{f['model_type'] or '(no model_type)'}: {f['layers']} layers ({counts}), read by {f['rule']}")
-    print(f"t = {t} tokens per block, {k} tokens in flight, no sink tokens")
+    print(f"t = {t} tokens per block, {k} token{'' if k == 1 else 's'} in flight, no sink tokens")
     head = ["life cycle", "layers", "floor", "TRT-LLM V2", "V2 pre-fix", "vLLM", "SGLang"]
     rows = []
     for r in f["life_cycles"]:
