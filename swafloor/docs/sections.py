@@ -456,7 +456,7 @@ def models_table() -> str:
     """Per model of docs/models.json: its layers by kind, each life cycle's floor, the pool-group
     minimum, and what TensorRT-LLM V2, vLLM and SGLang reserve for its SWA life cycle, computed by
     ``swafloor floor --hf-config`` (:func:`swafloor.hfconfig.floors`)."""
-    from swafloor import hfconfig
+    from .. import hfconfig
 
     t, models = model_configs()
     head = ["model", "layers", "W", "floor per life cycle", "pool group: separate / one",
