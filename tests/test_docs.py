@@ -273,3 +273,12 @@ def test_comparison_rows_name_the_release_or_commit():
     table = comparison_sizings()
     assert all(p.get("release") for p in PEERS)
     assert f"vLLM {pinned}, pinned" in table and "52fc8f465b" in table and "sglang 0.5.23" in table
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/index.md"])
+def test_the_rule_card_opens_readme_and_index(page):
+    """The normative rule comes before any other section of the page, and before any install step."""
+    text = (ROOT / page).read_text(encoding="utf-8")
+    card = text.index("A paged KV-cache manager MUST give every pool group at least the sum")
+    first_section = text.index("\n## ")
+    assert card < first_section and ("pip install" not in text[:card])

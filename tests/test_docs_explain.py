@@ -220,3 +220,18 @@ def test_a_first_resume_copy_is_drawn_as_wide_as_its_block(w, t, h):
     width_of = {(b["block"], bool(b.get("copy"))): float(wd) for b, wd in zip(drawn, outlines)}
     for b in copied:
         assert width_of[(b, True)] == width_of[(b, False)]
+
+
+def test_the_rule_card_figures_match_the_token_level_brute_force():
+    """The rule card's picture and figures (W = 128, t = 32, one sink block): the blocks held at every
+    history, the first history at the floor (160), the worst case decode-tight names (190) and 31 of
+    every 32 histories at the floor, recounted token by token."""
+    from swafloor.docs.pictures import HISTORY_EXAMPLE, history_census
+
+    ex = HISTORY_EXAMPLE
+    assert (ex["t"], ex["W"], ex["S"]) == (32, 128, 1)
+    c = history_census(ex["t"], ex["W"], ex["S"], ex["h_max"])
+    held = [len(brute.live_set(h, h + 1, 32, 128, 32)) for h in range(ex["h_max"] + 1)]
+    assert c["held"] == held
+    assert c["floor"] == max(held) == 6 and held.index(6) == c["first"] == 160 and held[190] == 6
+    assert c["worst"] == 190 and c["at_floor_per_period"] == sum(1 for h in range(160, 192) if held[h] == 6) == 31
