@@ -18,7 +18,8 @@ layer's kind); a multimodal config's text model is its ``text_config``:
    a NoPE layer (``0``) full attention.
 6. ``sliding_window_pattern`` ``P`` (Gemma 3, Cohere 2): layer ``i`` attends fully iff
    ``(i + 1) % P == 0``, else over the sliding window.
-7. ``model_type`` ``gemma2`` without ``layer_types``: even layers slide, odd layers attend fully.
+7. ``model_type`` ``gemma2`` or ``gpt_oss`` without ``layer_types``: even layers slide, odd layers
+   attend fully (transformers' default for both).
 8. ``max_window_layers`` with ``use_sliding_window`` true (Qwen2): layers from that index on slide.
 9. Otherwise every layer slides when ``sliding_window`` is set, else every layer attends fully.
 
@@ -216,8 +217,8 @@ def _kinds(cfg: dict, prefix: str, model_type: str, n: int, window: int | None,
     if cfg.get("sliding_window_pattern") is not None:
         every = _int(cfg, "sliding_window_pattern", prefix)
         return _periodic(n, every, "full", "sliding"), "sliding_window_pattern"
-    if model_type == "gemma2":
-        return _periodic(n, 2, "full", "sliding"), "gemma2: even layers slide"
+    if model_type in ("gemma2", "gpt_oss") and window is not None:
+        return _periodic(n, 2, "full", "sliding"), f"{model_type}: even layers slide"
     if window is not None and cfg.get("max_window_layers") is not None and cfg.get("use_sliding_window") is True:
         first = _int(cfg, "max_window_layers", prefix, minimum=0)
         return ["sliding" if i >= first else "full" for i in range(n)], "max_window_layers"

@@ -57,6 +57,7 @@ LLAMA = {"model_type": "llama", "num_hidden_layers": 2}
     (GEMMA3, ("sliding",) * 5 + ("full", "sliding")),
     (MISTRAL, ("sliding",) * 3),
     (GPT_OSS, ("sliding", "full", "sliding", "full")),
+    ({"model_type": "gpt_oss", "num_hidden_layers": 3, "sliding_window": 128}, ("sliding", "full", "sliding")),
     (QWEN3_NEXT, ("linear", "linear", "linear", "full") * 2),
     (JAMBA, ("mamba",) * 4 + ("full",) + ("mamba",) * 3),
     (NEMOTRON_H, ("mamba", "none", "mamba", "full", "none", "none")),
