@@ -655,8 +655,7 @@ CATALOGUE: tuple[Theorem, ...] = (
     ),
     Theorem(
         "ceil-identity-at-zero",
-        "At W = 0 the identity still holds: (t - 2) // t = ceil(-1/t) for every t >= 1 (the issue expected "
-        "it to fail at W = 0; it does not).",
+        "At W = 0 the identity still holds: (t - 2) // t = ceil(-1/t) for every t >= 1.",
         PROVED,
         (T,),
         ceil_identity_at_zero,

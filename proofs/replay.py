@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Hashable, Mapping
 
-from swafloor.reference import AttentionLayer, Config, Manager, Semantics, floors
+import attrs
+
+from swafloor.reference import AttentionLayer, Config, Manager, Semantics, build_layout, floors
 
 from .theorem import Replay
 
@@ -28,7 +30,10 @@ __all__ = [
 class _Driver:
     """A manager whose every call is recorded with its outcome and followed by ``check()``."""
 
-    def __init__(self, config: Config, release_order: str = "release-first"):
+    def __init__(self, config: Config, release_order: str = "release-first", below_fixed: bool = False):
+        """``below_fixed``: the replay is of a post-fix claim whose pool lies below the fixed rule's
+        minimum; the config is built under the legacy rule only so that the manager accepts those slots
+        (the rule changes nothing else the manager does), and the trace says so."""
         self.manager = Manager(config, release_order=release_order)
         layers = ", ".join(f"(window={x.window}, sink_tokens={x.sink_tokens})" for x in config.layers)
         extra = ""
@@ -36,9 +41,14 @@ class _Driver:
             extra += f", pool_groups={config.pool_groups}"
         if config.semantics.in_flight_tokens:
             extra += f", in_flight_tokens={config.semantics.in_flight_tokens}"
+        rule = f"floor_rule={config.floor_rule.value}"
+        if below_fixed:
+            fixed = build_layout(attrs.evolve(config, floor_rule="fixed", slots=None)).min_slots
+            rule = (f"slots below the fixed rule's minimum {tuple(fixed)}, accepted for this replay "
+                    "(the rule only validates slots)")
         self.trace: list[str] = [
             f"Manager(t={config.tokens_per_block}, layers=[{layers}], slots={config.slots}{extra}, "
-            f"floor_rule={config.floor_rule.value}, release_order={release_order})"
+            f"{rule}, release_order={release_order})"
         ]
         self.failures: list[str] = []
 
@@ -122,7 +132,7 @@ def full_attention_short(cex: Mapping[str, int]) -> Replay:
         slots=(floor + m,),
         floor_rule="legacy",
     )
-    d = _Driver(config)
+    d = _Driver(config, below_fixed=True)
     reached = _decode_to(d, ("r0",), h)
     failed = d.call("resize", "r0", h + 1, h) if reached else None
     return _verdict(d, reached, failed, f"decode step at h={h} with SWA floor {floor} + full attention {m}")
@@ -141,7 +151,7 @@ def in_flight_short(cex: Mapping[str, int]) -> Replay:
         floor_rule="legacy",
         semantics=Semantics(in_flight_tokens=1),
     )
-    d = _Driver(config)
+    d = _Driver(config, below_fixed=True)
     reached = _decode_to(d, ("r0",), h)
     failed = d.call("resize", "r0", h + 1, h) if reached else None
     return _verdict(d, reached, failed, f"decode step at h={h} with one token in flight at the floor {floor}")

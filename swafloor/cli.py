@@ -2,7 +2,8 @@
 ``register(subparsers)``, which adds its parser and sets ``handler`` (``args -> exit code``).
 
 Exit codes: 0 success; 1 a check failed (a theorem contradicted, a divergence found); 2 bad arguments
-or bad input (one line on stderr naming the problem); 3 a solver answered unknown.
+or bad input (one line on stderr naming the problem); 3 a solver answered unknown; 4 ``simulate``'s
+request deadlocked (the pool ran out of slots); 130 interrupted.
 """
 
 from __future__ import annotations

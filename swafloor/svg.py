@@ -116,8 +116,9 @@ def block_svg(pic: dict, caption: str | None = None) -> str:
             continue
         b = it["block"]
         p = b * t
-        block_label = f"copy of block {b:,}" if it.get("copy") else f"block {b:,}"
-        block_w = max(t * _cell_width(t) if literal else 220.0, 6.4 * len(block_label) + 10)
+        block_label = f"copy {b:,}" if it.get("copy") else f"block {b:,}"
+        # A copy is as wide as the block it copies: the width comes from the block's own label.
+        block_w = max(t * _cell_width(t) if literal else 220.0, 6.4 * len(f"block {b:,}") + 10)
         if literal:
             cell = block_w / t
             cx = x

@@ -270,7 +270,7 @@ def check_cli(argv: list[str], build) -> str:
         return "help or version"
     finally:
         cli.build_parser = saved
-    assert code in (0, 1, 2, 3), (argv, code)
+    assert code in (0, 1, 2, 3, 4), (argv, code)
     if code == 2:
         assert one_line(err.getvalue()), (argv, err.getvalue()[:2000])
         assert len(err.getvalue()) <= 600, (argv, len(err.getvalue()))

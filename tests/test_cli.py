@@ -73,11 +73,11 @@ def test_simulate_legacy_deadlocks_at_first_straddle_and_fixed_runs(capsys):
     code, out, _ = run_cli(capsys, *base, "--floor-rule", "legacy")
     legacy = json.loads(out)
     first_straddle = next(h for h in range(20) if len(brute.live_set(h, h + 1, 4, 4, 0)) > 1)
-    assert code == 0 and legacy["ok"] is False and legacy["failed_at_history"] == first_straddle
+    assert code == 4 and legacy["ok"] is False and legacy["failed_at_history"] == first_straddle
     assert legacy["slots"] == 1
     code, out, _ = run_cli(capsys, *base, "--floor-rule", "fixed")
     fixed = json.loads(out)
-    assert fixed["ok"] is True and fixed["failed_at_history"] is None and fixed["slots"] == 2
+    assert code == 0 and fixed["ok"] is True and fixed["failed_at_history"] is None and fixed["slots"] == 2
 
 
 def test_simulate_history_in_resize_shows_the_upstream_transient(capsys):
@@ -90,7 +90,27 @@ def test_simulate_history_in_resize_shows_the_upstream_transient(capsys):
 
 def test_simulate_text(capsys):
     code, out, _ = run_cli(capsys, "simulate", "--window", "4", "--tokens-per-block", "4", "--floor-rule", "legacy")
-    assert code == 0 and "DEADLOCK at history 4" in out and "swafloor explain" in out
+    assert code == 4 and "DEADLOCK at history 4" in out and "swafloor explain" in out
+
+
+def test_simulate_hint_after_a_hold_until_return_deadlock_draws_that_step(capsys):
+    """The suggested explain command, run as printed, draws a step holding more than the pool has."""
+    import shlex
+
+    code, out, _ = run_cli(capsys, "simulate", "--window", "5", "--tokens-per-block", "4", "--history-in-resize",
+                           "--release-order", "hold-until-return")
+    assert code == 4
+    hint = next(line.split("see: ", 1)[1] for line in out.splitlines() if "see: " in line)
+    assert "--release-order hold-until-return" in hint
+    code, out, _ = run_cli(capsys, *shlex.split(hint)[1:], "--json")
+    assert code == 0 and json.loads(out)["live_blocks"] == 3  # two slots in the pool: the third is the deadlock
+
+
+def test_one_flag_name_for_tokens_in_flight():
+    from swafloor.docs.sections import _subparsers
+
+    names = {opt for p in _subparsers().values() for a in p._actions for opt in a.option_strings if "flight" in opt}
+    assert names == {"--in-flight"}
 
 
 def test_explain_worst_case_picture(capsys):

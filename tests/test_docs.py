@@ -87,29 +87,103 @@ def test_every_theorem_command_and_backend_is_in_the_docs():
     assert checks.coverage_problems(ROOT) == []
 
 
-def test_adapter_example_in_backends_md_is_fuzzed(tmp_path):
-    """The complete adapter of docs/backends.md, saved as a module, passes a campaign; the same
-    adapter with the in-flight token dropped is caught."""
+def _printed_adapter_commands(page: str) -> list[str]:
+    """The shell lines of a page that run the toy adapter, exactly as printed, in order."""
+    text = (ROOT / "docs" / page).read_text(encoding="utf-8")
+    lines = []
+    for f in markdown.fences(text):
+        if f.info == "sh":
+            lines += [line for line in f.body if "toy_adapter:make" in line]
+    return lines
+
+
+def _run_printed(command: str, folder: Path) -> subprocess.CompletedProcess:
+    """``command`` run by a shell in ``folder`` as a user runs it: the venv's scripts first on PATH,
+    no PYTHONPATH, nothing of this checkout on the path but the installed package."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CI")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return subprocess.run(["bash", "-c", command], cwd=folder, env=env, capture_output=True, text=True,
+                          timeout=900)
+
+
+def _toy_folders(tmp_path: Path) -> tuple[Path, Path]:
+    """Two folders holding docs/backends.md's toy_adapter.py: as printed, and with the in-flight-token
+    +1 dropped (the change the pages describe)."""
     text = (ROOT / "docs" / "backends.md").read_text(encoding="utf-8")
     code = next(code for _, code in checks.code_blocks(ROOT, "python") if "toy_adapter.py" in code)
     assert code in text
-    (tmp_path / "toy_adapter.py").write_text(code)
     broken = code.replace("(b + 1) * t > h + 1 - window", "(b + 1) * t > h + 2 - window")
-    assert broken != code
-    (tmp_path / "toy_broken.py").write_text(broken)
-    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    assert broken != code and "h + 2 - window" in text
+    assert "change `h + 1 - window` to `h + 2 - window`" in (ROOT / "docs" / "tutorial.md").read_text()
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    for folder, source in ((good, code), (bad, broken)):
+        folder.mkdir()
+        (folder / "toy_adapter.py").write_text(source)
+    return good, bad
 
-    def fuzz(module: str) -> dict:
-        done = subprocess.run(
-            [sys.executable, "-m", "swafloor", "fuzz", "--backend", f"{module}:make", "--examples", "60",
-             "--no-shrink", "--out", str(tmp_path / "out"), "--json"],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
-        )
-        assert done.returncode in (0, 1), done.stderr
-        return json.loads(done.stdout)
 
-    assert fuzz("toy_adapter")["result"] == "pass"
-    assert fuzz("toy_broken")["result"] == "divergence"
+def _expect(command: str, folder: Path, code: int) -> None:
+    done = _run_printed(command, folder)
+    assert done.returncode == code, (command, folder.name, done.returncode, done.stdout[-2000:], done.stderr[-2000:])
+
+
+def test_adapter_commands_in_backends_md_run_as_printed(tmp_path):
+    """The complete adapter of docs/backends.md, saved as toy_adapter.py in a folder, passes every
+    command the page prints (the swafloor console script and pytest's plugin, run from that folder,
+    no PYTHONPATH); the same adapter with the in-flight-token +1 dropped fails them."""
+    commands = _printed_adapter_commands("backends.md")
+    assert any(c.startswith("swafloor fuzz") for c in commands), commands
+    assert any("pytest --swafloor-backend" in c for c in commands), commands
+    good, bad = _toy_folders(tmp_path)
+    for command in commands:
+        _expect(command, good, 0)
+        _expect(command, bad, 1)
+
+
+def test_tutorial_commands_run_as_printed(tmp_path):
+    """docs/tutorial.md's steps, as printed: the campaign passes the toy and fails it broken; the
+    saved trace replays as a divergence on the broken toy, draws, and replays clean on the fixed one."""
+    commands = _printed_adapter_commands("tutorial.md")
+    campaign = [c for c in commands if "fuzz-failures" not in c]
+    on_trace = [c for c in commands if "fuzz-failures" in c]
+    assert campaign and any(c.startswith("swafloor replay") for c in on_trace), commands
+    good, bad = _toy_folders(tmp_path)
+    for command in campaign:
+        _expect(command, good, 0)
+        _expect(command, bad, 1)
+    assert len(list((bad / "fuzz-failures").glob("*.json"))) == 1
+    for command in on_trace:
+        _expect(command, bad, 1 if command.startswith("swafloor replay") else 0)
+    (good / "fuzz-failures").mkdir()
+    for trace in (bad / "fuzz-failures").glob("*.json"):
+        (good / "fuzz-failures" / trace.name).write_text(trace.read_text())
+    for command in on_trace:
+        _expect(command, good, 0)
+
+
+def test_glossary_defines_the_words_the_pages_use():
+    text = (ROOT / "docs" / "glossary.md").read_text(encoding="utf-8")
+    defined = set(re.findall(r"^- \*\*([^*]+)\*\*", text, re.M))
+    for word in ("slot", "block", "life cycle", "pool group", "history", "capacity", "live", "stale", "in flight",
+                 "floor", "start-block `+1`", "in-flight-token `+1`"):
+        assert word in defined, word
+
+
+def test_ci_pins_the_cpu_build_of_torch():
+    """A bare torch==X on PyPI is the CUDA build: the pin names the CPU build, and README says where it
+    comes from."""
+    constraints = (ROOT / ".ci" / "constraints.txt").read_text(encoding="utf-8")
+    assert re.search(r"^torch==[\d.]+\+cpu$", constraints, re.M), constraints
+    assert "download.pytorch.org/whl/cpu" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_no_page_installs_swafloor_from_pypi():
+    """swafloor is not on PyPI: every pip install of it names a path."""
+    for page in checks.doc_files(ROOT):
+        for line in page.read_text(encoding="utf-8").splitlines():
+            for m in re.finditer(r"pip install ([^&;|#`]*)", line):
+                names = [w.strip("'\"") for w in m.group(1).split() if not w.startswith("-")]
+                assert not any(re.fullmatch(r"swafloor(\[.*\])?([=<>!~].*)?", n) for n in names), (page.name, line)
 
 
 def test_ideas_are_sentences():
@@ -179,3 +253,32 @@ def test_the_backend_table_is_built_from_the_registry():
     assert "tables at-least" in lines["trtllm"] and "every part, exact" in lines["oracle"]
     assert resolve("reference").status == REGISTRY["reference"].status
     assert table in (ROOT / "docs" / "backends.md").read_text(encoding="utf-8")
+
+
+def test_docs_check_with_a_relative_root_runs_its_transcripts():
+    """``--root .`` once linked tests -> tests inside the scratch folder ("Too many levels of symbolic
+    links": docs/models.md's transcript reads docs/models/); a relative root is resolved first."""
+    done = subprocess.run([sys.executable, "-m", "swafloor", "docs", "build", "--check", "--root", ".",
+                           "--only", "docs/models.md", "--no-theorems", "--no-measured"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+
+
+def test_comparison_rows_name_the_release_or_commit():
+    """Every engine row of comparison.md names what it was read from or run against; vLLM's names the
+    release scripts/vllm-venv pins."""
+    from swafloor.docs.sections import PEERS, comparison_sizings
+
+    pinned = re.search(r"vllm==([\w.]+)", (ROOT / "scripts" / "vllm-venv").read_text()).group(1)
+    table = comparison_sizings()
+    assert all(p.get("release") for p in PEERS)
+    assert f"vLLM {pinned}, pinned" in table and "52fc8f465b" in table and "sglang 0.5.23" in table
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/index.md"])
+def test_the_rule_card_opens_readme_and_index(page):
+    """The normative rule comes before any other section of the page, and before any install step."""
+    text = (ROOT / page).read_text(encoding="utf-8")
+    card = text.index("A paged KV-cache manager MUST give every pool group at least the sum")
+    first_section = text.index("\n## ")
+    assert card < first_section and ("pip install" not in text[:card])

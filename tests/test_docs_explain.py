@@ -71,7 +71,7 @@ def test_first_resume_picture_matches_the_reference(t, w, s):
 def test_default_histories_show_each_worst_case(capsys):
     for argv, held in (
         (["--window", "5", "--tokens-per-block", "4", "--release-order", "hold-until-return"], 3),
-        (["--window", "5", "--tokens-per-block", "4", "--in-flight-tokens", "1"], 3),
+        (["--window", "5", "--tokens-per-block", "4", "--in-flight", "1"], 3),
         (["--window", "5", "--tokens-per-block", "4", "--step-tokens", "4"], 3),
         (["--window", "4", "--tokens-per-block", "4"], 2),
         (["--window", "5", "--tokens-per-block", "4", "--first-resume"], 3),
@@ -144,7 +144,7 @@ def test_explain_without_window_or_trace_is_one_line_exit_2(capsys):
 
 def test_simulate_any_pool_below_the_minimum(capsys):
     """One slot below the fixed floor deadlocks at the first history whose window straddles blocks."""
-    assert main(["simulate", "--window", "4", "--tokens-per-block", "4", "--slots", "1", "--json"]) == 0
+    assert main(["simulate", "--window", "4", "--tokens-per-block", "4", "--slots", "1", "--json"]) == 4
     result = json.loads(capsys.readouterr().out)
     first = next(h for h in range(40) if len(brute.live_set(h, h + 1, 4, 4, 0)) > 1)
     assert result["ok"] is False and result["failed_at_history"] == first and result["below_minimum"] is True
@@ -161,6 +161,8 @@ def test_transcripts_are_rerun_and_measured_ones_marked():
     again = markdown.refresh_transcripts(new, ROOT, lambda c, r: {**outputs, "swafloor fuzz": ["pass: 9.1 s"]}[c])
     assert again.count(markdown.MEASURED) == 1 and again.count(markdown.MEASURED_LINE) == 1
     assert markdown.normalise(again) == markdown.normalise(new) and again != new
+    other = markdown.refresh_transcripts(new, ROOT, lambda c, r: {**outputs, "swafloor fuzz": ["fail at 7: 2.5 s"]}[c])
+    assert markdown.normalise(other) != markdown.normalise(new)  # counts are compared, timings masked
     kept = markdown.refresh_transcripts(new, ROOT, lambda c, r: ["changed"], measured=False)
     assert "pass: 2.5 s" in kept and "changed" in kept
 
@@ -198,3 +200,38 @@ def test_build_keeps_an_edit_made_while_it_ran(tmp_path, monkeypatch):
     build(tmp_path, theorems=False)
     text = page.read_text()
     assert "added meanwhile" in text and "\nold\n" not in text and "floor" in text
+
+
+@pytest.mark.parametrize("w,t,h", [(4, 2, 3), (5, 4, 5), (7, 3, 4), (40, 16, 37)])
+def test_a_first_resume_copy_is_drawn_as_wide_as_its_block(w, t, h):
+    """The private copy of a partially filled block is one block: its outline has the block's width."""
+    import re
+
+    from swafloor import svg
+    from swafloor.picture import picture
+
+    pic = picture(w, t, 0, h, first_resume=True)
+    copied = [b["block"] for b in pic["blocks"] if b.get("copy")]
+    assert copied, pic["blocks"]
+    outlines = re.findall(r"<rect x='[\d.]+' y='[\d.]+' width='([\d.]+)' height='[\d.]+' fill='none' "
+                          r"stroke='#(?:222222|999999)'", svg.block_svg(pic))
+    drawn = [b for b in pic["blocks"] if not b.get("gap")]
+    assert len(outlines) == len(drawn)
+    width_of = {(b["block"], bool(b.get("copy"))): float(wd) for b, wd in zip(drawn, outlines)}
+    for b in copied:
+        assert width_of[(b, True)] == width_of[(b, False)]
+
+
+def test_the_rule_card_figures_match_the_token_level_brute_force():
+    """The rule card's picture and figures (W = 128, t = 32, one sink block): the blocks held at every
+    history, the first history at the floor (160), the worst case decode-tight names (190) and 31 of
+    every 32 histories at the floor, recounted token by token."""
+    from swafloor.docs.pictures import HISTORY_EXAMPLE, history_census
+
+    ex = HISTORY_EXAMPLE
+    assert (ex["t"], ex["W"], ex["S"]) == (32, 128, 1)
+    c = history_census(ex["t"], ex["W"], ex["S"], ex["h_max"])
+    held = [len(brute.live_set(h, h + 1, 32, 128, 32)) for h in range(ex["h_max"] + 1)]
+    assert c["held"] == held
+    assert c["floor"] == max(held) == 6 and held.index(6) == c["first"] == 160 and held[190] == 6
+    assert c["worst"] == 190 and c["at_floor_per_period"] == sum(1 for h in range(160, 192) if held[h] == 6) == 31

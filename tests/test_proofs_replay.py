@@ -132,3 +132,16 @@ def test_a_patched_stale_range_reaches_the_manager():
         during = held(_manager(2, 4, 0, slots=20))
     assert held(_manager(2, 4, 0, slots=20)) == before
     assert during > before  # one block more released: one slot more free
+
+
+def test_post_fix_replays_below_the_minimum_do_not_claim_the_legacy_rule():
+    """A post-fix claim's replay builds its short pool under the legacy rule only so the manager
+    accepts it; its trace says the pool is below the fixed minimum instead of floor_rule=legacy."""
+    from swafloor.proofs import replay
+
+    r = replay.in_flight_short({"t": 1, "W": 1, "S": 0, "h": 1})
+    assert r.confirmed and "floor_rule=legacy" not in r.trace[0]
+    assert "below the fixed rule's minimum (2,)" in r.trace[0]  # in_flight_floor(1, 1, 0, 1) = 2
+    r = replay.full_attention_short({"t": 1, "W": 2, "S": 0, "m": 1, "h": 1})
+    assert "floor_rule=legacy" not in r.trace[0] and "minimum (4,)" in r.trace[0]  # 2 + max(1, 2)
+    assert "floor_rule=legacy" in replay.legacy_deadlock({"t": 1, "W": 2, "S": 0, "h": 1}).trace[0]

@@ -152,7 +152,7 @@ def resolve(spec: str, field: str = "backend", *, allow_import: bool = True,
     if not all(part.isidentifier() for part in attr.split(".")):
         raise UnknownBackend(field, spec, f"{bounded(attr, 60)} is not an attribute name")
     try:
-        module = importlib.import_module(module_name)
+        module = _import_user_module(module_name) if registered is None else importlib.import_module(module_name)
     except ImportError as exc:
         raise UnknownBackend(field, spec, f"cannot import module {module_name!r}: {one_line(exc)}") from None
     except Exception as exc:  # noqa: BLE001 - the module's own code failed while importing
@@ -172,6 +172,25 @@ def resolve(spec: str, field: str = "backend", *, allow_import: bool = True,
     extra = {} if registered is None else {"needs": registered.needs, "status": registered.status}
     return BackendRecord(spec, _checked_factory(obj, field, spec, declared.capabilities), declared.capabilities,
                          declared.prepare, declared.limits, declared.label, **extra)
+
+
+def _import_user_module(module_name: str):
+    """Import a ``MODULE`` named on the command line as ``python -m`` would find it: when it is not
+    importable and the current folder is not on ``sys.path`` (the ``swafloor`` console script and
+    ``pytest`` leave it off), look there too, last, so a module there never shadows an installed one."""
+    import os
+    import sys
+
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        top = module_name.split(".")[0]
+        here = os.getcwd()
+        if exc.name != top or any(os.path.abspath(p or ".") == here for p in sys.path):
+            raise
+        sys.path.append(here)
+        importlib.invalidate_caches()
+        return importlib.import_module(module_name)
 
 
 def _dataplane(spec: str, field: str, device: str | None) -> BackendRecord:

@@ -1,7 +1,7 @@
 """Seeded bugs: the reference manager with exactly one behaviour changed. The harness must catch each.
 
 - ``mutant:legacy-floor``: sizes pools with the pre-fix minimum (one slot per life cycle).
-- ``mutant:no-inflight-token``: keeps the live window ``[h - W, h - 1]`` (the dropped ``+ 1``): it
+- ``mutant:no-inflight-token``: keeps the live window ``[h - W, h - 1]`` (the in-flight-token ``+ 1`` dropped): it
   releases one token late and so holds an extra block whenever ``h + 1 - W`` starts a block.
 - ``mutant:floor-division``: sizes SWA pools with ``S + floor((W - 1) / t) + 1`` (floor, not ceiling).
 - ``mutant:ignore-sinks``: treats ``S`` as 0 when sizing and when releasing (sink blocks are dropped).

@@ -30,7 +30,7 @@ def run(args) -> int:
     from ..docs import build, repository_root
     from ..docs.markdown import DocsError
 
-    root = Path(args.root) if args.root else repository_root()
+    root = Path(args.root).resolve() if args.root else repository_root()
     if not (root / "docs").is_dir():
         raise UsageError(f"swafloor docs: --root {str(root)[:200]!r} has no docs/ folder")
     started = time.perf_counter()

@@ -20,7 +20,7 @@ def register(subparsers) -> None:
     p.add_argument("--history", type=int_at_least(0), default=None, help="history h (default: a worst case)")
     p.add_argument("--step-tokens", type=int_at_least(1), default=1,
                    help="tokens the step computes: capacity h + N (default 1, a decode step)")
-    p.add_argument("--in-flight-tokens", type=int_at_least(0), default=0,
+    p.add_argument("--in-flight", type=int_at_least(0), default=0, metavar="K",
                    help="k tokens in flight: blocks are freed on history h - k (default 0)")
     p.add_argument("--release-order", choices=("release-first", "hold-until-return"), default="release-first",
                    help="hold-until-return: the step's resize also advanced history from h - 1 and keeps the "
@@ -60,8 +60,8 @@ def run(args) -> int:
     hold = args.release_order == "hold-until-return"
     h = args.history
     if h is None:  # a history where this kind of step holds the most blocks
-        h = pictures.worst_history(w, t, args.sink_tokens, args.in_flight_tokens, hold, args.first_resume)
-    pic = pictures.picture(w, t, args.sink_tokens, h, args.step_tokens, args.in_flight_tokens, hold,
+        h = pictures.worst_history(w, t, args.sink_tokens, args.in_flight, hold, args.first_resume)
+    pic = pictures.picture(w, t, args.sink_tokens, h, args.step_tokens, args.in_flight, hold,
                            args.first_resume)
     return _show(args, pic, "block_svg", pictures.render_text)
 

@@ -1,4 +1,7 @@
-"""``swafloor simulate``: one request decodes on the reference manager with a pool of N slots."""
+"""``swafloor simulate``: one request decodes on the reference manager with a pool of N slots.
+
+Exit 0 when every step ran; exit 4 (:data:`DEADLOCK_EXIT`) when a step ran out of slots: the lone
+request deadlocked (the result asked for, not a failed check: that is exit 1 elsewhere)."""
 
 from __future__ import annotations
 
@@ -10,8 +13,13 @@ from swafloor.reference import AttentionLayer, Config, FloorRule, Manager, Relea
 from ._common import add_window_arguments, format_duration, int_at_least, print_json
 
 
+#: The exit code of a simulation whose request deadlocked.
+DEADLOCK_EXIT = 4
+
+
 def register(subparsers) -> None:
-    p = subparsers.add_parser("simulate", help="decode one request on the reference manager")
+    p = subparsers.add_parser("simulate", help="decode one request on the reference manager "
+                                               f"(exit {DEADLOCK_EXIT} on a deadlock)")
     add_window_arguments(p)
     p.add_argument("--slots", type=int_at_least(1), default=None,
                    help="pool slots, any number >= 1, even below the minimum (default: the rule's minimum)")
@@ -125,9 +133,10 @@ def run(args) -> int:
         "history_in_resize": args.history_in_resize,
         "peak_used": manager.peak_used(0),
     }
+    code = 0 if result["ok"] else DEADLOCK_EXIT
     if args.json:
         print_json(result)
-        return 0
+        return code
     print(
         f"W = {args.window}, t = {args.tokens_per_block}, {args.sink_tokens} sink tokens, "
         f"{result['slots']} slots ({rule.value} minimum {rule_min}{', below it' if below else ''}), "
@@ -137,6 +146,16 @@ def run(args) -> int:
         print(f"ok: all {steps} steps ran; at most {result['peak_used']} slots in use")
     else:
         print(f"DEADLOCK at history {failed_at}: {why}")
-        print(f"  see: swafloor explain --window {args.window} --tokens-per-block {args.tokens_per_block}"
-              f" --sink-tokens {args.sink_tokens} --history {failed_at}")
-    return 0
+        print(f"  see: {explain_hint(args, failed_at)}")
+    return code
+
+
+def explain_hint(args, failed_at: int) -> str:
+    """The ``swafloor explain`` command that draws the step that ran out of slots, with the release
+    order when the resize itself advanced history and held what it made stale (only then does the
+    order change the step's blocks)."""
+    hint = (f"swafloor explain --window {args.window} --tokens-per-block {args.tokens_per_block}"
+            f" --sink-tokens {args.sink_tokens} --history {failed_at}")
+    if args.history_in_resize and args.release_order == ReleaseOrder.HOLD_UNTIL_RETURN.value:
+        hint += f" --release-order {args.release_order}"
+    return hint

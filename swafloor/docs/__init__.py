@@ -27,6 +27,7 @@ from .sections import SECTIONS
 
 __all__ = ["BuildResult", "build", "repository_root", "pages"]
 
+HISTORY_PICTURE = "docs/img/held-vs-history.svg"
 IMAGE_AFTER = re.compile(r"^!\[[^\]]*\]\(([^)\s]+\.svg)\)\s*$")
 
 
@@ -99,7 +100,7 @@ def build(root: Path | str | None = None, check: bool = False, theorems: bool = 
     """Regenerate everything (or only the pages named in ``only``, paths relative to the root);
     write the files that changed unless ``check``. ``measured=False`` leaves the transcripts marked
     measured (timings: long benchmark and campaign runs) as they are."""
-    root = Path(root) if root is not None else repository_root()
+    root = Path(root).resolve() if root is not None else repository_root()
     files: dict[str, str] = {}
     originals: dict[str, str] = {}
     outputs: dict[tuple[str, str], list[str]] = {}  # (page, command) -> its output, run once
@@ -123,6 +124,9 @@ def build(root: Path | str | None = None, check: bool = False, theorems: bool = 
         files[rel] = refresh(page, rel, originals[rel])
     if theorems and (not only or "docs/theorems.md" in only):
         _theorem_files(files)
+    from .pictures import held_vs_history_svg
+
+    files[HISTORY_PICTURE] = held_vs_history_svg()  # the rule card's picture (README, docs/index.md)
     changed = []
     for rel in list(files):
         path = root / rel

@@ -168,6 +168,8 @@ def _check_command(part: str, where: str, subs: dict, plugin_opts: set[str]) -> 
             return [f"{where}: {part!r}: no such command"]
         unknown = sorted(opts - _options(subs[words[1]]))
         return [f"{where}: {part!r}: swafloor {words[1]} has no option {o}" for o in unknown]
+    if words[0].endswith("python") and words[1:3] == ["-m", "pytest"]:  # pytest run by a python
+        words = ["pytest", *words[3:]]
     if words[0] == "pytest" or words[:2] == ["hypothesis", "fuzz"]:  # HypoFuzz passes -- ARGS to pytest
         unknown = sorted(o for o in opts if o not in plugin_opts and o.startswith("--swafloor"))
         return [f"{where}: {part!r}: the pytest plugin has no option {o}" for o in unknown]

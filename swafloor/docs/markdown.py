@@ -46,6 +46,10 @@ TIMING = re.compile(r"\b\d[\d,]*(?:\.\d+)? ?(?:s|ms|steps/s)\b")
 REGION = re.compile(r"<!-- begin generated: ([\w./-]+) -->\n(.*?)<!-- end generated: \1 -->", re.S)
 
 
+#: Exit codes of a command that printed its result: 0, 1 (a check failed) and 4 (simulate's deadlock).
+RESULT_EXITS = (0, 1, 4)
+
+
 class DocsError(Exception):
     """A page cannot be generated: a transcript command that is not swafloor's, an unknown section."""
 
@@ -107,8 +111,9 @@ def _strip_blank_tail(lines: list[str]) -> list[str]:
 def argv_of(command: str) -> list[str]:
     """The argv a transcript command runs: ``swafloor ...`` and ``python -m swafloor...`` only."""
     words = shlex.split(command, comments=True)
-    if words[:1] == ["swafloor"]:
-        return [sys.executable, "-m", "swafloor", *words[1:]]
+    if words[:1] == ["swafloor"]:  # the installed console script, as users run it
+        script = Path(sys.executable).parent / "swafloor"
+        return [str(script), *words[1:]] if script.exists() else [sys.executable, "-m", "swafloor", *words[1:]]
     if words[:2] == ["python", "-m"] and len(words) > 2 and words[2].split(".")[0] == "swafloor":
         return [sys.executable, "-m", *words[2:]]
     raise DocsError(f"transcript command {command!r}: only 'swafloor ...' and 'python -m swafloor...' are run")
@@ -127,6 +132,7 @@ def run_transcript(command: str, root: Path, timeout: float = 900.0) -> list[str
     """Run one transcript command in a scratch folder (``tests`` and ``docs`` of ``root`` reachable
     there) and return its stdout lines."""
     argv = argv_of(command)
+    root = Path(root).resolve()  # a relative root would link tests -> tests inside the scratch folder
     with tempfile.TemporaryDirectory(prefix="swafloor-docs-") as scratch:
         for name in ("tests", "docs"):
             if (root / name).exists():
@@ -135,7 +141,7 @@ def run_transcript(command: str, root: Path, timeout: float = 900.0) -> list[str
         env.pop("CI", None)
         done = subprocess.run(argv, cwd=scratch, env=env, capture_output=True, text=True, timeout=timeout)
     out = done.stdout.rstrip("\n")
-    if done.returncode not in (0, 1) or (not out and done.returncode):
+    if done.returncode not in RESULT_EXITS or (not out and done.returncode):
         raise DocsError(f"transcript command {command!r} exited {done.returncode}: {done.stderr.strip()[-500:]}")
     return out.split("\n") if out else []
 
@@ -204,14 +210,28 @@ def refresh_regions(text: str, sections: Mapping[str, Callable[[], str]], page: 
     return REGION.sub(replace, text)
 
 
+def mask_timings(line: str) -> str:
+    """``line`` with its timings masked: figures with a time unit or ``steps/s``, every decimal figure
+    (seconds and shares), and everything after a ``steps/s`` or ``wall`` figure's label (rates);
+    whole numbers elsewhere are kept, but on a line about parallel workers, whose counts depend on
+    how the processes interleave."""
+    if "workers" in line:
+        return " ".join(re.sub(r"\d[\d,.]*", "#", line).split())
+    line = TIMING.sub("#", line)
+    line = re.sub(r"\d[\d,]*\.\d+", "#", line)
+    line = re.sub(r"(steps/s:?)(.*)$", lambda m: m.group(1) + re.sub(r"\d[\d,]*", "#", m.group(2)), line)
+    return " ".join(line.split())
+
+
 def normalise(text: str) -> str:
-    """``text`` with what legitimately varies between runs masked: the figures of measured
-    transcripts and the machine lines."""
+    """``text`` with what legitimately varies between runs masked: the timings of measured
+    transcripts (:func:`mask_timings`) and the machine lines. Their counts (examples, steps, runs)
+    are compared: a seeded campaign reproduces them."""
     lines = text.split("\n")
     measured_starts = {f.start for f in fences(text) if f.start > 0 and lines[f.start - 1] == MEASURED}
     for f in fences(text):
         if f.start in measured_starts:
             for i in range(f.start + 1, f.end):
                 if not lines[i].startswith("$ "):
-                    lines[i] = " ".join(re.sub(r"\d[\d,.]*", "#", lines[i]).split())
+                    lines[i] = mask_timings(lines[i])
     return "\n".join(MEASURED_LINE + " ..." if line.startswith(MEASURED_LINE) else line for line in lines)

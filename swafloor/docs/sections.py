@@ -27,11 +27,23 @@ def _theorem_names() -> tuple[str, ...]:
     return tuple(t.name for t in CATALOGUE)
 
 
+#: Where the vLLM rows come from (the pinned release and the matrix of releases).
+def VLLM_RELEASES() -> str:  # noqa: N802 - a row's value, computed
+    """Where the vLLM rows come from: the pinned release and the matrix of releases (docs/vllm-matrix.json)."""
+    import json
+
+    from . import repository_root
+
+    data = json.loads((repository_root() / "docs" / "vllm-matrix.json").read_text(encoding="utf-8"))
+    return (f"vLLM {data['pinned']}, pinned and fuzzed in CI (`scripts/vllm-venv`); releases {data['releases'][0]} .. "
+            f"{data['releases'][-1]} by `swafloor matrix vllm` ([fuzzing-engines](fuzzing-engines.md))")
+
 # Each peer: name, its sizing in one notation, what it holds for (t, W, sink tokens), or None where it
 # does not apply, and the theorems relating it to the floor (names checked against the catalogue).
 PEERS: tuple[dict, ...] = (
     {
         "key": "floor",
+        "release": "this repository",
         "name": "the floor (swafloor's reference)",
         "sizing": "`S + ceil((W-1)/t) + 1`",
         "source": "`floors.swa_floor`",
@@ -40,6 +52,7 @@ PEERS: tuple[dict, ...] = (
     },
     {
         "key": "v2-post",
+        "release": "read from TensorRT-LLM's sources at PR #15588 (merged 2026-07-13 as commit 52fc8f465b); its pure functions run against the reference by `swafloor check trtllm`",
         "name": "TensorRT-LLM V2, after PR #15588",
         "sizing": "`S + (W + t - 2) // t + 1`",
         "source": "`peers.upstream_swa_floor`",
@@ -48,6 +61,7 @@ PEERS: tuple[dict, ...] = (
     },
     {
         "key": "v2-pre",
+        "release": "read from TensorRT-LLM's sources before PR #15588 (the parent of commit 52fc8f465b)",
         "name": "TensorRT-LLM V2, before PR #15588",
         "sizing": "`1` per life cycle (then raised by any described batch)",
         "source": "`floors.legacy_floor`",
@@ -56,6 +70,7 @@ PEERS: tuple[dict, ...] = (
     },
     {
         "key": "cpp",
+        "release": "read from TensorRT-LLM's `kvCacheManager.cpp`; the commit it was read at is not recorded",
         "name": "TensorRT-LLM's older C++ manager",
         "sizing": "`ceil(W/t) + 1` (rejects sink tokens)",
         "source": "`peers.trtllm_cpp_blocks`",
@@ -64,6 +79,7 @@ PEERS: tuple[dict, ...] = (
     },
     {
         "key": "vllm",
+        "release": VLLM_RELEASES,
         "name": "vLLM v1, synchronous scheduling",
         "sizing": "`ceil((W-1+T)/t) + 1`, `T = 1` for decode (no sink term)",
         "source": "`peers.vllm_blocks_per_request`",
@@ -72,6 +88,7 @@ PEERS: tuple[dict, ...] = (
     },
     {
         "key": "vllm-async",
+        "release": VLLM_RELEASES,
         "name": f"vLLM v1, {IN_FLIGHT} token in flight (asynchronous scheduling)",
         "sizing": "`ceil((W-1+max(1,k))/t) + 1`; the need is `S + ceil((W-1+k)/t) + 1`",
         "source": "`peers.vllm_blocks_per_request`, `floors.in_flight_floor`",
@@ -80,6 +97,7 @@ PEERS: tuple[dict, ...] = (
     },
     {
         "key": "sglang",
+        "release": "read from and run on CPU: sglang 0.5.23 (older releases 0.5.10.post1, 0.5.11 measured)",
         "name": "SGLang",
         "sizing": "`ceil(min(L, W)/t) + 1` per request of `L` tokens; the pool is a user ratio, no floor",
         "source": "`peers.sglang_request_pages`",
@@ -101,11 +119,19 @@ def _link(name: str) -> str:
     return f"[`{name}`](theorems.md#{name})" if name in _theorem_names() else f"`{name}` (not in the catalogue)"
 
 
+def _release(peer: dict) -> str:
+    """What a peer's row was read from or run against (a test requires one per row)."""
+    release = peer.get("release") or "not recorded"
+    return release() if callable(release) else release
+
+
 def comparison_sizings() -> str:
-    lines = ["| system | blocks per SWA life cycle and request | in swafloor | theorems |", "|---|---|---|---|"]
+    lines = ["| system | blocks per SWA life cycle and request | in swafloor | theorems | release or commit |",
+             "|---|---|---|---|---|"]
     for p in PEERS:
         lines.append(f"| {p['name']} | {p['sizing']} | {p['source']} | "
-                     f"{', '.join(_link(n) for n in peer_theorems(p))} |")
+                     f"{', '.join(_link(n) for n in peer_theorems(p))} | "
+                     f"{_release(p)} |")
     return "\n".join(lines)
 
 
@@ -402,7 +428,204 @@ def vllm_matrix() -> str:
     return "\n".join(lines)
 
 
+# ----------------------------------------------------------------------------- models
+MODELS = "docs/models.json"
+
+
+def model_configs() -> tuple[int, list[dict]]:
+    """The models of ``docs/models.json`` with each config as ``--hf-config`` reads it (the file's
+    ``layer_types_repeat`` shorthand expanded), and the tokens per block the table uses."""
+    import json
+
+    from . import repository_root
+
+    data = json.loads((repository_root() / MODELS).read_text(encoding="utf-8"))
+    out = []
+    for model in data["models"]:
+        config = json.loads(json.dumps(model["config"]))
+        text = config.get("text_config") or config
+        if "layer_types_repeat" in text:
+            pattern = text.pop("layer_types_repeat")
+            n = text["num_hidden_layers"]
+            text["layer_types"] = (pattern * (n // len(pattern) + 1))[:n]
+        out.append({**model, "config": config})
+    return data["tokens_per_block"], out
+
+
+def models_table() -> str:
+    """Per model of docs/models.json: its layers by kind, each life cycle's floor, the pool-group
+    minimum, and what TensorRT-LLM V2, vLLM and SGLang reserve for its SWA life cycle, computed by
+    ``swafloor floor --hf-config`` (:func:`swafloor.hfconfig.floors`)."""
+    from .. import hfconfig
+
+    t, models = model_configs()
+    head = ["model", "layers", "W", "floor per life cycle", "pool group: separate / one",
+            "V2 / V2 pre-fix (one group)", "vLLM / SGLang (SWA, per request)", "source"]
+    lines = ["| " + " | ".join(head) + " |", "|---|---|---:|---|---|---|---|---|"]
+    notes = []
+    for i, model in enumerate(models, 1):
+        f = hfconfig.floors(hfconfig.parse(model["config"]), t)
+        kinds = ", ".join(f"{n} {k}" for k, n in f["layer_counts"].items())
+        per = ", ".join(f"{r['kind']} {r['floor']}" for r in f["life_cycles"])
+        swa = [r for r in f["life_cycles"] if r["kind"] == "swa"]
+        engines = " ; ".join(f"{r['vllm']} / {r['sglang']}" for r in swa) or "-"
+        window = str(f["window"]) if f["window"] else ("chunk " + str(f["attention_chunk_size"])
+                                                       if f["attention_chunk_size"] else "-")
+        mark = f" [{i}]" if model.get("unsure") else ""
+        lines.append(f"| {model['name']}{mark} | {f['layers']} ({kinds}) | {window} | {per} | "
+                     f"{' + '.join(map(str, f['pool_groups_separate']))} / {f['pool_group_one']} | "
+                     f"{f['trtllm_v2_one']} / {f['trtllm_v2_pre_fix_one']} | {engines} | "
+                     f"[config.json]({model['source']}) |")
+        if model.get("unsure"):
+            notes.append(f"- [{i}] {model['name']}: unsure: {model['unsure']}.")
+    return "\n".join([f"At t = {t} tokens per block, no tokens in flight, no sink tokens.", ""] + lines
+                      + ([""] + notes if notes else []))
+
+
+# ----------------------------------------------------------------------------- the rule card
+def rule_card(prefix: str) -> str:
+    """The whole rule on one card, for README (``prefix`` ``docs/``) and docs/index.md (``""``): the
+    normative statement, what it covers, the named exceptions with their formulas and links, why
+    ``+ 1``, and the picture of held blocks against history with its figures from the reference."""
+    from .pictures import HISTORY_EXAMPLE, history_census
+
+    ex = HISTORY_EXAMPLE
+    c = history_census(ex["t"], ex["W"], ex["S"], ex["h_max"])
+    short = c["floor"] - 1
+    return "\n".join([
+        "> **The rule.** A paged KV-cache manager MUST give every pool group at least the sum, over the",
+        "> life cycles mapped to it, of:",
+        ">",
+        "> - a sliding-window life cycle (window `W` tokens, `S` sink blocks, `t` tokens per block):",
+        ">   `S + ceil((W-1)/t) + 1` slots, the **floor**;",
+        "> - a full-attention life cycle: `max(1, largest SWA floor)`;",
+        "> - an SSM or linear-attention life cycle: `1`.",
+        ">",
+        "> It covers one-token decode steps of any number of requests, blocks released before a step",
+        "> allocates. Named exceptions need more: an `n`-token step (draft tokens, a prefill chunk)",
+        f"> `S + ceil((W+n-2)/t) + 1` ([findings 3]({prefix}findings.md#3-multi-token-steps-need-more-than-the-floor));",
+        f"> `k` tokens in flight `S + ceil((W-1+k)/t) + 1` ([semantics]({prefix}semantics.md));",
+        "> blocks made stale by a resize held until it returns (hold-until-return) one more when",
+        f"> `(W-1) % t == 0` ([findings 4]({prefix}findings.md#4-holding-blocks-made-stale-by-the-same-call-costs-one-slot-exactly-when-w-1--t--0));",
+        "> a first resume copying a reused partial block one more unless `W >= 2` and `(W-2) % t == 0`",
+        f"> ([findings 5]({prefix}findings.md#5-a-first-resume-that-copies-a-reused-partial-block-needs-the-floor--1)).",
+        "",
+        "**Why `+ 1`.** At history `h` a window attends to the `W` tokens `[h+1-W, h]`: the token at `h`, the",
+        "one the step computes, included (the **in-flight-token `+1`** of `h+1-W`). Those `W` tokens touch",
+        "the block the window starts in plus at most `ceil((W-1)/t)` more for the other `W-1` tokens: the",
+        "floor's `+ 1` is that **start block** (the **start-block `+1`**), not the token in flight. A pool of",
+        "one slot per life cycle (TensorRT-LLM before PR #15588) deadlocks a lone request as soon as the",
+        "window straddles two blocks.",
+        "",
+        f"![blocks held against history, W = {c['W']}, t = {c['t']}, S = {c['S']}]({prefix}img/held-vs-history.svg)",
+        "",
+        f"For `W = {c['W']}, t = {c['t']}, S = {c['S']}` (figures from the reference's `live_blocks`): the",
+        f"floor is {c['floor']}; a decoding request first holds it at `h = {c['first']}` (`(F-1)*t`,",
+        f"[`first-floor-history`]({prefix}theorems.md#first-floor-history)); `h = {c['worst']}` is the worst case",
+        f"[`decode-tight`]({prefix}theorems.md#decode-tight) names (`(S+1)*t + W - 2`). From `h = {c['first']}` on it",
+        f"holds the floor at {c['at_floor_per_period']} of every {c['t']} histories, so a pool of {short} slots, one",
+        "short, fails at almost every step: the deadlock is the common case, not a corner.",
+    ])
+
+
+def seeded_bugs_caught() -> str:
+    """Which campaign catches which seeded bug, from the one list of seeded bugs."""
+    from swafloor.reference.seeded_bugs import DATA_PLANE, ORACLE, SEEDED_BUGS, TABLE_ONLY
+
+    def names(campaign: str) -> str:
+        found = [f"`{b.name}`" for b in SEEDED_BUGS if campaign in b.campaigns]
+        return f"{len(found)}: " + ", ".join(found)
+
+    only_formulas = [f"`{b.name}`" for b in SEEDED_BUGS if not b.campaigns]
+    return "\n".join([
+        f"- `swafloor fuzz --backend mutant:NAME` (table-only, compared with the reference) catches {names(TABLE_ONLY)}.",
+        "  `shared-slot` keeps the reference's tables and counts: the table-only campaign sees it only through",
+        "  physical identity (the `slots` part), the data plane through the data it reads.",
+        f"- The data plane (`dataplane:mutant:NAME`, attention through the block tables) catches {names(DATA_PLANE)}.",
+        f"- The oracle against a seeded reference (`swafloor fuzz --mutate-reference NAME`) catches {names(ORACLE)}.",
+        f"- Seeded in the formulas only, caught by the theorems they flip (`swafloor prove`): {len(only_formulas)}: "
+        + ", ".join(only_formulas) + ".",
+    ])
+
+
+def chunk_census() -> str:
+    """Where a 2048-token step at t = 32, W = 128 holds 69 blocks and where 68, from the reference."""
+    from swafloor.reference import live_blocks, step_floor
+
+    t, w, n = 32, 128, 2048
+    need = step_floor(t, w, 0, n)
+    held = {h: live_blocks(h, h + n, t, w, 0) for h in range(0, 8 * t + w)}
+    first = min(h for h, v in held.items() if v == need)
+    period = range(first, first + t)
+    at_need = [h for h in period if held[h] == need]
+    offsets = sorted({(h + 1 - w) % t for h in period if held[h] != need})
+    below = sorted({held[h] for h in period if held[h] != need})
+    offset = (2048 + 1 - w) % t
+    return (f"Over all histories the {n}-token step at `t = {t}, W = {w}` holds its need, {need} blocks, at "
+            f"{len(at_need)} of every {t} histories from `h = {first}` on, wherever the window `[h+1-W, h]` starts "
+            f"at offset {min((h + 1 - w) % t for h in at_need)} to {max((h + 1 - w) % t for h in at_need)} of a "
+            f"block; it holds {', '.join(map(str, below))} only where the window starts at offset "
+            f"{' or '.join(map(str, offsets))}. The second chunk of a prefill (`h = 2048`, window start "
+            f"`{2048 + 1 - w} = {(2048 + 1 - w) // t}*{t} + {offset}`) is such a step: {live_blocks(2048, 2048 + n, t, w, 0)} blocks.")
+
+
+def checked_where() -> str:
+    """What each checking tool checks, against what, on what code, and where it runs: counts from the
+    theorem catalogue, the backend registry, the TensorRT-LLM check's comparisons and the vLLM matrix."""
+    import json
+
+    from swafloor.fuzz.backends import backend_rows
+    from swafloor.fuzz.trtllm.compare import CHECKS
+    from swafloor.proofs.catalogue import CATALOGUE
+    from swafloor.proofs.theorem import Expected
+    from swafloor.reference.seeded_bugs import SEEDED_BUGS
+
+    from . import repository_root
+
+    rows = {r["name"]: r for r in backend_rows()}
+    proved = sum(1 for t in CATALOGUE if t.expected is Expected.PROVED)
+    refuted = len(CATALOGUE) - proved
+    engines = [n for n in rows if not n.startswith("mutant:") and n not in ("reference", "dataplane:NAME")]
+    mutants = [n for n in rows if n.startswith("mutant:")]
+    matrix_path = repository_root() / VLLM_MATRIX
+    matrix = json.loads(matrix_path.read_text(encoding="utf-8")) if matrix_path.exists() else None
+    matrix_size = (f"{len(matrix['releases'])} releases ({matrix['releases'][0]} .. {matrix['releases'][-1]}) x "
+                   f"{len(matrix['backends'])} backends, last measured {matrix['runs'][-1]['measured']}"
+                   if matrix else "not measured")
+    formulas = sum(1 for b in SEEDED_BUGS if b.theorems)
+    lines = [
+        "| tool | what it checks | against | code under test | where it runs | size |",
+        "|---|---|---|---|---|---|",
+        f"| `swafloor prove` | the theorem catalogue: the floors are sufficient and tight, where rules fall short "
+        f"| Z3 (and cvc5) for unbounded parameters; a bounded check on ints; each refutation replayed on the "
+        f"reference manager | the reference's formulas | CI (`.ci/run`, both solvers) | {len(CATALOGUE)} theorems "
+        f"({proved} proved, {refuted} refuted as expected); {formulas} seeded bugs in the formulas |",
+        f"| `swafloor fuzz --backend NAME` | every operation of a request's life, part by part (outcomes, pools, "
+        f"tables, lengths, slots) | the reference manager, configured to the semantics the backend claims "
+        f"| {', '.join(f'`{n}`' for n in engines)} | CI ({rows['oracle']['status']}; vLLM: "
+        f"{rows['vllm']['status']}); `trtllm`: {rows['trtllm']['status']} | {len(engines)} backends, "
+        f"{len(mutants)} seeded-bug backends |",
+        f"| data plane (`--backend dataplane:NAME`) | attention outputs read through a backend's block tables "
+        f"(a freed or shared slot shows as wrong data) | the same attention on each request's dense copy "
+        f"| any backend's tables, with torch | {rows['dataplane:NAME']['status']} | "
+        f"{sum(1 for b in SEEDED_BUGS if 'data plane' in b.campaigns)} seeded bugs it must catch |",
+        f"| `swafloor check trtllm --source PATH` | TensorRT-LLM KVCacheManagerV2's pure functions and slot "
+        f"accounting: {', '.join(f'`{c}`' for c in CHECKS)} | the reference, exhaustively on a grid and by "
+        f"Hypothesis | a TensorRT-LLM checkout's Python sources, on a CPU | wherever a checkout is given "
+        f"(CI runs it on a planted fake source tree) | {len(CHECKS)} comparisons |",
+        f"| `swafloor matrix vllm` | each vLLM release's block manager, fuzzed | the reference | vLLM releases "
+        f"installed from PyPI | by hand; the table is in [fuzzing-engines](fuzzing-engines.md) | {matrix_size} |",
+    ]
+    return "\n".join(lines)
+
+
 SECTIONS: dict[str, Callable[[], str]] = {
+    "checked-where": checked_where,
+    "models": models_table,
+    "rule-card-readme": lambda: rule_card("docs/"),
+    "rule-card": lambda: rule_card(""),
+    "seeded-bugs-caught": seeded_bugs_caught,
+    "chunk-census": chunk_census,
     "pages": pages_table,
     "semantics-options": semantics_options,
     "comparison-sizings": comparison_sizings,

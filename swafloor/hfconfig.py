@@ -1,0 +1,299 @@
+"""Read a Hugging Face ``config.json`` into the reference's layers: which layers attend over a sliding
+window, which attend fully, which keep a recurrent state (SSM, linear attention), which keep no cache.
+
+Only the fields below are read, in this order of precedence (the first that applies decides every
+layer's kind); a multimodal config's text model is its ``text_config``:
+
+1. ``layer_types``: one string per layer: ``sliding_attention`` (window ``sliding_window``),
+   ``full_attention``, ``chunked_attention`` (Llama 4), ``linear_attention`` (Qwen3-Next's Gated
+   DeltaNet), ``mamba`` / ``mamba2``.
+2. ``hybrid_override_pattern`` (Nemotron-H): one character per layer: ``M`` Mamba-2, ``*`` attention,
+   ``-`` MLP and ``E`` mixture of experts (no cache).
+3. ``attn_layer_period`` and ``attn_layer_offset`` (Jamba): layer ``i`` attends iff
+   ``i % period == offset``; the others are Mamba.
+4. ``full_attention_interval`` (Qwen3-Next without ``layer_types``): layer ``i`` attends fully iff
+   ``(i + 1) % interval == 0``; the others are linear attention.
+5. ``no_rope_layers`` (Llama 4; or ``no_rope_layer_interval``, 4 by default, when a ``llama4``
+   config has ``attention_chunk_size`` but no list or an empty one): a layer with RoPE (``1``) uses chunked attention,
+   a NoPE layer (``0``) full attention.
+6. ``sliding_window_pattern`` ``P`` (Gemma 3, Cohere 2): layer ``i`` attends fully iff
+   ``(i + 1) % P == 0``, else over the sliding window.
+7. ``model_type`` ``gemma2`` or ``gpt_oss`` without ``layer_types``: even layers slide, odd layers
+   attend fully (transformers' default for both).
+8. ``max_window_layers`` with ``use_sliding_window`` true (Qwen2): layers from that index on slide.
+9. Otherwise every layer slides when ``sliding_window`` is set, else every layer attends fully.
+
+``use_sliding_window: false`` switches the window off (Qwen2's configs carry a ``sliding_window``
+they do not use). The window ``W`` is ``sliding_window`` as written: the tokens a query at position
+``h`` sees, itself included, ``[h + 1 - W, h]``, as vLLM reads it (SGLang stores ``W - 1``, an
+exclusive bound on the same range). Hugging Face configs name no sink tokens: ``S = 0`` (gpt-oss's
+"sinks" are a learned logit per head, not cached tokens).
+
+Chunked attention (Llama 4's ``attention_chunk_size`` ``C``) is not a sliding window: a query at ``h``
+sees the tokens of its own chunk, ``[C * (h // C), h]``, so what it holds drops to one block at each
+chunk boundary and grows to ``ceil(C / t)`` blocks; the reference has no such life cycle, so its
+layers are counted as full attention (never released): an upper bound on what they hold, not their
+floor. Linear-attention and Mamba layers keep one state per request: the reference's SSM life cycle.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from swafloor.reference import AttentionLayer, ConfigError, SsmLayer
+from swafloor.reference.config import MAX_COUNT
+
+__all__ = ["HfConfigError", "HfModel", "KINDS", "parse", "load"]
+
+#: What one layer is, as read: the kinds below, in the order they are listed.
+KINDS = ("sliding", "full", "chunked", "linear", "mamba", "none")
+
+_LAYER_TYPES = {
+    "sliding_attention": "sliding",
+    "full_attention": "full",
+    "chunked_attention": "chunked",
+    "linear_attention": "linear",
+    "mamba": "mamba",
+    "mamba2": "mamba",
+}
+_PATTERN = {"M": "mamba", "*": "full", "-": "none", "E": "none"}
+#: The largest config.json read (real ones are a few kilobytes).
+MAX_CONFIG_BYTES = 16 * 1024 * 1024
+
+
+class HfConfigError(ConfigError):
+    """A Hugging Face config that cannot be read: ``field`` names the config field, ``value`` holds it."""
+
+
+@attrs.frozen
+class HfModel:
+    """A config as the reference sees it: one kind per layer (:data:`KINDS`), the window, the chunk
+    size, the rule that decided the kinds, and notes on how it was read."""
+
+    model_type: str
+    kinds: tuple[str, ...]
+    window: int | None
+    chunk: int | None
+    rule: str
+    notes: tuple[str, ...]
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.kinds)
+
+    def reference_layers(self) -> tuple[tuple[int, Any], ...]:
+        """``(layer index, reference layer)`` for every layer that keeps a cache: sliding layers as
+        :class:`AttentionLayer` with the window, full and chunked as full attention, linear attention
+        and Mamba as :class:`SsmLayer`; layers without a cache are left out."""
+        out = []
+        for i, kind in enumerate(self.kinds):
+            if kind == "sliding":
+                out.append((i, AttentionLayer(window=self.window)))
+            elif kind in ("full", "chunked"):
+                out.append((i, AttentionLayer()))
+            elif kind in ("linear", "mamba"):
+                out.append((i, SsmLayer()))
+        return tuple(out)
+
+
+def _int(cfg: dict, field: str, prefix: str, minimum: int = 1, required: bool = False) -> int | None:
+    value = cfg.get(field)
+    if value is None:
+        if required:
+            raise HfConfigError(prefix + field, value, "missing")
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise HfConfigError(prefix + field, value, "must be an integer")
+    if not minimum <= value <= MAX_COUNT:
+        raise HfConfigError(prefix + field, value, f"must be between {minimum} and {MAX_COUNT}")
+    return value
+
+
+def _bool(cfg: dict, field: str, prefix: str) -> bool | None:
+    value = cfg.get(field)
+    if value is not None and not isinstance(value, bool):
+        raise HfConfigError(prefix + field, value, "must be true or false")
+    return value
+
+
+def parse(data: Any) -> HfModel:
+    """Read a config's fields (a dict, as ``json.load`` gives it); bad fields raise :class:`HfConfigError`."""
+    if not isinstance(data, dict):
+        raise HfConfigError("config", data, "must be a JSON object")
+    model_type = data.get("model_type", "")
+    cfg, prefix = data, ""
+    if "text_config" in data and data["text_config"] is not None:
+        if not isinstance(data["text_config"], dict):
+            raise HfConfigError("text_config", data["text_config"], "must be an object")
+        cfg, prefix = data["text_config"], "text_config."
+        model_type = cfg.get("model_type", model_type)
+    if not isinstance(model_type, str):
+        raise HfConfigError(prefix + "model_type", model_type, "must be a string")
+    n = _int(cfg, "num_hidden_layers", prefix, required=True)
+    if n > 100_000:
+        raise HfConfigError(prefix + "num_hidden_layers", n, "must be at most 100000")
+    window = _int(cfg, "sliding_window", prefix)
+    chunk = _int(cfg, "attention_chunk_size", prefix)
+    notes: list[str] = []
+    if _bool(cfg, "use_sliding_window", prefix) is False and window is not None:
+        notes.append(f"use_sliding_window=false: sliding_window={window} is not used")
+        window = None
+
+    kinds, rule = _kinds(cfg, prefix, model_type, n, window, chunk)
+    if "sliding" in kinds and window is None:
+        i = kinds.index("sliding")
+        raise HfConfigError(prefix + "sliding_window", cfg.get("sliding_window"),
+                            f"layer {i} slides ({rule}) but there is no window")
+    if "chunked" in kinds:
+        if chunk is None:
+            raise HfConfigError(prefix + "attention_chunk_size", None,
+                                f"layer {kinds.index('chunked')} uses chunked attention ({rule}) but there is no chunk size")
+        notes.append(f"chunked attention (attention_chunk_size={chunk}) is not a sliding window: a query sees its "
+                     "own chunk [C*(h//C), h]; its layers count as full attention here (an upper bound, not a floor)")
+    if "linear" in kinds or "mamba" in kinds:
+        notes.append("linear-attention and Mamba layers keep one state per request: an SSM life cycle")
+    if "none" in kinds:
+        notes.append(f"{kinds.count('none')} layers keep no KV cache (MLP or mixture of experts)")
+    if model_type == "gpt_oss":
+        notes.append("gpt-oss's attention sinks are a learned logit per head, not cached tokens: S = 0")
+    if not any(k != "none" for k in kinds):
+        raise HfConfigError(prefix + "num_hidden_layers", n, "no layer keeps a cache")
+    return HfModel(model_type, tuple(kinds), window if "sliding" in kinds else None,
+                   chunk if "chunked" in kinds else None, rule, tuple(notes))
+
+
+def _periodic(n: int, every: int, on: str, off: str) -> list[str]:
+    """Layer ``i`` is ``on`` iff ``(i + 1) % every == 0``, else ``off``."""
+    return [on if (i + 1) % every == 0 else off for i in range(n)]
+
+
+def _kinds(cfg: dict, prefix: str, model_type: str, n: int, window: int | None,
+           chunk: int | None) -> tuple[list[str], str]:
+    if cfg.get("layer_types") is not None:
+        types = cfg["layer_types"]
+        if not isinstance(types, list) or len(types) != n:
+            raise HfConfigError(prefix + "layer_types", types, f"must be a list of num_hidden_layers={n} strings")
+        kinds = []
+        for i, name in enumerate(types):
+            if name not in _LAYER_TYPES:
+                raise HfConfigError(f"{prefix}layer_types[{i}]", name, f"must be one of {sorted(_LAYER_TYPES)}")
+            kinds.append(_LAYER_TYPES[name])
+        return kinds, "layer_types"
+    if cfg.get("hybrid_override_pattern") is not None:
+        pattern = cfg["hybrid_override_pattern"]
+        if not isinstance(pattern, str) or len(pattern) != n:
+            raise HfConfigError(prefix + "hybrid_override_pattern", pattern,
+                                f"must be a string of num_hidden_layers={n} characters")
+        for i, ch in enumerate(pattern):
+            if ch not in _PATTERN:
+                raise HfConfigError(f"{prefix}hybrid_override_pattern[{i}]", ch, f"must be one of {sorted(_PATTERN)}")
+        return [("sliding" if window else "full") if ch == "*" else _PATTERN[ch] for ch in pattern], \
+            "hybrid_override_pattern"
+    if cfg.get("attn_layer_period") is not None:
+        period = _int(cfg, "attn_layer_period", prefix)
+        offset = _int(cfg, "attn_layer_offset", prefix, minimum=0, required=True)
+        if offset >= period:
+            raise HfConfigError(prefix + "attn_layer_offset", offset, f"must be below attn_layer_period={period}")
+        attn = "sliding" if window else "full"
+        return [attn if i % period == offset else "mamba" for i in range(n)], "attn_layer_period/offset"
+    if cfg.get("full_attention_interval") is not None:
+        every = _int(cfg, "full_attention_interval", prefix)
+        return _periodic(n, every, "full", "linear"), "full_attention_interval"
+    if cfg.get("no_rope_layers"):  # an empty list means transformers' default, as below
+        flags = cfg["no_rope_layers"]
+        if not isinstance(flags, list) or len(flags) != n:
+            raise HfConfigError(prefix + "no_rope_layers", flags, f"must be a list of num_hidden_layers={n} flags")
+        for i, f in enumerate(flags):
+            if f not in (0, 1) or isinstance(f, float):
+                raise HfConfigError(f"{prefix}no_rope_layers[{i}]", f, "must be 0 or 1")
+        return ["chunked" if f else "full" for f in flags], "no_rope_layers"
+    if model_type.startswith("llama4") and chunk is not None:
+        every = _int(cfg, "no_rope_layer_interval", prefix) or 4
+        return _periodic(n, every, "full", "chunked"), "no_rope_layer_interval"
+    if cfg.get("sliding_window_pattern") is not None:
+        every = _int(cfg, "sliding_window_pattern", prefix)
+        return _periodic(n, every, "full", "sliding"), "sliding_window_pattern"
+    if model_type in ("gemma2", "gpt_oss") and window is not None:
+        return _periodic(n, 2, "full", "sliding"), f"{model_type}: even layers slide"
+    if window is not None and cfg.get("max_window_layers") is not None and cfg.get("use_sliding_window") is True:
+        first = _int(cfg, "max_window_layers", prefix, minimum=0)
+        return ["sliding" if i >= first else "full" for i in range(n)], "max_window_layers"
+    if window is not None:
+        return ["sliding"] * n, "sliding_window: every layer"
+    return ["full"] * n, "no window: every layer"
+
+
+def load(path: str | Path) -> HfModel:
+    """Read and parse the ``config.json`` at ``path``. An unreadable file or bad JSON raises
+    :class:`HfConfigError` naming the file."""
+    try:
+        file = Path(path)
+        if not file.is_file():  # a folder, a device or a pipe: never read (/dev/zero would never end)
+            why = "no such file" if not file.exists() else "not a regular file"
+            raise HfConfigError("--hf-config", str(path), why)
+        if file.stat().st_size > MAX_CONFIG_BYTES:
+            raise HfConfigError("--hf-config", str(path), f"larger than {MAX_CONFIG_BYTES:,} bytes: not a config.json")
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise HfConfigError("--hf-config", str(path), f"cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise HfConfigError("--hf-config", str(path), f"not JSON: {exc}") from None
+    return parse(data)
+
+
+def floors(model: HfModel, t: int, in_flight: int = 0) -> dict:
+    """The model's life cycles at ``t`` tokens per block and ``in_flight`` tokens in flight, each with
+    its floor and what TensorRT-LLM V2 (after and before PR #15588), vLLM and SGLang reserve for it,
+    and the pool-group minimum with one pool group per life cycle and with all in one. Every figure
+    is a reference function (:mod:`swafloor.reference.floors`, :mod:`swafloor.reference.peers`) or
+    the reference's layout (:func:`swafloor.reference.build_layout`); ``None`` where an engine has no
+    per-life-cycle figure."""
+    from swafloor.reference import Config, LifeCycleKind, Semantics, build_layout, peers
+    from swafloor.reference.floors import full_attention_floor, legacy_floor
+
+    indexed = model.reference_layers()
+    semantics = Semantics(in_flight_tokens=in_flight)
+    config = Config(tokens_per_block=t, layers=[layer for _, layer in indexed], semantics=semantics)
+    layout = build_layout(config)
+    one = build_layout(Config(tokens_per_block=t, layers=config.layers, semantics=semantics,
+                              pool_groups=[0] * len(layout.life_cycles)))
+    v2 = {lc: peers.upstream_swa_floor(t, lc.window, lc.sink_blocks)
+          for lc in layout.life_cycles if lc.kind is LifeCycleKind.SWA}
+    rows = []
+    for i, lc in enumerate(layout.life_cycles):
+        layers = [indexed[j][0] for j, c in enumerate(layout.layer_life_cycle) if c == i]
+        kinds = sorted({model.kinds[j] for j in layers}, key=KINDS.index)
+        row = {"kind": lc.kind.value, "window": lc.window, "sink_blocks": lc.sink_blocks,
+               "layers": layers, "layer_kinds": kinds, "floor": layout.min_slots[layout.pool_group_of[i]],
+               "trtllm_v2": None, "trtllm_v2_pre_fix": legacy_floor(), "vllm": None, "sglang": None}
+        if lc.kind is LifeCycleKind.SWA:
+            row["trtllm_v2"] = v2[lc]
+            row["vllm"] = peers.vllm_blocks_per_request(t, lc.window, max(1, in_flight))
+            row["sglang"] = peers.sglang_request_pages(t, lc.window, lc.window)
+        elif lc.kind is LifeCycleKind.FULL:
+            row["trtllm_v2"] = full_attention_floor(max(v2.values(), default=0))
+        else:
+            row["trtllm_v2"] = 1
+        rows.append(row)
+    return {
+        "model_type": model.model_type,
+        "layers": model.num_layers,
+        "layer_counts": {k: model.kinds.count(k) for k in KINDS if k in model.kinds},
+        "rule": model.rule,
+        "window": model.window,
+        "attention_chunk_size": model.chunk,
+        "tokens_per_block": t,
+        "in_flight": in_flight,
+        "life_cycles": rows,
+        "pool_groups_separate": list(layout.min_slots),
+        "pool_group_one": one.min_slots[0],
+        "trtllm_v2_one": sum(r["trtllm_v2"] for r in rows),
+        "trtllm_v2_pre_fix_one": len(rows) * legacy_floor(),
+        "notes": list(model.notes),
+    }
