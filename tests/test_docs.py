@@ -237,6 +237,13 @@ def test_readme_test_command_is_what_ci_runs():
     assert (ROOT / constraints).is_file(), constraints
 
 
+def test_readme_starts_with_the_two_commands():
+    """README's first block, right under its title, is the main job (`swafloor prove`) and the tests."""
+    lines = [line for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines() if line.strip()]
+    assert lines[0].startswith("# ") and lines[1] == "```sh" and lines[4] == "```", lines[:5]
+    assert "swafloor prove" in lines[2] and lines[3].endswith("# the tests"), lines[2:4]
+
+
 def test_the_backend_table_is_built_from_the_registry():
     """docs/backends.md's table has one row per name the registry resolves (and the dataplane:NAME
     wrappers): what it compares, what it needs installed, its status."""
@@ -277,8 +284,12 @@ def test_comparison_rows_name_the_release_or_commit():
 
 @pytest.mark.parametrize("page", ["README.md", "docs/index.md"])
 def test_the_rule_card_opens_readme_and_index(page):
-    """The normative rule comes before any other section of the page, and before any install step."""
+    """The normative rule comes before any other section of the page, and before any install step
+    but README's two opening commands (the brief: README starts with them)."""
     text = (ROOT / page).read_text(encoding="utf-8")
     card = text.index("A paged KV-cache manager MUST give every pool group at least the sum")
     first_section = text.index("\n## ")
-    assert card < first_section and ("pip install" not in text[:card])
+    before = text[:card]
+    if page == "README.md":
+        before = before[before.index("```\n", before.index("```sh")) :]
+    assert card < first_section and ("pip install" not in before)
