@@ -119,9 +119,18 @@ def build_machine(
                 self._fail(divergence)
             if self.prefixed and step.op is Operation.RESUME and step.request in self.prefixed and result.ok:
                 self.prefixed.discard(step.request)  # its first resume: did it hit a shared block?
-                sharing = getattr(self.lock.reference.observe(), "sharing", ())
-                stats.hits += any(step.request in holders for _, _, holders in sharing)
+                stats.hits += self._hit(step.request)
             return result
+
+        def _hit(self, rid: str) -> bool:
+            """Whether the reference side's first resume of ``rid`` took a block as a cache hit (read
+            from the manager's count, else from a slot it shares)."""
+            manager = getattr(self.lock.reference, "manager", None)
+            count = getattr(manager, "hit_blocks", None)
+            if callable(count):
+                return count(rid) > 0
+            sharing = getattr(self.lock.reference.observe(), "sharing", ())
+            return any(rid in holders for _, _, holders in sharing)
 
         def _step(self, rid: str, capacity: int, history: int) -> Result:
             """A resize within the backend's domain: never below the capacity held when the backend

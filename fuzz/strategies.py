@@ -74,8 +74,11 @@ _OPTIONS = st.builds(
 #: What a backend serving every semantics gets: drawn options, and the default itself a third of the
 #: time besides (about 30% of the configs of a campaign carry the default).
 SEMANTICS = st.one_of(_OPTIONS, _OPTIONS, st.just(Semantics()))
-#: What a backend that shares prefixes gets: every semantics, with prefix sharing on.
-SEMANTICS_SHARING = st.builds(lambda s: attrs.evolve(s, prefix_sharing=True), SEMANTICS)
+#: What a backend that shares prefixes gets: every semantics, with prefix sharing on and, half the
+#: time, freed blocks cached.
+SEMANTICS_SHARING = st.builds(
+    lambda s, cache: attrs.evolve(s, prefix_sharing=True, cache_freed=cache), SEMANTICS, st.booleans()
+)
 
 
 def semantics(caps: Capabilities = EXACT_EVERYTHING) -> st.SearchStrategy[Semantics]:

@@ -163,7 +163,13 @@ class Semantics:
     freed before allocating in both orders). ``prefix_sharing``: a request created on another's committed
     prefix (``Manager.create(..., share_with=...)``) takes the whole prefix blocks that request holds at
     its first resume as cache hits, one slot for all holders (see :mod:`~.sharing`); off, every
-    request computes its prefix into slots of its own (today's model)."""
+    request computes its prefix into slots of its own (today's model). ``cache_freed`` (needs
+    ``prefix_sharing``): a freed block whose tokens were all committed stays cached in its free slot
+    (vLLM's prefix cache): a later first resume on the same content takes it back as a hit, from a live
+    holder or from the cache, and a slot taken from the pool evicts what it cached. Free slots are handed
+    out least recently freed first (never-used slots before any freed one), and a request frees its
+    blocks last block first, life cycle by life cycle, so a freed request's tail is evicted before its
+    head. The cache takes no slot: a cached slot counts as free."""
 
     in_flight_tokens: int = attrs.field(default=0, validator=_non_negative_int("semantics.in_flight_tokens"))
     free_stale: FreeStale = attrs.field(
@@ -177,6 +183,11 @@ class Semantics:
         default=ReleaseOrder.RELEASE_FIRST, converter=_enum_of("semantics.release_order", ReleaseOrder)
     )
     prefix_sharing: bool = attrs.field(default=False, validator=_bool_field("semantics.prefix_sharing"))
+    cache_freed: bool = attrs.field(default=False, validator=_bool_field("semantics.cache_freed"))
+
+    def __attrs_post_init__(self) -> None:
+        if self.cache_freed and not self.prefix_sharing:
+            raise ConfigError("semantics.cache_freed", self.cache_freed, "needs semantics.prefix_sharing")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -186,13 +197,15 @@ class Semantics:
             "first_resume_copy": self.first_resume_copy,
             "release_order": self.release_order.value,
             **({"prefix_sharing": True} if self.prefix_sharing else {}),  # absent: off (older traces)
+            **({"cache_freed": True} if self.cache_freed else {}),
         }
 
     @classmethod
     def from_dict(cls, data: Any) -> "Semantics":
         if not isinstance(data, dict):
             raise ConfigError("config.semantics", data, "must be an object")
-        known = ("in_flight_tokens", "free_stale", "suspend", "first_resume_copy", "release_order", "prefix_sharing")
+        known = ("in_flight_tokens", "free_stale", "suspend", "first_resume_copy", "release_order", "prefix_sharing",
+                 "cache_freed")
         for key in data:
             if key not in known:
                 raise ConfigError(f"config.semantics.{_key(key)}", data[key], "unknown field")

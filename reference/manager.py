@@ -194,11 +194,13 @@ class Snapshot:
     """A backend-independent picture of a manager: comparable with ``==`` across backends.
     Requests appear in creation order; closed requests do not appear. ``sharing``: each slot held by
     more than one request, as ``(life cycle, block index, holder ids in creation order)``, sorted
-    (empty without prefix sharing)."""
+    (empty without prefix sharing). ``cached``: under ``cache_freed``, the content each cached free slot
+    keeps, as ``(life cycle, block index, request that first computed it)``, sorted (empty otherwise)."""
 
     pools: tuple[PoolSnapshot, ...]
     requests: tuple[RequestSnapshot, ...]
     sharing: tuple[tuple[int, int, tuple[Hashable, ...]], ...] = ()
+    cached: tuple[tuple[int, int, Hashable], ...] = ()
 
 
 @attrs.frozen
@@ -209,11 +211,14 @@ class SlotMap:
     slot id}``. ``free``: per pool group, the free slot ids as half-open ranges in the order the pool
     would hand them out; ranges may overlap when a (buggy) pool lists an id twice. ``ref_counts``: per
     pool group ``{slot id: holders}`` where a pool keeps reference counts (None: it keeps none). Slot
-    ids are a pool's own names for its slots: two pools are compared up to a renaming of ids."""
+    ids are a pool's own names for its slots: two pools are compared up to a renaming of ids.
+    ``cached``: per pool group ``{free slot id: (life cycle, block index, request that first computed
+    it)}``, the content a cached free slot keeps (None: the pool caches nothing)."""
 
     held: Mapping[Hashable, tuple[Mapping[int, int], ...]]
     free: tuple[tuple[tuple[int, int], ...], ...]
     ref_counts: tuple[Mapping[int, int], ...] | None = None
+    cached: tuple[Mapping[int, tuple[int, int, Hashable]], ...] | None = None
 
 
 # ----------------------------------------------------------------------------- block ranges
@@ -281,6 +286,10 @@ class _Request:
     resumed: bool = False  # was it ever active (a suspension that keeps slots keeps what it held)
     share_with: str | None = None  # the request whose committed prefix it was created on
     prefix_blocks: int = 0  # the whole blocks of that prefix: cache hits at the first resume
+    hit_blocks: int = 0  # the blocks its first resume took as hits
+    # Where each block's content was first computed: ``(end block, request id)`` segments, the last
+    # open-ended (``None``): block b's content is that of the first segment whose end is above b.
+    roots: tuple = ()
     snapshot: Any = None  # the last RequestSnapshot, valid while ``snapshot_key`` is current
     snapshot_key: Any = None
     # A cache that lets a step that changes no block skip planning (see Manager._refresh): the blocks
@@ -303,13 +312,33 @@ class _Pool:
     used: int = 0
     peak_used: int = 0
     sharers: dict[int, int] = attrs.Factory(dict)  # slot id -> holders beyond the first (shared slots only)
+    # A caching pool (``cache_freed``): freed slots are handed out least recently freed first (``queue``,
+    # insertion-ordered, after the never-used ids), and a freed slot may keep its content (``content``:
+    # slot -> key, ``index``: key -> slot) until it is taken again (evicted) or hit (touched).
+    cache: bool = False
+    queue: dict[int, None] = attrs.Factory(dict)
+    content: dict[int, tuple] = attrs.Factory(dict)
+    index: dict[tuple, int] = attrs.Factory(dict)
 
     @property
     def free(self) -> int:
         return self.total - self.used
 
+    def freed(self) -> list[int]:
+        """The freed slot ids (not the never-used ones), in the order the pool hands them out."""
+        return list(self.queue) if self.cache else sorted(self.returned)
+
     def take(self) -> int:
-        if self.returned:
+        if self.cache:
+            if self.fresh < self.total:
+                slot, self.fresh = self.fresh, self.fresh + 1
+            else:  # the least recently freed slot; what it cached is evicted
+                slot = next(iter(self.queue))
+                del self.queue[slot]
+                key = self.content.pop(slot, None)
+                if key is not None:
+                    del self.index[key]
+        elif self.returned:
             slot = heapq.heappop(self.returned)
         else:
             slot, self.fresh = self.fresh, self.fresh + 1
@@ -322,12 +351,21 @@ class _Pool:
         """One more holder of a slot in use (a cache hit): no slot is taken."""
         self.sharers[slot] = self.sharers.get(slot, 0) + 1
 
+    def touch(self, slot: int) -> None:
+        """A cache hit on a cached free slot: it leaves the free queue and the cache, held again."""
+        del self.queue[slot]
+        del self.index[self.content.pop(slot)]
+        self.used += 1
+        if self.used > self.peak_used:
+            self.peak_used = self.used
+
     def frees(self, slot: int) -> bool:
         """Whether giving ``slot`` back frees it (its last holder)."""
         return slot not in self.sharers
 
-    def give(self, slot: int) -> None:
-        """A holder lets go of ``slot``: it is freed when that was its last holder."""
+    def give(self, slot: int, key: tuple | None = None) -> None:
+        """A holder lets go of ``slot``: it is freed when that was its last holder; a caching pool then
+        keeps ``key`` (its content, None: nothing cacheable) unless that content is cached already."""
         others = self.sharers.get(slot)
         if others is not None:
             if others == 1:
@@ -335,7 +373,13 @@ class _Pool:
             else:
                 self.sharers[slot] = others - 1
             return
-        heapq.heappush(self.returned, slot)
+        if self.cache:
+            self.queue[slot] = None
+            if key is not None and key not in self.index:
+                self.content[slot] = key
+                self.index[key] = slot
+        else:
+            heapq.heappush(self.returned, slot)
         self.used -= 1
 
 
@@ -371,7 +415,8 @@ class Manager:
         self.release_order = order
         self.semantics = config.semantics
         self._in_flight = config.semantics.in_flight_tokens
-        self._pools = [_Pool(n) for n in self.layout.slots]
+        self._cache = config.semantics.cache_freed
+        self._pools = [_Pool(n, cache=self._cache) for n in self.layout.slots]
         self._group_of = self.layout.pool_group_of
         self._requests: dict[str, _Request] = {}
         # Steps that change no block are recognised from the cache in _Request, unless a subclass
@@ -379,6 +424,7 @@ class Manager:
         self._fast = type(self).required_ranges is Manager.required_ranges
         self._windows = [i for i, lc in enumerate(self.layout.life_cycles) if lc.window is not None]
         self._planning: _Request | None = None  # the request whose plan _feasible is judging
+        self._committed: int | None = None  # during a resize: the history it ends on (what freed blocks cache)
 
     # ----------------------------------------------------------------- observation
     @property
@@ -431,7 +477,8 @@ class Manager:
             self._request_snapshot(req) for req in self._requests.values() if req.state is not RequestState.CLOSED
         )  # a closed request is gone, as in any backend; its id stays taken
         pools = tuple(PoolSnapshot(p.total, p.free) for p in self._pools)
-        return Snapshot(pools, requests, self._sharing() if any(p.sharers for p in self._pools) else ())
+        cached = tuple(sorted((lc, b, root) for p in self._pools for lc, root, b in p.content.values()))
+        return Snapshot(pools, requests, self._sharing() if any(p.sharers for p in self._pools) else (), cached)
 
     def _sharing(self) -> tuple[tuple[int, int, tuple[str, ...]], ...]:
         """Each shared slot as (life cycle, block, holders in creation order): O(held blocks)."""
@@ -452,11 +499,12 @@ class Manager:
             for req in self._requests.values()
             if req.state is not RequestState.CLOSED
         }
-        free = tuple(
-            tuple((s, s + 1) for s in sorted(p.returned)) + (((p.fresh, p.total),) if p.fresh < p.total else ())
-            for p in self._pools
-        )
-        return SlotMap(held, free)
+        fresh = [((p.fresh, p.total),) if p.fresh < p.total else () for p in self._pools]
+        freed = [tuple((s, s + 1) for s in p.freed()) for p in self._pools]
+        if not self._cache:
+            return SlotMap(held, tuple(f + n for f, n in zip(freed, fresh)))
+        cached = tuple({s: (lc, b, root) for s, (lc, root, b) in p.content.items()} for p in self._pools)
+        return SlotMap(held, tuple(n + f for f, n in zip(freed, fresh)), cached=cached)
 
     def _request_snapshot(self, req: _Request) -> RequestSnapshot:
         """A request's snapshot, rebuilt only when its state, lengths or blocks changed (a harness
@@ -511,8 +559,11 @@ class Manager:
                 f"pool group {g} counts {sharers + 1} holders of slot {slot}, held by {len(who)}: {who}"
             )
         for g, pool in enumerate(self._pools):
-            returned = set(pool.returned)
-            assert len(returned) == len(pool.returned), f"pool group {g} lists a free slot twice"
+            listed = pool.freed()
+            returned = set(listed)
+            assert len(returned) == len(listed), f"pool group {g} lists a free slot twice"
+            assert set(pool.content) <= returned, f"pool group {g}: cached slots {sorted(set(pool.content) - returned)} not free"
+            assert pool.index == {key: s for s, key in pool.content.items()}, f"pool group {g}: cache index disagrees"
             used = {slot for (group, slot) in owners if group == g}
             assert not returned & used, f"pool group {g}: slots {sorted(returned & used)} both free and owned"
             assert all(0 <= s < pool.fresh for s in returned | used), f"pool group {g}: slot id out of range"
@@ -554,7 +605,7 @@ class Manager:
             if type(share_with) is not str or share_with not in self._requests:
                 raise RequestError(request_id, "share_with", share_with, "must name an existing request")
             source = self._requests[share_with]
-            if source.state is RequestState.CLOSED:
+            if source.state is RequestState.CLOSED and not self._cache:  # cached: its blocks may outlive it
                 raise RequestError(request_id, "share_with", share_with, "request is closed")
             if reused_history > source.history:
                 raise RequestError(
@@ -562,6 +613,15 @@ class Manager:
                     f"exceeds the committed history {source.history} of share_with {share_with!r}",
                 )
         n = len(self.layout.life_cycles)
+        prefix = reused_history // self.layout.tokens_per_block if share_with is not None else 0
+        roots: tuple = ((None, request_id),)
+        if share_with is not None and prefix:
+            inherited = []
+            for end, root in self._requests[share_with].roots:
+                inherited.append((prefix if end is None else min(end, prefix), root))
+                if end is None or end >= prefix:
+                    break
+            roots = (*inherited, *roots)
         self._requests[request_id] = _Request(
             request_id,
             RequestState.SUSPENDED,
@@ -572,7 +632,8 @@ class Manager:
             ranges=[()] * n,
             held=[{} for _ in range(n)],
             share_with=share_with if self.semantics.prefix_sharing else None,
-            prefix_blocks=reused_history // self.layout.tokens_per_block if share_with is not None else 0,
+            prefix_blocks=prefix,
+            roots=roots,
         )
 
     def resume(self, request_id: str) -> Outcome:
@@ -590,16 +651,22 @@ class Manager:
         copies = list(extra)
         if hits is not None:
             for lc_index, found in enumerate(hits):
-                extra[self._group_of[lc_index]] -= len(found)  # a hit takes no slot
+                pool = self._pools[self._group_of[lc_index]]
+                # a hit on a held slot takes no slot; one on a cached free slot takes that slot
+                extra[self._group_of[lc_index]] -= sum(1 for slot in found.values() if slot not in pool.queue)
         self._planning = req
         outcome = self._feasible(plan, held_back=None, extra=extra)
         if not outcome:
             return outcome
-        transient = [[self._pools[g].take() for _ in range(n)] for g, n in enumerate(copies)]
+        # The copy's slot is taken before the blocks (a caching pool: after them, so it evicts no hit).
+        transient = [] if self._cache else [[self._pools[g].take() for _ in range(n)] for g, n in enumerate(copies)]
         if hits is None:
             self._apply(req, plan)
         else:
             self._apply(req, plan, hits=hits)
+            req.hit_blocks = sum(len(found) for found in hits)
+        if self._cache:
+            transient = [[self._pools[g].take() for _ in range(n)] for g, n in enumerate(copies)]
         for g, slots in enumerate(transient):
             for slot in slots:
                 self._pools[g].give(slot)
@@ -615,6 +682,8 @@ class Manager:
         must hold that its ``share_with`` request still holds (attention life cycles only)."""
         source = self._requests.get(req.share_with)
         hits: list[dict[int, int]] = [{} for _ in plan]
+        if self._cache:
+            return self._cache_hits(req, plan)
         if source is None or source.state is RequestState.CLOSED:
             return hits
         for lc_index, step in enumerate(plan):
@@ -626,6 +695,37 @@ class Manager:
                     if b in theirs:
                         hits[lc_index][b] = theirs[b]
         return hits
+
+    def _cache_hits(self, req: _Request, plan: _Plan) -> list[dict[int, int]]:
+        """Under ``cache_freed``: per life cycle, the prefix's whole blocks the first resume must hold
+        whose content some slot keeps: a live holder's (its ``share_with`` request first, then the
+        others in creation order, each only where it committed that block), else a cached free slot."""
+        t = self.tokens_per_block
+        hits: list[dict[int, int]] = [{} for _ in plan]
+        source = self._requests.get(req.share_with)
+        others = [source] if source is not None else []
+        others += [r for r in self._requests.values() if r is not source and r is not req]
+        for lc_index, step in enumerate(plan):
+            if step is None or self.layout.life_cycles[lc_index].kind is LifeCycleKind.SSM:
+                continue
+            pool = self._pools[self._group_of[lc_index]]
+            for lo, hi in step[0]:
+                for b in range(lo, min(hi, req.prefix_blocks)):
+                    root = _root(req, b)
+                    for other in others:
+                        slot = other.held[lc_index].get(b)
+                        if slot is not None and (b + 1) * t <= other.history and _root(other, b) == root:
+                            hits[lc_index][b] = slot
+                            break
+                    else:
+                        slot = pool.index.get((lc_index, root, b))
+                        if slot is not None:
+                            hits[lc_index][b] = slot
+        return hits
+
+    def hit_blocks(self, request_id: str) -> int:
+        """The blocks the request's first resume took as cache hits (0 before it or without any)."""
+        return self._get(request_id, allow_closed=True).hit_blocks
 
     def resize(self, request_id: str, capacity: int, history: int | None = None) -> Outcome:
         """Step an active request to ``capacity`` tokens with ``history`` of them computed
@@ -655,7 +755,11 @@ class Manager:
         outcome = self._feasible(plan, held_back=held_back, extra=None)
         if not outcome:
             return outcome
-        self._apply(req, plan, held_back)
+        self._committed = history  # blocks this call frees are cached against the history it ends on
+        try:
+            self._apply(req, plan, held_back)
+        finally:
+            self._committed = None
         req.capacity, req.history, req.released_to = capacity, history, history
         self._refresh(req)
         return OK
@@ -813,6 +917,15 @@ class Manager:
             if held_back is not None and held_back[lc_index]:
                 release = ranges_minus(release, held_back[lc_index])
             self._free(req, lc_index, release)
+        if hits is not None and self._cache:  # every hit first: a slot taken next must not evict one
+            for lc_index, found in enumerate(hits):
+                pool, held = self._pools[self._group_of[lc_index]], req.held[lc_index]
+                for b, slot in found.items():
+                    held[b] = slot
+                    if slot in pool.queue:
+                        pool.touch(slot)
+                    else:
+                        pool.share(slot)
         for lc_index, step in enumerate(plan):
             if step is None:
                 continue
@@ -820,8 +933,9 @@ class Manager:
             found = hits[lc_index] if hits is not None else None
             for b in _blocks(step[0]):
                 if found and b in found:
-                    held[b] = found[b]
-                    pool.share(found[b])
+                    if not self._cache:
+                        held[b] = found[b]
+                        pool.share(found[b])
                 else:
                     held[b] = pool.take()
             req.ranges[lc_index] = step[2]
@@ -832,15 +946,35 @@ class Manager:
 
     def _free(self, req: _Request, lc_index: int, ranges: Ranges) -> None:
         pool, held = self._pools[self._group_of[lc_index]], req.held[lc_index]
-        for b in _blocks(ranges):
-            pool.give(held.pop(b))
+        if not self._cache:
+            for b in _blocks(ranges):
+                pool.give(held.pop(b))
+            return
+        for b in sorted(_blocks(ranges), reverse=True):  # last block first
+            pool.give(held.pop(b), self._content(req, lc_index, b))
+
+    def _content(self, req: _Request, lc_index: int, b: int) -> tuple | None:
+        """What a caching pool keeps of block ``b`` that ``req`` frees: its content, when every token
+        of it is committed (at the history the freeing call ends on) and it is attention KV."""
+        history = req.history if self._committed is None else self._committed
+        if self.layout.life_cycles[lc_index].kind is LifeCycleKind.SSM or (b + 1) * self.tokens_per_block > history:
+            return None
+        return (lc_index, _root(req, b), b)
 
     def _release_all(self, req: _Request) -> None:
         for lc_index, held in enumerate(req.held):
             pool = self._pools[self._group_of[lc_index]]
-            for b in sorted(held):
-                pool.give(held.pop(b))
+            for b in sorted(held, reverse=self._cache):  # a caching pool: last block first
+                pool.give(held.pop(b), self._content(req, lc_index, b) if self._cache else None)
             req.ranges[lc_index] = ()
+
+
+def _root(req: _Request, b: int) -> str:
+    """The request that first computed the content of ``req``'s block ``b``."""
+    for end, root in req.roots:
+        if end is None or b < end:
+            return root
+    return req.request_id
 
 
 def _first_change(f: Any, x: int, now: Any, limit: int | float = _NEVER, guess: int = 0) -> int | float:
