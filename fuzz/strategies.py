@@ -74,10 +74,11 @@ _OPTIONS = st.builds(
 #: What a backend serving every semantics gets: drawn options, and the default itself a third of the
 #: time besides (about 30% of the configs of a campaign carry the default).
 SEMANTICS = st.one_of(_OPTIONS, _OPTIONS, st.just(Semantics()))
-#: What a backend that shares prefixes gets: every semantics, with prefix sharing on and, half the
-#: time, freed blocks cached.
+#: What a backend that shares prefixes gets: every semantics, with prefix sharing on and, two times
+#: in three, freed blocks cached (so a closed request's blocks still give hits).
 SEMANTICS_SHARING = st.builds(
-    lambda s, cache: attrs.evolve(s, prefix_sharing=True, cache_freed=cache), SEMANTICS, st.booleans()
+    lambda s, cache: attrs.evolve(s, prefix_sharing=True, cache_freed=cache), SEMANTICS,
+    st.sampled_from((True, True, False)),
 )
 
 
@@ -151,7 +152,8 @@ def configs(draw, caps: Capabilities = EXACT_EVERYTHING, tokens_per_block=TOKENS
         # Room for a second request beside one at its floor: what lets a repeated request be admitted
         # (and hit) while its source still holds the prefix.
         extra = draw(_per_group(0, 2, len(minimum)))
-        return attrs.evolve(sized, slots=tuple(2 * m + k for m, k in zip(minimum, extra)))
+        times = draw(st.sampled_from((2, 3)))  # room for one more request, or two (repeated requests)
+        return attrs.evolve(sized, slots=tuple(times * m + k for m, k in zip(minimum, extra)))
     how = draw(st.sampled_from(("minimum", "explicit", "bump")))
     if how == "minimum":
         return sized
