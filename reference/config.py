@@ -166,10 +166,11 @@ class Semantics:
     request computes its prefix into slots of its own (today's model). ``cache_freed`` (needs
     ``prefix_sharing``): a freed block whose tokens were all committed stays cached in its free slot
     (vLLM's prefix cache): a later first resume on the same content takes it back as a hit, from a live
-    holder or from the cache, and a slot taken from the pool evicts what it cached. Free slots are handed
-    out least recently freed first (never-used slots before any freed one), and a request frees its
-    blocks last block first, life cycle by life cycle, so a freed request's tail is evicted before its
-    head. The cache takes no slot: a cached slot counts as free."""
+    holder or from the cache, and a slot taken from the pool evicts what it cached. A pool hands out
+    first the free slots that keep nothing (the last freed first, then the never-used ones), then the
+    cached ones least recently freed first (vLLM's free queue: uncached blocks prepended, cached ones
+    appended); a request frees its blocks last block first, life cycle by life cycle, so a freed
+    request's tail is evicted before its head. The cache takes no slot: a cached slot counts as free."""
 
     in_flight_tokens: int = attrs.field(default=0, validator=_non_negative_int("semantics.in_flight_tokens"))
     free_stale: FreeStale = attrs.field(

@@ -312,10 +312,13 @@ class _Pool:
     used: int = 0
     peak_used: int = 0
     sharers: dict[int, int] = attrs.Factory(dict)  # slot id -> holders beyond the first (shared slots only)
-    # A caching pool (``cache_freed``): freed slots are handed out least recently freed first (``queue``,
-    # insertion-ordered, after the never-used ids), and a freed slot may keep its content (``content``:
-    # slot -> key, ``index``: key -> slot) until it is taken again (evicted) or hit (touched).
+    # A caching pool (``cache_freed``) hands slots out in the order of one free queue: the freed slots
+    # that keep nothing (``front``, a stack: the last freed batch first, each batch in its own order),
+    # then the never-used ids, then the slots that keep content (``queue``, insertion-ordered: least
+    # recently freed first). A cached slot keeps its content (``content``: slot -> key, ``index``: key
+    # -> slot) until it is taken again (evicted) or hit (touched).
     cache: bool = False
+    front: list[int] = attrs.Factory(list)
     queue: dict[int, None] = attrs.Factory(dict)
     content: dict[int, tuple] = attrs.Factory(dict)
     index: dict[tuple, int] = attrs.Factory(dict)
@@ -326,13 +329,15 @@ class _Pool:
 
     def freed(self) -> list[int]:
         """The freed slot ids (not the never-used ones), in the order the pool hands them out."""
-        return list(self.queue) if self.cache else sorted(self.returned)
+        return [*reversed(self.front), *self.queue] if self.cache else sorted(self.returned)
 
     def take(self) -> int:
         if self.cache:
-            if self.fresh < self.total:
+            if self.front:  # a freed slot that keeps nothing
+                slot = self.front.pop()
+            elif self.fresh < self.total:
                 slot, self.fresh = self.fresh, self.fresh + 1
-            else:  # the least recently freed slot; what it cached is evicted
+            else:  # the least recently freed cached slot; what it cached is evicted
                 slot = next(iter(self.queue))
                 del self.queue[slot]
                 key = self.content.pop(slot, None)
@@ -363,24 +368,35 @@ class _Pool:
         """Whether giving ``slot`` back frees it (its last holder)."""
         return slot not in self.sharers
 
-    def give(self, slot: int, key: tuple | None = None) -> None:
-        """A holder lets go of ``slot``: it is freed when that was its last holder; a caching pool then
-        keeps ``key`` (its content, None: nothing cacheable) unless that content is cached already."""
+    def give(self, slot: int) -> bool:
+        """A holder lets go of ``slot``: it is freed when that was its last holder (returns whether)."""
         others = self.sharers.get(slot)
         if others is not None:
             if others == 1:
                 del self.sharers[slot]
             else:
                 self.sharers[slot] = others - 1
-            return
-        if self.cache:
-            self.queue[slot] = None
+            return False
+        if not self.cache:
+            heapq.heappush(self.returned, slot)
+        self.used -= 1
+        return True
+
+    def give_batch(self, batch: list[tuple[int, tuple | None]]) -> None:
+        """A caching pool: holders let go of ``(slot, key)`` pairs in this order, as one free. A freed
+        slot with content (``key``) not cached yet keeps it and joins the end of the queue; the freed
+        slots that keep nothing go to its front, together, in this order."""
+        kept_nothing = []
+        for slot, key in batch:
+            if not self.give(slot):
+                continue
             if key is not None and key not in self.index:
                 self.content[slot] = key
                 self.index[key] = slot
-        else:
-            heapq.heappush(self.returned, slot)
-        self.used -= 1
+                self.queue[slot] = None
+            else:
+                kept_nothing.append(slot)
+        self.front.extend(reversed(kept_nothing))
 
 
 def _require_count(request_id: Any, field: str, value: Any) -> None:
@@ -500,11 +516,15 @@ class Manager:
             if req.state is not RequestState.CLOSED
         }
         fresh = [((p.fresh, p.total),) if p.fresh < p.total else () for p in self._pools]
-        freed = [tuple((s, s + 1) for s in p.freed()) for p in self._pools]
         if not self._cache:
+            freed = [tuple((s, s + 1) for s in p.freed()) for p in self._pools]
             return SlotMap(held, tuple(f + n for f, n in zip(freed, fresh)))
+        free = tuple(
+            tuple((s, s + 1) for s in reversed(p.front)) + n + tuple((s, s + 1) for s in p.queue)
+            for p, n in zip(self._pools, fresh)
+        )  # the queue's order: what keeps nothing, the never-used ids, then the cached slots
         cached = tuple({s: (lc, b, root) for s, (lc, root, b) in p.content.items()} for p in self._pools)
-        return SlotMap(held, tuple(n + f for f, n in zip(freed, fresh)), cached=cached)
+        return SlotMap(held, free, cached=cached)
 
     def _request_snapshot(self, req: _Request) -> RequestSnapshot:
         """A request's snapshot, rebuilt only when its state, lengths or blocks changed (a harness
@@ -562,6 +582,7 @@ class Manager:
             listed = pool.freed()
             returned = set(listed)
             assert len(returned) == len(listed), f"pool group {g} lists a free slot twice"
+            assert set(pool.content) <= set(pool.queue) and not set(pool.front) & set(pool.queue)
             assert set(pool.content) <= returned, f"pool group {g}: cached slots {sorted(set(pool.content) - returned)} not free"
             assert pool.index == {key: s for s, key in pool.content.items()}, f"pool group {g}: cache index disagrees"
             used = {slot for (group, slot) in owners if group == g}
@@ -668,6 +689,9 @@ class Manager:
         if self._cache:
             transient = [[self._pools[g].take() for _ in range(n)] for g, n in enumerate(copies)]
         for g, slots in enumerate(transient):
+            if self._cache:
+                self._pools[g].give_batch([(slot, None) for slot in slots])
+                continue
             for slot in slots:
                 self._pools[g].give(slot)
         req.released_to = req.history
@@ -950,8 +974,8 @@ class Manager:
             for b in _blocks(ranges):
                 pool.give(held.pop(b))
             return
-        for b in sorted(_blocks(ranges), reverse=True):  # last block first
-            pool.give(held.pop(b), self._content(req, lc_index, b))
+        blocks = sorted(_blocks(ranges), reverse=True)  # last block first
+        pool.give_batch([(held.pop(b), self._content(req, lc_index, b)) for b in blocks])
 
     def _content(self, req: _Request, lc_index: int, b: int) -> tuple | None:
         """What a caching pool keeps of block ``b`` that ``req`` frees: its content, when every token
@@ -964,8 +988,10 @@ class Manager:
     def _release_all(self, req: _Request) -> None:
         for lc_index, held in enumerate(req.held):
             pool = self._pools[self._group_of[lc_index]]
-            for b in sorted(held, reverse=self._cache):  # a caching pool: last block first
-                pool.give(held.pop(b), self._content(req, lc_index, b) if self._cache else None)
+            if self._cache:  # last block first, as one free
+                pool.give_batch([(held.pop(b), self._content(req, lc_index, b)) for b in sorted(held, reverse=True)])
+            for b in sorted(held):
+                pool.give(held.pop(b))
             req.ranges[lc_index] = ()
 
 

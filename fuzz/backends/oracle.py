@@ -31,8 +31,9 @@ With ``cache_freed`` a page whose last holder lets go stays cached when every po
 committed by that holder: its content is the list of where each of its positions' tokens was first
 computed, so a later first resume on the same tokens finds it (live pages are looked for first: the
 prefix's source, then every other request in creation order). Which cached page is lost when a new
-page is needed is decided by a queue of freed slots: a pool hands out its never-used slots first, then
-the slot freed longest ago, and a release lets go of a request's blocks from its last one back.
+page is needed is decided by the order a pool hands its free slots out: first the freed slots that
+keep no page and the never-used ones (taking one of them loses nothing), then the slot whose page was
+cached longest ago; a release lets go of a request's blocks from its last one back.
 
 Only the reference's value types are shared (config, snapshot, outcome, errors), so the two can be
 compared with ``==``.
@@ -176,10 +177,11 @@ class OracleManager:
         self.requests: dict[Hashable, _Request] = {}
         self.holders: list[dict[tuple, int]] = [{} for _ in range(groups)]  # per group: page -> holders
         self.pages_made = 0
-        # The freed-page cache (cache_freed): per group, slots never used yet, the freed slots in the
-        # order they were freed (entry -> the page it keeps, or None), and content -> entry.
+        # The freed-page cache (cache_freed): per group, the free slots that keep no page (never used,
+        # or freed keeping nothing), the slots keeping a page in the order they were freed (entry ->
+        # page), and content -> entry.
         self.cache = semantics.cache_freed
-        self.never_used = list(self.totals)
+        self.blank = list(self.totals)
         self.freed_slots: list[dict[int, tuple | None]] = [{} for _ in range(groups)]
         self.kept: list[dict[tuple, int]] = [{} for _ in range(groups)]
         self.content: dict[tuple, tuple] = {}  # page -> its content (geometry, origins of its positions)
@@ -275,24 +277,24 @@ class OracleManager:
         if not self.cache:
             return
         g = self.group_of[i]
-        self.entries += 1
-        keep = None
         content = self.content.get(page)
         committed = all(p < history for p in range(b * self.t, b * self.t + self.t))
         if self.geometries[i].kind != "ssm" and committed and content not in self.kept[g]:
-            keep = page
+            self.entries += 1
             self.kept[g][content] = self.entries
-        self.freed_slots[g][self.entries] = keep
+            self.freed_slots[g][self.entries] = page
+        else:
+            self.blank[g] += 1  # keeps nothing: a blank slot
 
     def _new_slot(self, g: int) -> None:
-        """A slot for a page computed now: a never-used one, else the one freed longest ago (its cached page lost)."""
-        if self.never_used[g]:
-            self.never_used[g] -= 1
+        """A slot for a page computed now: one that keeps nothing, else the one whose page was cached
+        longest ago (that page is lost)."""
+        if self.blank[g]:
+            self.blank[g] -= 1
             return
         entry = next(iter(self.freed_slots[g]))
         page = self.freed_slots[g].pop(entry)
-        if page is not None:
-            del self.kept[g][self.content[page]]
+        del self.kept[g][self.content[page]]
 
     def _move_cached(self, req: _Request, targets: list[frozenset[int]], hits: list[dict[int, tuple]] | None,
                      history: int, hold: range | None) -> None:
@@ -446,9 +448,7 @@ class OracleManager:
                     for _ in range(n):
                         self._new_slot(g)
                 for g, n in enumerate(copy_slots):
-                    for _ in range(n):
-                        self.entries += 1
-                        self.freed_slots[g][self.entries] = None
+                    self.blank[g] += n  # given back keeping nothing
             if hits is not None and not req.resumed:
                 req.hit = sum(len(h) for h in hits)
             req.state = ACTIVE
