@@ -40,7 +40,7 @@ from typing import Any, Hashable, Mapping
 import attrs
 
 from . import lifecycle
-from .config import Config, FreeStale, Layout, ReleaseOrder, SuspendMode, build_layout
+from .config import Config, FreeStale, HitRule, Layout, ReleaseOrder, SuspendMode, build_layout
 from .errors import ConfigError, RequestError
 from .lifecycle import LifeCycleKind
 from .show import bounded
@@ -287,6 +287,7 @@ class _Request:
     share_with: str | None = None  # the request whose committed prefix it was created on
     prefix_blocks: int = 0  # the whole blocks of that prefix: cache hits at the first resume
     hit_blocks: int = 0  # the blocks its first resume took as hits
+    named: list = attrs.Factory(list)  # caching: per life cycle, the blocks whose content was named so far
     # Where each block's content was first computed: ``(end block, request id)`` segments, the last
     # open-ended (``None``): block b's content is that of the first segment whose end is above b.
     roots: tuple = ()
@@ -312,16 +313,17 @@ class _Pool:
     used: int = 0
     peak_used: int = 0
     sharers: dict[int, int] = attrs.Factory(dict)  # slot id -> holders beyond the first (shared slots only)
-    # A caching pool (``cache_freed``) hands slots out in the order of one free queue: the freed slots
-    # that keep nothing (``front``, a stack: the last freed batch first, each batch in its own order),
-    # then the never-used ids, then the slots that keep content (``queue``, insertion-ordered: least
-    # recently freed first). A cached slot keeps its content (``content``: slot -> key, ``index``: key
-    # -> slot) until it is taken again (evicted) or hit (touched).
+    # A caching pool (``cache_freed``) names the content of every slot whose block counts as computed
+    # (``content``: slot -> key; ``index``: key -> its slots, first named first), held or free, and
+    # hands slots out in the order of one free queue: the freed slots without content (``front``, a
+    # stack: the last freed batch first, each batch in its own order), then the never-used ids, then
+    # the freed slots with content (``queue``: least recently freed first), the cached ones. A slot
+    # loses its content when it is taken again (evicted).
     cache: bool = False
     front: list[int] = attrs.Factory(list)
     queue: dict[int, None] = attrs.Factory(dict)
     content: dict[int, tuple] = attrs.Factory(dict)
-    index: dict[tuple, int] = attrs.Factory(dict)
+    index: dict[tuple, dict[int, None]] = attrs.Factory(dict)
 
     @property
     def free(self) -> int:
@@ -342,7 +344,7 @@ class _Pool:
                 del self.queue[slot]
                 key = self.content.pop(slot, None)
                 if key is not None:
-                    del self.index[key]
+                    self._uncache(key, slot)
         elif self.returned:
             slot = heapq.heappop(self.returned)
         else:
@@ -357,9 +359,8 @@ class _Pool:
         self.sharers[slot] = self.sharers.get(slot, 0) + 1
 
     def touch(self, slot: int) -> None:
-        """A cache hit on a cached free slot: it leaves the free queue and the cache, held again."""
+        """A cache hit on a cached free slot: it leaves the free queue, held again (its content kept)."""
         del self.queue[slot]
-        del self.index[self.content.pop(slot)]
         self.used += 1
         if self.used > self.peak_used:
             self.peak_used = self.used
@@ -367,6 +368,27 @@ class _Pool:
     def frees(self, slot: int) -> bool:
         """Whether giving ``slot`` back frees it (its last holder)."""
         return slot not in self.sharers
+
+    def _uncache(self, key: tuple, slot: int) -> None:
+        slots = self.index[key]
+        del slots[slot]
+        if not slots:
+            del self.index[key]
+
+    def first(self, key: tuple) -> int | None:
+        """The slot first named with content ``key``, held or cached (None: none)."""
+        slots = self.index.get(key)
+        return next(iter(slots)) if slots else None
+
+    def name(self, slot: int, key: tuple) -> None:
+        """A held slot's block now counts as computed: its content is ``key`` (kept until evicted)."""
+        if slot not in self.content:
+            self.content[slot] = key
+            self.index.setdefault(key, {})[slot] = None
+
+    def cached_content(self) -> dict[int, tuple]:
+        """The cached free slots and their content."""
+        return {s: self.content[s] for s in self.queue}
 
     def give(self, slot: int) -> bool:
         """A holder lets go of ``slot``: it is freed when that was its last holder (returns whether)."""
@@ -382,17 +404,16 @@ class _Pool:
         self.used -= 1
         return True
 
-    def give_batch(self, batch: list[tuple[int, tuple | None]]) -> None:
-        """A caching pool: holders let go of ``(slot, key)`` pairs in this order, as one free. A freed
-        slot with content (``key``) not cached yet keeps it and joins the end of the queue; the freed
-        slots that keep nothing go to its front, together, in this order."""
+    def give_batch(self, batch: list[int]) -> None:
+        """A caching pool: holders let go of ``batch`` in this order, as one free. A freed slot with
+        content keeps it (even where another slot has the same: vLLM keeps every block of a hash) and
+        joins the end of the queue; the freed slots without content go to its front, together, in this
+        order."""
         kept_nothing = []
-        for slot, key in batch:
+        for slot in batch:
             if not self.give(slot):
                 continue
-            if key is not None and key not in self.index:
-                self.content[slot] = key
-                self.index[key] = slot
+            if slot in self.content:
                 self.queue[slot] = None
             else:
                 kept_nothing.append(slot)
@@ -440,7 +461,6 @@ class Manager:
         self._fast = type(self).required_ranges is Manager.required_ranges
         self._windows = [i for i, lc in enumerate(self.layout.life_cycles) if lc.window is not None]
         self._planning: _Request | None = None  # the request whose plan _feasible is judging
-        self._committed: int | None = None  # during a resize: the history it ends on (what freed blocks cache)
 
     # ----------------------------------------------------------------- observation
     @property
@@ -493,7 +513,7 @@ class Manager:
             self._request_snapshot(req) for req in self._requests.values() if req.state is not RequestState.CLOSED
         )  # a closed request is gone, as in any backend; its id stays taken
         pools = tuple(PoolSnapshot(p.total, p.free) for p in self._pools)
-        cached = tuple(sorted((lc, b, root) for p in self._pools for lc, root, b in p.content.values()))
+        cached = tuple(sorted((lc, b, root) for p in self._pools for lc, root, b in p.cached_content().values()))
         return Snapshot(pools, requests, self._sharing() if any(p.sharers for p in self._pools) else (), cached)
 
     def _sharing(self) -> tuple[tuple[int, int, tuple[str, ...]], ...]:
@@ -523,7 +543,7 @@ class Manager:
             tuple((s, s + 1) for s in reversed(p.front)) + n + tuple((s, s + 1) for s in p.queue)
             for p, n in zip(self._pools, fresh)
         )  # the queue's order: what keeps nothing, the never-used ids, then the cached slots
-        cached = tuple({s: (lc, b, root) for s, (lc, root, b) in p.content.items()} for p in self._pools)
+        cached = tuple({s: (lc, b, root) for s, (lc, root, b) in p.cached_content().items()} for p in self._pools)
         return SlotMap(held, free, cached=cached)
 
     def _request_snapshot(self, req: _Request) -> RequestSnapshot:
@@ -582,9 +602,9 @@ class Manager:
             listed = pool.freed()
             returned = set(listed)
             assert len(returned) == len(listed), f"pool group {g} lists a free slot twice"
-            assert set(pool.content) <= set(pool.queue) and not set(pool.front) & set(pool.queue)
-            assert set(pool.content) <= returned, f"pool group {g}: cached slots {sorted(set(pool.content) - returned)} not free"
-            assert pool.index == {key: s for s, key in pool.content.items()}, f"pool group {g}: cache index disagrees"
+            assert set(pool.queue) <= set(pool.content) and not set(pool.front) & set(pool.content), f"pool group {g}: cached slots {sorted(set(pool.content) - returned)} not free"
+            assert {(key, s) for key, slots in pool.index.items() for s in slots} == {
+                (key, s) for s, key in pool.content.items()} and all(pool.index.values()), f"pool group {g}: cache index disagrees"
             used = {slot for (group, slot) in owners if group == g}
             assert not returned & used, f"pool group {g}: slots {sorted(returned & used)} both free and owned"
             assert all(0 <= s < pool.fresh for s in returned | used), f"pool group {g}: slot id out of range"
@@ -690,7 +710,7 @@ class Manager:
             transient = [[self._pools[g].take() for _ in range(n)] for g, n in enumerate(copies)]
         for g, slots in enumerate(transient):
             if self._cache:
-                self._pools[g].give_batch([(slot, None) for slot in slots])
+                self._pools[g].give_batch(slots)
                 continue
             for slot in slots:
                 self._pools[g].give(slot)
@@ -698,6 +718,8 @@ class Manager:
         req.state = RequestState.ACTIVE
         req.resumed = True
         req.pending_copy = False
+        if self._cache:
+            self._name(req, req.capacity if self.semantics.cache_scheduled else req.history)
         self._refresh(req)
         return OK
 
@@ -722,30 +744,38 @@ class Manager:
 
     def _cache_hits(self, req: _Request, plan: _Plan) -> list[dict[int, int]]:
         """Under ``cache_freed``: per life cycle, the prefix's whole blocks the first resume must hold
-        whose content some slot keeps: a live holder's (its ``share_with`` request first, then the
-        others in creation order, each only where it committed that block), else a cached free slot."""
-        t = self.tokens_per_block
+        whose content some slot has (held, or cached free): the slot first named with it."""
         hits: list[dict[int, int]] = [{} for _ in plan]
-        source = self._requests.get(req.share_with)
-        others = [source] if source is not None else []
-        others += [r for r in self._requests.values() if r is not source and r is not req]
+
+        def found(lc_index: int, b: int) -> int | None:  # the slot first named with that content
+            return self._pools[self._group_of[lc_index]].first((lc_index, _root(req, b), b))
+
+        limit = req.prefix_blocks
+        if self.semantics.hit_rule is HitRule.COMMON_PREFIX:
+            limit = next(j for j in range(req.prefix_blocks, -1, -1) if self._hit_length_fits(j, found))
         for lc_index, step in enumerate(plan):
             if step is None or self.layout.life_cycles[lc_index].kind is LifeCycleKind.SSM:
                 continue
-            pool = self._pools[self._group_of[lc_index]]
             for lo, hi in step[0]:
-                for b in range(lo, min(hi, req.prefix_blocks)):
-                    root = _root(req, b)
-                    for other in others:
-                        slot = other.held[lc_index].get(b)
-                        if slot is not None and (b + 1) * t <= other.history and _root(other, b) == root:
-                            hits[lc_index][b] = slot
-                            break
-                    else:
-                        slot = pool.index.get((lc_index, root, b))
-                        if slot is not None:
-                            hits[lc_index][b] = slot
+                for b in range(lo, min(hi, limit)):
+                    slot = found(lc_index, b)
+                    if slot is not None:
+                        hits[lc_index][b] = slot
         return hits
+
+    def _hit_length_fits(self, j: int, found: Any) -> bool:
+        """Whether ``j`` whole blocks can be one hit for every attention life cycle (``HitRule.
+        COMMON_PREFIX``): each finds every block it holds at history and capacity ``j * t`` (its live
+        blocks there), or, holding none there, block ``j - 1``."""
+        if j == 0:
+            return True
+        for lc_index, lc in enumerate(self.layout.life_cycles):
+            if lc.kind is LifeCycleKind.SSM:
+                continue
+            needed = list(_blocks(self.required_ranges(lc_index, j * self.tokens_per_block, j * self.tokens_per_block)))
+            if any(found(lc_index, b) is None for b in needed or [j - 1]):
+                return False
+        return True
 
     def hit_blocks(self, request_id: str) -> int:
         """The blocks the request's first resume took as cache hits (0 before it or without any)."""
@@ -767,6 +797,8 @@ class Manager:
             raise RequestError(request_id, "capacity", capacity, f"is below history {bounded(history)}")
         if self._unchanged(req, history, capacity):  # no block changes: nothing to plan
             req.capacity, req.history, req.released_to = capacity, history, history
+            if self._cache:
+                self._name(req, capacity if self.semantics.cache_scheduled else history)
             return OK
         if req.released_to < req.history:  # lazy freeing: catch up before allocating
             self._apply(req, self._plan(req, req.history, req.capacity))
@@ -779,12 +811,15 @@ class Manager:
         outcome = self._feasible(plan, held_back=held_back, extra=None)
         if not outcome:
             return outcome
-        self._committed = history  # blocks this call frees are cached against the history it ends on
-        try:
-            self._apply(req, plan, held_back)
-        finally:
-            self._committed = None
+        if self._cache and not self.semantics.cache_scheduled:
+            self._name(req, history, advance=False)  # the history it ends on is computed: named before this call frees
+        self._apply(req, plan, held_back)
         req.capacity, req.history, req.released_to = capacity, history, history
+        if self._cache:  # the blocks this call reserved (or allocated below the history it ends on)
+            if req.named:  # blocks a smaller capacity cut off are named again when held again
+                spanned = lifecycle.allocated_blocks(capacity, self.tokens_per_block)
+                req.named = [min(n, spanned) for n in req.named]
+            self._name(req, capacity if self.semantics.cache_scheduled else history)
         self._refresh(req)
         return OK
 
@@ -799,6 +834,8 @@ class Manager:
                 request_id, "tokens", tokens, f"history {bounded(req.history)} + tokens exceeds capacity {bounded(req.capacity)}"
             )
         req.history += tokens
+        if self._cache and not self.semantics.cache_scheduled:
+            self._name(req, req.history)
         if self.semantics.free_stale is FreeStale.AT_COMMIT:
             changed = not self._unchanged(req, req.history, req.capacity)
             if changed:
@@ -975,24 +1012,36 @@ class Manager:
                 pool.give(held.pop(b))
             return
         blocks = sorted(_blocks(ranges), reverse=True)  # last block first
-        pool.give_batch([(held.pop(b), self._content(req, lc_index, b)) for b in blocks])
+        pool.give_batch([held.pop(b) for b in blocks])
 
-    def _content(self, req: _Request, lc_index: int, b: int) -> tuple | None:
-        """What a caching pool keeps of block ``b`` that ``req`` frees: its content, when every token
-        of it is committed (at the history the freeing call ends on) and it is attention KV."""
-        history = req.history if self._committed is None else self._committed
-        if self.layout.life_cycles[lc_index].kind is LifeCycleKind.SSM or (b + 1) * self.tokens_per_block > history:
-            return None
-        return (lc_index, _root(req, b), b)
+    def _name(self, req: _Request, computed: int, advance: bool = True) -> None:
+        """Under ``cache_freed``: the content of every block ``req`` holds whose tokens all lie below
+        ``computed`` (committed, or under ``cache_scheduled`` reserved) is named, once per block index
+        (a block not held when it became computed, out of the window, is never named). ``advance``
+        False: blocks not held now may still be named by a later call. O(blocks named)."""
+        t = self.tokens_per_block
+        if not req.named:
+            req.named = [0] * len(req.held)
+        full = computed // t
+        for lc_index, held in enumerate(req.held):
+            if self.layout.life_cycles[lc_index].kind is LifeCycleKind.SSM or req.named[lc_index] >= full:
+                continue
+            pool = self._pools[self._group_of[lc_index]]
+            for b in range(req.named[lc_index], full):
+                if b in held:
+                    pool.name(held[b], (lc_index, _root(req, b), b))
+            if advance:
+                req.named[lc_index] = full
 
     def _release_all(self, req: _Request) -> None:
         for lc_index, held in enumerate(req.held):
             pool = self._pools[self._group_of[lc_index]]
             if self._cache:  # last block first, as one free
-                pool.give_batch([(held.pop(b), self._content(req, lc_index, b)) for b in sorted(held, reverse=True)])
+                pool.give_batch([held.pop(b) for b in sorted(held, reverse=True)])
             for b in sorted(held):
                 pool.give(held.pop(b))
             req.ranges[lc_index] = ()
+        req.named = []  # blocks it holds again are named again
 
 
 def _root(req: _Request, b: int) -> str:

@@ -114,7 +114,7 @@ def test_a_window_hit_holds_only_live_blocks_and_leaves_null_entries():
         assert m.snapshot().cached == ((0, 0, "a"), (0, 1, "a"), (0, 2, "a"), (0, 3, "a"))
 
 
-def test_a_live_holder_is_a_hit_before_the_cache_and_shares_its_slot():
+def test_a_live_holder_s_committed_block_is_a_hit_sharing_its_slot():
     for m in both(config(2)):
         m.create("a")
         decode(m, "a", 4)

@@ -181,9 +181,15 @@ class OracleManager:
         # or freed keeping nothing), the slots keeping a page in the order they were freed (entry ->
         # page), and content -> entry.
         self.cache = semantics.cache_freed
+        self.common_prefix = semantics.hit_rule.value == "common-prefix"
+        self.scheduled = semantics.cache_scheduled
         self.blank = list(self.totals)
         self.freed_slots: list[dict[int, tuple | None]] = [{} for _ in range(groups)]
-        self.kept: list[dict[tuple, int]] = [{} for _ in range(groups)]
+        self.kept: list[dict[tuple, list[int]]] = [{} for _ in range(groups)]
+        # Pages whose content counts as computed (committed, or reserved with cache_scheduled), and,
+        # per group, content -> those pages in the order they became so (held or cached).
+        self.known: set[tuple] = set()
+        self.findable: list[dict[tuple, list[tuple]]] = [{} for _ in range(groups)]
         self.content: dict[tuple, tuple] = {}  # page -> its content (geometry, origins of its positions)
         self.entries = 0
 
@@ -277,14 +283,18 @@ class OracleManager:
         if not self.cache:
             return
         g = self.group_of[i]
-        content = self.content.get(page)
-        committed = all(p < history for p in range(b * self.t, b * self.t + self.t))
-        if self.geometries[i].kind != "ssm" and committed and content not in self.kept[g]:
+        if page in self.known:  # cached, even where another page has that content
             self.entries += 1
-            self.kept[g][content] = self.entries
+            self.kept[g].setdefault(self.content[page], []).append(self.entries)
             self.freed_slots[g][self.entries] = page
         else:
             self.blank[g] += 1  # keeps nothing: a blank slot
+
+    def _forget(self, g: int, content: tuple, entry: int) -> None:
+        entries = self.kept[g][content]
+        entries.remove(entry)
+        if not entries:
+            del self.kept[g][content]
 
     def _new_slot(self, g: int) -> None:
         """A slot for a page computed now: one that keeps nothing, else the one whose page was cached
@@ -294,7 +304,21 @@ class OracleManager:
             return
         entry = next(iter(self.freed_slots[g]))
         page = self.freed_slots[g].pop(entry)
-        del self.kept[g][self.content[page]]
+        self._forget(g, self.content[page], entry)
+        self.known.discard(page)
+        self.findable[g][self.content[page]].remove(page)
+
+    def _learn(self, req: _Request, done: int) -> None:
+        """The pages ``req`` holds whose every position lies below ``done`` become findable by their
+        content (in the order they do)."""
+        for i, (geometry, pages) in enumerate(zip(self.geometries, req.pages)):
+            if geometry.kind == "ssm":
+                continue
+            for b in sorted(pages):
+                page = pages[b]
+                if page not in self.known and b * self.t + self.t <= done:
+                    self.known.add(page)
+                    self.findable[self.group_of[i]].setdefault(self.content[page], []).append(page)
 
     def _move_cached(self, req: _Request, targets: list[frozenset[int]], hits: list[dict[int, tuple]] | None,
                      history: int, hold: range | None) -> None:
@@ -312,7 +336,9 @@ class OracleManager:
             g, pages = self.group_of[i], req.pages[i]
             for b, page in (hits[i].items() if hits is not None else ()):
                 if page not in self.holders[g]:  # a cached page: its slot leaves the free queue
-                    del self.freed_slots[g][self.kept[g].pop(self.content[page])]
+                    entry = next(e for e in self.kept[g][self.content[page]] if self.freed_slots[g][e] == page)
+                    del self.freed_slots[g][entry]
+                    self._forget(g, self.content[page], entry)
                 pages[b] = page
                 self.holders[g][page] = self.holders[g].get(page, 0) + 1
         for i, (old, new) in enumerate(zip(req.held, targets)):
@@ -372,25 +398,34 @@ class OracleManager:
         """With the freed-page cache: each block to hold whose positions all lie in the prefix and whose
         content a page keeps: a live holder's, where it committed every position, else a cached one."""
         hits: list[dict[int, tuple]] = [{} for _ in targets]
-        others = [source] + [r for r in self.requests.values() if r is not source and r is not req]
+
+        def page_of(i: int, b: int):  # the page that became findable first with this block's content
+            pages = self.findable[self.group_of[i]].get(self._block_content(req, i, b))
+            return pages[0] if pages else None
+
+        # the tokens a hit may cover: the reused ones, in whole blocks
+        reach = len(range(0, req.prefix - self.t + 1, self.t)) if req.prefix >= self.t else 0
+        if self.common_prefix:
+            # one hit length for every layer: the longest whose tokens after it find, in every layer,
+            # each block they read (or, reading none, the block just before it)
+            def fits(j: int) -> bool:
+                for i, geometry in enumerate(self.geometries):
+                    if geometry.kind == "ssm" or j == 0:
+                        continue
+                    read = _held(geometry, j * self.t, j * self.t, self.t, self.in_flight) or {j - 1}
+                    if any(page_of(i, b) is None for b in read):
+                        return False
+                return True
+
+            reach = max(j for j in range(reach + 1) if fits(j))
         for i, (geometry, new) in enumerate(zip(self.geometries, targets)):
             if geometry.kind == "ssm":
                 continue
-            g = self.group_of[i]
             for b in sorted(new - req.held[i]):
-                positions = range(b * self.t, b * self.t + self.t)
-                if not all(p < req.prefix for p in positions):
-                    continue
-                content = self._block_content(req, i, b)
-                for other in others:
-                    page = other.pages[i].get(b) if other.state is not CLOSED else None
-                    if page is not None and self.content.get(page) == content and all(p < other.history for p in positions):
+                if b < reach:
+                    page = page_of(i, b)
+                    if page is not None:
                         hits[i][b] = page
-                        break
-                else:
-                    entry = self.kept[g].get(content)
-                    if entry is not None:
-                        hits[i][b] = self.freed_slots[g][entry]
         return hits
 
     def hit_blocks(self, request_id: Hashable) -> int:
@@ -449,6 +484,8 @@ class OracleManager:
                         self._new_slot(g)
                 for g, n in enumerate(copy_slots):
                     self.blank[g] += n  # given back keeping nothing
+            if self.cache:  # what it holds below its history (or capacity) is now findable
+                self._learn(req, req.capacity if self.scheduled else req.history)
             if hits is not None and not req.resumed:
                 req.hit = sum(len(h) for h in hits)
             req.state = ACTIVE
@@ -478,8 +515,12 @@ class OracleManager:
             freed[self.group_of[i]] += self._freed(req, i, gone)
         outcome = self._shortfalls(needed, freed)
         if outcome.ok:
+            if self.cache and not self.scheduled:  # committed by this call: findable before it frees
+                self._learn(req, history)
             self._move(req, targets, history=history, hold=allocated if self.hold else None)
             req.capacity, req.history = capacity, history
+            if self.cache:  # reserved by this call (or allocated below the history it ends on)
+                self._learn(req, capacity if self.scheduled else history)
         return outcome
 
     def commit(self, request_id: Hashable, tokens: int) -> None:
@@ -490,6 +531,8 @@ class OracleManager:
                 request_id, "tokens", tokens, f"history {req.history} + tokens exceeds capacity {req.capacity}"
             )
         req.history += tokens
+        if self.cache and not self.scheduled:
+            self._learn(req, req.history)
         if not self.lazy:  # freeing lazily, the next resize frees what left the window
             self._move(req, self._targets(req.history, req.capacity))
 
@@ -541,7 +584,7 @@ class OracleManager:
         """Each cached page as (geometry, block, the request that computed its last position), sorted."""
         return tuple(sorted(
             (content[0], page[2], content[1][-1][0])
-            for kept in self.kept for content, entry in kept.items()
+            for kept in self.kept for content, entries in kept.items() for entry in entries
             for page in (self.freed_slots[self.group_of[content[0]]][entry],)
         ))
 
