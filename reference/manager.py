@@ -654,7 +654,9 @@ class Manager:
                     f"exceeds the committed history {source.history} of share_with {share_with!r}",
                 )
         n = len(self.layout.life_cycles)
-        prefix = reused_history // self.layout.tokens_per_block if share_with is not None else 0
+        # (with freed blocks cached, any reused prefix is looked up: its content may have been computed
+        # by a request created on this one's prefix)
+        prefix = reused_history // self.layout.tokens_per_block if share_with is not None or self._cache else 0
         roots: tuple = ((None, request_id),)
         if share_with is not None and prefix:
             inherited = []
@@ -688,7 +690,8 @@ class Manager:
                 )
                 extra[self._group_of[lc_index]] += int(needs_copy)
         plan = self._plan(req, req.history, req.capacity)
-        hits = self._hits(req, plan) if req.share_with is not None and not req.resumed else None
+        looks_up = req.share_with is not None or (self._cache and req.prefix_blocks > 0)
+        hits = self._hits(req, plan) if looks_up and not req.resumed else None
         copies = list(extra)
         if hits is not None:
             for lc_index, found in enumerate(hits):

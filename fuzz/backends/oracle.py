@@ -381,7 +381,7 @@ class OracleManager:
         the source request still holds, each with the source's page."""
         hits: list[dict[int, tuple]] = [{} for _ in targets]
         source = self.requests.get(req.source) if req.source is not None else None
-        if self.cache and not req.resumed and source is not None:
+        if self.cache and not req.resumed:  # any reused prefix is looked up by its content
             return self._found(req, source, targets)
         if source is None or source.state is CLOSED or req.resumed:
             return hits

@@ -35,6 +35,7 @@ import attrs
 from swafloor.reference import Config, Outcome, RequestError, Semantics, SlotMap
 
 from ..protocol import Operation, Unsupported, factory
+from ._vllm_compat import release_of
 from .vllm import MAX_MODEL_LEN, VllmBackend, capabilities as vllm_capabilities, load, semantics as vllm_semantics
 
 __all__ = ["VllmPrefixBackend", "vllm_prefix", "semantics", "capabilities"]
@@ -58,6 +59,23 @@ def capabilities():
     )
 
 
+def load_prefix() -> dict[str, Any]:
+    """:func:`~.vllm.load`, then check that this release's prefix cache can be driven as this backend
+    does (its ``Request`` takes a ``block_hasher``, 0.11.2 on; before that the manager hashed on its
+    own): else :class:`Unsupported`, one line why."""
+    from ._vllm_compat import _parameters
+
+    v = load()
+    if "block_hasher" not in _parameters(v["Request"]):
+        raise Unsupported(f"vLLM {release_of(v).version}'s Request takes no block_hasher (its manager hashes on its "
+                          "own): vllm-prefix drives the hasher-per-request releases (0.11.2 on)")
+    try:
+        from vllm.utils.hashing import sha256  # noqa: F401
+    except ImportError as exc:
+        raise Unsupported(f"vLLM {release_of(v).version} has no vllm.utils.hashing.sha256: {exc}") from None
+    return v
+
+
 def _hashing(v: dict[str, Any], t: int) -> Any:
     """vLLM's block hasher for blocks of ``t`` tokens (sha256, its default), its none-hash set up."""
     if "hasher" not in v:
@@ -79,8 +97,11 @@ class VllmPrefixBackend(VllmBackend):
         if any(getattr(layer, "window", None) == 1 for layer in config.layers):  # (never generated: min_window)
             raise Unsupported("vllm-prefix: a window of 1 token (vLLM's sliding-window manager then caches no "
                               "block: a hit needs none of them, so its retention mask keeps none)")
-        super().__init__(config, in_flight=0)
-        v = load()
+        self._build(config)
+
+    def _build(self, config: Config) -> None:
+        v = load_prefix()
+        VllmBackend.__init__(self, config, in_flight=0)
         self.block_hasher = _hashing(v, self.t)
         self.utils = v["hasher"][2]
         self.fresh_ids = itertools.count(1)
@@ -178,7 +199,16 @@ class VllmPrefixBackend(VllmBackend):
         return attrs.evolve(view, cached=(cached,))
 
 
-@factory(capabilities(), name="vllm-prefix", prepare=load)
+@factory(capabilities(), name="vllm-prefix", prepare=load_prefix)
 def vllm_prefix(config: Config) -> VllmPrefixBackend:
     """vLLM's v1 block manager with prefix caching on, synchronous scheduling."""
     return VllmPrefixBackend(config)
+
+
+@factory(attrs.evolve(capabilities(), min_window=1), name="vllm-prefix-any-window", prepare=load_prefix)
+def vllm_prefix_any_window(config: Config) -> VllmPrefixBackend:
+    """``vllm-prefix`` serving a window of one token too: only for the regression trace that pins why
+    ``vllm-prefix`` refuses it (tests/regressions/vllm-prefix-window-one.json)."""
+    backend = VllmPrefixBackend.__new__(VllmPrefixBackend)
+    VllmPrefixBackend._build(backend, config)
+    return backend
