@@ -153,8 +153,8 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
     SeededBug("shared-counted-per-holder", "a shared block is counted once per holder (pool use and batch "
               "sizing)", ("shared-batch-exact",), (TABLE_ONLY,)),
     SeededBug("hit-holds-null-blocks", "a cache hit also holds the prefix blocks outside its window (its null "
-              "entries); formulas only: the manager's hits come from blocks their source still holds",
-              ("shared-batch-exact",)),
+              "entries; the manager's: those whose content a held or cached slot keeps)",
+              ("shared-batch-exact",), (TABLE_ONLY,)),
 )
 
 
