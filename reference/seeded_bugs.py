@@ -148,7 +148,7 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               "the blocks the step releases",
               (), (ORACLE,), covers="failure path"),
     SeededBug("shared-freed-when-stale-for-one", "a shared block is freed when it is stale for one holder, "
-              "though another still holds it", ("shared-batch-exact",), (TABLE_ONLY, ORACLE),
+              "though another still holds it", ("shared-batch-exact",), (TABLE_ONLY, DATA_PLANE, ORACLE),
               covers="semantics.prefix_sharing"),
     SeededBug("shared-counted-per-holder", "a shared block is counted once per holder (pool use and batch "
               "sizing)", ("shared-batch-exact",), (TABLE_ONLY,)),
