@@ -69,6 +69,9 @@ def load_prefix() -> dict[str, Any]:
     if "block_hasher" not in _parameters(v["Request"]):
         raise Unsupported(f"vLLM {release_of(v).version}'s Request takes no block_hasher (its manager hashes on its "
                           "own): vllm-prefix drives the hasher-per-request releases (0.11.2 on)")
+    if not release_of(v).external_load:
+        raise Unsupported(f"vLLM {release_of(v).version}'s allocate_slots has no num_external_computed_tokens: "
+                          "vllm-prefix loads the reused history past a hit through the KV-connector path")
     try:
         from vllm.utils.hashing import sha256  # noqa: F401
     except ImportError as exc:
