@@ -33,6 +33,7 @@ import attrs
 
 from swafloor.reference import (
     Config,
+    SlotMap,
     Snapshot,
     SwafloorError,
     FloorRule,
@@ -54,6 +55,11 @@ from .protocol import Backend, Capabilities, Part, Unsupported
 from .trace import Step
 
 __all__ = ["Lockstep", "BuildFailed", "Liveness"]
+
+
+def _cached(view: SlotMap) -> list:
+    """The content a slot map's cached free slots keep, sorted (slot ids dropped: a pool's own names)."""
+    return sorted(key for per_group in view.cached for key in per_group.values())
 
 
 class BuildFailed(SwafloorError):
@@ -178,6 +184,10 @@ class Lockstep:
             found = compare_parts(index, step, parts_of(ref), parts_of(got), self.caps, frozenset(self.retired))
             if found is not None:
                 return found
+        if self.config.semantics.cache_freed and isinstance(ref, Snapshot) and isinstance(got, Snapshot):
+            if ref.cached != got.cached:  # which content the freed blocks keep: the eviction order
+                return Divergence(index, step, "cached", list(ref.cached), list(got.cached), "exact",
+                                  "the cached free blocks differ (what was evicted, or what a free kept)")
         if self.identity is not None:
             return self._compare_identity(index, step, ref, got)
         return None
@@ -208,6 +218,11 @@ class Lockstep:
                 return Divergence(index, step, field, expected, seen, "invariant", reason)
         if ref_slots is None:  # the side compared against shows no slot ids: integrity alone
             return None
+        if self.config.semantics.cache_freed and ref_slots.cached is not None and got_slots.cached is not None:
+            ref_cached, got_cached = _cached(ref_slots), _cached(got_slots)
+            if ref_cached != got_cached:  # which content the freed blocks keep: the eviction order
+                return Divergence(index, step, "slots.cached", ref_cached, got_cached, "exact",
+                                  "the cached free blocks differ (what was evicted, or what a free kept)")
         found = self.identity.compare(ref_slots, got_slots, frozenset(self.retired))
         if found is not None:
             field, expected, seen, reason = found

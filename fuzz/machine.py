@@ -110,6 +110,7 @@ def build_machine(
 
         # ------------------------------------------------------------ helpers
         sharing = False
+        cached = False
         prefixed: Any = frozenset()
 
         def _apply(self, step: Step) -> Result:
@@ -119,9 +120,25 @@ def build_machine(
                 self._fail(divergence)
             if self.prefixed and step.op is Operation.RESUME and step.request in self.prefixed and result.ok:
                 self.prefixed.discard(step.request)  # its first resume: did it hit a shared block?
-                sharing = getattr(self.lock.reference.observe(), "sharing", ())
-                stats.hits += any(step.request in holders for _, _, holders in sharing)
+                stats.hits += self._hit(step.request)
             return result
+
+        def _hit(self, rid: str) -> bool:
+            """Whether the reference side's first resume of ``rid`` took a block as a cache hit (read
+            from the manager's count, else from a slot it shares)."""
+            manager = getattr(self.lock.reference, "manager", None)
+            count = getattr(manager, "hit_blocks", None)
+            if callable(count):
+                return count(rid) > 0
+            sharing = getattr(self.lock.reference.observe(), "sharing", ())
+            return any(rid in holders for _, _, holders in sharing)
+
+        def _repeat_sources(self) -> list[str]:
+            """Requests with whole committed blocks a repeated request can share: the active ones
+            first, else the suspended ones (and, freed blocks cached, the closed ones)."""
+            states = ("active", "suspended", "closed") if self.cached else ("active", "suspended")
+            whole = [r for r in self._ids(*states) if self.lock.lengths[r][1] >= self.t]
+            return [r for r in whole if self._active(r)] or whole
 
         def _step(self, rid: str, capacity: int, history: int) -> Result:
             """A resize within the backend's domain: never below the capacity held when the backend
@@ -179,6 +196,7 @@ def build_machine(
             if self.lock.build_divergence is not None:
                 self._fail(self.lock.build_divergence)
             self.sharing = caps.prefix_sharing and config.semantics.prefix_sharing
+            self.cached = self.sharing and config.semantics.cache_freed
             self.prefixed: set[str] = set()  # created under sharing, not yet resumed
             self.horizon = horizon(config)
             self.t = config.tokens_per_block
@@ -188,20 +206,32 @@ def build_machine(
         # ------------------------------------------------------------ lifetime
         @precondition(lambda self: len(self._ids("suspended", "active")) < MAX_OPEN_REQUESTS)
         @rule(data=st.data())
-        def create(self, data, in_build: bool = False) -> None:
+        def create(self, data, in_build: bool = False, repeats: bool = True) -> None:
             """Create a request (suspended), and as a rule half the time resume it at once (as an
             engine admits a request): most rules need an active request."""
             reused, source = 0, None
-            sources = [r for r in self._ids("active", "suspended") if self.lock.lengths[r][1] > 0]
+            # Under a freed-block cache a closed request's committed blocks may still be cached.
+            states = ("active", "suspended", "closed") if self.cached else ("active", "suspended")
+            sources = [r for r in self._ids(*states) if self.lock.lengths[r][1] > 0]
             if self.sharing:  # sources holding whole blocks first: only they can give hits
-                sources = [r for r in sources if self.lock.lengths[r][1] >= self.t and r in self._ids("active")] or sources
-            if self.sharing and sources and data.draw(st.integers(0, 3), label="share") > 0:
+                whole = [r for r in sources if self.lock.lengths[r][1] >= self.t]
+                sources = [r for r in whole if self._active(r)] or [r for r in whole if self.cached] or sources
+            # (Each sharing choice is drawn as "below the top value": Hypothesis draws small values
+            # most, so the common case, sharing, is the small one and examples shrink towards it.)
+            if self.sharing and in_build and data.draw(st.integers(0, 3), label="system prompt") < 3:
+                # The first request starts from a loaded prompt of whole blocks: the prefix others share.
+                reused = self.t * data.draw(st.integers(1, 4), label="prompt blocks")
+            elif self.sharing and sources and data.draw(st.integers(0, 7), label="share") < 7:
                 # A request on another's committed prefix (a system prompt, a repeated request):
-                # most often all of it, so that whole blocks are shared.
+                # most often all of its whole blocks, so that whole blocks are shared.
+                whole = data.draw(st.integers(0, 3), label="whole prefix") < 3
+                if whole and not in_build and repeats and self._repeat_sources():
+                    self.repeat(data)  # whole blocks of a prefix: repeated requests
+                    return
                 source = sources[data.draw(st.integers(0, len(sources) - 1), label="share with")]
                 history = self.lock.lengths[source][1]
-                whole = data.draw(st.integers(0, 3), label="whole prefix") > 0
-                reused = history if whole else data.draw(st.integers(0, history), label="prefix tokens")
+                aligned = history - history % self.t
+                reused = (aligned or history) if whole else data.draw(st.integers(0, history), label="prefix tokens")
             elif caps.reused_history and data.draw(st.booleans(), label="reuse"):
                 reused = data.draw(st.integers(0, self.horizon), label="reused_history")
             rid = f"r{self.created}"
@@ -212,10 +242,39 @@ def build_machine(
                 if source is not None:
                     stats.on_prefix += 1
                     self.prefixed.add(rid)
-                    if not in_build and data.draw(st.integers(0, 3), label="admit at once") > 0:
+                    if not in_build and data.draw(st.integers(0, 3), label="admit at once") < 3:
                         self._apply(Step.resume(rid))  # a repeated request admitted at once: it hits
                         return
             if not in_build and data.draw(st.booleans(), label="resume at once"):
+                self._apply(Step.resume(rid))
+
+        @precondition(lambda self: self.sharing and len(self._ids("suspended", "active")) < MAX_OPEN_REQUESTS)
+        @rule(data=st.data())
+        def repeat(self, data) -> None:
+            """Repeated requests (under prefix sharing): up to three requests on one request's whole
+            committed blocks (a shared system prompt, the same prompt sent again), each admitted at
+            once, the oldest other open request finishing first where the open requests are at their
+            limit; a closed request serves too when freed blocks are cached."""
+            sources = self._repeat_sources()
+            if not sources:
+                self.create(data, repeats=False)
+                return
+            source = sources[data.draw(st.integers(0, len(sources) - 1), label="repeat")]
+            history = self.lock.lengths[source][1]
+            reused = history - history % self.t
+            for _ in range(3 - data.draw(st.integers(0, 2), label="fewer repeats")):
+                if len(self._ids("suspended", "active")) >= MAX_OPEN_REQUESTS:
+                    # a request other than the source finishes first, making room
+                    done = [r for r in self._ids("suspended", "active") if r != source]
+                    if Operation.CLOSE not in ops or not done:
+                        return
+                    self._apply(Step.close(done[0]))
+                rid = f"r{self.created}"
+                self.created += 1
+                self._apply(Step.create(rid, reused, source))
+                stats.created_sharing += 1
+                stats.on_prefix += 1
+                self.prefixed.add(rid)
                 self._apply(Step.resume(rid))
 
         @precondition(lambda self: self._has("suspended"))

@@ -173,6 +173,7 @@ class Capabilities:
     notes: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     all_semantics: bool = False
     prefix_sharing: bool = False  # create(..., share_with=...): requests on another's committed prefix
+    min_window: int = 1  # the smallest window its configs may have
 
     def __attrs_post_init__(self) -> None:
         required = {Operation.CREATE, Operation.RESUME, Operation.RESIZE}

@@ -20,7 +20,7 @@ import attrs
 from hypothesis import strategies as st
 
 from swafloor.reference import (
-    AttentionLayer, Config, FreeStale, LifeCycleKind, ReleaseOrder, Semantics, SsmLayer, SuspendMode, build_layout,
+    AttentionLayer, Config, FreeStale, HitRule, LifeCycleKind, ReleaseOrder, Semantics, SsmLayer, SuspendMode, build_layout,
 )
 
 from .protocol import EXACT_EVERYTHING, Capabilities
@@ -35,10 +35,11 @@ MAX_LAYERS = 4
 
 
 @functools.lru_cache(maxsize=None)
-def windows(t: int) -> st.SearchStrategy[int]:
-    """Windows around block boundaries (where off-by-one bugs live), small ones, and any up to 4t+4."""
-    edges = sorted({w for k in (1, 2, 3) for w in (k * t - 1, k * t, k * t + 1, k * t + 2) if w >= 1})
-    return st.one_of(st.integers(1, 6), st.sampled_from(edges), st.integers(1, 4 * t + 4))
+def windows(t: int, least: int = 1) -> st.SearchStrategy[int]:
+    """Windows around block boundaries (where off-by-one bugs live), small ones, and any up to 4t+4;
+    none below ``least`` (a backend's smallest window, ``Capabilities.min_window``)."""
+    edges = sorted({w for k in (1, 2, 3) for w in (k * t - 1, k * t, k * t + 1, k * t + 2) if w >= least})
+    return st.one_of(st.integers(least, max(least, 6)), st.sampled_from(edges), st.integers(least, 4 * t + 4 + least))
 
 
 @functools.lru_cache(maxsize=None)
@@ -52,7 +53,7 @@ def layers(t: int, caps: Capabilities = EXACT_EVERYTHING) -> st.SearchStrategy:
     options = []
     if LifeCycleKind.SWA in caps.layer_kinds:
         sinks = sink_tokens(t) if caps.sinks else st.just(0)
-        swa = st.builds(AttentionLayer, window=windows(t), sink_tokens=sinks)
+        swa = st.builds(AttentionLayer, window=windows(t, caps.min_window), sink_tokens=sinks)
         options += [swa, swa, swa]
     if LifeCycleKind.FULL in caps.layer_kinds:
         options.append(st.just(AttentionLayer(window=None)))
@@ -74,8 +75,14 @@ _OPTIONS = st.builds(
 #: What a backend serving every semantics gets: drawn options, and the default itself a third of the
 #: time besides (about 30% of the configs of a campaign carry the default).
 SEMANTICS = st.one_of(_OPTIONS, _OPTIONS, st.just(Semantics()))
-#: What a backend that shares prefixes gets: every semantics, with prefix sharing on.
-SEMANTICS_SHARING = st.builds(lambda s: attrs.evolve(s, prefix_sharing=True), SEMANTICS)
+#: What a backend that shares prefixes gets: every semantics, with prefix sharing on and, two times
+#: in three, freed blocks cached (so a closed request's blocks still give hits), under either hit rule.
+SEMANTICS_SHARING = st.builds(
+    lambda s, cache, rule, scheduled: attrs.evolve(
+        s, prefix_sharing=True, cache_freed=cache, hit_rule=rule if cache else HitRule.PER_BLOCK,
+        cache_scheduled=cache and scheduled),
+    SEMANTICS, st.sampled_from((True, True, False)), st.sampled_from(tuple(HitRule)), st.booleans(),
+)
 
 
 def semantics(caps: Capabilities = EXACT_EVERYTHING) -> st.SearchStrategy[Semantics]:
@@ -94,7 +101,7 @@ def distinct_life_cycles(draw, t: int, caps: Capabilities = EXACT_EVERYTHING):
     if LifeCycleKind.SWA in caps.layer_kinds:
         for _ in range(draw(st.integers(2, 3))):
             sinks = draw(sink_tokens(t)) if caps.sinks else 0
-            chosen.append(AttentionLayer(window=draw(windows(t)), sink_tokens=sinks))
+            chosen.append(AttentionLayer(window=draw(windows(t, caps.min_window)), sink_tokens=sinks))
     if LifeCycleKind.FULL in caps.layer_kinds and draw(st.booleans()):
         chosen.append(AttentionLayer(window=None))
     if LifeCycleKind.SSM in caps.layer_kinds and draw(st.booleans()):
@@ -121,7 +128,7 @@ def configs(draw, caps: Capabilities = EXACT_EVERYTHING, tokens_per_block=TOKENS
         chosen = [draw(layer) for _ in range(n)]
     if all(isinstance(layer, SsmLayer) for layer in chosen):
         attention = [k for k in (LifeCycleKind.SWA, LifeCycleKind.FULL) if k in caps.layer_kinds][0]
-        chosen[0] = AttentionLayer(window=draw(windows(t)) if attention is LifeCycleKind.SWA else None)
+        chosen[0] = AttentionLayer(window=draw(windows(t, caps.min_window)) if attention is LifeCycleKind.SWA else None)
     semantics_ = draw(semantics(caps))  # the reference side runs the same semantics
     base = Config(tokens_per_block=t, layers=chosen, semantics=semantics_)
     life_cycles = len(build_layout(base).life_cycles)
@@ -148,7 +155,8 @@ def configs(draw, caps: Capabilities = EXACT_EVERYTHING, tokens_per_block=TOKENS
         # Room for a second request beside one at its floor: what lets a repeated request be admitted
         # (and hit) while its source still holds the prefix.
         extra = draw(_per_group(0, 2, len(minimum)))
-        return attrs.evolve(sized, slots=tuple(2 * m + k for m, k in zip(minimum, extra)))
+        times = draw(st.sampled_from((2, 3)))  # room for one more request, or two (repeated requests)
+        return attrs.evolve(sized, slots=tuple(times * m + k for m, k in zip(minimum, extra)))
     how = draw(st.sampled_from(("minimum", "explicit", "bump")))
     if how == "minimum":
         return sized

@@ -12,6 +12,7 @@ from .config import (
     Config,
     BelowMinimum,
     FreeStale,
+    HitRule,
     Layout,
     Semantics,
     SuspendMode,

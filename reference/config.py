@@ -23,6 +23,7 @@ __all__ = [
     "FreeStale",
     "SuspendMode",
     "ReleaseOrder",
+    "HitRule",
     "Semantics",
     "AttentionLayer",
     "SsmLayer",
@@ -126,6 +127,17 @@ class SuspendMode(str, enum.Enum):
     KEEP = "keep"  # TensorRT-LLM V2 with GPU memory only: nothing is freed; resume allocates nothing new
 
 
+class HitRule(str, enum.Enum):
+    """Which blocks of a reused prefix a first resume takes as cache hits (with ``cache_freed``)."""
+
+    PER_BLOCK = "per-block"  # the spec: every block it must hold whose content some slot keeps
+    # vLLM: one hit length for every life cycle, the longest prefix of whole blocks (at most the reused
+    # ones) for which every life cycle finds each block it needs at that length (its blocks live at
+    # that history; where none is, the last block before it: vLLM declares a match only on a found
+    # block); the blocks past it are computed again
+    COMMON_PREFIX = "common-prefix"
+
+
 class ReleaseOrder(str, enum.Enum):
     """When a resize frees the blocks it made stale."""
 
@@ -163,7 +175,18 @@ class Semantics:
     freed before allocating in both orders). ``prefix_sharing``: a request created on another's committed
     prefix (``Manager.create(..., share_with=...)``) takes the whole prefix blocks that request holds at
     its first resume as cache hits, one slot for all holders (see :mod:`~.sharing`); off, every
-    request computes its prefix into slots of its own (today's model)."""
+    request computes its prefix into slots of its own (today's model). ``cache_freed`` (needs
+    ``prefix_sharing``): a freed block whose tokens were all committed stays cached in its free slot
+    (vLLM's prefix cache): a later first resume on the same content takes it back as a hit, from a live
+    holder or from the cache, and a slot taken from the pool evicts what it cached. A pool hands out
+    first the free slots that keep nothing (the last freed first, then the never-used ones), then the
+    cached ones least recently freed first (vLLM's free queue: uncached blocks prepended, cached ones
+    appended); a request frees its blocks last block first, life cycle by life cycle, so a freed
+    request's tail is evicted before its head. The cache takes no slot: a cached slot counts as free.
+    ``hit_rule`` (needs ``cache_freed``): see :class:`HitRule`. ``cache_scheduled`` (needs ``cache_freed``):
+    a block's content counts as computed, for the cache and for hits on live holders, once every token
+    of it lies within the capacity its request reserved (vLLM hashes a block when the step that fills it
+    is scheduled), not only once committed."""
 
     in_flight_tokens: int = attrs.field(default=0, validator=_non_negative_int("semantics.in_flight_tokens"))
     free_stale: FreeStale = attrs.field(
@@ -177,6 +200,17 @@ class Semantics:
         default=ReleaseOrder.RELEASE_FIRST, converter=_enum_of("semantics.release_order", ReleaseOrder)
     )
     prefix_sharing: bool = attrs.field(default=False, validator=_bool_field("semantics.prefix_sharing"))
+    cache_freed: bool = attrs.field(default=False, validator=_bool_field("semantics.cache_freed"))
+    hit_rule: HitRule = attrs.field(default=HitRule.PER_BLOCK, converter=_enum_of("semantics.hit_rule", HitRule))
+    cache_scheduled: bool = attrs.field(default=False, validator=_bool_field("semantics.cache_scheduled"))
+
+    def __attrs_post_init__(self) -> None:
+        if self.cache_freed and not self.prefix_sharing:
+            raise ConfigError("semantics.cache_freed", self.cache_freed, "needs semantics.prefix_sharing")
+        if self.hit_rule is not HitRule.PER_BLOCK and not self.cache_freed:
+            raise ConfigError("semantics.hit_rule", self.hit_rule.value, "needs semantics.cache_freed")
+        if self.cache_scheduled and not self.cache_freed:
+            raise ConfigError("semantics.cache_scheduled", self.cache_scheduled, "needs semantics.cache_freed")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -186,13 +220,17 @@ class Semantics:
             "first_resume_copy": self.first_resume_copy,
             "release_order": self.release_order.value,
             **({"prefix_sharing": True} if self.prefix_sharing else {}),  # absent: off (older traces)
+            **({"cache_freed": True} if self.cache_freed else {}),
+            **({"hit_rule": self.hit_rule.value} if self.hit_rule is not HitRule.PER_BLOCK else {}),
+            **({"cache_scheduled": True} if self.cache_scheduled else {}),
         }
 
     @classmethod
     def from_dict(cls, data: Any) -> "Semantics":
         if not isinstance(data, dict):
             raise ConfigError("config.semantics", data, "must be an object")
-        known = ("in_flight_tokens", "free_stale", "suspend", "first_resume_copy", "release_order", "prefix_sharing")
+        known = ("in_flight_tokens", "free_stale", "suspend", "first_resume_copy", "release_order", "prefix_sharing",
+                 "cache_freed", "hit_rule", "cache_scheduled")
         for key in data:
             if key not in known:
                 raise ConfigError(f"config.semantics.{_key(key)}", data[key], "unknown field")

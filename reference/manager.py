@@ -40,7 +40,7 @@ from typing import Any, Hashable, Mapping
 import attrs
 
 from . import lifecycle
-from .config import Config, FreeStale, Layout, ReleaseOrder, SuspendMode, build_layout
+from .config import Config, FreeStale, HitRule, Layout, ReleaseOrder, SuspendMode, build_layout
 from .errors import ConfigError, RequestError
 from .lifecycle import LifeCycleKind
 from .show import bounded
@@ -194,11 +194,13 @@ class Snapshot:
     """A backend-independent picture of a manager: comparable with ``==`` across backends.
     Requests appear in creation order; closed requests do not appear. ``sharing``: each slot held by
     more than one request, as ``(life cycle, block index, holder ids in creation order)``, sorted
-    (empty without prefix sharing)."""
+    (empty without prefix sharing). ``cached``: under ``cache_freed``, the content each cached free slot
+    keeps, as ``(life cycle, block index, request that first computed it)``, sorted (empty otherwise)."""
 
     pools: tuple[PoolSnapshot, ...]
     requests: tuple[RequestSnapshot, ...]
     sharing: tuple[tuple[int, int, tuple[Hashable, ...]], ...] = ()
+    cached: tuple[tuple[int, int, Hashable], ...] = ()
 
 
 @attrs.frozen
@@ -209,11 +211,14 @@ class SlotMap:
     slot id}``. ``free``: per pool group, the free slot ids as half-open ranges in the order the pool
     would hand them out; ranges may overlap when a (buggy) pool lists an id twice. ``ref_counts``: per
     pool group ``{slot id: holders}`` where a pool keeps reference counts (None: it keeps none). Slot
-    ids are a pool's own names for its slots: two pools are compared up to a renaming of ids."""
+    ids are a pool's own names for its slots: two pools are compared up to a renaming of ids.
+    ``cached``: per pool group ``{free slot id: (life cycle, block index, request that first computed
+    it)}``, the content a cached free slot keeps (None: the pool caches nothing)."""
 
     held: Mapping[Hashable, tuple[Mapping[int, int], ...]]
     free: tuple[tuple[tuple[int, int], ...], ...]
     ref_counts: tuple[Mapping[int, int], ...] | None = None
+    cached: tuple[Mapping[int, tuple[int, int, Hashable]], ...] | None = None
 
 
 # ----------------------------------------------------------------------------- block ranges
@@ -281,6 +286,11 @@ class _Request:
     resumed: bool = False  # was it ever active (a suspension that keeps slots keeps what it held)
     share_with: str | None = None  # the request whose committed prefix it was created on
     prefix_blocks: int = 0  # the whole blocks of that prefix: cache hits at the first resume
+    hit_blocks: int = 0  # the blocks its first resume took as hits
+    named: list = attrs.Factory(list)  # caching: per life cycle, the blocks whose content was named so far
+    # Where each block's content was first computed: ``(end block, request id)`` segments, the last
+    # open-ended (``None``): block b's content is that of the first segment whose end is above b.
+    roots: tuple = ()
     snapshot: Any = None  # the last RequestSnapshot, valid while ``snapshot_key`` is current
     snapshot_key: Any = None
     # A cache that lets a step that changes no block skip planning (see Manager._refresh): the blocks
@@ -303,13 +313,39 @@ class _Pool:
     used: int = 0
     peak_used: int = 0
     sharers: dict[int, int] = attrs.Factory(dict)  # slot id -> holders beyond the first (shared slots only)
+    # A caching pool (``cache_freed``) names the content of every slot whose block counts as computed
+    # (``content``: slot -> key; ``index``: key -> its slots, first named first), held or free, and
+    # hands slots out in the order of one free queue: the freed slots without content (``front``, a
+    # stack: the last freed batch first, each batch in its own order), then the never-used ids, then
+    # the freed slots with content (``queue``: least recently freed first), the cached ones. A slot
+    # loses its content when it is taken again (evicted).
+    cache: bool = False
+    front: list[int] = attrs.Factory(list)
+    queue: dict[int, None] = attrs.Factory(dict)
+    content: dict[int, tuple] = attrs.Factory(dict)
+    index: dict[tuple, dict[int, None]] = attrs.Factory(dict)
 
     @property
     def free(self) -> int:
         return self.total - self.used
 
+    def freed(self) -> list[int]:
+        """The freed slot ids (not the never-used ones), in the order the pool hands them out."""
+        return [*reversed(self.front), *self.queue] if self.cache else sorted(self.returned)
+
     def take(self) -> int:
-        if self.returned:
+        if self.cache:
+            if self.front:  # a freed slot that keeps nothing
+                slot = self.front.pop()
+            elif self.fresh < self.total:
+                slot, self.fresh = self.fresh, self.fresh + 1
+            else:  # the least recently freed cached slot; what it cached is evicted
+                slot = next(iter(self.queue))
+                del self.queue[slot]
+                key = self.content.pop(slot, None)
+                if key is not None:
+                    self._uncache(key, slot)
+        elif self.returned:
             slot = heapq.heappop(self.returned)
         else:
             slot, self.fresh = self.fresh, self.fresh + 1
@@ -322,21 +358,66 @@ class _Pool:
         """One more holder of a slot in use (a cache hit): no slot is taken."""
         self.sharers[slot] = self.sharers.get(slot, 0) + 1
 
+    def touch(self, slot: int) -> None:
+        """A cache hit on a cached free slot: it leaves the free queue, held again (its content kept)."""
+        del self.queue[slot]
+        self.used += 1
+        if self.used > self.peak_used:
+            self.peak_used = self.used
+
     def frees(self, slot: int) -> bool:
         """Whether giving ``slot`` back frees it (its last holder)."""
         return slot not in self.sharers
 
-    def give(self, slot: int) -> None:
-        """A holder lets go of ``slot``: it is freed when that was its last holder."""
+    def _uncache(self, key: tuple, slot: int) -> None:
+        slots = self.index[key]
+        del slots[slot]
+        if not slots:
+            del self.index[key]
+
+    def first(self, key: tuple) -> int | None:
+        """The slot first named with content ``key``, held or cached (None: none)."""
+        slots = self.index.get(key)
+        return next(iter(slots)) if slots else None
+
+    def name(self, slot: int, key: tuple) -> None:
+        """A held slot's block now counts as computed: its content is ``key`` (kept until evicted)."""
+        if slot not in self.content:
+            self.content[slot] = key
+            self.index.setdefault(key, {})[slot] = None
+
+    def cached_content(self) -> dict[int, tuple]:
+        """The cached free slots and their content."""
+        return {s: self.content[s] for s in self.queue}
+
+    def give(self, slot: int) -> bool:
+        """A holder lets go of ``slot``: it is freed when that was its last holder (returns whether)."""
         others = self.sharers.get(slot)
         if others is not None:
             if others == 1:
                 del self.sharers[slot]
             else:
                 self.sharers[slot] = others - 1
-            return
-        heapq.heappush(self.returned, slot)
+            return False
+        if not self.cache:
+            heapq.heappush(self.returned, slot)
         self.used -= 1
+        return True
+
+    def give_batch(self, batch: list[int]) -> None:
+        """A caching pool: holders let go of ``batch`` in this order, as one free. A freed slot with
+        content keeps it (even where another slot has the same: vLLM keeps every block of a hash) and
+        joins the end of the queue; the freed slots without content go to its front, together, in this
+        order."""
+        kept_nothing = []
+        for slot in batch:
+            if not self.give(slot):
+                continue
+            if slot in self.content:
+                self.queue[slot] = None
+            else:
+                kept_nothing.append(slot)
+        self.front.extend(reversed(kept_nothing))
 
 
 def _require_count(request_id: Any, field: str, value: Any) -> None:
@@ -371,7 +452,8 @@ class Manager:
         self.release_order = order
         self.semantics = config.semantics
         self._in_flight = config.semantics.in_flight_tokens
-        self._pools = [_Pool(n) for n in self.layout.slots]
+        self._cache = config.semantics.cache_freed
+        self._pools = [_Pool(n, cache=self._cache) for n in self.layout.slots]
         self._group_of = self.layout.pool_group_of
         self._requests: dict[str, _Request] = {}
         # Steps that change no block are recognised from the cache in _Request, unless a subclass
@@ -431,7 +513,8 @@ class Manager:
             self._request_snapshot(req) for req in self._requests.values() if req.state is not RequestState.CLOSED
         )  # a closed request is gone, as in any backend; its id stays taken
         pools = tuple(PoolSnapshot(p.total, p.free) for p in self._pools)
-        return Snapshot(pools, requests, self._sharing() if any(p.sharers for p in self._pools) else ())
+        cached = tuple(sorted((lc, b, root) for p in self._pools for lc, root, b in p.cached_content().values()))
+        return Snapshot(pools, requests, self._sharing() if any(p.sharers for p in self._pools) else (), cached)
 
     def _sharing(self) -> tuple[tuple[int, int, tuple[str, ...]], ...]:
         """Each shared slot as (life cycle, block, holders in creation order): O(held blocks)."""
@@ -452,11 +535,16 @@ class Manager:
             for req in self._requests.values()
             if req.state is not RequestState.CLOSED
         }
+        fresh = [((p.fresh, p.total),) if p.fresh < p.total else () for p in self._pools]
+        if not self._cache:
+            freed = [tuple((s, s + 1) for s in p.freed()) for p in self._pools]
+            return SlotMap(held, tuple(f + n for f, n in zip(freed, fresh)))
         free = tuple(
-            tuple((s, s + 1) for s in sorted(p.returned)) + (((p.fresh, p.total),) if p.fresh < p.total else ())
-            for p in self._pools
-        )
-        return SlotMap(held, free)
+            tuple((s, s + 1) for s in reversed(p.front)) + n + tuple((s, s + 1) for s in p.queue)
+            for p, n in zip(self._pools, fresh)
+        )  # the queue's order: what keeps nothing, the never-used ids, then the cached slots
+        cached = tuple({s: (lc, b, root) for s, (lc, root, b) in p.cached_content().items()} for p in self._pools)
+        return SlotMap(held, free, cached=cached)
 
     def _request_snapshot(self, req: _Request) -> RequestSnapshot:
         """A request's snapshot, rebuilt only when its state, lengths or blocks changed (a harness
@@ -511,8 +599,12 @@ class Manager:
                 f"pool group {g} counts {sharers + 1} holders of slot {slot}, held by {len(who)}: {who}"
             )
         for g, pool in enumerate(self._pools):
-            returned = set(pool.returned)
-            assert len(returned) == len(pool.returned), f"pool group {g} lists a free slot twice"
+            listed = pool.freed()
+            returned = set(listed)
+            assert len(returned) == len(listed), f"pool group {g} lists a free slot twice"
+            assert set(pool.queue) <= set(pool.content) and not set(pool.front) & set(pool.content), f"pool group {g}: cached slots {sorted(set(pool.content) - returned)} not free"
+            assert {(key, s) for key, slots in pool.index.items() for s in slots} == {
+                (key, s) for s, key in pool.content.items()} and all(pool.index.values()), f"pool group {g}: cache index disagrees"
             used = {slot for (group, slot) in owners if group == g}
             assert not returned & used, f"pool group {g}: slots {sorted(returned & used)} both free and owned"
             assert all(0 <= s < pool.fresh for s in returned | used), f"pool group {g}: slot id out of range"
@@ -554,7 +646,7 @@ class Manager:
             if type(share_with) is not str or share_with not in self._requests:
                 raise RequestError(request_id, "share_with", share_with, "must name an existing request")
             source = self._requests[share_with]
-            if source.state is RequestState.CLOSED:
+            if source.state is RequestState.CLOSED and not self._cache:  # cached: its blocks may outlive it
                 raise RequestError(request_id, "share_with", share_with, "request is closed")
             if reused_history > source.history:
                 raise RequestError(
@@ -562,6 +654,17 @@ class Manager:
                     f"exceeds the committed history {source.history} of share_with {share_with!r}",
                 )
         n = len(self.layout.life_cycles)
+        # (with freed blocks cached, any reused prefix is looked up: its content may have been computed
+        # by a request created on this one's prefix)
+        prefix = reused_history // self.layout.tokens_per_block if share_with is not None or self._cache else 0
+        roots: tuple = ((None, request_id),)
+        if share_with is not None and prefix:
+            inherited = []
+            for end, root in self._requests[share_with].roots:
+                inherited.append((prefix if end is None else min(end, prefix), root))
+                if end is None or end >= prefix:
+                    break
+            roots = (*inherited, *roots)
         self._requests[request_id] = _Request(
             request_id,
             RequestState.SUSPENDED,
@@ -572,7 +675,8 @@ class Manager:
             ranges=[()] * n,
             held=[{} for _ in range(n)],
             share_with=share_with if self.semantics.prefix_sharing else None,
-            prefix_blocks=reused_history // self.layout.tokens_per_block if share_with is not None else 0,
+            prefix_blocks=prefix,
+            roots=roots,
         )
 
     def resume(self, request_id: str) -> Outcome:
@@ -586,27 +690,39 @@ class Manager:
                 )
                 extra[self._group_of[lc_index]] += int(needs_copy)
         plan = self._plan(req, req.history, req.capacity)
-        hits = self._hits(req, plan) if req.share_with is not None and not req.resumed else None
+        looks_up = req.share_with is not None or (self._cache and req.prefix_blocks > 0)
+        hits = self._hits(req, plan) if looks_up and not req.resumed else None
         copies = list(extra)
         if hits is not None:
             for lc_index, found in enumerate(hits):
-                extra[self._group_of[lc_index]] -= len(found)  # a hit takes no slot
+                pool = self._pools[self._group_of[lc_index]]
+                # a hit on a held slot takes no slot; one on a cached free slot takes that slot
+                extra[self._group_of[lc_index]] -= sum(1 for slot in found.values() if slot not in pool.queue)
         self._planning = req
         outcome = self._feasible(plan, held_back=None, extra=extra)
         if not outcome:
             return outcome
-        transient = [[self._pools[g].take() for _ in range(n)] for g, n in enumerate(copies)]
+        # The copy's slot is taken before the blocks (a caching pool: after them, so it evicts no hit).
+        transient = [] if self._cache else [[self._pools[g].take() for _ in range(n)] for g, n in enumerate(copies)]
         if hits is None:
             self._apply(req, plan)
         else:
             self._apply(req, plan, hits=hits)
+            req.hit_blocks = sum(len(found) for found in hits)
+        if self._cache:
+            transient = [[self._pools[g].take() for _ in range(n)] for g, n in enumerate(copies)]
         for g, slots in enumerate(transient):
+            if self._cache:
+                self._pools[g].give_batch(slots)
+                continue
             for slot in slots:
                 self._pools[g].give(slot)
         req.released_to = req.history
         req.state = RequestState.ACTIVE
         req.resumed = True
         req.pending_copy = False
+        if self._cache:
+            self._name(req, req.capacity if self.semantics.cache_scheduled else req.history)
         self._refresh(req)
         return OK
 
@@ -615,6 +731,8 @@ class Manager:
         must hold that its ``share_with`` request still holds (attention life cycles only)."""
         source = self._requests.get(req.share_with)
         hits: list[dict[int, int]] = [{} for _ in plan]
+        if self._cache:
+            return self._cache_hits(req, plan)
         if source is None or source.state is RequestState.CLOSED:
             return hits
         for lc_index, step in enumerate(plan):
@@ -626,6 +744,45 @@ class Manager:
                     if b in theirs:
                         hits[lc_index][b] = theirs[b]
         return hits
+
+    def _cache_hits(self, req: _Request, plan: _Plan) -> list[dict[int, int]]:
+        """Under ``cache_freed``: per life cycle, the prefix's whole blocks the first resume must hold
+        whose content some slot has (held, or cached free): the slot first named with it."""
+        hits: list[dict[int, int]] = [{} for _ in plan]
+
+        def found(lc_index: int, b: int) -> int | None:  # the slot first named with that content
+            return self._pools[self._group_of[lc_index]].first((lc_index, _root(req, b), b))
+
+        limit = req.prefix_blocks
+        if self.semantics.hit_rule is HitRule.COMMON_PREFIX:
+            limit = next(j for j in range(req.prefix_blocks, -1, -1) if self._hit_length_fits(j, found))
+        for lc_index, step in enumerate(plan):
+            if step is None or self.layout.life_cycles[lc_index].kind is LifeCycleKind.SSM:
+                continue
+            for lo, hi in step[0]:
+                for b in range(lo, min(hi, limit)):
+                    slot = found(lc_index, b)
+                    if slot is not None:
+                        hits[lc_index][b] = slot
+        return hits
+
+    def _hit_length_fits(self, j: int, found: Any) -> bool:
+        """Whether ``j`` whole blocks can be one hit for every attention life cycle (``HitRule.
+        COMMON_PREFIX``): each finds every block it holds at history and capacity ``j * t`` (its live
+        blocks there), or, holding none there, block ``j - 1``."""
+        if j == 0:
+            return True
+        for lc_index, lc in enumerate(self.layout.life_cycles):
+            if lc.kind is LifeCycleKind.SSM:
+                continue
+            needed = list(_blocks(self.required_ranges(lc_index, j * self.tokens_per_block, j * self.tokens_per_block)))
+            if any(found(lc_index, b) is None for b in needed or [j - 1]):
+                return False
+        return True
+
+    def hit_blocks(self, request_id: str) -> int:
+        """The blocks the request's first resume took as cache hits (0 before it or without any)."""
+        return self._get(request_id, allow_closed=True).hit_blocks
 
     def resize(self, request_id: str, capacity: int, history: int | None = None) -> Outcome:
         """Step an active request to ``capacity`` tokens with ``history`` of them computed
@@ -643,6 +800,8 @@ class Manager:
             raise RequestError(request_id, "capacity", capacity, f"is below history {bounded(history)}")
         if self._unchanged(req, history, capacity):  # no block changes: nothing to plan
             req.capacity, req.history, req.released_to = capacity, history, history
+            if self._cache:
+                self._name(req, capacity if self.semantics.cache_scheduled else history)
             return OK
         if req.released_to < req.history:  # lazy freeing: catch up before allocating
             self._apply(req, self._plan(req, req.history, req.capacity))
@@ -655,8 +814,15 @@ class Manager:
         outcome = self._feasible(plan, held_back=held_back, extra=None)
         if not outcome:
             return outcome
+        if self._cache and not self.semantics.cache_scheduled:
+            self._name(req, history, advance=False)  # the history it ends on is computed: named before this call frees
         self._apply(req, plan, held_back)
         req.capacity, req.history, req.released_to = capacity, history, history
+        if self._cache:  # the blocks this call reserved (or allocated below the history it ends on)
+            if req.named:  # blocks a smaller capacity cut off are named again when held again
+                spanned = lifecycle.allocated_blocks(capacity, self.tokens_per_block)
+                req.named = [min(n, spanned) for n in req.named]
+            self._name(req, capacity if self.semantics.cache_scheduled else history)
         self._refresh(req)
         return OK
 
@@ -671,6 +837,8 @@ class Manager:
                 request_id, "tokens", tokens, f"history {bounded(req.history)} + tokens exceeds capacity {bounded(req.capacity)}"
             )
         req.history += tokens
+        if self._cache and not self.semantics.cache_scheduled:
+            self._name(req, req.history)
         if self.semantics.free_stale is FreeStale.AT_COMMIT:
             changed = not self._unchanged(req, req.history, req.capacity)
             if changed:
@@ -813,6 +981,15 @@ class Manager:
             if held_back is not None and held_back[lc_index]:
                 release = ranges_minus(release, held_back[lc_index])
             self._free(req, lc_index, release)
+        if hits is not None and self._cache:  # every hit first: a slot taken next must not evict one
+            for lc_index, found in enumerate(hits):
+                pool, held = self._pools[self._group_of[lc_index]], req.held[lc_index]
+                for b, slot in found.items():
+                    held[b] = slot
+                    if slot in pool.queue:
+                        pool.touch(slot)
+                    else:
+                        pool.share(slot)
         for lc_index, step in enumerate(plan):
             if step is None:
                 continue
@@ -820,8 +997,9 @@ class Manager:
             found = hits[lc_index] if hits is not None else None
             for b in _blocks(step[0]):
                 if found and b in found:
-                    held[b] = found[b]
-                    pool.share(found[b])
+                    if not self._cache:
+                        held[b] = found[b]
+                        pool.share(found[b])
                 else:
                     held[b] = pool.take()
             req.ranges[lc_index] = step[2]
@@ -832,15 +1010,49 @@ class Manager:
 
     def _free(self, req: _Request, lc_index: int, ranges: Ranges) -> None:
         pool, held = self._pools[self._group_of[lc_index]], req.held[lc_index]
-        for b in _blocks(ranges):
-            pool.give(held.pop(b))
+        if not self._cache:
+            for b in _blocks(ranges):
+                pool.give(held.pop(b))
+            return
+        blocks = sorted(_blocks(ranges), reverse=True)  # last block first
+        pool.give_batch([held.pop(b) for b in blocks])
+
+    def _name(self, req: _Request, computed: int, advance: bool = True) -> None:
+        """Under ``cache_freed``: the content of every block ``req`` holds whose tokens all lie below
+        ``computed`` (committed, or under ``cache_scheduled`` reserved) is named, once per block index
+        (a block not held when it became computed, out of the window, is never named). ``advance``
+        False: blocks not held now may still be named by a later call. O(blocks named)."""
+        t = self.tokens_per_block
+        if not req.named:
+            req.named = [0] * len(req.held)
+        full = computed // t
+        for lc_index, held in enumerate(req.held):
+            if self.layout.life_cycles[lc_index].kind is LifeCycleKind.SSM or req.named[lc_index] >= full:
+                continue
+            pool = self._pools[self._group_of[lc_index]]
+            for b in range(req.named[lc_index], full):
+                if b in held:
+                    pool.name(held[b], (lc_index, _root(req, b), b))
+            if advance:
+                req.named[lc_index] = full
 
     def _release_all(self, req: _Request) -> None:
         for lc_index, held in enumerate(req.held):
             pool = self._pools[self._group_of[lc_index]]
+            if self._cache:  # last block first, as one free
+                pool.give_batch([held.pop(b) for b in sorted(held, reverse=True)])
             for b in sorted(held):
                 pool.give(held.pop(b))
             req.ranges[lc_index] = ()
+        req.named = []  # blocks it holds again are named again
+
+
+def _root(req: _Request, b: int) -> str:
+    """The request that first computed the content of ``req``'s block ``b``."""
+    for end, root in req.roots:
+        if end is None or b < end:
+            return root
+    return req.request_id
 
 
 def _first_change(f: Any, x: int, now: Any, limit: int | float = _NEVER, guess: int = 0) -> int | float:

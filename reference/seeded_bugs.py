@@ -148,13 +148,13 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               "the blocks the step releases",
               (), (ORACLE,), covers="failure path"),
     SeededBug("shared-freed-when-stale-for-one", "a shared block is freed when it is stale for one holder, "
-              "though another still holds it", ("shared-batch-exact",), (TABLE_ONLY, ORACLE),
+              "though another still holds it", ("shared-batch-exact",), (TABLE_ONLY, DATA_PLANE, ORACLE),
               covers="semantics.prefix_sharing"),
     SeededBug("shared-counted-per-holder", "a shared block is counted once per holder (pool use and batch "
               "sizing)", ("shared-batch-exact",), (TABLE_ONLY,)),
     SeededBug("hit-holds-null-blocks", "a cache hit also holds the prefix blocks outside its window (its null "
-              "entries); formulas only: the manager's hits come from blocks their source still holds",
-              ("shared-batch-exact",)),
+              "entries; the manager's: those whose content a held or cached slot keeps)",
+              ("shared-batch-exact",), (TABLE_ONLY,)),
 )
 
 

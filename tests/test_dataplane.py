@@ -25,7 +25,10 @@ from swafloor.fuzz.backends.dataplane.engine import ATOL, POISON, Engine, Row, s
 from swafloor.fuzz.lockstep import Lockstep
 from swafloor.fuzz.runner import PROFILES, run_campaign
 from swafloor.fuzz.trace import Step
-from swafloor.reference import AttentionLayer, Config, SsmLayer, build_layout
+from swafloor.fuzz.backends.dataplane import wrap
+from swafloor.fuzz.backends.reference import ManagerBackend
+from swafloor.fuzz.protocol import Capabilities, Comparison, Part, factory
+from swafloor.reference import AttentionLayer, Config, Manager, Semantics, SsmLayer, build_layout
 
 #: Examples of the ci profile run here: the whole profile (2000; measured 150 s of CPU time on 2 cores).
 CI_EXAMPLES = PROFILES["ci"].examples
@@ -92,6 +95,39 @@ def test_shared_slot_is_caught_by_identity_and_by_data():
     result = run_campaign("dataplane:mutant:shared-slot", examples=MUTANT_BUDGET, shrink=False, out_dir=None)
     assert result.divergence is not None and result.first_failure_example <= MUTANT_BUDGET
     assert result.divergence.field.startswith("data["), result.divergence.describe()
+
+
+@factory(Capabilities(observations={p: Comparison.EXACT for p in Part}, semantics=Semantics(prefix_sharing=True),
+                      prefix_sharing=True), name="reference-sharing")
+def reference_sharing(config: Config):
+    """The reference under prefix sharing, physical identity shown: a clean backend for the data plane."""
+    return ManagerBackend(Manager(config))
+
+
+def test_shared_prefixes_are_read_through_every_holder_s_table():
+    """A request created on another's prefix has that request's data; its hits are read, never written,
+    and every holder reads the shared block through its own table: the clean reference passes."""
+    inner = resolve("tests.test_dataplane:reference_sharing")
+    result = run_campaign(wrap(inner, "cpu"), examples=60, seed=0, profile="ci", out_dir=None)
+    assert result.divergence is None, result.divergence.describe()
+    assert result.hits > 0
+
+
+def test_shared_block_freed_while_another_holder_needs_it_is_caught_by_data():
+    result = run_campaign("dataplane:mutant:shared-freed-when-stale-for-one", examples=MUTANT_BUDGET, shrink=False,
+                          out_dir=None)
+    assert result.divergence is not None and result.first_failure_example <= MUTANT_BUDGET
+    assert result.divergence.field.startswith("data["), result.divergence.describe()
+
+
+def test_a_hit_reads_the_data_its_source_wrote():
+    """b is created on a's 4 committed tokens: its hits are a's slots, read (not written) with a's data."""
+    config = Config(2, [AttentionLayer(window=None)], slots=(8,), semantics=Semantics(prefix_sharing=True))
+    steps = [Step.create("a"), Step.resume("a")]
+    for h in range(4):
+        steps += [Step.resize("a", h + 1, h), Step.commit("a", 1)]
+    steps += [Step.create("b", 4, "a"), Step.resume("b"), Step.resize("b", 5, 4)]
+    assert _lockstep("dataplane:tests.test_dataplane:reference_sharing", config, steps) is None
 
 
 # --------------------------------------------------------------------------- the report

@@ -118,7 +118,7 @@ def test_registry_resolves_names_and_module_factory():
     assert set(MUTANT_NAMES) == {
         "mutant:legacy-floor", "mutant:no-inflight-token", "mutant:floor-division", "mutant:ignore-sinks",
         "mutant:allocate-before-release", "mutant:release-inflight-block", "mutant:shared-slot",
-        "mutant:shared-freed-when-stale-for-one", "mutant:shared-counted-per-holder",
+        "mutant:shared-freed-when-stale-for-one", "mutant:shared-counted-per-holder", "mutant:hit-holds-null-blocks",
     }
 
 

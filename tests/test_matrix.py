@@ -113,7 +113,8 @@ def test_ctrl_c_prints_the_cells_done_and_exits_130(monkeypatch, capsys, tmp_pat
     code = cli.main(["matrix", "vllm", "--releases", "0.9.2,0.11.2", "--out", str(tmp_path / "out")])
     out = capsys.readouterr()
     assert code == 130 and calls == ["0.9.2", "0.11.2"]
-    assert "interrupted after 2 of 4 cells" in out.err and "0.9.2" in out.err and "pass (3 ex.)" in out.err
+    # the default backends: vllm, vllm-async, vllm-prefix
+    assert "interrupted after 3 of 6 cells" in out.err and "0.9.2" in out.err and "pass (3 ex.)" in out.err
     assert out.out == ""
 
 

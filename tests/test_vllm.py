@@ -30,6 +30,7 @@ PYTHON = VENV / "bin" / "python"
 REGRESSIONS = sorted(
     p for p in (ROOT / "tests" / "regressions").glob("vllm-*.json")
     if not (json.loads(p.read_text(encoding="utf-8")).get("found") or {}).get("release")
+    and not p.name.startswith("vllm-prefix-")  # tests/test_vllm_prefix.py replays those
 )
 BACKENDS = ("vllm", "vllm-async")
 TIMEOUT = 900  # seconds for one subprocess; CI's budget is far larger, a hang still ends

@@ -247,9 +247,10 @@ class Release:
             known["sliding_window"] = window
         return cls(**_arguments(cls, known, cls.__name__))
 
-    def manager(self, t: int, windows: list[int | None], num_blocks: int, *, max_model_len: int, in_flight: int) -> Any:
-        """A ``KVCacheManager`` with prefix caching off: one group per window (None: full attention),
-        every group drawn from one pool of ``num_blocks`` blocks."""
+    def manager(self, t: int, windows: list[int | None], num_blocks: int, *, max_model_len: int, in_flight: int,
+                caching: bool = False) -> Any:
+        """A ``KVCacheManager`` with prefix caching off (``caching``: on): one group per window (None: full
+        attention), every group drawn from one pool of ``num_blocks`` blocks."""
         v = self.v
         groups = []
         for i, window in enumerate(windows):
@@ -261,7 +262,7 @@ class Release:
         manager_class = v["KVCacheManager"]
         tokens = max(1, in_flight)  # sizes only vLLM's admission cap, never used here
         known = dict(
-            kv_cache_config=config, max_model_len=max_model_len, enable_caching=False, scheduler_block_size=t,
+            kv_cache_config=config, max_model_len=max_model_len, enable_caching=caching, scheduler_block_size=t,
             hash_block_size=t, max_in_flight_tokens=tokens, max_num_batched_tokens=tokens,
         )
         params = _parameters(manager_class.__init__)
@@ -282,11 +283,17 @@ class Release:
             null.is_null = True
         return manager
 
-    def request(self, request_id: str, prompt_tokens: int, max_tokens: int) -> Any:
+    def request(self, request_id: str, prompt_tokens: int | list[int], max_tokens: int, block_hasher: Any = None) -> Any:
+        """A waiting ``Request`` of ``prompt_tokens`` tokens (a count: all 0; or the token ids);
+        ``block_hasher``: the prefix cache's (a release whose requests take none refuses it)."""
         v = self.v
         sampling = v["SamplingParams"](max_tokens=max_tokens)
+        tokens = [0] * prompt_tokens if isinstance(prompt_tokens, int) else list(prompt_tokens)
+        if block_hasher is not None and "block_hasher" not in _parameters(v["Request"]):
+            raise Unsupported(f"vLLM {self.version}'s Request takes no block_hasher (it hashes inside its manager)")
         known = dict(
-            request_id=request_id, prompt_token_ids=[0] * prompt_tokens, sampling_params=sampling, pooling_params=None,
+            block_hasher=block_hasher,
+            request_id=request_id, prompt_token_ids=tokens, sampling_params=sampling, pooling_params=None,
             eos_token_id=None, arrival_time=0.0, prompt=None, multi_modal_inputs=None, multi_modal_hashes=None,
             multi_modal_placeholders=None, mm_features=None, mm_inputs=None, mm_hashes=None, mm_positions=None,
             lora_request=None, client_index=0,

@@ -53,6 +53,7 @@ from swafloor.reference import (
 )
 
 from swafloor.reference.manager import _Pool
+from swafloor.reference.manager import _blocks as _manager_blocks, _root as _manager_root
 
 from ..protocol import EXACT_WITH_IDENTITY, Capabilities, Comparison, Part, factory
 from .reference import ManagerBackend
@@ -249,6 +250,37 @@ class _SharedCountedPerHolder(Manager):
         self._pools = [_CountingPool(p.total) for p in self._pools]
 
 
+#: The cache mutants: everything compared exactly, under prefix sharing with freed blocks cached.
+SHARING_CACHE_IDENTITY = Capabilities(
+    observations={p: Comparison.EXACT for p in Part}, semantics=Semantics(prefix_sharing=True, cache_freed=True),
+    prefix_sharing=True,
+)
+
+
+class _HitHoldsNullBlocks(Manager):
+    """A first resume also takes, as hits, the prefix blocks outside its windows whose content a slot
+    keeps (its null entries): it holds (and a cached one, takes) slots no attention reads."""
+
+    def _cache_hits(self, req, plan):
+        hits = super()._cache_hits(req, plan)
+        for lc_index, lc in enumerate(self.layout.life_cycles):
+            if lc.kind is not LifeCycleKind.SWA:
+                continue
+            pool = self._pools[self._group_of[lc_index]]
+            wanted = set(_manager_blocks(plan[lc_index][0])) if plan[lc_index] is not None else set()
+            for b in range(req.prefix_blocks):
+                if b not in wanted and b not in hits[lc_index]:
+                    slot = pool.first((lc_index, _manager_root(req, b), b))
+                    if slot is not None:
+                        hits[lc_index][b] = slot
+        return hits
+
+
+@factory(SHARING_CACHE_IDENTITY, name="mutant:hit-holds-null-blocks")
+def hit_holds_null_blocks(config: Config) -> ManagerBackend:
+    return ManagerBackend(_HitHoldsNullBlocks(config))
+
+
 @factory(SHARING_IDENTITY, name="mutant:shared-freed-when-stale-for-one")
 def shared_freed_when_stale_for_one(config: Config) -> ManagerBackend:
     return ManagerBackend(_SharedFreedEarly(config))
@@ -261,5 +293,5 @@ def shared_counted_per_holder(config: Config) -> ManagerBackend:
 
 MUTANTS.update({
     f.declaration.label: f  # type: ignore[attr-defined]
-    for f in (shared_freed_when_stale_for_one, shared_counted_per_holder)
+    for f in (shared_freed_when_stale_for_one, shared_counted_per_holder, hit_holds_null_blocks)
 })

@@ -27,6 +27,14 @@ block it must hold whose every position lies below ``k`` and which that request 
 same page. A page is named by where its content was first computed; a pool group's use is the number
 of distinct pages its requests hold, and a page is freed when no request holds it any more.
 
+With ``cache_freed`` a page whose last holder lets go stays cached when every position of it was
+committed by that holder: its content is the list of where each of its positions' tokens was first
+computed, so a later first resume on the same tokens finds it (live pages are looked for first: the
+prefix's source, then every other request in creation order). Which cached page is lost when a new
+page is needed is decided by the order a pool hands its free slots out: first the freed slots that
+keep no page and the never-used ones (taking one of them loses nothing), then the slot whose page was
+cached longest ago; a release lets go of a request's blocks from its last one back.
+
 Only the reference's value types are shared (config, snapshot, outcome, errors), so the two can be
 compared with ``==``.
 """
@@ -128,6 +136,7 @@ class _Request:
     prefix: int = 0  # tokens of that prefix
     resumed: bool = False
     pages: list[dict[int, tuple]] | None = None  # per geometry, held block -> page name (prefix sharing only)
+    hit: int = 0  # blocks its first resume found already computed
 
 
 class OracleManager:
@@ -168,6 +177,21 @@ class OracleManager:
         self.requests: dict[Hashable, _Request] = {}
         self.holders: list[dict[tuple, int]] = [{} for _ in range(groups)]  # per group: page -> holders
         self.pages_made = 0
+        # The freed-page cache (cache_freed): per group, the free slots that keep no page (never used,
+        # or freed keeping nothing), the slots keeping a page in the order they were freed (entry ->
+        # page), and content -> entry.
+        self.cache = semantics.cache_freed
+        self.common_prefix = semantics.hit_rule.value == "common-prefix"
+        self.scheduled = semantics.cache_scheduled
+        self.blank = list(self.totals)
+        self.freed_slots: list[dict[int, tuple | None]] = [{} for _ in range(groups)]
+        self.kept: list[dict[tuple, list[int]]] = [{} for _ in range(groups)]
+        # Pages whose content counts as computed (committed, or reserved with cache_scheduled), and,
+        # per group, content -> those pages in the order they became so (held or cached).
+        self.known: set[tuple] = set()
+        self.findable: list[dict[tuple, list[tuple]]] = [{} for _ in range(groups)]
+        self.content: dict[tuple, tuple] = {}  # page -> its content (geometry, origins of its positions)
+        self.entries = 0
 
     # ------------------------------------------------------------------ sizing
     def _geometry(self, layer: AttentionLayer | SsmLayer) -> _Geometry:
@@ -223,7 +247,11 @@ class OracleManager:
         holders = self.holders[self.group_of[i]]
         return sum(1 for b in gone if holders[req.pages[i][b]] == 1)
 
-    def _move(self, req: _Request, targets: list[frozenset[int]], hits: list[dict[int, tuple]] | None = None) -> None:
+    def _move(self, req: _Request, targets: list[frozenset[int]], hits: list[dict[int, tuple]] | None = None,
+              history: int | None = None, hold: range | None = None) -> None:
+        if self.cache:
+            self._move_cached(req, targets, hits, req.history if history is None else history, hold)
+            return
         if self.sharing:
             self._move_pages(req, targets, hits)
             return
@@ -235,6 +263,99 @@ class OracleManager:
             self.used[self.group_of[i]] += len(new - old) - len(old - new)
             held.append(new)
         req.held = held
+
+    def _origin(self, req: _Request, position: int) -> tuple:
+        """Where the token at ``position`` of ``req`` was first computed: follow the prefixes back."""
+        while req.source is not None and position < req.prefix:
+            req = self.requests[req.source]
+        return (req.name, position)
+
+    def _block_content(self, req: _Request, i: int, b: int) -> tuple:
+        return (i, tuple(self._origin(req, p) for p in range(b * self.t, b * self.t + self.t)))
+
+    def _let_go(self, req: _Request, i: int, b: int, history: int) -> None:
+        holders, pages = self.holders[self.group_of[i]], req.pages[i]
+        page = pages.pop(b)
+        holders[page] -= 1
+        if holders[page]:
+            return
+        del holders[page]
+        if not self.cache:
+            return
+        g = self.group_of[i]
+        if page in self.known:  # cached, even where another page has that content
+            self.entries += 1
+            self.kept[g].setdefault(self.content[page], []).append(self.entries)
+            self.freed_slots[g][self.entries] = page
+        else:
+            self.blank[g] += 1  # keeps nothing: a blank slot
+
+    def _forget(self, g: int, content: tuple, entry: int) -> None:
+        entries = self.kept[g][content]
+        entries.remove(entry)
+        if not entries:
+            del self.kept[g][content]
+
+    def _new_slot(self, g: int) -> None:
+        """A slot for a page computed now: one that keeps nothing, else the one whose page was cached
+        longest ago (that page is lost)."""
+        if self.blank[g]:
+            self.blank[g] -= 1
+            return
+        entry = next(iter(self.freed_slots[g]))
+        page = self.freed_slots[g].pop(entry)
+        self._forget(g, self.content[page], entry)
+        self.known.discard(page)
+        self.findable[g][self.content[page]].remove(page)
+
+    def _learn(self, req: _Request, done: int) -> None:
+        """The pages ``req`` holds whose every position lies below ``done`` become findable by their
+        content (in the order they do)."""
+        for i, (geometry, pages) in enumerate(zip(self.geometries, req.pages)):
+            if geometry.kind == "ssm":
+                continue
+            for b in sorted(pages):
+                page = pages[b]
+                if page not in self.known and b * self.t + self.t <= done:
+                    self.known.add(page)
+                    self.findable[self.group_of[i]].setdefault(self.content[page], []).append(page)
+
+    def _move_cached(self, req: _Request, targets: list[frozenset[int]], hits: list[dict[int, tuple]] | None,
+                     history: int, hold: range | None) -> None:
+        """_move_pages with the freed-page cache: every release first (last block first; in the
+        hold-until-return order blocks still inside the new capacity after allocating), then every
+        hit, then the pages computed now."""
+        later = []
+        for i, (old, new) in enumerate(zip(req.held, targets)):
+            for b in sorted(old - new, reverse=True):
+                if hold is not None and b in hold:  # left the window in this call: freed after it allocates
+                    later.append((i, b))
+                else:
+                    self._let_go(req, i, b, history)
+        for i, (old, new) in enumerate(zip(req.held, targets)):
+            g, pages = self.group_of[i], req.pages[i]
+            for b, page in (hits[i].items() if hits is not None else ()):
+                if page not in self.holders[g]:  # a cached page: its slot leaves the free queue
+                    entry = next(e for e in self.kept[g][self.content[page]] if self.freed_slots[g][e] == page)
+                    del self.freed_slots[g][entry]
+                    self._forget(g, self.content[page], entry)
+                pages[b] = page
+                self.holders[g][page] = self.holders[g].get(page, 0) + 1
+        for i, (old, new) in enumerate(zip(req.held, targets)):
+            g, pages = self.group_of[i], req.pages[i]
+            for b in sorted(new - old):
+                if b in pages:
+                    continue
+                self._new_slot(g)
+                self.pages_made += 1
+                page = (req.name, i, b, self.pages_made)
+                self.content[page] = self._block_content(req, i, b)
+                pages[b] = page
+                self.holders[g][page] = 1
+        for i, b in later:
+            self._let_go(req, i, b, history)
+        req.held = list(targets)
+        self.used = [len(h) for h in self.holders]
 
     def _move_pages(self, req: _Request, targets: list[frozenset[int]], hits: list[dict[int, tuple]] | None) -> None:
         for i, (old, new) in enumerate(zip(req.held, targets)):
@@ -260,6 +381,8 @@ class OracleManager:
         the source request still holds, each with the source's page."""
         hits: list[dict[int, tuple]] = [{} for _ in targets]
         source = self.requests.get(req.source) if req.source is not None else None
+        if self.cache and not req.resumed:  # any reused prefix is looked up by its content
+            return self._found(req, source, targets)
         if source is None or source.state is CLOSED or req.resumed:
             return hits
         for i, (geometry, new) in enumerate(zip(self.geometries, targets)):
@@ -270,6 +393,43 @@ class OracleManager:
                 if inside and b in source.held[i]:
                     hits[i][b] = source.pages[i][b]
         return hits
+
+    def _found(self, req: _Request, source: _Request, targets: list[frozenset[int]]) -> list[dict[int, tuple]]:
+        """With the freed-page cache: each block to hold whose positions all lie in the prefix and whose
+        content a page keeps: a live holder's, where it committed every position, else a cached one."""
+        hits: list[dict[int, tuple]] = [{} for _ in targets]
+
+        def page_of(i: int, b: int):  # the page that became findable first with this block's content
+            pages = self.findable[self.group_of[i]].get(self._block_content(req, i, b))
+            return pages[0] if pages else None
+
+        # the tokens a hit may cover: the reused ones, in whole blocks
+        reach = len(range(0, req.prefix - self.t + 1, self.t)) if req.prefix >= self.t else 0
+        if self.common_prefix:
+            # one hit length for every layer: the longest whose tokens after it find, in every layer,
+            # each block they read (or, reading none, the block just before it)
+            def fits(j: int) -> bool:
+                for i, geometry in enumerate(self.geometries):
+                    if geometry.kind == "ssm" or j == 0:
+                        continue
+                    read = _held(geometry, j * self.t, j * self.t, self.t, self.in_flight) or {j - 1}
+                    if any(page_of(i, b) is None for b in read):
+                        return False
+                return True
+
+            reach = max(j for j in range(reach + 1) if fits(j))
+        for i, (geometry, new) in enumerate(zip(self.geometries, targets)):
+            if geometry.kind == "ssm":
+                continue
+            for b in sorted(new - req.held[i]):
+                if b < reach:
+                    page = page_of(i, b)
+                    if page is not None:
+                        hits[i][b] = page
+        return hits
+
+    def hit_blocks(self, request_id: Hashable) -> int:
+        return self.requests[request_id].hit
 
     def _release_all(self, req: _Request) -> None:
         self._move(req, [frozenset() for _ in self.geometries])
@@ -283,7 +443,7 @@ class OracleManager:
             source = self.requests.get(share_with) if isinstance(share_with, str) else None
             if source is None:
                 raise RequestError(request_id, "share_with", share_with, "must name an existing request")
-            if source.state is CLOSED:
+            if source.state is CLOSED and not self.cache:
                 raise RequestError(request_id, "share_with", share_with, "request is closed")
             if reused_history > source.history:
                 raise RequestError(request_id, "reused_history", reused_history,
@@ -301,10 +461,12 @@ class OracleManager:
         hits = self._hits(req, targets) if self.sharing else None
         needed = [0] * len(self.totals)
         freed = [0] * len(self.totals)
+        copy_slots = [0] * len(self.totals)
         for i, (geometry, old, new) in enumerate(zip(self.geometries, req.held, targets)):
             # A request suspended without freeing (``keep``) still holds its blocks: only the
             # difference is allocated, and what it no longer needs is freed first. A hit takes no slot.
-            needed[self.group_of[i]] += len(new - old) - (len(hits[i]) if hits is not None else 0)
+            live = [p for p in hits[i].values() if p in self.holders[self.group_of[i]]] if hits is not None else ()
+            needed[self.group_of[i]] += len(new - old) - len(live)
             freed[self.group_of[i]] += self._freed(req, i, old - new)
             if req.pending_copy and self.copies:
                 # Reused history ending inside a block: that block is copied into a private slot
@@ -312,9 +474,20 @@ class OracleManager:
                 h = req.history
                 copies = h > 0 if geometry.kind == "ssm" else h > 0 and (h - 1) // self.t == h // self.t
                 needed[self.group_of[i]] += int(copies)
+                copy_slots[self.group_of[i]] += int(copies)
         outcome = self._shortfalls(needed, freed)
         if outcome.ok:
             self._move(req, targets, hits)
+            if self.cache:  # the copies' slots, once the blocks have theirs (evicting what they cached), given back
+                for g, n in enumerate(copy_slots):
+                    for _ in range(n):
+                        self._new_slot(g)
+                for g, n in enumerate(copy_slots):
+                    self.blank[g] += n  # given back keeping nothing
+            if self.cache:  # what it holds below its history (or capacity) is now findable
+                self._learn(req, req.capacity if self.scheduled else req.history)
+            if hits is not None and not req.resumed:
+                req.hit = sum(len(h) for h in hits)
             req.state = ACTIVE
             req.pending_copy = False
             req.resumed = True
@@ -342,8 +515,12 @@ class OracleManager:
             freed[self.group_of[i]] += self._freed(req, i, gone)
         outcome = self._shortfalls(needed, freed)
         if outcome.ok:
-            self._move(req, targets)
+            if self.cache and not self.scheduled:  # committed by this call: findable before it frees
+                self._learn(req, history)
+            self._move(req, targets, history=history, hold=allocated if self.hold else None)
             req.capacity, req.history = capacity, history
+            if self.cache:  # reserved by this call (or allocated below the history it ends on)
+                self._learn(req, capacity if self.scheduled else history)
         return outcome
 
     def commit(self, request_id: Hashable, tokens: int) -> None:
@@ -354,6 +531,8 @@ class OracleManager:
                 request_id, "tokens", tokens, f"history {req.history} + tokens exceeds capacity {req.capacity}"
             )
         req.history += tokens
+        if self.cache and not self.scheduled:
+            self._learn(req, req.history)
         if not self.lazy:  # freeing lazily, the next resize frees what left the window
             self._move(req, self._targets(req.history, req.capacity))
 
@@ -399,7 +578,15 @@ class OracleManager:
                 req.shown = (key, RequestSnapshot(rid, req.state, req.capacity, req.history, tables))
             requests.append(req.shown[1])
         pools = tuple(PoolSnapshot(total, total - used) for total, used in zip(self.totals, self.used))
-        return Snapshot(pools, tuple(requests))
+        return Snapshot(pools, tuple(requests), cached=self._cached())
+
+    def _cached(self) -> tuple:
+        """Each cached page as (geometry, block, the request that computed its last position), sorted."""
+        return tuple(sorted(
+            (content[0], page[2], content[1][-1][0])
+            for kept in self.kept for content, entries in kept.items() for entry in entries
+            for page in (self.freed_slots[self.group_of[content[0]]][entry],)
+        ))
 
     def fresh_snapshot(self) -> Snapshot:
         """The state as a Snapshot, every request recomputed (what :meth:`snapshot` must equal)."""
@@ -409,7 +596,7 @@ class OracleManager:
             if req.state is not CLOSED
         )
         pools = tuple(PoolSnapshot(total, total - used) for total, used in zip(self.totals, self.used))
-        return Snapshot(pools, requests)
+        return Snapshot(pools, requests, cached=self._cached())
 
 
 # It walks token positions (the sinks, one per block of a window and of a capacity), so its cost

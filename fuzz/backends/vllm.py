@@ -150,6 +150,8 @@ class _Request:
 class VllmBackend:
     """vLLM's ``KVCacheManager`` behind the protocol (see the module docstring)."""
 
+    caching = False  # prefix caching (vllm-prefix turns it on)
+
     def __init__(self, config: Config, in_flight: int = 0):
         v = load()
         layout = build_layout(config)
@@ -172,7 +174,8 @@ class VllmBackend:
             check_in_flight(v)
         # The release's constructors and calls, adapted by inspection (see _vllm_compat.Release).
         self.vllm = release = release_of(v)
-        self.manager = release.manager(t, windows, self.pool_slots + 1, max_model_len=MAX_MODEL_LEN, in_flight=in_flight)
+        self.manager = release.manager(t, windows, self.pool_slots + 1, max_model_len=MAX_MODEL_LEN, in_flight=in_flight,
+                                       caching=self.caching)
         self.pool = self.manager.block_pool
         self.status = v["RequestStatus"]
         self.requests: dict[Hashable, _Request] = {}

@@ -29,8 +29,9 @@ def register(subparsers) -> None:
     p.add_argument("--releases", default=None, metavar="A..B|X,Y",
                    help="the supported releases from A to B (either end may be left out), or a list of release "
                         "numbers (default: every supported release)")
-    p.add_argument("--backends", default="vllm,vllm-async", metavar="NAMES",
-                   help="comma-separated: vllm, vllm-async (default both)")
+    p.add_argument("--backends", default="vllm,vllm-async,vllm-prefix", metavar="NAMES",
+                   help="comma-separated: vllm, vllm-async, vllm-no-reuse, vllm-prefix (default vllm, vllm-async, "
+                        "vllm-prefix; vllm-prefix from 0.11.2, where requests carry vLLM's block hasher)")
     p.add_argument("--examples", type=int_in(1, 100_000), default=None,
                    help="examples per cell (ci profile, seed 0; default 150)")
     p.add_argument("--bisect", default=None, metavar="TRACE",
@@ -119,7 +120,7 @@ def run(args) -> int:
         "engine": "vllm", "domain": head, "profile": matrix.PROFILE, "seed": matrix.SEED, "examples": examples,
         "pinned": venv.pinned, "releases": list(releases), "backends": list(backends), "seconds": seconds,
         "command": "swafloor matrix vllm" + (f" --releases {args.releases}" if args.releases else "")
-        + (f" --backends {args.backends}" if args.backends != "vllm,vllm-async" else "")
+        + (f" --backends {args.backends}" if args.backends != "vllm,vllm-async,vllm-prefix" else "")
         + (f" --examples {examples}" if args.examples else ""),
         "cells": [c.to_dict() for c in cells],
     }

@@ -81,8 +81,7 @@ def wrap(inner: BackendRecord, device: str, seed: int = 0, name: str | None = No
 
         notes = inner_caps.notes + ("data plane " + TABLE_ONLY,)
     caps: Capabilities = attrs.evolve(inner_caps, observations=_observations(inner),
-                                      needs_gpu=device.startswith("cuda"), notes=notes, all_semantics=False,
-                                      prefix_sharing=False)  # the data plane reads no shared prefix yet
+                                      needs_gpu=device.startswith("cuda"), notes=notes, all_semantics=False)
     label = name or PREFIX + inner.name
 
     def make(config: Config):
@@ -90,6 +89,8 @@ def wrap(inner: BackendRecord, device: str, seed: int = 0, name: str | None = No
         from .engine import Engine
         from .tables import NoBlockTables, slot_source
 
+        if config.semantics.cache_freed:  # a freed slot is poisoned: its cached data is not modelled
+            raise Unsupported(f"{label}: freed blocks cached (semantics.cache_freed): not modelled by the data plane")
         backend = inner.factory(config)
         layout = build_layout(config)
         totals = layout.slots

@@ -10,6 +10,9 @@ the same computation on dense copies (:mod:`.engine`). When a token is computed:
   after the history; then the in-flight tokens ``[h, c)`` are written;
 - ``resize(c1, h1)`` from ``(c0, h0)``: tokens ``[min(h1, c0), c1)`` are written (in flight, and any
   history past the old capacity, computed in this step); the SSM state advances over ``[h0, h1)``;
+- under prefix sharing, a request created on another's first ``k`` tokens has that request's data
+  at those positions; a block its first resume finds in a slot another request holds (a cache hit)
+  is read, never written, so a shared slot overwritten by a third request shows in the data;
 - ``commit(k)``: nothing is written (those tokens were written while in flight); the SSM state
   advances over the ``k`` tokens, read from and stored to its slot.
 
@@ -35,11 +38,12 @@ __all__ = ["DataPlaneBackend"]
 
 @attrs.define
 class _Request:
-    rseed: int
+    rseed: Any  # its data seed (segments of seeds for a request on another's prefix: see Engine.series)
     state: RequestState
     capacity: int
     history: int
     tables: list = attrs.Factory(list)  # per life cycle {block: slot}, as last read
+    prefix: int = 0  # tokens of another request's prefix it was created on (prefix sharing)
 
 
 class DataPlaneBackend:
@@ -59,12 +63,26 @@ class DataPlaneBackend:
         self._passed: dict[str, tuple] = {}  # request id -> (capacity, history, tables) at its last check
 
     # ------------------------------------------------------------------ protocol
-    def create(self, request_id: str, reused_history: int = 0) -> None:
-        self.inner.create(request_id, reused_history)
+    def create(self, request_id: str, reused_history: int = 0, share_with: str | None = None) -> None:
+        if share_with is None:
+            self.inner.create(request_id, reused_history)
+        else:
+            self.inner.create(request_id, reused_history, share_with=share_with)
         n = len(self.life_cycles)
-        self.requests[request_id] = _Request(
-            request_seed(self.seed, request_id), RequestState.SUSPENDED, reused_history, reused_history, [{}] * n
-        )
+        own = request_seed(self.seed, request_id)
+        rseed: Any = own
+        if share_with is not None and reused_history > 0:
+            # the first reused_history tokens are the source's: so is their data
+            source = self.requests[share_with].rseed
+            segments = source if isinstance(source, tuple) else ((None, source),)
+            clipped = []
+            for end, seed in segments:
+                clipped.append((reused_history if end is None else min(end, reused_history), seed))
+                if end is None or end >= reused_history:
+                    break
+            rseed = (*clipped, (None, own))
+        self.requests[request_id] = _Request(rseed, RequestState.SUSPENDED, reused_history, reused_history, [{}] * n,
+                                             prefix=reused_history if share_with is not None else 0)
 
     def resume(self, request_id: str) -> Outcome:
         outcome = self.inner.resume(request_id)
@@ -73,8 +91,14 @@ class DataPlaneBackend:
             req.state = RequestState.ACTIVE
             before = req.tables
             self._sync()
+            others = {(self.group_of[lc], s) for rid, other in self.requests.items() if rid != request_id
+                      for lc, table in enumerate(other.tables) for s in table.values()}
+            t = self.engine.t
             for lc, table in enumerate(req.tables):
-                new = {b for b, s in table.items() if before[lc].get(b) != s}
+                # a whole block of its shared prefix in a slot another request holds is a cache hit: its
+                # data is read, never written (any other block is written, shared or not)
+                new = {b for b, s in table.items() if before[lc].get(b) != s
+                       and not ((b + 1) * t <= req.prefix and (self.group_of[lc], s) in others)}
                 if not new:
                     continue
                 if self.life_cycles[lc].kind is LifeCycleKind.SSM:

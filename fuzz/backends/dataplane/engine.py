@@ -212,12 +212,25 @@ class Engine:
     def _positions(self, lo: int, hi: int) -> torch.Tensor:
         return torch.arange(lo, hi, device=self.device, dtype=torch.int64)
 
-    def series(self, rseed: int, lc: int, length: int) -> torch.Tensor:
+    def series(self, rseed: Any, lc: int, length: int) -> torch.Tensor:
         """The request's dense copy for a life cycle: positions ``[0, length)`` (at least) of its keys,
-        values, queries and SSM inputs, ``[L, 4, H, D]`` float32 (grown and kept)."""
+        values, queries and SSM inputs, ``[L, 4, H, D]`` float32 (grown and kept). ``rseed``: a request's
+        seed, or, for a request on another's prefix, its segments ``((end, seed), ..., (None, seed))``:
+        positions below ``end`` are that seed's (the same tokens, the same data), the rest the last's."""
         have = self._dense.get((rseed, lc))
         if have is not None and have.shape[0] >= length:
             return have
+        if isinstance(rseed, tuple):
+            new_len = max(length, 2 * (0 if have is None else have.shape[0]), 16)
+            pieces, start = [], 0
+            for end, seed in rseed:
+                stop = new_len if end is None else min(end, new_len)
+                if stop > start:
+                    pieces.append(self.series(seed, lc, stop)[start:stop])
+                    start = stop
+            full = torch.cat(pieces)
+            self._dense[(rseed, lc)] = full
+            return full
         new_len = max(length, 2 * (0 if have is None else have.shape[0]), 16)
         start = 0 if have is None else have.shape[0]
         pos = self._positions(start, new_len)

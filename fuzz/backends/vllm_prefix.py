@@ -1,0 +1,217 @@
+"""The ``vllm-prefix`` backend: vLLM v1's ``KVCacheManager`` with prefix caching on
+(``enable_caching=True``), driven on a CPU as the ``vllm`` backend is (:mod:`.vllm`), compared under
+prefix sharing with freed blocks cached (``Semantics.cache_freed``).
+
+What caching adds, all vLLM's own doing: every request carries token ids and vLLM's block hasher, so
+vLLM hashes each full block of tokens it schedules; a block freed with a hash stays in the pool's
+cache (at the end of its free queue; unhashed ones go to the front) until the pool hands it out again;
+a waiting request's first step looks its prompt up in that cache (``get_computed_blocks``) and takes
+what it finds as computed blocks, the rest of its reused history through the KV-connector load path.
+
+Token ids: a request created on another's prefix (``create(r, k, share_with=s)``) starts with the first
+``k`` token ids of ``s``, then one id of its own (vLLM recomputes at least the prompt's last token, so
+the prompt runs one past the reused history and the hit can cover all ``k``); any other token is an id
+used nowhere else. Before each step the request's tokens are extended (``append_output_token_ids``, as
+the engine appends sampled tokens) to the capacity asked for: a step schedules only tokens vLLM knows.
+
+Not served: a window of one token. vLLM's sliding-window manager caches only the blocks a hit can
+need (its retention mask); with ``W = 1`` a hit needs none, so none is cached and, in a model with
+full attention beside it, no request ever hits (the common hit length is 0): a semantics of its own,
+not modelled.
+
+Not driven: ``suspend`` (vLLM's preemption then recomputes, and its resume looks the request's own
+blocks up in the cache: a hit the model's recompute suspension does not make). Observed besides what
+``vllm`` shows: the content of every cached free block (its hash, named by the request and block it
+was first computed for, from the requests' own hash lists), compared with the reference's cache.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Hashable
+
+import attrs
+
+from swafloor.reference import Config, Outcome, RequestError, Semantics, SlotMap
+
+from ..protocol import Operation, Unsupported, factory
+from ._vllm_compat import release_of
+from .vllm import MAX_MODEL_LEN, VllmBackend, capabilities as vllm_capabilities, load, semantics as vllm_semantics
+
+__all__ = ["VllmPrefixBackend", "vllm_prefix", "semantics", "capabilities"]
+
+
+def semantics() -> Semantics:
+    """The reference semantics of vLLM's manager with prefix caching (synchronous scheduling)."""
+    return attrs.evolve(vllm_semantics(0), prefix_sharing=True, cache_freed=True, hit_rule="common-prefix",
+                        cache_scheduled=True)
+
+
+def capabilities():
+    base = vllm_capabilities(0)
+    return attrs.evolve(
+        base,
+        operations=[Operation.CREATE, Operation.RESUME, Operation.RESIZE, Operation.COMMIT, Operation.CLOSE],
+        semantics=semantics(),
+        prefix_sharing=True,
+        notes=("no suspend: a preempted request's resume hits its own cached blocks in vLLM",),
+        min_window=2,  # see the module docstring
+    )
+
+
+def load_prefix() -> dict[str, Any]:
+    """:func:`~.vllm.load`, then check that this release's prefix cache can be driven as this backend
+    does (its ``Request`` takes a ``block_hasher``, 0.11.2 on; before that the manager hashed on its
+    own): else :class:`Unsupported`, one line why."""
+    from ._vllm_compat import _parameters
+
+    v = load()
+    if "block_hasher" not in _parameters(v["Request"]):
+        raise Unsupported(f"vLLM {release_of(v).version}'s Request takes no block_hasher (its manager hashes on its "
+                          "own): vllm-prefix drives the hasher-per-request releases (0.11.2 on)")
+    if not release_of(v).external_load:
+        raise Unsupported(f"vLLM {release_of(v).version}'s allocate_slots has no num_external_computed_tokens: "
+                          "vllm-prefix loads the reused history past a hit through the KV-connector path")
+    try:
+        from vllm.utils.hashing import sha256  # noqa: F401
+    except ImportError as exc:
+        raise Unsupported(f"vLLM {release_of(v).version} has no vllm.utils.hashing.sha256: {exc}") from None
+    return v
+
+
+def _hashing(v: dict[str, Any], t: int) -> Any:
+    """vLLM's block hasher for blocks of ``t`` tokens (sha256, its default), its none-hash set up."""
+    if "hasher" not in v:
+        from vllm.utils.hashing import sha256
+        from vllm.v1.core import kv_cache_utils
+
+        kv_cache_utils.init_none_hash(sha256)
+        v["hasher"] = (kv_cache_utils.get_request_block_hasher, sha256, kv_cache_utils)
+    make, fn, _ = v["hasher"]
+    return make(t, fn)
+
+
+class VllmPrefixBackend(VllmBackend):
+    """vLLM's ``KVCacheManager`` with prefix caching on (see the module docstring)."""
+
+    caching = True
+
+    def __init__(self, config: Config):
+        if any(getattr(layer, "window", None) == 1 for layer in config.layers):  # (never generated: min_window)
+            raise Unsupported("vllm-prefix: a window of 1 token (vLLM's sliding-window manager then caches no "
+                              "block: a hit needs none of them, so its retention mask keeps none)")
+        self._build(config)
+
+    def _build(self, config: Config) -> None:
+        v = load_prefix()
+        VllmBackend.__init__(self, config, in_flight=0)
+        self.block_hasher = _hashing(v, self.t)
+        self.utils = v["hasher"][2]
+        self.fresh_ids = itertools.count(1)
+        self.tokens: dict[Hashable, list[int]] = {}
+        self.roots: dict[Hashable, list[tuple[int | None, Hashable]]] = {}
+        self.content: dict[bytes, tuple[int, Hashable]] = {}  # block hash -> (block index, first computed for)
+
+    def _root(self, rid: Hashable, b: int) -> Hashable:
+        for end, root in self.roots[rid]:
+            if end is None or b < end:
+                return root
+        return rid
+
+    def create(self, request_id: Hashable, reused_history: int = 0, share_with: Hashable = None) -> None:
+        if request_id in self.requests:
+            raise RequestError(request_id, "request_id", request_id, "already exists")
+        roots: list[tuple[int | None, Hashable]] = []
+        if share_with is not None:
+            if share_with not in self.tokens:
+                raise RequestError(request_id, "share_with", share_with, "must name an existing request")
+            source = self.requests[share_with].request
+            if reused_history > source.num_computed_tokens and not self.requests[share_with].closed:
+                raise RequestError(request_id, "reused_history", reused_history, "exceeds the source's history")
+            tokens = self.tokens[share_with][:reused_history]
+            prefix = reused_history // self.t
+            for end, root in self.roots[share_with]:
+                roots.append((prefix if end is None else min(end, prefix), root))
+                if end is None or end >= prefix:
+                    break
+        else:
+            tokens = [next(self.fresh_ids) for _ in range(reused_history)]
+        roots.append((None, request_id))
+        tokens.append(next(self.fresh_ids))  # the prompt's own last token: vLLM recomputes at least one
+        request = self.vllm.request(str(request_id), tokens, MAX_MODEL_LEN, block_hasher=self.block_hasher)
+        request.num_computed_tokens = reused_history  # held by the connector until loaded
+        self.tokens[request_id] = list(tokens)
+        self.roots[request_id] = roots
+        from .vllm import _Request
+
+        self.requests[request_id] = _Request(request, reused_history)
+        self._learn(request_id)
+
+    def _learn(self, rid: Hashable) -> None:
+        """Name every block hash the request has by the request and block it was first computed for."""
+        for b, h in enumerate(self.requests[rid].request.block_hashes):
+            self.content.setdefault(bytes(h), (b, self._root(rid, b)))
+
+    def _extend(self, rid: Hashable, capacity: int) -> None:
+        """The request's tokens reach ``capacity``: new ids appended, as sampled tokens are."""
+        request = self.requests[rid].request
+        missing = capacity - request.num_tokens
+        if missing > 0:
+            new = [next(self.fresh_ids) for _ in range(missing)]
+            request.append_output_token_ids(new)
+            self.tokens[rid].extend(new)
+            self._learn(rid)
+
+    def resume(self, request_id: Hashable) -> Outcome:
+        entry = self._get(request_id, self.status.WAITING)
+        request = entry.request
+        h, c = request.num_computed_tokens, entry.capacity
+        if c > h or h > 0:
+            request.num_computed_tokens = 0
+            request.num_in_flight_tokens = 0
+            found, hit, *_ = self.manager.get_computed_blocks(request)
+            hit = min(hit, h)
+            blocks = self.manager.allocate_slots(
+                request, c - h, num_new_computed_tokens=hit, new_computed_blocks=found,
+                num_external_computed_tokens=h - hit,
+            )
+            request.num_computed_tokens = h
+            if blocks is None:
+                return Outcome(False)
+        request.status = self.status.RUNNING
+        return Outcome(True)
+
+    def resize(self, request_id: Hashable, capacity: int, history: int) -> Outcome:
+        self._get(request_id, self.status.RUNNING)
+        self._extend(request_id, capacity)
+        return super().resize(request_id, capacity, history)
+
+    def suspend(self, request_id: Hashable) -> None:
+        raise Unsupported("vllm-prefix does not drive preemption (see the module docstring)")
+
+    def slots(self) -> SlotMap:
+        view = super().slots()
+        get_hash, get_group = self.utils.get_block_hash, self.utils.get_group_id
+        cached: dict[int, tuple] = {}
+        for (block_id, _), in ((r,) for r in view.free[0]):
+            key = self.pool.blocks[block_id].block_hash
+            if key is None:
+                continue
+            b, root = self.content.get(bytes(get_hash(key)), (None, None))
+            cached[block_id] = (get_group(key), b, root)
+        return attrs.evolve(view, cached=(cached,))
+
+
+@factory(capabilities(), name="vllm-prefix", prepare=load_prefix)
+def vllm_prefix(config: Config) -> VllmPrefixBackend:
+    """vLLM's v1 block manager with prefix caching on, synchronous scheduling."""
+    return VllmPrefixBackend(config)
+
+
+@factory(attrs.evolve(capabilities(), min_window=1), name="vllm-prefix-any-window", prepare=load_prefix)
+def vllm_prefix_any_window(config: Config) -> VllmPrefixBackend:
+    """``vllm-prefix`` serving a window of one token too: only for the regression trace that pins why
+    ``vllm-prefix`` refuses it (tests/regressions/vllm-prefix-window-one.json)."""
+    backend = VllmPrefixBackend.__new__(VllmPrefixBackend)
+    VllmPrefixBackend._build(backend, config)
+    return backend
