@@ -163,7 +163,11 @@ class Semantics:
     freed before allocating in both orders). ``prefix_sharing``: a request created on another's committed
     prefix (``Manager.create(..., share_with=...)``) takes the whole prefix blocks that request holds at
     its first resume as cache hits, one slot for all holders (see :mod:`~.sharing`); off, every
-    request computes its prefix into slots of its own (today's model)."""
+    request computes its prefix into slots of its own (today's model). ``lookahead_tokens`` (k): draft slots
+    of speculative decoding (vLLM's ``num_lookahead_tokens``): every decode step asks capacity
+    ``h + 1 + k``, blocks are released on history as with the tokens in flight, so the minimum is
+    :func:`~.floors.lookahead_floor` (the in-flight floor at ``in_flight_tokens + k``); the manager
+    itself serves whatever capacity a step asks, so only the minimum changes."""
 
     in_flight_tokens: int = attrs.field(default=0, validator=_non_negative_int("semantics.in_flight_tokens"))
     free_stale: FreeStale = attrs.field(
@@ -177,6 +181,7 @@ class Semantics:
         default=ReleaseOrder.RELEASE_FIRST, converter=_enum_of("semantics.release_order", ReleaseOrder)
     )
     prefix_sharing: bool = attrs.field(default=False, validator=_bool_field("semantics.prefix_sharing"))
+    lookahead_tokens: int = attrs.field(default=0, validator=_non_negative_int("semantics.lookahead_tokens"))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -186,13 +191,15 @@ class Semantics:
             "first_resume_copy": self.first_resume_copy,
             "release_order": self.release_order.value,
             **({"prefix_sharing": True} if self.prefix_sharing else {}),  # absent: off (older traces)
+            **({"lookahead_tokens": self.lookahead_tokens} if self.lookahead_tokens else {}),  # absent: 0
         }
 
     @classmethod
     def from_dict(cls, data: Any) -> "Semantics":
         if not isinstance(data, dict):
             raise ConfigError("config.semantics", data, "must be an object")
-        known = ("in_flight_tokens", "free_stale", "suspend", "first_resume_copy", "release_order", "prefix_sharing")
+        known = ("in_flight_tokens", "free_stale", "suspend", "first_resume_copy", "release_order", "prefix_sharing",
+                 "lookahead_tokens")
         for key in data:
             if key not in known:
                 raise ConfigError(f"config.semantics.{_key(key)}", data[key], "unknown field")
@@ -343,15 +350,15 @@ def build_layout(config: Config) -> Layout:
     num_groups = max(pool_group_of) + 1
 
     min_slots = [0] * num_groups
-    in_flight = config.semantics.in_flight_tokens
+    in_flight, lookahead = config.semantics.in_flight_tokens, config.semantics.lookahead_tokens
     full_share: int | None = None  # the same for every full-attention life cycle: computed once
     for lc, g in zip(life_cycles, pool_group_of):
         if lc.kind is LifeCycleKind.FULL:
             if full_share is None:
-                full_share = life_cycle_min_slots(lc, t, config.floor_rule, life_cycles, in_flight)
+                full_share = life_cycle_min_slots(lc, t, config.floor_rule, life_cycles, in_flight, lookahead)
             min_slots[g] += full_share
         else:
-            min_slots[g] += life_cycle_min_slots(lc, t, config.floor_rule, life_cycles, in_flight)
+            min_slots[g] += life_cycle_min_slots(lc, t, config.floor_rule, life_cycles, in_flight, lookahead)
 
     if config.slots is None:
         slots, bumped = list(min_slots), []
