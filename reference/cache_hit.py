@@ -23,7 +23,7 @@ never read); the table holds real blocks only from ``first`` on. A hit valid for
 valid; the model's hit is the longest valid one (:func:`longest_hit`). Within one cached run of
 blocks ``[r0, r1)`` of one life cycle the longest valid hit has the closed form :func:`run_hit`
 (the catalogue proves it valid and longest): the pop first (the hit ends one block before the run,
-``(r1 - eagle) * t``), then the alignment (round that down to a multiple of ``A``), and only then the
+``(r1 - eagle) * t``, or before ``M``), then the alignment (round that down to a multiple of ``A``), and only then the
 window check against the run's start; rounding down moves the window's start back, so checking the
 window before rounding reads before the run.
 
@@ -48,6 +48,7 @@ __all__ = [
     "valid_in_run",
     "run_hit",
     "hit_valid",
+    "cached_runs",
     "longest_hit",
     "pool_free_blocks",
 ]
@@ -89,20 +90,23 @@ def pool_free_blocks(pool_blocks: Any, used: Any) -> Any:
     return pool_blocks - 1 - used
 
 
-def valid_in_run(L: Any, r0: Any, r1: Any, t: Any, window: Any, A: Any, eagle: Any, M: Any) -> Any:
+def valid_in_run(L: Any, r0: Any, r1: Any, t: Any, window: Any, a: Any, eagle: Any, M: Any) -> Any:
     """Whether ``L`` is a valid hit for one life cycle whose needed blocks lie in its cached run
-    ``[r0, r1)`` (see the module doc). ``eagle`` is 0 or 1."""
+    ``[r0, r1)`` (see the module doc): alignment ``A = a * t`` (``a`` blocks), ``eagle`` 0 or 1."""
     backed = _and(hit_first_needed(L, t, window) >= r0, fdiv(L, t) + eagle <= r1)
-    return _or(L == 0, _and(L > 0, _and(fmod(L, A) == 0, _and(L + eagle * t <= M, backed))))
+    aligned = _and(fmod(L, t) == 0, fmod(fdiv(L, t), a) == 0)
+    return _or(L == 0, _and(L > 0, _and(aligned, _and(L + eagle * t <= M, backed))))
 
 
-def run_hit(r0: Any, r1: Any, t: Any, window: Any, A: Any, eagle: Any, M: Any) -> Any:
-    """The longest valid hit within the cached run ``[r0, r1)`` of one life cycle (``0 <= r0 <= r1``
-    blocks, ``A`` a multiple of ``t``, ``eagle`` 0 or 1, ``M >= 0`` tokens): pop, then align, then
-    check the window: ``L = A * ((min(r1 * t, M) - eagle * t) // A)``, kept when positive and its
-    window starts within the run, else 0."""
-    end = imin(r1 * t, M) - eagle * t
-    L = A * fdiv(imax(end, 0), A)
+def run_hit(r0: Any, r1: Any, t: Any, window: Any, a: Any, eagle: Any, M: Any) -> Any:
+    """The longest valid hit (tokens) within the cached run ``[r0, r1)`` of one life cycle
+    (``0 <= r0 <= r1`` blocks, alignment ``A = a * t`` with ``a >= 1`` blocks of this life cycle,
+    ``eagle`` 0 or 1, ``M >= 0`` tokens): the pop, then the alignment, then the window check. In
+    blocks: the matched prefix ends at ``min(r1, M // t)``, the pop leaves ``e = min(r1, M // t) -
+    eagle``, the alignment ``a * (e // a)``; the hit is that many blocks when positive and its window
+    starts within the run, else 0."""
+    popped = imax(imin(r1, fdiv(M, t)) - eagle, 0)
+    L = t * (a * fdiv(popped, a))
     return ite(_and(L > 0, hit_first_needed(L, t, window) >= r0), L, 0)
 
 
@@ -127,15 +131,42 @@ def hit_valid(L: int, cached: Sequence[Sequence[bool]], block_sizes: Sequence[in
     return True
 
 
+def cached_runs(blocks: Sequence[bool]) -> list[tuple[int, int]]:
+    """The maximal runs ``[r0, r1)`` of cached blocks in a pattern (concrete)."""
+    runs, start = [], None
+    for b, present in enumerate(list(blocks) + [False]):
+        if present and start is None:
+            start = b
+        elif not present and start is not None:
+            runs.append((start, b))
+            start = None
+    return runs
+
+
 def longest_hit(cached: Sequence[Sequence[bool]], block_sizes: Sequence[int],
-                windows: Sequence[int | None], eagle: Sequence[bool] | bool, M: int) -> int:
-    """The model's hit: the longest valid hit (tokens) over every life cycle, by enumerating the
-    aligned lengths up to ``M`` (concrete)."""
+                windows: Sequence[int | None], eagle: Sequence[bool] | bool, M: int,
+                eagle_reach: int | None = None) -> int:
+    """The model's hit (concrete): the longest hit valid for every life cycle. A hit's needed blocks
+    are contiguous, so for one life cycle the longest valid hit up to ``L`` is the best of its maximal
+    cached runs' :func:`run_hit` with the reusable length capped at ``L`` (plus the EAGLE block);
+    starting from ``L = M`` and taking the smallest over the life cycles until nothing changes gives
+    the longest hit valid for all (every jointly valid hit stays below each step). ``eagle_reach``
+    (default ``M``): how far the drafter's block may reach, ``L + t <= eagle_reach``; an engine may let
+    it reach the prompt's last whole block (``eagle_reach >= M``), one past the last reusable token."""
     A = alignment(block_sizes)
-    for L in range(M - M % A, 0, -A):
-        if hit_valid(L, cached, block_sizes, windows, eagle, M):
+    flags = [eagle] * len(block_sizes) if isinstance(eagle, bool) else list(eagle)
+    runs = [cached_runs(blocks) for blocks in cached]
+    reach = M if eagle_reach is None else eagle_reach
+    L = M
+    while True:
+        new = L
+        for blocks_runs, t, window, e in zip(runs, block_sizes, windows, flags):
+            e = int(bool(e))
+            cap = min(reach, L + e * t)
+            new = min(new, max([run_hit(r0, r1, t, window, A // t, e, cap) for r0, r1 in blocks_runs], default=0))
+        if new == L:
             return L
-    return 0
+        L = new
 
 
 def _and(a: Any, b: Any) -> Any:

@@ -16,7 +16,7 @@ from swafloor.reference import cache_hit
 
 
 # ----------------------------------------------------------------------------- token-level brute force
-def _brute_valid(L, cached, ts, windows, eagle, M):
+def _brute_valid(L, cached, ts, windows, eagle, M, reach=None):
     """A hit of L tokens is usable: aligned to every block size, within M, and every token the first
     uncomputed token (position L) attends to, and the token L - 1, lies in a cached block of each life
     cycle; with EAGLE also every token of the block at L (recomputed by the drafter), within M."""
@@ -27,7 +27,7 @@ def _brute_valid(L, cached, ts, windows, eagle, M):
     for blocks, t, w, e in zip(cached, ts, windows, eagle):
         lo = 0 if w is None else max(0, min(L + 1 - w, L - 1))
         tokens = list(range(lo, L)) + (list(range(L, L + t)) if e else [])
-        if e and L + t > M:
+        if e and L + t > (M if reach is None else reach):
             return False
         for p in tokens:
             b = p // t
@@ -54,14 +54,14 @@ def test_longest_hit_single_life_cycle_equals_brute_force(t, window, eagle):
             assert got == _brute_longest([pattern], [t], [window], [eagle], M), (pattern, M)
 
 
-@pytest.mark.parametrize("ts", [(2, 4), (2, 3), (4, 2), (1, 2)])
+@pytest.mark.parametrize("ts", [(2, 4), (2, 3), (4, 2), (3, 2)])
 @pytest.mark.parametrize("windows", [(3, None), (None, 3), (5, 2), (2, 7)])
 @pytest.mark.parametrize("eagle", [(False, False), (True, True), (True, False)])
 def test_longest_hit_mixed_block_sizes_equals_brute_force(ts, windows, eagle):
     A = math.lcm(*ts)
     M = 12
     for p0 in _patterns(12 // ts[0] + 1):
-        for p1 in _patterns(12 // ts[1] + 1) if ts[1] >= 2 else [tuple([True] * 13)]:
+        for p1 in _patterns(12 // ts[1] + 1):
             got = cache_hit.longest_hit([p0, p1], list(ts), list(windows), list(eagle), M)
             assert got % A == 0
             assert got == _brute_longest([p0, p1], ts, windows, eagle, M), (p0, p1)
@@ -90,7 +90,7 @@ def test_run_hit_is_the_longest_over_runs(t, a, window, eagle):
     for pattern in _patterns(7):
         for M in (0, 3, 7 * t, 7 * t + 1):
             runs = _runs(pattern)
-            best = max([cache_hit.run_hit(r0, r1, t, window, A, eagle, M) for r0, r1 in runs], default=0)
+            best = max([cache_hit.run_hit(r0, r1, t, window, a, eagle, M) for r0, r1 in runs], default=0)
             brute = max(L for L in range(0, M + 1) if L % A == 0
                         and _brute_valid(L, [pattern], [t], [window], [eagle], M))
             assert best == brute, (pattern, M)
@@ -180,3 +180,50 @@ def test_mixed_min_slots_is_the_need_up_to_the_first_floor(t_swa, t_full, window
 def test_mixed_min_slots_refuses_two_block_sizes_in_one_pool_group():
     with pytest.raises(ValueError, match="mixes block sizes"):
         floors.mixed_min_slots([LifeCycle(LifeCycleKind.SWA, 4, 0), LifeCycle(LifeCycleKind.FULL)], [2, 4], [0, 0])
+
+
+# ----------------------------------------------------------------------------- seeded hit bugs, caught
+def _first_run_disagreement(t, a, window, eagle, M, blocks):
+    """The first pattern where the best run's closed form differs from the token-level brute force."""
+    for pattern in _patterns(blocks):
+        best = max([cache_hit.run_hit(r0, r1, t, window, a, eagle, M) for r0, r1 in _runs(pattern)], default=0)
+        brute = max(L for L in range(0, M + 1) if L % (a * t) == 0
+                    and _brute_valid(L, [pattern], [t], [window], [eagle], M))
+        if best != brute:
+            return pattern, best, brute
+    return None
+
+
+@pytest.mark.parametrize("name", ["eagle-pops-first-block", "align-after-pop", "align-before-pop"])
+def test_each_seeded_hit_bug_makes_the_closed_form_disagree_with_the_brute_force(name):
+    """Under each seeded bug the per-run hit (run_hit) differs from the token-level brute force on some
+    pattern (t = 2, alignment 4 tokens, EAGLE, W = 5); unpatched it agrees on all of them.
+    (longest_hit's fixed point re-checks every candidate with the reusable length capped at it, which
+    happens to undo align-after-pop; the theorems catch that one too.)"""
+    from swafloor.proofs import mutations
+
+    (mutation,) = [m for m in mutations.MUTATIONS if m.name == name]
+    assert _first_run_disagreement(2, 2, 5, 1, 12, 7) is None
+    with mutations.applied(mutation):
+        found = _first_run_disagreement(2, 2, 5, 1, 12, 7)
+    assert found, f"{name}: no pattern tells the seeded bug from the brute force"
+
+
+def test_null_counted_free_is_caught_by_the_pool_accounting():
+    from swafloor.proofs import mutations
+
+    (mutation,) = [m for m in mutations.MUTATIONS if m.name == "null-counted-free"]
+    assert cache_hit.pool_free_blocks(5, 4) == 0  # a pool of 5 blocks (one null) with 4 held: none free
+    with mutations.applied(mutation):
+        assert cache_hit.pool_free_blocks(5, 4) == 1
+
+
+def test_eagle_reach_lets_the_drafters_block_pass_the_reusable_length():
+    for ts, windows in (((2,), (5,)), ((4, 2), (None, 5))):
+        for p0 in _patterns(12 // ts[0]):
+            cached = [p0] + ([[True] * 6] if len(ts) > 1 else [])
+            for M, reach in ((11, 12), (9, 12), (7, 8)):
+                got = cache_hit.longest_hit(cached, list(ts), list(windows), True, M, eagle_reach=reach)
+                brute = max(L for L in range(0, M + 1)
+                            if _brute_valid(L, cached, ts, windows, [True] * len(ts), M, reach))
+                assert got == brute, (p0, M, reach)
