@@ -84,7 +84,7 @@ def vllm_hit(case: HitCase) -> int:
     blocks = pool.blocks
 
     def get_cached_block(block_hash: Any, kv_cache_group_ids: list[int]) -> Any:
-        index = int.from_bytes(bytes(block_hash)[:8], "big")  # the hash-block index it was made from
+        index = int.from_bytes(bytes(block_hash)[-8:], "big")  # the last hash-block index in it (older releases concatenate)
         found = []
         for g in kv_cache_group_ids:
             k = ts[g] // hb
