@@ -335,6 +335,10 @@ class BlockEncoding:
             return product
         if kind == z3.Z3_OP_IDIV:
             a, b = self.form(kids[0]), self.form(kids[1])
+            c = b.constant()
+            if c is not None and c >= 1 and a.P.key() == ZERO.key():
+                # a block count divided by a positive numeral: integer division by a constant is linear
+                return _Form(ZERO, _Lin({self._atom(self._term(a.Q) / self.api.IntVal(c, self.ctx), None, None): 1}))
             if not b.is_block_size():
                 raise Unsupported(f"division by {kids[1]}, not by the block size, in {e}")
             return _Form(ZERO, a.P + self._quotient(a.Q, str(e)))

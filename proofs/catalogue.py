@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from swafloor.reference import arith, floors, lifecycle, peers, sharing
+from swafloor.reference import arith, cache_hit, floors, lifecycle, peers, sharing
 
 from . import replay
 from .symbolic import BLOCK_SIZE, TOKENS, H, STEP, S, T, W, Var, all_of, any_of, implies, negate, upto
@@ -519,6 +519,130 @@ def _sharing_never_raises_lemmas(t, W, S, p, d1, d2, n1, n2):
     )
 
 
+# ----------------------------------------------------------------------------- lookahead (draft) slots
+LOOKAHEAD = upto("k2", "draft (lookahead) slots per step", 0, 4, "k2 <= 4", TOKENS)
+IN_FLIGHT_LA = upto("k1", "tokens in flight", 0, 2, "k1 <= 2", TOKENS)
+H_LOOKAHEAD = upto(
+    "h", "history: tokens already computed", 0,
+    lambda env: env["S"] * env["t"] + 2 * (env["W"] + env["t"]) + env["k1"] + env["k2"], "h <= S*t + 2*(W + t) + k1 + k2",
+    TOKENS,
+)
+
+
+def _live_lookahead(h, t, W, S, k1, k2):
+    """A decode step with k2 draft slots (capacity h + 1 + k2), released on history max(0, h - k1)."""
+    return _live(lifecycle.released_history(h, k1), h + 1 + k2, t, W, S)
+
+
+def lookahead_sufficient(t, W, S, k1, k2, h):
+    return _live_lookahead(h, t, W, S, k1, k2) <= floors.lookahead_floor(t, W, S, k2, k1)
+
+
+def lookahead_tight(t, W, S, k1, k2):
+    h = floors.worst_case_history(t, W, S, k1)
+    floor = floors.lookahead_floor(t, W, S, k2, k1)
+    return (
+        _live_lookahead(h, t, W, S, k1, k2) == floor,
+        floor == floors.step_floor(t, W, S, k1 + k2 + 1),
+        floors.lookahead_floor(t, W, S, 0, k1) == floors.in_flight_floor(t, W, S, k1),
+    )
+
+
+# ----------------------------------------------------------------------------- prefix-cache hits
+T_HIT = upto("t", "tokens per block", 1, 4, "t <= 4", BLOCK_SIZE)
+W_HIT = upto("W", "window in tokens", 1, 12, "W <= 12", TOKENS)
+#: The alignments checked, in blocks of the life cycle (A = a*t, the lcm of the block sizes over t): a
+#: constant in each goal part, so the solvers' arithmetic stays linear in it.
+ALIGNMENTS = (1, 2, 3, 4)
+EAGLE = upto("e", "EAGLE: 1 pops the hit's last block (0 or 1; larger values outside the goal)", 0, 1, "e <= 1")
+RUN_START = upto("r0", "first block of the cached run", 0, 3, "r0 <= 3")
+RUN_LENGTH = upto("d", "cached run length in blocks (r1 = r0 + d)", 0, 6, "d <= 6")
+MAX_LEN = upto("M", "longest reusable length (tokens)", 0, lambda env: (env["r0"] + env["d"] + 1) * env["t"] + 1,
+               "M <= (r0 + d + 1)*t + 1", TOKENS)
+LONGER = upto("x", "blocks of another candidate hit (x*t tokens)", 0, lambda env: env["r0"] + env["d"] + 2,
+               "x <= r0 + d + 2")
+
+
+def _each(condition, *parts):
+    """``condition -> part`` for each part (a conjunction the solver discharges part by part)."""
+    return tuple(implies(condition, part) for part in parts)
+
+
+def _hit(t, W, a, e, r0, d, M):
+    return cache_hit.run_hit(r0, r0 + d, t, W, a, e, M)
+
+
+def _per_alignment(goal):
+    """The goal's parts for every alignment in :data:`ALIGNMENTS`, one after another."""
+    def parts(*args):
+        return tuple(part for a in ALIGNMENTS for part in goal(a, *args))
+    return parts
+
+
+def _hit_window_backed(a, t, W, e, r0, d, M):
+    L = _hit(t, W, a, e, r0, d, M)
+    window_first = arith.fdiv(arith.imax(0, L + 1 - W), t)  # the block of the window's first token
+    return _each(
+        e <= 1,
+        all_of(0 <= L, L <= M),
+        implies(L > 0, all_of(
+            r0 <= window_first,  # every token the first uncomputed one reads is in the run ...
+            arith.fdiv(L - 1, t) < r0 + d,  # ... up to token L - 1
+            implies(e == 1, all_of(arith.fdiv(L + t - 1, t) < r0 + d, L + t <= M)),  # the drafter's block too
+            cache_hit.hit_null_entries(L, t, W) <= window_first,  # no window token maps to a null entry
+        )),
+    )
+
+
+def _hit_aligned(a, t, W, e, r0, d, M):
+    L = _hit(t, W, a, e, r0, d, M)
+    return _each(e <= 1, arith.fmod(arith.fdiv(L, t), a) == 0, arith.fmod(L, t) == 0)
+
+
+def _hit_valid(a, t, W, e, r0, d, M):
+    L = _hit(t, W, a, e, r0, d, M)
+    return _each(e <= 1, cache_hit.valid_in_run(L, r0, r0 + d, t, W, a, e, M))
+
+
+def _hit_longest(a, t, W, e, r0, d, M, x):
+    L = _hit(t, W, a, e, r0, d, M)
+    return _each(e <= 1, implies(x * t > L, negate(cache_hit.valid_in_run(x * t, r0, r0 + d, t, W, a, e, M))))
+
+
+def hit_window_backed(t, W, e, r0, d, M):
+    return _per_alignment(_hit_window_backed)(t, W, e, r0, d, M)
+
+
+def hit_aligned(t, W, e, r0, d, M):
+    return _per_alignment(_hit_aligned)(t, W, e, r0, d, M)
+
+
+def hit_valid(t, W, e, r0, d, M):
+    return _per_alignment(_hit_valid)(t, W, e, r0, d, M)
+
+
+def hit_longest(t, W, e, r0, d, M, x):
+    return _per_alignment(_hit_longest)(t, W, e, r0, d, M, x)
+
+
+HIT_BLOCKS = upto("q", "blocks of the hit (L = q*t)", 0, 8, "q <= 8")
+POOL = upto("P", "pool blocks, the null block among them", 1, 12, "P <= 12")
+USED = upto("u", "real blocks already held", 0, lambda env: env["P"] - 1, "u <= P - 1")
+
+
+def hit_null_accounting(t, W, q, P, u):
+    L = q * t
+    real = cache_hit.hit_real_blocks(L, t, W)
+    free = cache_hit.pool_free_blocks(P, u)
+    return _each(
+        u <= P - 1,
+        real + cache_hit.hit_null_entries(L, t, W) == q,
+        implies(W >= 2, cache_hit.hit_null_entries(L, t, W) == lifecycle.stale_count(L, t, W, 0)),
+        free + u == P - 1,  # the null block is neither free nor used
+        implies(real <= free, u + real <= P - 1),  # a hit admitted on the free count never takes the null block
+    )
+
+
 # ----------------------------------------------------------------------------- the catalogue
 CATALOGUE: tuple[Theorem, ...] = (
     Theorem(
@@ -810,6 +934,77 @@ CATALOGUE: tuple[Theorem, ...] = (
         (T_SHARE, W_SHARE, S_SHARE, PREFIX, D1, D2, N1, N2),
         sharing_never_raises,
         lemmas=(_sharing_never_raises_lemmas,),
+    ),
+    Theorem(
+        "lookahead-sufficient",
+        "A decode step that also holds k2 >= 0 draft slots (speculative decoding, vLLM's num_lookahead_tokens: "
+        "capacity h + 1 + k2), with k1 >= 0 tokens in flight (blocks released on max(0, h - k1)), never has more "
+        "live blocks than floors.lookahead_floor = S + ceil((W - 1 + k1 + k2)/t) + 1, the in-flight floor at "
+        "k1 + k2.",
+        PROVED,
+        (T, W, S, IN_FLIGHT_LA, LOOKAHEAD, H_LOOKAHEAD),
+        lookahead_sufficient,
+    ),
+    Theorem(
+        "lookahead-tight",
+        "With k2 draft slots and k1 tokens in flight a decode step holds exactly lookahead_floor at "
+        "h = (S+1)*t + W - 2 + k1, so no smaller floor serves; lookahead_floor is the (k1 + k2 + 1)-token step "
+        "floor, and with no drafts the in-flight floor.",
+        PROVED,
+        (T, W, S, IN_FLIGHT_LA, LOOKAHEAD),
+        lookahead_tight,
+    ),
+    Theorem(
+        "hit-window-backed",
+        "For a cached run of blocks [r0, r0 + d), a block size t, an alignment A = a*t (a in 1, 2, 3, 4) and "
+        "EAGLE e in {0, 1}, the "
+        "model's hit L (cache_hit.run_hit: pop, align, then check the window) is within the reusable length M and, "
+        "when positive, every block the first uncomputed token's window [L+1-W, L-1] touches, the block of "
+        "token L - 1 and, with EAGLE, the drafter's block at L (with L + t <= M) lie in the run: never a null "
+        "block, and no window token maps to a null entry of the hit's table.",
+        PROVED,
+        (T_HIT, W_HIT, EAGLE, RUN_START, RUN_LENGTH, MAX_LEN),
+        hit_window_backed,
+    ),
+    Theorem(
+        "hit-aligned",
+        "The model's hit is a multiple of the alignment A = a*t (the lcm of the block sizes; a in 1, 2, 3, 4), "
+        "so of every life cycle's block size, with and without the EAGLE pop.",
+        PROVED,
+        (T_HIT, W_HIT, EAGLE, RUN_START, RUN_LENGTH, MAX_LEN),
+        hit_aligned,
+    ),
+    Theorem(
+        "hit-valid",
+        "The model's hit is a valid hit (cache_hit.valid_in_run: zero, or aligned to A = a*t with a in 1, 2, 3, 4, "
+        "within M with the drafter's block, and its window and the drafter's block in the cached run).",
+        PROVED,
+        (T_HIT, W_HIT, EAGLE, RUN_START, RUN_LENGTH, MAX_LEN),
+        hit_valid,
+        encodings={"z3": "blocks"},  # Z3 is slow on the direct (nonlinear) form
+    ),
+    Theorem(
+        "hit-longest",
+        "No whole-block length x*t longer than the model's hit L is a valid hit (A = a*t, a in 1, 2, 3, 4): with "
+        "hit-valid, L is the longest valid hit, so an engine's shorter hit is a lost hit and a longer one a "
+        "correctness bug. cache_hit.longest_hit takes the best run per life cycle and the smallest over life "
+        "cycles to a fixed point (checked against a token-level brute force over every pattern in "
+        "tests/test_cache_hit.py). Z3 decides it in the block encoding (the exact linear rewrite cvc5 gets), not "
+        "on the nonlinear direct form.",
+        PROVED,
+        (T_HIT, W_HIT, EAGLE, RUN_START, RUN_LENGTH, MAX_LEN, LONGER),
+        hit_longest,
+        encodings={"z3": "blocks"},  # Z3 answers unknown on the direct (nonlinear) form
+    ),
+    Theorem(
+        "hit-null-accounting",
+        "A hit of L = q*t tokens has q table entries: its real blocks plus its null entries, and for W >= 2 the "
+        "null entries are exactly the blocks stale at history L. In a pool of P blocks, one of them the shared "
+        "null block, with u real blocks held, the free count plus u is P - 1 (the null block is never free nor "
+        "evictable), so a hit admitted on that free count never takes the null block.",
+        PROVED,
+        (T_HIT, W_HIT, HIT_BLOCKS, POOL, USED),
+        hit_null_accounting,
     ),
 )
 

@@ -347,7 +347,7 @@ def _attempt(
     start = time.perf_counter()
     backend = _backend(solver, seed)
     deadline = _Deadline(backend, min(timeout_s, attempt.timeout_s))
-    encoding = encoding or default_encoding(solver)
+    encoding = encoding or theorem.encodings.get(solver) or default_encoding(solver)
     label = attempt.label if encoding == "direct" else f"{attempt.label}, block encoding"
     api, answer, reason = backend.api, UNKNOWN_ANSWER, None
     try:
@@ -440,7 +440,7 @@ def discharge(
     backend = _backend(solver, seed, rlimit)
     api = backend.api
     deadline = _Deadline(backend, timeout_s, rlimit)
-    enc, fallback = _encode(theorem, backend, encoding or default_encoding(solver))
+    enc, fallback = _encode(theorem, backend, encoding or theorem.encodings.get(solver) or default_encoding(solver))
     lowers = [v.lower for v in theorem.variables]
     domain = enc.domain
 

@@ -138,4 +138,33 @@ IDEAS: dict[str, str] = {
         "The intersection of the holders' gaps is no larger than any one gap, so the prefix is counted at "
         "most as often as the holders count it; each holder is within its step floor (step-sufficient)."
     ),
+    "lookahead-sufficient": (
+        "A step holding k2 draft slots and releasing on h - k1 keeps the tokens [h+1-W-k1, h+k2], a run of "
+        "W + k1 + k2 tokens, which touches at most ceil((W-1+k1+k2)/t) + 1 blocks past the sinks (window-span)."
+    ),
+    "lookahead-tight": (
+        "At h = (S+1)*t + W - 2 + k1 that run starts at the last token of the first block past the sinks, where "
+        "a run touches the most blocks; it is the (k1+k2+1)-token step of step-tight."
+    ),
+    "hit-window-backed": (
+        "In blocks: the hit ends a*(e//a) blocks in, with e = min(r1, M//t) - eagle, so it and the drafter's "
+        "block lie below the run's end and within M; the window's first block is checked against r0 on that "
+        "aligned length itself, and a null entry is a block before it."
+    ),
+    "hit-aligned": (
+        "The hit is t * a * q for an integer q, or 0."
+    ),
+    "hit-valid": (
+        "Each condition of valid_in_run is what run_hit established: alignment by construction, the end and M "
+        "by the pop before the rounding down, the window start by the final check."
+    ),
+    "hit-longest": (
+        "A longer whole-block length either is off the alignment, or ends past min(r1, M//t) - eagle blocks, or "
+        "its window starts before the run: the window's first block grows with the length, so if the largest "
+        "aligned candidate fails the check every longer one fails it too."
+    ),
+    "hit-null-accounting": (
+        "The null entries are the blocks before the window's first, which for W >= 2 is the stale range at L; "
+        "the null block is outside both the free and the used count, so free + used = P - 1."
+    ),
 }

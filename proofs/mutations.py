@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import attrs
 
-from swafloor.reference import arith, floors, lifecycle, peers, sharing
+from swafloor.reference import arith, cache_hit, floors, lifecycle, peers, sharing
 from swafloor.reference.seeded_bugs import SEEDED_BUGS, seeded_bug
 
 from .discharge import UNKNOWN, discharge
@@ -175,6 +175,41 @@ def _hit_holds_null_blocks() -> list[Patch]:
     return [(sharing, "prefix_gap", prefix_gap)]
 
 
+def _eagle_pops_first_block() -> list[Patch]:
+    def run_hit(r0, r1, t, window, a, eagle, M):  # the EAGLE pop drops the run's first block, not its last
+        kept = arith.imax(arith.imin(r1, arith.fdiv(M, t)), 0)
+        L = t * (a * arith.fdiv(kept, a))
+        ok = arith.ite(L > 0, cache_hit.hit_first_needed(L, t, window) >= r0 + eagle, False)
+        return arith.ite(ok, L, 0)
+
+    return [(cache_hit, "run_hit", run_hit)]
+
+
+def _align_after_pop() -> list[Patch]:
+    def run_hit(r0, r1, t, window, a, eagle, M):  # pop, match the window, and only then align down
+        popped = arith.imax(arith.imin(r1, arith.fdiv(M, t)) - eagle, 0)
+        ok = arith.ite(popped > 0, cache_hit.hit_first_needed(t * popped, t, window) >= r0, False)
+        return arith.ite(ok, t * (a * arith.fdiv(popped, a)), 0)
+
+    return [(cache_hit, "run_hit", run_hit)]
+
+
+def _align_before_pop() -> list[Patch]:
+    def run_hit(r0, r1, t, window, a, eagle, M):  # align the matched prefix, then pop one block
+        popped = arith.imax(a * arith.fdiv(arith.imin(r1, arith.fdiv(M, t)), a) - eagle, 0)
+        L = t * popped
+        return arith.ite(arith.ite(L > 0, cache_hit.hit_first_needed(L, t, window) >= r0, False), L, 0)
+
+    return [(cache_hit, "run_hit", run_hit)]
+
+
+def _null_counted_free() -> list[Patch]:
+    def pool_free_blocks(pool_blocks, used):  # the shared null block counted among the free ones
+        return pool_blocks - used
+
+    return [(cache_hit, "pool_free_blocks", pool_free_blocks)]
+
+
 #: The patch of each seeded bug (swafloor.reference.seeded_bugs) that is seeded in the formulas.
 PATCHES: dict[str, Callable[[], list[Patch]]] = {
     "no-inflight-token": _no_inflight_token,
@@ -193,6 +228,10 @@ PATCHES: dict[str, Callable[[], list[Patch]]] = {
     "shared-freed-when-stale-for-one": _shared_freed_early,
     "shared-counted-per-holder": _shared_per_holder,
     "hit-holds-null-blocks": _hit_holds_null_blocks,
+    "eagle-pops-first-block": _eagle_pops_first_block,
+    "align-after-pop": _align_after_pop,
+    "align-before-pop": _align_before_pop,
+    "null-counted-free": _null_counted_free,
 }
 
 

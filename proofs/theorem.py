@@ -61,6 +61,9 @@ class Theorem:
     lemmas: tuple[Callable[..., Any], ...] = attrs.field(default=(), converter=tuple, eq=False)
     replay: Callable[[Mapping[str, int]], Replay] | None = attrs.field(default=None, eq=False)
     attempts: tuple[Attempt, ...] = attrs.field(default=(), converter=tuple, eq=False)
+    #: solver -> the encoding it gets for this theorem unless the caller names one (default: the
+    #: solver's own default); for goals one solver decides only in the exact linear rewrite
+    encodings: Mapping[str, str] = attrs.field(factory=dict, eq=False)
 
     def __attrs_post_init__(self) -> None:
         names = list(self.variable_names)

@@ -186,7 +186,10 @@ class Semantics:
     ``hit_rule`` (needs ``cache_freed``): see :class:`HitRule`. ``cache_scheduled`` (needs ``cache_freed``):
     a block's content counts as computed, for the cache and for hits on live holders, once every token
     of it lies within the capacity its request reserved (vLLM hashes a block when the step that fills it
-    is scheduled), not only once committed."""
+    is scheduled), not only once committed. ``lookahead_tokens`` (k): draft slots of speculative
+    decoding (vLLM's ``num_lookahead_tokens``): every decode step asks capacity ``h + 1 + k``, blocks are released on history as with the tokens in flight, so the minimum is
+    :func:`~.floors.lookahead_floor` (the in-flight floor at ``in_flight_tokens + k``); the manager
+    itself serves whatever capacity a step asks, so only the minimum changes."""
 
     in_flight_tokens: int = attrs.field(default=0, validator=_non_negative_int("semantics.in_flight_tokens"))
     free_stale: FreeStale = attrs.field(
@@ -203,6 +206,7 @@ class Semantics:
     cache_freed: bool = attrs.field(default=False, validator=_bool_field("semantics.cache_freed"))
     hit_rule: HitRule = attrs.field(default=HitRule.PER_BLOCK, converter=_enum_of("semantics.hit_rule", HitRule))
     cache_scheduled: bool = attrs.field(default=False, validator=_bool_field("semantics.cache_scheduled"))
+    lookahead_tokens: int = attrs.field(default=0, validator=_non_negative_int("semantics.lookahead_tokens"))
 
     def __attrs_post_init__(self) -> None:
         if self.cache_freed and not self.prefix_sharing:
@@ -223,6 +227,7 @@ class Semantics:
             **({"cache_freed": True} if self.cache_freed else {}),
             **({"hit_rule": self.hit_rule.value} if self.hit_rule is not HitRule.PER_BLOCK else {}),
             **({"cache_scheduled": True} if self.cache_scheduled else {}),
+            **({"lookahead_tokens": self.lookahead_tokens} if self.lookahead_tokens else {}),  # absent: 0
         }
 
     @classmethod
@@ -230,7 +235,7 @@ class Semantics:
         if not isinstance(data, dict):
             raise ConfigError("config.semantics", data, "must be an object")
         known = ("in_flight_tokens", "free_stale", "suspend", "first_resume_copy", "release_order", "prefix_sharing",
-                 "cache_freed", "hit_rule", "cache_scheduled")
+                 "cache_freed", "hit_rule", "cache_scheduled", "lookahead_tokens")
         for key in data:
             if key not in known:
                 raise ConfigError(f"config.semantics.{_key(key)}", data[key], "unknown field")
@@ -381,15 +386,15 @@ def build_layout(config: Config) -> Layout:
     num_groups = max(pool_group_of) + 1
 
     min_slots = [0] * num_groups
-    in_flight = config.semantics.in_flight_tokens
+    in_flight, lookahead = config.semantics.in_flight_tokens, config.semantics.lookahead_tokens
     full_share: int | None = None  # the same for every full-attention life cycle: computed once
     for lc, g in zip(life_cycles, pool_group_of):
         if lc.kind is LifeCycleKind.FULL:
             if full_share is None:
-                full_share = life_cycle_min_slots(lc, t, config.floor_rule, life_cycles, in_flight)
+                full_share = life_cycle_min_slots(lc, t, config.floor_rule, life_cycles, in_flight, lookahead)
             min_slots[g] += full_share
         else:
-            min_slots[g] += life_cycle_min_slots(lc, t, config.floor_rule, life_cycles, in_flight)
+            min_slots[g] += life_cycle_min_slots(lc, t, config.floor_rule, life_cycles, in_flight, lookahead)
 
     if config.slots is None:
         slots, bumped = list(min_slots), []

@@ -9,9 +9,9 @@ live window ``[h + 1 - W, h]`` can touch. An n-token step (capacity ``h + n``) k
 from __future__ import annotations
 
 import enum
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
-from .arith import imax
+from .arith import cdiv, imax
 from .lifecycle import LifeCycle, LifeCycleKind, window_span_blocks
 
 __all__ = [
@@ -20,6 +20,9 @@ __all__ = [
     "step_floor",
     "swa_floor",
     "in_flight_floor",
+    "lookahead_floor",
+    "mixed_full_attention_floor",
+    "mixed_min_slots",
     "legacy_floor",
     "full_attention_floor",
     "full_attention_max_capacity",
@@ -58,6 +61,15 @@ def in_flight_floor(t: Any, window: Any, sink_blocks: Any, in_flight: Any) -> An
     return sink_blocks + window_span_blocks(window + in_flight, t)
 
 
+def lookahead_floor(t: Any, window: Any, sink_blocks: Any, lookahead: Any, in_flight: Any = 0) -> Any:
+    """The floor of an SWA life cycle whose decode steps also hold ``lookahead`` slots for draft tokens
+    (speculative decoding: capacity ``h + 1 + lookahead``), with ``in_flight`` tokens in flight. The
+    live window then keeps the tokens ``[h + 1 - W - in_flight, h + lookahead]``, ``W + in_flight +
+    lookahead`` of them: the in-flight floor at ``in_flight + lookahead`` (the same formula, not a
+    second one; ``lookahead`` alone is also :func:`step_floor` at ``n = lookahead + 1``)."""
+    return in_flight_floor(t, window, sink_blocks, in_flight + lookahead)
+
+
 def legacy_floor() -> int:
     """The pre-fix minimum of any life cycle: one slot."""
     return 1
@@ -79,23 +91,76 @@ def life_cycle_min_slots(
     rule: FloorRule,
     all_life_cycles: Iterable[LifeCycle],
     in_flight: int = 0,
+    lookahead: int = 0,
 ) -> int:
     """One life cycle's share of its pool group's minimum under ``rule``, with ``in_flight`` tokens
-    in flight (the fixed rule's SWA floor is :func:`in_flight_floor`, :func:`swa_floor` at 0)."""
+    in flight and ``lookahead`` draft slots (the fixed rule's SWA floor is :func:`lookahead_floor`,
+    :func:`in_flight_floor` without drafts, :func:`swa_floor` with neither)."""
     if rule is FloorRule.LEGACY:
         return legacy_floor()
     if life_cycle.kind is LifeCycleKind.SWA:
-        return _swa_share(t, life_cycle, in_flight)
+        return _swa_share(t, life_cycle, in_flight, lookahead)
     if life_cycle.kind is LifeCycleKind.FULL:
-        shares = [_swa_share(t, lc, in_flight) for lc in all_life_cycles if lc.kind is LifeCycleKind.SWA]
+        shares = [_swa_share(t, lc, in_flight, lookahead) for lc in all_life_cycles if lc.kind is LifeCycleKind.SWA]
         return full_attention_floor(max(shares, default=0))
     return 1  # SSM: one state page per request
 
 
-def _swa_share(t: int, life_cycle: LifeCycle, in_flight: int) -> int:
-    if in_flight == 0:
+def _swa_share(t: int, life_cycle: LifeCycle, in_flight: int, lookahead: int = 0) -> int:
+    if in_flight == 0 and lookahead == 0:
         return swa_floor(t, life_cycle.window, life_cycle.sink_blocks)
-    return in_flight_floor(t, life_cycle.window, life_cycle.sink_blocks, in_flight)
+    if lookahead == 0:
+        return in_flight_floor(t, life_cycle.window, life_cycle.sink_blocks, in_flight)
+    return lookahead_floor(t, life_cycle.window, life_cycle.sink_blocks, lookahead, in_flight)
+
+
+def mixed_full_attention_floor(t_full: Any, swa: Iterable[tuple[Any, Any, Any]], reach: Any = 0) -> Any:
+    """Full attention's minimum when life cycles have block sizes of their own: it must serve the
+    longest history at which some SWA life cycle ``(t_i, W_i, S_i)`` first holds its floor (all life
+    cycles see the same sequence), a decode step of capacity ``first_floor_history_i + 1`` in blocks of
+    ``t_full``: ``max(1, max_i ceil((first_floor_history_i + 1) / t_full))``. With one block size this
+    is :func:`full_attention_floor` of the largest SWA floor. ``reach``: tokens in flight plus draft
+    slots (the SWA floors are then :func:`in_flight_floor` at ``reach``)."""
+    best: Any = 1
+    for t_i, window, sink_blocks in swa:
+        first = first_floor_history(t_i, window, sink_blocks, reach)
+        best = imax(best, cdiv(first + 1, t_full))
+    return best
+
+
+def mixed_min_slots(
+    life_cycles: Sequence[LifeCycle],
+    block_sizes: Sequence[int],
+    pool_group_of: Sequence[int],
+    rule: FloorRule = FloorRule.FIXED,
+    in_flight: int = 0,
+    lookahead: int = 0,
+) -> tuple[int, ...]:
+    """Per pool group minimum slots when each life cycle has its own block size (pools of one block
+    size per pool group: every life cycle of a group must share its ``t``): the sum of the group's
+    life cycles' shares, each SWA floor with its own ``t`` (:func:`lookahead_floor`), full attention at
+    :func:`mixed_full_attention_floor`, SSM one page. Concrete arguments; a layout-level function (the
+    :class:`~.config.Config` keeps one block size)."""
+    if not (len(life_cycles) == len(block_sizes) == len(pool_group_of)):
+        raise ValueError("mixed_min_slots: one block size and one pool group per life cycle")
+    groups = max(pool_group_of, default=-1) + 1
+    group_t: dict[int, int] = {}
+    for t, g in zip(block_sizes, pool_group_of):
+        if group_t.setdefault(g, t) != t:
+            raise ValueError(f"mixed_min_slots: pool group {g} mixes block sizes {group_t[g]} and {t}")
+    reach = in_flight + lookahead
+    swa = [(t, lc.window, lc.sink_blocks) for lc, t in zip(life_cycles, block_sizes) if lc.kind is LifeCycleKind.SWA]
+    minimum = [0] * groups
+    for lc, t, g in zip(life_cycles, block_sizes, pool_group_of):
+        if rule is FloorRule.LEGACY:
+            minimum[g] += legacy_floor()
+        elif lc.kind is LifeCycleKind.SWA:
+            minimum[g] += _swa_share(t, lc, in_flight, lookahead)
+        elif lc.kind is LifeCycleKind.FULL:
+            minimum[g] += mixed_full_attention_floor(t, swa, reach) if swa else 1
+        else:
+            minimum[g] += 1
+    return tuple(minimum)
 
 
 def worst_case_history(t: Any, window: Any, sink_blocks: Any, in_flight: Any = 0) -> Any:

@@ -155,6 +155,16 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
     SeededBug("hit-holds-null-blocks", "a cache hit also holds the prefix blocks outside its window (its null "
               "entries; the manager's: those whose content a held or cached slot keeps)",
               ("shared-batch-exact",), (TABLE_ONLY,)),
+    SeededBug("eagle-pops-first-block", "with EAGLE a cache hit gives back the first block of the matched window "
+              "instead of the last: the hit keeps the block the drafter must recompute (one block too long)",
+              ("hit-window-backed", "hit-valid", "hit-longest")),
+    SeededBug("align-after-pop", "the hit is matched against the cached run after the EAGLE pop but aligned "
+              "only afterwards: rounding down to the alignment moves the first uncomputed token's window before "
+              "the run, onto null blocks", ("hit-window-backed", "hit-valid")),
+    SeededBug("align-before-pop", "the matched prefix is aligned first and the EAGLE pop taken after: the hit "
+              "is no multiple of the alignment when the block size is below it", ("hit-aligned", "hit-valid", "hit-longest")),
+    SeededBug("null-counted-free", "the pool's shared null block is counted as free (or evictable): a hit "
+              "admitted on that count can be handed the null block", ("hit-null-accounting",)),
 )
 
 

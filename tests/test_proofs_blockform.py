@@ -61,6 +61,8 @@ def _kinds(term, seen=None) -> set:
         kind = term.decl().kind()
         if kind == z3.Z3_OP_MUL and sum(not z3.is_int_value(k) for k in term.children()) > 1:
             seen.add("nonlinear product")
+        if kind == z3.Z3_OP_IDIV and z3.is_int_value(term.children()[1]) and term.children()[1].as_long() >= 1:
+            kind = "division by a numeral"  # linear (a block count divided by a constant alignment)
         seen.add(kind)
         for k in term.children():
             _kinds(k, seen)

@@ -100,9 +100,9 @@ def run(args) -> int:
         theorems = tuple(known[n] for n in dict.fromkeys(args.names))
     jobs = args.jobs or default_jobs()
     solvers = ("z3", "cvc5") if args.solver == "both" else (args.solver,)
-    encodings = {s: args.encoding or discharge.default_encoding(s) for s in solvers}
+    encodings = {s: args.encoding for s in solvers if args.encoding}  # unset: each theorem's own, else the solver's default
     try:
-        version = ", ".join(f"{discharge.solver_version(s)} ({encodings[s]} encoding)" for s in solvers)
+        version = ", ".join(f"{discharge.solver_version(s)} ({encodings.get(s) or discharge.default_encoding(s)} encoding)" for s in solvers)
     except discharge.SolverMissing as exc:
         print(f"swafloor prove: --solver {args.solver}: {exc}", file=sys.stderr)
         return 2

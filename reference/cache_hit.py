@@ -1,0 +1,178 @@
+"""Prefix-cache hits: which cached prefix a new request may reuse, with speculative (EAGLE) drafting
+and a different block size per life cycle.
+
+A request whose first ``L`` prompt tokens are reused starts at history ``h = L``: its first
+uncomputed token sits at position ``L`` and attends to the tokens ``[L + 1 - W, L - 1]`` before it
+(the live window of :mod:`.lifecycle`; full attention: ``[0, L - 1]``). A hit of ``L`` tokens is
+*valid* for a life cycle with ``t`` tokens per block when
+
+- ``L`` is a multiple of the alignment ``A`` (the least common multiple of every life cycle's block
+  size, :func:`alignment`), so that every life cycle's table ends on a whole block;
+- every block that window touches is cached, blocks ``[first, L / t)`` with
+  ``first = max(0, (L + 1 - max(W, 2)) // t)`` (:func:`hit_first_needed`; full attention:
+  ``first = 0``). ``max(W, 2)``: a hit always ends on a cached block, the one holding token ``L - 1``,
+  whose chained hash vouches for the prefix, even where a window of one token reads nothing before
+  its own position;
+- with EAGLE (``eagle = 1``) the block after the hit, ``L / t``, is cached too and within the
+  request's longest reusable length ``M`` (``L + t <= M``): the engine matched it and gave it back
+  so the drafter recomputes it (the *pop*: the hit ends one block before the matched prefix);
+- ``L = 0`` is always valid (nothing reused).
+
+Blocks ``[0, first)`` of a valid hit are null entries of the table (positions outside the window,
+never read); the table holds real blocks only from ``first`` on. A hit valid for every life cycle is
+valid; the model's hit is the longest valid one (:func:`longest_hit`). Within one cached run of
+blocks ``[r0, r1)`` of one life cycle the longest valid hit has the closed form :func:`run_hit`
+(the catalogue proves it valid and longest): the pop first (the hit ends one block before the run,
+``(r1 - eagle) * t``, or before ``M``), then the alignment (round that down to a multiple of ``A``), and only then the
+window check against the run's start; rounding down moves the window's start back, so checking the
+window before rounding reads before the run.
+
+Written on the arithmetic kernel (ints, Z3 and cvc5 terms, numpy arrays) except :func:`alignment`
+and :func:`longest_hit`, which take concrete patterns. ``window=None`` is full attention.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+from .arith import fdiv, fmod, imax, imin, ite
+from .lifecycle import stale_count
+
+__all__ = [
+    "alignment",
+    "hit_first_needed",
+    "hit_entries",
+    "hit_null_entries",
+    "hit_real_blocks",
+    "valid_in_run",
+    "run_hit",
+    "hit_valid",
+    "cached_runs",
+    "longest_hit",
+    "pool_free_blocks",
+]
+
+
+def alignment(block_sizes: Sequence[int]) -> int:
+    """The alignment of a hit, in tokens: the least common multiple of the life cycles' block sizes
+    (concrete sizes, each >= 1)."""
+    return math.lcm(*block_sizes) if block_sizes else 1
+
+
+def hit_first_needed(L: Any, t: Any, window: Any) -> Any:
+    """The first block a hit of ``L > 0`` tokens needs cached: the block of the window's first token,
+    ``max(0, (L + 1 - max(W, 2)) // t)``; full attention (``window is None``): 0."""
+    if window is None:
+        return 0
+    return imax(0, fdiv(L + 1 - imax(window, 2), t))
+
+
+def hit_entries(L: Any, t: Any) -> Any:
+    """Table entries of a hit of ``L`` tokens (a multiple of ``t``): ``L / t`` blocks."""
+    return fdiv(L, t)
+
+
+def hit_null_entries(L: Any, t: Any, window: Any) -> Any:
+    """Entries of a hit's table that are null (before the window's first block): ``first`` for
+    ``L > 0``, none for ``L = 0``."""
+    return ite(L > 0, hit_first_needed(L, t, window), 0)
+
+
+def hit_real_blocks(L: Any, t: Any, window: Any) -> Any:
+    """Real (non-null) blocks a hit of ``L`` tokens holds: its entries less its null entries."""
+    return hit_entries(L, t) - hit_null_entries(L, t, window)
+
+
+def pool_free_blocks(pool_blocks: Any, used: Any) -> Any:
+    """Free blocks of a pool of ``pool_blocks`` blocks, one of them the shared null block (never free,
+    never evictable, never handed out), when ``used`` real blocks are held: ``pool_blocks - 1 - used``."""
+    return pool_blocks - 1 - used
+
+
+def valid_in_run(L: Any, r0: Any, r1: Any, t: Any, window: Any, a: Any, eagle: Any, M: Any) -> Any:
+    """Whether ``L`` is a valid hit for one life cycle whose needed blocks lie in its cached run
+    ``[r0, r1)`` (see the module doc): alignment ``A = a * t`` (``a`` blocks), ``eagle`` 0 or 1."""
+    backed = _and(hit_first_needed(L, t, window) >= r0, fdiv(L, t) + eagle <= r1)
+    aligned = _and(fmod(L, t) == 0, fmod(fdiv(L, t), a) == 0)
+    return _or(L == 0, _and(L > 0, _and(aligned, _and(L + eagle * t <= M, backed))))
+
+
+def run_hit(r0: Any, r1: Any, t: Any, window: Any, a: Any, eagle: Any, M: Any) -> Any:
+    """The longest valid hit (tokens) within the cached run ``[r0, r1)`` of one life cycle
+    (``0 <= r0 <= r1`` blocks, alignment ``A = a * t`` with ``a >= 1`` blocks of this life cycle,
+    ``eagle`` 0 or 1, ``M >= 0`` tokens): the pop, then the alignment, then the window check. In
+    blocks: the matched prefix ends at ``min(r1, M // t)``, the pop leaves ``e = min(r1, M // t) -
+    eagle``, the alignment ``a * (e // a)``; the hit is that many blocks when positive and its window
+    starts within the run, else 0."""
+    popped = imax(imin(r1, fdiv(M, t)) - eagle, 0)
+    L = t * (a * fdiv(popped, a))
+    return ite(_and(L > 0, hit_first_needed(L, t, window) >= r0), L, 0)
+
+
+def hit_valid(L: int, cached: Sequence[Sequence[bool]], block_sizes: Sequence[int],
+              windows: Sequence[int | None], eagle: Sequence[bool] | bool, M: int) -> bool:
+    """Whether ``L`` is a valid hit for every life cycle (concrete): ``cached[i][b]`` says whether
+    block ``b`` of life cycle ``i`` is cached (missing entries: not cached); ``eagle`` per life cycle
+    (or one for all)."""
+    if L == 0:
+        return True
+    A = alignment(block_sizes)
+    if L < 0 or L % A or L > M:
+        return False
+    flags = [eagle] * len(block_sizes) if isinstance(eagle, bool) else list(eagle)
+    for blocks, t, window, e in zip(cached, block_sizes, windows, flags):
+        e = int(bool(e))
+        if L + e * t > M:
+            return False
+        first, end = hit_first_needed(L, t, window), L // t + e
+        if end > len(blocks) or not all(blocks[first:end]):
+            return False
+    return True
+
+
+def cached_runs(blocks: Sequence[bool]) -> list[tuple[int, int]]:
+    """The maximal runs ``[r0, r1)`` of cached blocks in a pattern (concrete)."""
+    runs, start = [], None
+    for b, present in enumerate(list(blocks) + [False]):
+        if present and start is None:
+            start = b
+        elif not present and start is not None:
+            runs.append((start, b))
+            start = None
+    return runs
+
+
+def longest_hit(cached: Sequence[Sequence[bool]], block_sizes: Sequence[int],
+                windows: Sequence[int | None], eagle: Sequence[bool] | bool, M: int,
+                eagle_reach: int | None = None) -> int:
+    """The model's hit (concrete): the longest hit valid for every life cycle. A hit's needed blocks
+    are contiguous, so for one life cycle the longest valid hit up to ``L`` is the best of its maximal
+    cached runs' :func:`run_hit` with the reusable length capped at ``L`` (plus the EAGLE block);
+    starting from ``L = M`` and taking the smallest over the life cycles until nothing changes gives
+    the longest hit valid for all (every jointly valid hit stays below each step). ``eagle_reach``
+    (default ``M``): how far the drafter's block may reach, ``L + t <= eagle_reach``; an engine may let
+    it reach the prompt's last whole block (``eagle_reach >= M``), one past the last reusable token."""
+    A = alignment(block_sizes)
+    flags = [eagle] * len(block_sizes) if isinstance(eagle, bool) else list(eagle)
+    runs = [cached_runs(blocks) for blocks in cached]
+    reach = M if eagle_reach is None else eagle_reach
+    L = M
+    while True:
+        new = L
+        for blocks_runs, t, window, e in zip(runs, block_sizes, windows, flags):
+            e = int(bool(e))
+            cap = min(reach, L + e * t)
+            new = min(new, max([run_hit(r0, r1, t, window, A // t, e, cap) for r0, r1 in blocks_runs], default=0))
+        if new == L:
+            return L
+        L = new
+
+
+def _and(a: Any, b: Any) -> Any:
+    """Conjunction on the kernel's ``ite`` (bools, numpy arrays, solver terms alike)."""
+    return ite(a, b, False)
+
+
+def _or(a: Any, b: Any) -> Any:
+    return ite(a, True, b)
