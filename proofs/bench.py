@@ -49,7 +49,7 @@ def columns(solvers: tuple[str, ...]) -> list[dict[str, Any]]:
             for s in solvers for e in discharge.ENCODINGS]
 
 
-def run(timeout_s: float = 10.0, seed: int = 0, score: bool = True) -> dict[str, Any]:
+def run(timeout_s: float = discharge.DEFAULT_TIMEOUT_S, seed: int = 0, score: bool = True) -> dict[str, Any]:
     """Discharge and check every catalogue theorem with every installed solver on both encodings; the
     mutation score."""
     solvers = available_solvers()

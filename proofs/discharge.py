@@ -31,7 +31,7 @@ from typing import Any, Sequence
 import attrs
 import z3
 
-from . import blockform
+from . import DEFAULT_TIMEOUT_S, blockform
 from .symbolic import BLOCK_SIZE
 from .theorem import Theorem, goal_parts, solver_goal_parts
 
@@ -424,7 +424,7 @@ def _probe(check: Any, enc: Any, lowers: Sequence[int], deadline: _Deadline) -> 
 def discharge(
     theorem: Theorem,
     *,
-    timeout_s: float = 10.0,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
     seed: int = 0,
     minimise: bool = True,
     attempts: bool = True,
@@ -506,7 +506,7 @@ def discharge(
 
 
 def run_attempts(
-    theorem: Theorem, *, timeout_s: float = 10.0, seed: int = 0, solver: str = "z3", encoding: str | None = None
+    theorem: Theorem, *, timeout_s: float = DEFAULT_TIMEOUT_S, seed: int = 0, solver: str = "z3", encoding: str | None = None
 ) -> tuple[AttemptResult, ...]:
     """The theorem's informational attempts (never counted), each in a fresh context."""
     return tuple(_attempt(theorem, a, seed, timeout_s, solver, encoding) for a in theorem.attempts)

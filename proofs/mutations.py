@@ -21,7 +21,7 @@ import attrs
 from swafloor.reference import arith, cache_hit, floors, lifecycle, peers, sharing
 from swafloor.reference.seeded_bugs import SEEDED_BUGS, seeded_bug
 
-from .discharge import UNKNOWN, discharge
+from .discharge import DEFAULT_TIMEOUT_S, UNKNOWN, discharge
 from .theorem import Theorem
 
 __all__ = ["Mutation", "MUTATIONS", "PATCHES", "applied", "flips", "score"]
@@ -275,7 +275,7 @@ def flips(
     mutation: Mutation,
     theorems: Sequence[Theorem],
     *,
-    timeout_s: float = 10.0,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
     seed: int = 0,
     first_only: bool = False,
     solver: str = "z3",
@@ -308,7 +308,7 @@ def score(
     mutations: Sequence[Mutation],
     theorems: Sequence[Theorem],
     *,
-    timeout_s: float = 10.0,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
     seed: int = 0,
     jobs: int = 1,
 ) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import attrs
 
 from . import concrete, discharge
 from .concrete import ConcreteCheck
-from .discharge import PROVED, REFUTED, UNKNOWN, Discharge
+from .discharge import DEFAULT_TIMEOUT_S, PROVED, REFUTED, UNKNOWN, Discharge
 from .theorem import Replay, Theorem
 
 __all__ = ["OK", "CONTRADICTED", "UNKNOWN_STATUS", "TheoremResult", "prove", "exit_code"]
@@ -205,7 +205,7 @@ def _cost(theorem: Theorem, kind: str) -> float:
 def prove(
     theorems: Sequence[Theorem],
     *,
-    timeout_s: float = 10.0,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
     seed: int = 0,
     jobs: int = 1,
     solvers: Sequence[str] = ("z3",),

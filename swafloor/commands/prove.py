@@ -15,6 +15,7 @@ import os
 import sys
 import time
 
+from swafloor.proofs import DEFAULT_TIMEOUT_S
 from swafloor.reference.show import bounded
 
 from ._common import MAX_JOBS, MAX_SECONDS, float_in, int_in, print_json
@@ -30,8 +31,8 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("prove", help="prove the theorem catalogue with Z3 (and cvc5: --solver both, the main CI job)")
     p.add_argument("names", nargs="*", metavar="NAME", help="theorems to run (default: the whole catalogue)")
     p.add_argument("--json", action="store_true", help="print a JSON list, one object per theorem")
-    p.add_argument("--timeout", type=float_in(0.001, MAX_SECONDS), default=10.0, metavar="S",
-                   help="Z3 time budget per theorem in seconds (default 10)")
+    p.add_argument("--timeout", type=float_in(0.001, MAX_SECONDS), default=DEFAULT_TIMEOUT_S, metavar="S",
+                   help=f"each solver's time budget per theorem in seconds (default {DEFAULT_TIMEOUT_S:g})")
     p.add_argument("--seed", type=int_in(0, 2**32 - 1), default=0, metavar="N", help="Z3 random seed (default 0)")
     p.add_argument("--jobs", type=int_in(1, MAX_JOBS), default=None, metavar="N",
                    help="worker processes for the solver runs and bounded checks (default: up to 2 cores)")
