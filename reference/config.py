@@ -140,6 +140,13 @@ def _non_negative_int(field: str):
     return check
 
 
+def _positive_int(field: str):
+    def check(instance: Any, attribute: Any, value: Any) -> None:
+        _require_int(field, value, 1)
+
+    return check
+
+
 def _bool_field(field: str):
     def check(instance: Any, attribute: Any, value: Any) -> None:
         if not isinstance(value, bool):
@@ -160,7 +167,12 @@ class Semantics:
     ends mid-block holds one transient slot per attention life cycle for a private copy (SSM: one for
     the state snapshot when the reused history is above 0); engines that load a reused prefix in place
     need none. ``release_order``: see :class:`ReleaseOrder` (blocks cut off by a smaller capacity are
-    freed before allocating in both orders)."""
+    freed before allocating in both orders). ``eviction_interval`` (e, SGLang's
+    ``SGLANG_SWA_EVICTION_INTERVAL``): an SWA life cycle frees its stale blocks at history ``h`` only
+    when at least ``e`` tokens have left the window since its eviction cursor, ``h' + 1 - W >= cursor +
+    e`` (``h' = max(0, h - k)``; the cursor is the first token of the first block not yet freed,
+    :func:`~.floors.eviction_cursor`); then everything stale at ``h'`` goes. ``e = 1`` frees whatever is
+    stale (today's behaviour); the floor is :func:`~.floors.eviction_floor`."""
 
     in_flight_tokens: int = attrs.field(default=0, validator=_non_negative_int("semantics.in_flight_tokens"))
     free_stale: FreeStale = attrs.field(
@@ -173,21 +185,25 @@ class Semantics:
     release_order: ReleaseOrder = attrs.field(
         default=ReleaseOrder.RELEASE_FIRST, converter=_enum_of("semantics.release_order", ReleaseOrder)
     )
+    eviction_interval: int = attrs.field(default=1, validator=_positive_int("semantics.eviction_interval"))
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "in_flight_tokens": self.in_flight_tokens,
             "free_stale": self.free_stale.value,
             "suspend": self.suspend.value,
             "first_resume_copy": self.first_resume_copy,
             "release_order": self.release_order.value,
         }
+        if self.eviction_interval != 1:  # written only when set: traces of every other semantics unchanged
+            data["eviction_interval"] = self.eviction_interval
+        return data
 
     @classmethod
     def from_dict(cls, data: Any) -> "Semantics":
         if not isinstance(data, dict):
             raise ConfigError("config.semantics", data, "must be an object")
-        known = ("in_flight_tokens", "free_stale", "suspend", "first_resume_copy", "release_order")
+        known = ("in_flight_tokens", "free_stale", "suspend", "first_resume_copy", "release_order", "eviction_interval")
         for key in data:
             if key not in known:
                 raise ConfigError(f"config.semantics.{_key(key)}", data[key], "unknown field")
@@ -339,14 +355,15 @@ def build_layout(config: Config) -> Layout:
 
     min_slots = [0] * num_groups
     in_flight = config.semantics.in_flight_tokens
+    interval = config.semantics.eviction_interval
     full_share: int | None = None  # the same for every full-attention life cycle: computed once
     for lc, g in zip(life_cycles, pool_group_of):
         if lc.kind is LifeCycleKind.FULL:
             if full_share is None:
-                full_share = life_cycle_min_slots(lc, t, config.floor_rule, life_cycles, in_flight)
+                full_share = life_cycle_min_slots(lc, t, config.floor_rule, life_cycles, in_flight, interval)
             min_slots[g] += full_share
         else:
-            min_slots[g] += life_cycle_min_slots(lc, t, config.floor_rule, life_cycles, in_flight)
+            min_slots[g] += life_cycle_min_slots(lc, t, config.floor_rule, life_cycles, in_flight, interval)
 
     if config.slots is None:
         slots, bumped = list(min_slots), []

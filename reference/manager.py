@@ -39,7 +39,7 @@ from typing import Any, Hashable, Mapping
 
 import attrs
 
-from . import lifecycle
+from . import floors, lifecycle
 from .config import Config, FreeStale, Layout, ReleaseOrder, SuspendMode, build_layout
 from .errors import RequestError
 from .lifecycle import LifeCycleKind
@@ -215,6 +215,9 @@ class _Request:
     capacity_below: int = 0
     history_from: int = 0
     history_below: int | float = 0
+    # Per life cycle, the history its stale blocks were last freed on (its eviction cursor's history):
+    # read only under an eviction interval above 1 (see Semantics.eviction_interval).
+    evicted_on: list[int] = attrs.Factory(list)
 
 
 @attrs.define
@@ -278,6 +281,12 @@ class Manager:
         # (a seeded bug) redefines which blocks are required.
         self._fast = type(self).required_ranges is Manager.required_ranges
         self._windows = [i for i, lc in enumerate(self.layout.life_cycles) if lc.window is not None]
+        # An eviction interval above 1 makes what is freed depend on each window's cursor, not on the
+        # history alone: the no-change cache (which assumes the latter) is then off.
+        self._interval = config.semantics.eviction_interval
+        self._points: list[int] = []  # the release points of the last plan (see _release_points)
+        if self._interval > 1:
+            self._fast = False
 
     # ----------------------------------------------------------------- observation
     @property
@@ -384,9 +393,8 @@ class Manager:
         for req in self._requests.values():
             for lc_index, held in enumerate(req.held):
                 g = self._group_of[lc_index]
-                expected = (
-                    self.required_blocks(lc_index, req.released_to, req.capacity) if self._holds_blocks(req) else ()
-                )
+                on = req.released_to if self._interval == 1 else req.evicted_on[lc_index]
+                expected = self.required_blocks(lc_index, on, req.capacity) if self._holds_blocks(req) else ()
                 assert tuple(sorted(held)) == expected, (
                     f"request {req.request_id!r} life cycle {lc_index} holds blocks {sorted(held)}, "
                     f"must hold exactly {list(expected)} ({req.state.value}, h={req.history}, c={req.capacity})"
@@ -441,6 +449,7 @@ class Manager:
             pending_copy=reused_history > 0,
             ranges=[()] * n,
             held=[{} for _ in range(n)],
+            evicted_on=[reused_history] * n,
         )
 
     def resume(self, request_id: str) -> Outcome:
@@ -454,6 +463,7 @@ class Manager:
                 )
                 extra[self._group_of[lc_index]] += int(needs_copy)
         plan = self._plan(req, req.history, req.capacity)
+        points = self._points
         outcome = self._feasible(plan, held_back=None, extra=extra)
         if not outcome:
             return outcome
@@ -462,6 +472,7 @@ class Manager:
         for g, slots in enumerate(transient):
             for slot in slots:
                 self._pools[g].give(slot)
+        req.evicted_on = points
         req.released_to = req.history
         req.state = RequestState.ACTIVE
         req.resumed = True
@@ -488,15 +499,18 @@ class Manager:
             return OK
         if req.released_to < req.history:  # lazy freeing: catch up before allocating
             self._apply(req, self._plan(req, req.history, req.capacity))
+            req.evicted_on = self._points
             req.released_to = req.history
             self._refresh(req)
         plan = self._plan(req, history, capacity)
+        points = self._points
         hold = self.release_order is ReleaseOrder.HOLD_UNTIL_RETURN
         held_back = self._stale_released(plan, history) if hold else None
         outcome = self._feasible(plan, held_back=held_back, extra=None)
         if not outcome:
             return outcome
         self._apply(req, plan, held_back)
+        req.evicted_on = points
         req.capacity, req.history, req.released_to = capacity, history, history
         self._refresh(req)
         return OK
@@ -516,6 +530,7 @@ class Manager:
             changed = not self._unchanged(req, req.history, req.capacity)
             if changed:
                 self._apply(req, self._plan(req, req.history, req.capacity))  # only releases
+                req.evicted_on = self._points
             req.released_to = req.history
             if changed:
                 self._refresh(req)
@@ -529,6 +544,7 @@ class Manager:
             self._release_all(req)
         if mode is SuspendMode.RECOMPUTE:
             req.capacity = req.history = req.released_to = 0
+            req.evicted_on = [0] * len(req.evicted_on)
             req.pending_copy = False
         req.state = RequestState.SUSPENDED
         self._refresh(req)
@@ -596,10 +612,27 @@ class Manager:
     def _plan(self, req: _Request, history: int, capacity: int) -> _Plan:
         """Per life cycle: None when its blocks do not change, else (to allocate, to release, new ranges)."""
         plan: _Plan = []
+        points = self._points = self._release_points(req, history)
         for lc_index, old in enumerate(req.ranges):
-            new = self.required_ranges(lc_index, history, capacity)
+            new = self.required_ranges(lc_index, points[lc_index], capacity)
             plan.append(None if new == old else (_minus(new, old), _minus(old, new), new))
         return plan
+
+    def _release_points(self, req: _Request, history: int) -> list[int]:
+        """Per life cycle, the history a step to ``history`` frees stale blocks on: ``history`` itself,
+        except under an eviction interval above 1, where a window whose eviction is not due
+        (:func:`~.floors.eviction_due`) keeps the history it last freed on."""
+        if self._interval == 1:
+            return [history] * len(req.ranges)
+        t, k, e = self.tokens_per_block, self._in_flight, self._interval
+        points = []
+        for lc_index, lc in enumerate(self.layout.life_cycles):
+            r = req.evicted_on[lc_index]
+            if lc.window is None or r >= history or floors.eviction_due(history, r, t, lc.window, lc.sink_blocks, k, e):
+                points.append(history)
+            else:
+                points.append(r)
+        return points
 
     def _stale_released(self, plan: _Plan, history: int) -> list[Ranges | None]:
         """Per life cycle, the released blocks that are stale at ``history`` (rather than cut off by a

@@ -61,6 +61,11 @@ REGISTRY: dict[str, Registered] = {
                        status="fuzzed in CI, in the vLLM venv (tests/test_vllm.py)"),
     "vllm-async": Registered("swafloor.fuzz.backends.vllm:vllm_async", needs="vLLM, in its own venv (scripts/vllm-venv)",
                              status="fuzzed in CI, in the vLLM venv (tests/test_vllm.py)"),
+    "sglang": Registered("swafloor.fuzz.backends.sglang:sglang", needs="SGLang, in its own venv (scripts/sglang-venv)",
+                         status="fuzzed in CI, in the SGLang venv (tests/test_sglang.py)"),
+    "sglang-lazy": Registered("swafloor.fuzz.backends.sglang:sglang_lazy",
+                              needs="SGLang, in its own venv (scripts/sglang-venv)",
+                              status="fuzzed in CI, in the SGLang venv (tests/test_sglang.py)"),
     "trtllm": Registered("swafloor.fuzz.backends.trtllm:trtllm", needs="tensorrt_llm and a CUDA GPU",
                          status="never run on a GPU"),
 }
