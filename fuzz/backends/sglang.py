@@ -232,12 +232,13 @@ class _Req:
 class SglangBackend:
     """SGLang's SWA allocator behind the protocol (see the module docstring)."""
 
-    def __init__(self, config: Config, eviction_interval: int = 1):
+    def __init__(self, config: Config, eviction_interval: int = 1, precheck: bool = True):
         s = import_sglang()
         torch = s["torch"]
         layout = build_layout(config)
         self.t = P = layout.tokens_per_block
         self.e = eviction_interval
+        self.precheck = precheck
         self.layout = layout
         lcs = layout.life_cycles
         if any(lc.kind is LifeCycleKind.SSM for lc in lcs):
@@ -330,7 +331,7 @@ class SglangBackend:
         torch = _loaded["torch"]
         old, P = req.allocated, self.t
         pages = self._pages(old, capacity)
-        for alloc in self.allocators:  # the engine's capacity check, before any allocation
+        for alloc in self.allocators if self.precheck else ():  # the engine's check, before allocating
             if P == 1:
                 if not (capacity - old <= alloc.full_available_size() and capacity - old <= alloc.swa_available_size()):
                     return False
@@ -350,8 +351,10 @@ class SglangBackend:
                     pre = torch.tensor([old], dtype=torch.int64)
                     seq = torch.tensor([capacity], dtype=torch.int64)
                     out = alloc.alloc_extend(pre, pre, seq, seq, last, n)
-            if out is None:  # the check above said it fits: SGLang disagreeing is a finding
-                raise AssertionError(f"SGLang allocator {a} returned None after new_pages_available said yes")
+            if out is None:
+                if self.precheck:  # the check above said it fits: SGLang disagreeing is a finding
+                    raise AssertionError(f"SGLang allocator {a} returned None after new_pages_available said yes")
+                return False  # a caller that does not check first: whatever SGLang took stays taken
             row[old:capacity] = out.to(row.dtype)
         req.allocated = capacity
         return True
@@ -490,3 +493,11 @@ def sglang(config: Config) -> SglangBackend:
 def sglang_lazy(config: Config) -> SglangBackend:
     """SGLang's SWA allocator at its default eviction interval (128 tokens)."""
     return SglangBackend(config, eviction_interval=DEFAULT_EVICTION_INTERVAL)
+
+
+@factory(capabilities(1), name="sglang-unchecked", prepare=import_sglang)
+def sglang_unchecked(config: Config) -> SglangBackend:
+    """Not registered: SGLang's allocator driven by a caller that does NOT check capacity first (it
+    relies on ``alloc_decode`` / ``alloc_extend`` returning None). Used to show what ``alloc_decode``'s
+    non-atomicity costs such a caller (tests/test_sglang.py; docs/backends.md, SGLang)."""
+    return SglangBackend(config, eviction_interval=1, precheck=False)
