@@ -249,8 +249,19 @@ class OracleManager:
         return moved
 
     def _start_cursors(self, history: int) -> list[int]:
-        """The cursors of a request whose first ``history`` tokens count as evicted already."""
-        return self._cursors([self._past_sinks(g) for g in self.geometries], history) if self.interval > 1 else []
+        """The cursors of a request whose first ``history`` tokens count as evicted already: each at
+        the first position of the oldest read position's block (never inside the sinks)."""
+        if self.interval == 1:
+            return []
+        cursors = []
+        for geometry in self.geometries:
+            cursor = self._past_sinks(geometry)
+            if geometry.kind == "swa":
+                oldest = history - self.in_flight + 1 - geometry.window
+                if oldest >= 0:
+                    cursor = max(cursor, max(p for p in range(0, oldest + 1, self.t)))
+            cursors.append(cursor)
+        return cursors
 
     def _shortfalls(self, needed: list[int], freed: list[int]) -> Outcome:
         lacking = []
