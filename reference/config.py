@@ -355,15 +355,18 @@ def build_layout(config: Config) -> Layout:
 
     min_slots = [0] * num_groups
     in_flight = config.semantics.in_flight_tokens
-    interval = config.semantics.eviction_interval
+    # Passed only when set, so a function standing in for life_cycle_min_slots (a reference mutant)
+    # keeps its five-argument form for every other semantics.
+    e = config.semantics.eviction_interval
+    interval = {"eviction_interval": e} if e != 1 else {}
     full_share: int | None = None  # the same for every full-attention life cycle: computed once
     for lc, g in zip(life_cycles, pool_group_of):
         if lc.kind is LifeCycleKind.FULL:
             if full_share is None:
-                full_share = life_cycle_min_slots(lc, t, config.floor_rule, life_cycles, in_flight, interval)
+                full_share = life_cycle_min_slots(lc, t, config.floor_rule, life_cycles, in_flight, **interval)
             min_slots[g] += full_share
         else:
-            min_slots[g] += life_cycle_min_slots(lc, t, config.floor_rule, life_cycles, in_flight, interval)
+            min_slots[g] += life_cycle_min_slots(lc, t, config.floor_rule, life_cycles, in_flight, **interval)
 
     if config.slots is None:
         slots, bumped = list(min_slots), []

@@ -16,6 +16,8 @@ Measuring them (the oracle campaign, their shrunk traces, the score) is :mod:`sw
 
 from __future__ import annotations
 
+import functools
+
 import contextlib
 from typing import Any, Callable, Iterator
 
@@ -73,8 +75,10 @@ def _sized(share: Callable[..., int]) -> Callable[[Config], Manager]:
     place of the reference's per-life-cycle minimum (only while it is constructed)."""
     original = reference_config.life_cycle_min_slots
 
-    def mutated(lc, t, rule, all_life_cycles, in_flight=0):
-        return share(original, lc, t, rule, tuple(all_life_cycles), in_flight)
+    def mutated(lc, t, rule, all_life_cycles, in_flight=0, **more):
+        # ``more``: the eviction interval, passed only when above 1; the original gets it as given.
+        base = functools.partial(original, **more) if more else original
+        return share(base, lc, t, rule, tuple(all_life_cycles), in_flight)
 
     def make(config: Config) -> Manager:
         with _swapped(reference_config, "life_cycle_min_slots", mutated):
@@ -143,6 +147,25 @@ class _SinksReleased(Manager):
     def _stale(self, lc: Any, history: int) -> tuple[int, int]:
         released_on = lifecycle.released_history(history, self._in_flight)
         return lifecycle.stale_range(released_on, self.tokens_per_block, lc.window, 0)
+
+
+# ----------------------------------------------------------------------------- eviction interval
+class _IntervalIgnored(Manager):
+    """Every window frees what is stale at each step, whatever the eviction interval (the sizing
+    still uses the interval's floor)."""
+
+    def __init__(self, config: Config, release_order: Any = None):
+        super().__init__(config, release_order)
+        self._interval = 1
+
+
+class _EvictionOneLate(Manager):
+    """An eviction interval above 1 is due one token late (``e + 1`` tokens past the cursor)."""
+
+    def __init__(self, config: Config, release_order: Any = None):
+        super().__init__(config, release_order)
+        if self._interval > 1:
+            self._interval += 1
 
 
 # ----------------------------------------------------------------------------- lazy freeing
@@ -408,6 +431,10 @@ _MUTANTS = (
     ReferenceMutant("sinks-released", "sink blocks", "sink blocks released like any other block", _SinksReleased),
     ReferenceMutant("in-flight-unsized", "semantics.in_flight_tokens",
                     "pools sized with the synchronous floor whatever the tokens in flight", _sized(_in_flight_unsized)),
+    ReferenceMutant("interval-ignored", "semantics.eviction_interval",
+                    "stale blocks freed at every step whatever the eviction interval", _IntervalIgnored),
+    ReferenceMutant("eviction-one-late", "semantics.eviction_interval",
+                    "an eviction interval above 1 due one token late", _EvictionOneLate),
     ReferenceMutant("lazy-frees-at-commit", "semantics.free_stale",
                     "at-allocate releases at commit anyway", _LazyFreesAtCommit),
     ReferenceMutant("at-commit-frees-lazily", "semantics.free_stale",
