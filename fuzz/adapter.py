@@ -21,8 +21,8 @@ class ManagerBackend:
     def __init__(self, manager: Any):
         self.manager = manager
 
-    def create(self, request_id: Hashable, reused_history: int = 0) -> None:
-        self.manager.create(request_id, reused_history=reused_history)
+    def create(self, request_id: Hashable, reused_history: int = 0, **sharing: Any) -> None:
+        self.manager.create(request_id, reused_history=reused_history, **sharing)
 
     def resume(self, request_id: Hashable) -> Outcome:
         return self.manager.resume(request_id)

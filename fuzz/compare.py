@@ -11,10 +11,12 @@ from typing import Any, Mapping
 
 import attrs
 
-from swafloor.reference import Outcome, RequestError, Snapshot
+from swafloor.reference import BlockTable, Outcome, RequestError, Snapshot, ranges_minus
 
 # BackendCheckFailed and parts_of are the protocol's (a backend's adapter uses them); named here too.
-from .protocol import Backend, BackendCheckFailed, Capabilities, Comparison, Operation, Part, parts_of, state_value
+from .protocol import (
+    Backend, BackendCheckFailed, Capabilities, Comparison, Operation, Part, as_table, held_blocks, parts_of, state_value,
+)
 from .trace import Step
 
 __all__ = [
@@ -24,6 +26,8 @@ __all__ = [
     "run_step",
     "parts_of",
     "lengths_of",
+    "as_table",
+    "held_blocks",
     "compare_results",
     "compare_parts",
     "jsonable",
@@ -77,7 +81,10 @@ def run_step(backend: Backend, step: Step) -> Result:
         elif op is COMMIT:
             value = backend.commit(step.request, step.tokens)
         elif op is CREATE:
-            value = backend.create(step.request, step.reused_history)
+            if step.share_with is None:
+                value = backend.create(step.request, step.reused_history)
+            else:
+                value = backend.create(step.request, step.reused_history, share_with=step.share_with)
         elif op is RESUME:
             value = backend.resume(step.request)
         elif op is SUSPEND:
@@ -109,12 +116,19 @@ def lengths_of(observation: Snapshot | Mapping[Part, Any]) -> dict[str, Any] | N
     return parts_of(observation).get(Part.LENGTHS)
 
 
+_DENSE_SHOWN = 4096  # the longest table a saved divergence shows entry by entry
+
+
 def jsonable(value: Any) -> Any:
     """A JSON-ready copy (tuples become lists, enums their values, keys strings)."""
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [jsonable(v) for v in value]
+    if isinstance(value, BlockTable):  # its dense form when short (as traces always showed it), else ranges
+        if value.length <= _DENSE_SHOWN:
+            return list(value.dense())
+        return {"length": value.length, "held": [list(r) for r in value.held]}
     if isinstance(value, Result):
         return {k: jsonable(v) for k, v in attrs.asdict(value, recurse=False).items() if v not in (None, ())}
     if hasattr(value, "value") and not isinstance(value, (int, str)):
@@ -212,6 +226,12 @@ def _first_difference(ref: Any, got: Any, path: str, at_least: bool) -> tuple[st
             if found:
                 return found
         return None
+    if path.count("[") == 2 and path.startswith(Part.TABLES.value):  # one life cycle's table
+        ref_table, got_table = as_table(ref), as_table(got)
+        if ref_table is not None and got_table is not None:
+            return _table_difference(ref_table, got_table, path, at_least)
+        ref = ref.dense() if isinstance(ref, BlockTable) else ref  # a table not of the dense form: entry by entry
+        got = got.dense() if isinstance(got, BlockTable) else got
     if isinstance(ref, tuple) and isinstance(got, tuple):
         if at_least and path.startswith(Part.TABLES.value) and len(got) > len(ref) and path.count("[") == 2:
             # A block table longer than the reference's (an engine that never shrinks one): the
@@ -233,6 +253,28 @@ def _first_difference(ref: Any, got: Any, path: str, at_least: bool) -> tuple[st
             return None
         return path, ref, got, "the backend falls below the reference"
     return path, ref, got, "values differ"
+
+
+def _table_difference(ref: BlockTable, got: BlockTable, path: str, at_least: bool) -> tuple[str, Any, Any, str] | None:
+    """Two tables compared by the blocks they hold, in O(held ranges): the first block held on one side
+    only (at least: held by the reference and not by the backend; blocks the backend holds besides,
+    such as the tail of a table it never shrinks, are accepted slack). How far a table runs past its
+    last held block is not compared (``lengths`` shows the capacity)."""
+    if ref.held == got.held:
+        return None
+    # The first block held on one side only (at least: held by the reference, not by the backend).
+    wanted = ranges_minus(ref.held, got.held)
+    first = wanted[0][0] if wanted else None
+    if not at_least:
+        extra = ranges_minus(got.held, ref.held)
+        if extra and (first is None or extra[0][0] < first):
+            first = extra[0][0]
+    if first is None:
+        return None
+    ref_value = first if ref.holds(first) else None
+    got_value = first if got.holds(first) else None
+    reason = "the backend falls below the reference" if at_least else "values differ"
+    return f"{path}[{first}]", ref_value, got_value, reason
 
 
 def compare_parts(

@@ -4,8 +4,9 @@ Counts drift late; identity fails at the step of the bug. A backend that shows t
 :class:`~swafloor.reference.SlotMap` read from its own objects: block ids, the free structure,
 reference counts) is checked after every step in two ways:
 
-- :func:`integrity`, on the backend alone, per pool group: no slot held by two blocks (the model
-  shares no block); no id listed twice in the free structure (a double free); no held slot in the
+- :func:`integrity`, on the backend alone, per pool group: no slot held by two blocks, except,
+  under prefix sharing, one block index of one life cycle held by several requests (the sharing the
+  model allows; which blocks are shared is compared with the reference's by the tracker); no id listed twice in the free structure (a double free); no held slot in the
   free structure; distinct held slots plus free slots equal the pool's total (a slot lost, a leak, or
   one made up); where the backend keeps reference counts, each held slot's count equals its holders
   and no free slot has one.
@@ -49,14 +50,19 @@ def _name(block: Block) -> str:
     return f"{rid}/lc{lc}/block{b}"
 
 
-def integrity(view: SlotMap, totals: tuple[int, ...], group_of: tuple[int, ...], side: str = "backend") -> Finding | None:
-    """The first broken integrity rule of ``view`` (None: all hold). ``totals``: slots per pool group."""
+def integrity(
+    view: SlotMap, totals: tuple[int, ...], group_of: tuple[int, ...], side: str = "backend", sharing: bool = False
+) -> Finding | None:
+    """The first broken integrity rule of ``view`` (None: all hold). ``totals``: slots per pool group.
+    ``sharing``: prefix sharing is modelled, so a slot may be held by one block of several requests."""
     if len(view.free) != len(totals):
         return "slots.free", len(totals), len(view.free), f"the {side} shows free slots of {len(view.free)} pool groups, not {len(totals)}"
     for g, (slots, total) in enumerate(zip(_holders(view, group_of), totals)):
         field = f"slots.pool[{g}]"
         for s, who in slots.items():
-            if len(who) > 1:
+            if len(who) > 1 and not (
+                sharing and len({(lc, b) for _, lc, b in who}) == 1 and len({rid for rid, _, _ in who}) == len(who)
+            ):
                 names = ", ".join(_name(b) for b in who)
                 return f"{field}.slot[{s}]", 1, len(who), (
                     f"the {side} holds slot {s} for {len(who)} blocks ({names}); the model shares no block"

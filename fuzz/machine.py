@@ -75,6 +75,9 @@ class Stats:
     served: int = 0
     served_swa: int = 0
     served_semantics: int = 0
+    created_sharing: int = 0  # requests created under prefix sharing semantics
+    on_prefix: int = 0  # of those, created on another request's prefix
+    hits: int = 0  # of those, requests whose first resume took at least one shared block
     backend_seconds: float = 0.0
     reference_seconds: float = 0.0
     started: float = attrs.field(factory=time.perf_counter)
@@ -106,11 +109,18 @@ def build_machine(
             self.created = 0
 
         # ------------------------------------------------------------ helpers
+        sharing = False
+        prefixed: Any = frozenset()
+
         def _apply(self, step: Step) -> Result:
             divergence, result = self.lock.apply(step)
             stats.steps += 1
             if divergence is not None:
                 self._fail(divergence)
+            if self.prefixed and step.op is Operation.RESUME and step.request in self.prefixed and result.ok:
+                self.prefixed.discard(step.request)  # its first resume: did it hit a shared block?
+                sharing = getattr(self.lock.reference.observe(), "sharing", ())
+                stats.hits += any(step.request in holders for _, _, holders in sharing)
             return result
 
         def _step(self, rid: str, capacity: int, history: int) -> Result:
@@ -168,6 +178,8 @@ def build_machine(
             stats.served_semantics += not default_semantics(config)
             if self.lock.build_divergence is not None:
                 self._fail(self.lock.build_divergence)
+            self.sharing = caps.prefix_sharing and config.semantics.prefix_sharing
+            self.prefixed: set[str] = set()  # created under sharing, not yet resumed
             self.horizon = horizon(config)
             self.t = config.tokens_per_block
             self.create(data, in_build=True)
@@ -179,12 +191,30 @@ def build_machine(
         def create(self, data, in_build: bool = False) -> None:
             """Create a request (suspended), and as a rule half the time resume it at once (as an
             engine admits a request): most rules need an active request."""
-            reused = 0
-            if caps.reused_history and data.draw(st.booleans(), label="reuse"):
+            reused, source = 0, None
+            sources = [r for r in self._ids("active", "suspended") if self.lock.lengths[r][1] > 0]
+            if self.sharing:  # sources holding whole blocks first: only they can give hits
+                sources = [r for r in sources if self.lock.lengths[r][1] >= self.t and r in self._ids("active")] or sources
+            if self.sharing and sources and data.draw(st.integers(0, 3), label="share") > 0:
+                # A request on another's committed prefix (a system prompt, a repeated request):
+                # most often all of it, so that whole blocks are shared.
+                source = sources[data.draw(st.integers(0, len(sources) - 1), label="share with")]
+                history = self.lock.lengths[source][1]
+                whole = data.draw(st.integers(0, 3), label="whole prefix") > 0
+                reused = history if whole else data.draw(st.integers(0, history), label="prefix tokens")
+            elif caps.reused_history and data.draw(st.booleans(), label="reuse"):
                 reused = data.draw(st.integers(0, self.horizon), label="reused_history")
             rid = f"r{self.created}"
             self.created += 1
-            self._apply(Step.create(rid, reused))
+            self._apply(Step.create(rid, reused, source))
+            if self.sharing:
+                stats.created_sharing += 1
+                if source is not None:
+                    stats.on_prefix += 1
+                    self.prefixed.add(rid)
+                    if not in_build and data.draw(st.integers(0, 3), label="admit at once") > 0:
+                        self._apply(Step.resume(rid))  # a repeated request admitted at once: it hits
+                        return
             if not in_build and data.draw(st.booleans(), label="resume at once"):
                 self._apply(Step.resume(rid))
 

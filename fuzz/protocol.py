@@ -25,11 +25,15 @@ from typing import Any, Callable, Hashable, Mapping, Protocol, runtime_checkable
 
 import attrs
 
-from swafloor.reference import Config, LifeCycleKind, Outcome, RequestState, Semantics, SlotMap, Snapshot, SwafloorError
+from swafloor.reference import (
+    BlockTable, Config, LifeCycleKind, Outcome, RequestState, Semantics, SlotMap, Snapshot, SwafloorError,
+)
 from swafloor.reference.show import bounded
 
 __all__ = [
     "slots_of",
+    "as_table",
+    "held_blocks",
     "Operation",
     "Part",
     "Comparison",
@@ -82,7 +86,7 @@ class Part(str, enum.Enum):
     POOL_TOTALS = "pool_totals"  # slots per pool group
     POOL_USED = "pool_used"  # slots in use per pool group (total - free)
     LENGTHS = "lengths"  # per request: state, capacity, history
-    TABLES = "tables"  # per request and life cycle: which blocks hold a slot
+    TABLES = "tables"  # per request and life cycle: which blocks hold a slot (a BlockTable, or its dense form)
     # Physical identity (a SlotMap): which slot each held block is in, the pool's free slots and its
     # reference counts, read from the backend's own structures. Checked for integrity after every step
     # and compared with the reference's up to a renaming of slot ids (see swafloor.fuzz.identity);
@@ -168,6 +172,7 @@ class Capabilities:
     adapter_set: frozenset[Part] = attrs.field(default=frozenset(), converter=lambda v: frozenset(Part(x) for x in v))
     notes: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     all_semantics: bool = False
+    prefix_sharing: bool = False  # create(..., share_with=...): requests on another's committed prefix
 
     def __attrs_post_init__(self) -> None:
         required = {Operation.CREATE, Operation.RESUME, Operation.RESIZE}
@@ -234,10 +239,14 @@ class Capabilities:
 EXACT_EVERYTHING = Capabilities()
 #: Everything, compared exactly, under every semantics (the oracle: it keeps no slot ids).
 ALL_SEMANTICS = Capabilities(all_semantics=True)
+#: Every semantics and requests created on another's prefix: the oracle.
+ALL_SEMANTICS_SHARING = Capabilities(all_semantics=True, prefix_sharing=True)
 #: Everything, exactly, physical identity included: the seeded bugs of the reference.
 EXACT_WITH_IDENTITY = Capabilities(observations={p: Comparison.EXACT for p in Part})
 #: The reference manager: everything, exactly, physical identity included, under every semantics.
-REFERENCE_CAPABILITIES = Capabilities(observations={p: Comparison.EXACT for p in Part}, all_semantics=True)
+REFERENCE_CAPABILITIES = Capabilities(
+    observations={p: Comparison.EXACT for p in Part}, all_semantics=True, prefix_sharing=True
+)
 
 
 class Unsupported(SwafloorError):
@@ -297,15 +306,29 @@ def state_value(value: Any) -> str:
     return value._value_ if isinstance(value, RequestState) else str(value)  # _value_: .value, without a descriptor
 
 
-def _held_prefix(table: Any) -> tuple:
-    """A block table up to its last held block: which blocks hold a slot, by index. Trailing entries
-    that hold none say only how far the capacity reaches, which ``lengths`` shows (and an engine's
-    table may end at its last block or run on: vLLM's list ends where it last allocated)."""
-    table = tuple(table)
-    end = len(table)
-    while end and table[end - 1] is None:
-        end -= 1
-    return table if end == len(table) else table[:end]
+def as_table(value: Any) -> BlockTable | None:
+    """A table as a :class:`~swafloor.reference.BlockTable`: itself, or converted from its dense form;
+    None when it is neither (a sequence holding something other than its indices and None)."""
+    if isinstance(value, BlockTable):
+        return value
+    if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__"):
+        return None
+    try:
+        return BlockTable.from_dense(value)
+    except (ValueError, TypeError):
+        return None
+
+
+def _normal_table(value: Any) -> Any:
+    table = as_table(value)
+    return table if table is not None else tuple(value)
+
+
+def held_blocks(table: Any) -> set[int]:
+    """The blocks a table (either form) shows holding a slot."""
+    if isinstance(table, BlockTable):
+        return set(table.blocks())
+    return {b for b in table if b is not None}
 
 
 def parts_of(observation: Snapshot | Mapping[Part, Any]) -> dict[Part, Any]:
@@ -313,14 +336,18 @@ def parts_of(observation: Snapshot | Mapping[Part, Any]) -> dict[Part, Any]:
 
     Forms: ``POOL_TOTALS``/``POOL_USED``: a tuple of ints per pool group; ``LENGTHS``: ``{request id:
     (state, capacity, history)}`` with the state's string value; ``TABLES``: ``{request id: tuple of
-    per-life-cycle tuples}`` (block index where held, None where not), each up to its last held block.
+    per-life-cycle tables}``, each a :class:`~swafloor.reference.BlockTable` (a backend may show one,
+    or the dense sequence: block index where held, None where not, converted here; a dense sequence
+    that is not of that form is kept as a tuple and compared entry by entry). A table is compared by
+    the blocks it holds: how far it runs past its last held block says only how far the capacity
+    reaches, which ``lengths`` shows (and an engine's table may end at its last block or run on).
     """
     if isinstance(observation, Snapshot):
         return {
             Part.POOL_TOTALS: tuple(p.total for p in observation.pools),
             Part.POOL_USED: tuple(p.total - p.free for p in observation.pools),
             Part.LENGTHS: {r.request_id: (state_value(r.state), r.capacity, r.history) for r in observation.requests},
-            Part.TABLES: {r.request_id: tuple(_held_prefix(t) for t in r.tables) for r in observation.requests},
+            Part.TABLES: {r.request_id: r.tables for r in observation.requests},
         }
     parts: dict[Part, Any] = {}
     for key, value in observation.items():
@@ -330,7 +357,7 @@ def parts_of(observation: Snapshot | Mapping[Part, Any]) -> dict[Part, Any]:
         elif part is Part.LENGTHS:
             value = {rid: (state_value(v[0]), v[1], v[2]) for rid, v in value.items()}
         elif part is Part.TABLES:
-            value = {rid: tuple(_held_prefix(t) for t in v) for rid, v in value.items()}
+            value = {rid: tuple(_normal_table(t) for t in v) for rid, v in value.items()}
         parts[part] = value
     return parts
 

@@ -101,7 +101,7 @@ def in_domain(trace: Trace, caps: Capabilities) -> bool:
 
 def _run(manager: Manager, step: Step) -> None:
     if step.op is Operation.CREATE:
-        manager.create(step.request, reused_history=step.reused_history)
+        manager.create(step.request, reused_history=step.reused_history, share_with=step.share_with)
     elif step.op is Operation.RESUME:
         manager.resume(step.request)
     elif step.op is Operation.RESIZE:

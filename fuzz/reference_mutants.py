@@ -19,7 +19,11 @@ def campaign(name: str, *, examples: int = 300, seed: int | None = None, shrink:
 
     spec = name if name.startswith(PREFIX) else PREFIX + name
     seed = PROFILES["ci"].seed if seed is None else seed
-    return run_campaign("oracle", spec, profile="ci", examples=examples, seed=seed, shrink=shrink, out_dir=out_dir)
+    from .backends.reference_mutants import REFERENCE_MUTANTS
+
+    mutant = REFERENCE_MUTANTS.get(spec[len(PREFIX):])
+    backend = mutant.backend if mutant is not None else "oracle"
+    return run_campaign(backend, spec, profile="ci", examples=examples, seed=seed, shrink=shrink, out_dir=out_dir)
 
 
 def regression_trace(name: str, *, examples: int = 300, seed: int | None = None):
@@ -38,7 +42,7 @@ def regression_trace(name: str, *, examples: int = 300, seed: int | None = None)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m swafloor.fuzz.reference_mutants [--examples N] [--seed S] [NAME ...]``: run the
+    """``python -m swafloor.fuzz.reference_mutants [--examples N] [--seed S] [--json] [NAME ...]``: run the
     oracle campaign against each reference mutant (all by default) and print the example and time at
     which each is killed, the median of both and the mutation score. ``--save DIR NAME ...`` saves
     each one's shrunk trace (the mutant against the reference) into DIR."""
@@ -54,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--examples", type=int, default=300)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--save", type=Path, default=None, metavar="DIR")
+    parser.add_argument("--json", action="store_true", help="one JSON object per mutant, one per line")
     args = parser.parse_args(argv)
     chosen = [n.removeprefix(PREFIX) for n in args.names] or list(REFERENCE_MUTANTS)
     for name in chosen:
@@ -73,13 +78,24 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         result = campaign(name, examples=args.examples, seed=args.seed)
         spent = time.perf_counter() - started
+        if args.json:
+            import json
+
+            print(json.dumps({"name": name, "killed": result.divergence is not None, "examples": result.examples,
+                              "first_failure_example": result.first_failure_example, "seconds": round(spent, 3),
+                              "field": None if result.divergence is None else result.divergence.field}), flush=True)
         if result.divergence is None:
-            print(f"{name:30s} SURVIVED {result.examples} examples ({spent:.1f} s)", flush=True)
+            if not args.json:
+                print(f"{name:30s} SURVIVED {result.examples} examples ({spent:.1f} s)", flush=True)
             continue
         killed_at.append(result.first_failure_example)
         seconds.append(result.first_failure_seconds or spent)
+        if args.json:
+            continue
         print(f"{name:30s} killed at example {result.first_failure_example:4d} after "
               f"{seconds[-1]:5.1f} s ({result.divergence.field})", flush=True)
+    if args.json:
+        return 0 if len(killed_at) == len(chosen) else 1
     print(f"mutation score: {len(killed_at)}/{len(chosen)}", end="")
     if killed_at:
         print(f"; median example {statistics.median(killed_at)}, median time {statistics.median(seconds):.1f} s, "

@@ -17,8 +17,8 @@ from .trace import Trace
 
 __all__ = ["ReplayResult", "replay", "replay_command", "check_cost", "MAX_STEP_BLOCKS", "MAX_REPLAY_WORK"]
 
-#: The most blocks a request's capacity may span at any step of a replayed trace: each step compares
-#: snapshots whose block tables list every request's blocks, and a step may allocate that many.
+#: The most blocks a request's capacity may span at any step of a replayed trace: a step may allocate
+#: that many, slot by slot, on each side (snapshots themselves cost only the ranges of held blocks).
 MAX_STEP_BLOCKS = 1 << 16
 #: The most work a whole replay may do, counted as the blocks its snapshots list summed over the
 #: steps (plus, for a token-level side, the window positions it walks per step). Fuzzed traces are

@@ -56,6 +56,8 @@ DEFAULT_OUT = Path("fuzz-failures")
 MAX_DISCARD_RATE = 0.05
 #: ... and at least this share of served examples with a sliding-window life cycle.
 MIN_SWA_SHARE = 0.5
+#: ... and, where requests are created under prefix sharing, at least this share hit a shared block.
+MIN_HIT_RATE = 0.3
 
 
 @attrs.frozen
@@ -105,9 +107,13 @@ class CampaignResult:
     served: int = 0  # runs whose backend was built
     served_swa: int = 0  # of those, with a sliding-window life cycle
     served_semantics: int = 0  # of those, with semantics other than the default (the spec's)
+    created_sharing: int = 0  # requests created under prefix sharing semantics
+    on_prefix: int = 0  # of those, created on another request's committed prefix
+    hits: int = 0  # of those, requests whose first resume took a shared block (a cache hit)
     import_seconds: float = 0.0  # resolving the backend and its prepare() (slow imports)
     backend_seconds: float = 0.0  # in the backend's operations, observations and builds
     reference_seconds: float = 0.0  # likewise on the side compared against
+    domain: str | None = None  # what the backend's capabilities keep out of the generated domain
 
     @property
     def discard_rate(self) -> float:
@@ -123,9 +129,18 @@ class CampaignResult:
         return self.served_semantics / self.served if self.served else 0.0
 
     @property
+    def hit_rate(self) -> float:
+        return self.hits / self.created_sharing if self.created_sharing else 0.0
+
+    @property
     def on_target(self) -> bool:
-        """Whether the generator fits the backend: discards and SWA share within their targets."""
+        """Whether the generator fits the backend: discards and SWA share within their targets. (The
+        hit rate is printed against its own target, not yet part of this verdict: see hits_on_target.)"""
         return self.discard_rate <= MAX_DISCARD_RATE and self.swa_share >= MIN_SWA_SHARE
+
+    @property
+    def hits_on_target(self) -> bool:
+        return self.hit_rate >= MIN_HIT_RATE
 
     def steps_per_second(self, seconds: float) -> float | None:
         return round(self.steps / seconds, 1) if seconds > 0 else None
@@ -142,6 +157,7 @@ class CampaignResult:
 
     def to_dict(self) -> dict[str, Any]:
         extra: dict[str, Any] = {
+            "domain": self.domain,
             "seed": self.seed,
             "import_seconds": round(self.import_seconds, 3),
             "unsupported": self.unsupported,
@@ -149,6 +165,8 @@ class CampaignResult:
             "discard_rate": round(self.discard_rate, 4),
             "swa_share": round(self.swa_share, 4),
             "semantics_share": round(self.semantics_share, 4),
+            **({"created_sharing": self.created_sharing, "on_prefix": self.on_prefix, "hits": self.hits, "hit_rate": round(self.hit_rate, 4)}
+               if self.created_sharing else {}),
             "targets": {"max_discard_rate": MAX_DISCARD_RATE, "min_swa_share": MIN_SWA_SHARE, "met": self.on_target},
             "backend_seconds": round(self.backend_seconds, 3),
             "reference_seconds": round(self.reference_seconds, 3),
@@ -191,6 +209,23 @@ def summary_dict(result: str, backend: str, against: str, profile: str, examples
         data["replay"] = failure.replay
         data["trace"] = None if failure.trace is None else to_dict(failure.trace)
     return data
+
+
+def domain_of(caps: Any) -> str | None:
+    """What a backend's capabilities keep out of the generated domain, in one line (None: nothing):
+    the report says it first, so a pass is read for what was exercised."""
+    from swafloor.reference import LifeCycleKind
+
+    parts = [text for text, on in (
+        ("no sinks", not caps.sinks),
+        ("no SSM", LifeCycleKind.SSM not in caps.layer_kinds),
+        ("no full attention", LifeCycleKind.FULL not in caps.layer_kinds),
+        ("one pool group", caps.one_pool_group),
+        ("no shared pool groups", not caps.shared_pool_groups),
+        ("no capacity cuts", not caps.capacity_cuts),
+        ("no reused history", not caps.reused_history),
+    ) if on]
+    return "domain: " + ", ".join(parts) if parts else None
 
 
 def _settings(examples: int, steps: int, shrink: bool, database: Any = None, search: bool = True) -> settings:
@@ -297,9 +332,13 @@ def run_campaign(
         served=stats.served,
         served_swa=stats.served_swa,
         served_semantics=stats.served_semantics,
+        created_sharing=stats.created_sharing,
+        on_prefix=stats.on_prefix,
+        hits=stats.hits,
         import_seconds=import_seconds,
         backend_seconds=stats.backend_seconds,
         reference_seconds=stats.reference_seconds,
+        domain=domain_of(backend_.capabilities),
     )
 
 
@@ -313,7 +352,12 @@ def _fit_line(result: CampaignResult) -> str:
         f"  generator fit: {result.discard_rate:.1%} of examples discarded as unsupported "
         f"({result.unsupported} of {result.unsupported + result.served}; target <= {MAX_DISCARD_RATE:.0%}), "
         f"{result.swa_share:.1%} of served examples with an SWA life cycle (target >= {MIN_SWA_SHARE:.0%}), "
-        f"{result.semantics_share:.1%} with non-default semantics: {verdict}\n"
+        f"{result.semantics_share:.1%} with non-default semantics"
+        + (f", {result.hit_rate:.1%} of {result.created_sharing} requests created under prefix sharing hit "
+           f"a shared block (target >= {MIN_HIT_RATE:.0%}{'' if result.hits_on_target else ', BELOW'}; "
+           f"{result.hits / result.on_prefix if result.on_prefix else 0:.1%} of the {result.on_prefix} created on a prefix)"
+           if result.created_sharing else "")
+        + f": {verdict}\n"
         f"  time: import {result.import_seconds:.1f} s (not in the campaign's); steps/s: "
         f"{result.backend} {rate(result.backend_seconds)}, {result.against} {rate(result.reference_seconds)}"
     )
@@ -334,6 +378,8 @@ def format_report(result: CampaignResult) -> str:
             f"after {found_after:.1f} s, shrunk in {result.seconds - found_after:.1f} s "
             f"({result.runs} runs in all; {where})"
         )
+    if result.domain is not None:
+        head = f"{result.domain}\n{head}"
     head += "\n" + _fit_line(result)
     if result.divergence is None or result.trace is None:
         return head

@@ -76,12 +76,16 @@ _OPTIONS = st.builds(
 #: What a backend serving every semantics gets: drawn options, and the default itself a third of the
 #: time besides (about 30% of the configs of a campaign carry the default).
 SEMANTICS = st.one_of(_OPTIONS, _OPTIONS, st.just(Semantics()))
+#: What a backend that shares prefixes gets: every semantics, with prefix sharing on.
+SEMANTICS_SHARING = st.builds(lambda s: attrs.evolve(s, prefix_sharing=True), SEMANTICS)
 
 
 def semantics(caps: Capabilities = EXACT_EVERYTHING) -> st.SearchStrategy[Semantics]:
     """The semantics a config for ``caps`` carries: drawn when the backend serves every semantics,
     else the one it claims."""
-    return SEMANTICS if caps.all_semantics else st.just(caps.semantics)
+    if caps.all_semantics:
+        return SEMANTICS_SHARING if caps.prefix_sharing else SEMANTICS
+    return st.just(caps.semantics)
 
 
 @st.composite
@@ -142,6 +146,11 @@ def configs(draw, caps: Capabilities = EXACT_EVERYTHING, tokens_per_block=TOKENS
     )
     minimum = build_layout(sized).min_slots
 
+    if caps.prefix_sharing and draw(st.integers(0, 3)) > 0:
+        # Room for a second request beside one at its floor: what lets a repeated request be admitted
+        # (and hit) while its source still holds the prefix.
+        extra = draw(_per_group(0, 2, len(minimum)))
+        return attrs.evolve(sized, slots=tuple(2 * m + k for m, k in zip(minimum, extra)))
     how = draw(st.sampled_from(("minimum", "explicit", "bump")))
     if how == "minimum":
         return sized

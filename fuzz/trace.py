@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -110,9 +112,13 @@ class Step:
     history: int | None = None
     tokens: int | None = None
     reused_history: int | None = None
+    share_with: str | None = None  # create only: the request whose committed prefix it starts from
 
-    def arguments(self) -> dict[str, int]:
-        return {name: getattr(self, name) for name, _ in _ARGUMENTS[self.op]}
+    def arguments(self) -> dict[str, Any]:
+        args: dict[str, Any] = {name: getattr(self, name) for name, _ in _ARGUMENTS[self.op]}
+        if self.share_with is not None:
+            args["share_with"] = self.share_with
+        return args
 
     def to_dict(self) -> dict[str, Any]:
         return {"op": self.op.value, "request": self.request, **self.arguments()}
@@ -123,8 +129,8 @@ class Step:
 
     # Constructors that read like the operations.
     @classmethod
-    def create(cls, request: str, reused_history: int = 0) -> "Step":
-        return cls(Operation.CREATE, request, reused_history=reused_history)
+    def create(cls, request: str, reused_history: int = 0, share_with: str | None = None) -> "Step":
+        return cls(Operation.CREATE, request, reused_history=reused_history, share_with=share_with)
 
     @classmethod
     def resume(cls, request: str) -> "Step":
@@ -202,7 +208,7 @@ def _step_from_dict(index: int, raw: Any) -> Step:
         raise TraceError(f"{where}.request", request, "must be a non-empty string")
     if len(request) > MAX_REQUEST_CHARS:
         raise TraceError(f"{where}.request", request, f"longer than {MAX_REQUEST_CHARS} characters")
-    allowed = {"op", "request"} | {name for name, _ in _ARGUMENTS[op]}
+    allowed = {"op", "request"} | {name for name, _ in _ARGUMENTS[op]} | ({"share_with"} if op is Operation.CREATE else set())
     for key in raw:
         if key not in allowed:
             raise TraceError(f"{where}.{_key(key)}", raw[key], f"unknown field for op {op.value!r}")
@@ -216,7 +222,10 @@ def _step_from_dict(index: int, raw: Any) -> Step:
         if not -MAX_NUMBER <= value <= MAX_NUMBER:
             raise TraceError(f"{where}.{name}", value, f"out of range (at most {MAX_NUMBER:.0e} in magnitude)")
         args[name] = value
-    return Step(op, request, **args)
+    share_with = raw.get("share_with")
+    if share_with is not None and (not isinstance(share_with, str) or not share_with or len(share_with) > MAX_REQUEST_CHARS):
+        raise TraceError(f"{where}.share_with", share_with, "must be a non-empty request id")
+    return Step(op, request, share_with=share_with, **args)
 
 
 def from_dict(data: Any) -> Trace:
@@ -299,13 +308,43 @@ def loads(text: str, where: str = "file") -> Trace:
     return from_dict(data)
 
 
+class _NotRegular(Exception):
+    def __init__(self, kind: str):
+        self.kind = kind
+
+
+def _kind(mode: int) -> str:
+    for test, kind in ((stat.S_ISDIR, "folder"), (stat.S_ISFIFO, "FIFO"), (stat.S_ISSOCK, "socket"),
+                       (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device")):
+        if test(mode):
+            return kind
+    return "special file"
+
+
+def _read_regular(path: str | Path, limit: int) -> bytes:
+    """At most ``limit`` bytes of a regular file. Opened without blocking (a FIFO with no writer would
+    block ``open`` forever) and refused, by what the open descriptor is, unless a regular file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise _NotRegular(_kind(mode))
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read(limit)
+    finally:
+        os.close(fd)
+
+
 def load(path: str | Path) -> Trace:
     """Read and validate a trace file; raises :class:`TraceError` (field ``file`` for I/O and JSON).
-    At most :data:`MAX_TRACE_BYTES` are read, so ``/dev/zero`` or a huge file is refused cheaply."""
+    At most :data:`MAX_TRACE_BYTES` are read, so a huge file is refused cheaply; anything but a regular
+    file (a FIFO, which would block forever, ``/dev/zero``, a folder) is refused before reading."""
     shown = str(path)
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_TRACE_BYTES + 1)
+        raw = _read_regular(path, MAX_TRACE_BYTES + 1)
+    except _NotRegular as exc:
+        raise TraceError("file", shown, f"is not a regular file (a {exc.kind})") from None
     except OSError as exc:
         raise TraceError("file", shown, f"cannot be read ({exc.strerror or type(exc).__name__})") from None
     except ValueError as exc:  # e.g. an embedded NUL in the name

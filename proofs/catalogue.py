@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from swafloor.reference import arith, floors, lifecycle, peers
+from swafloor.reference import arith, floors, lifecycle, peers, sharing
 
 from . import replay
-from .symbolic import BLOCK_SIZE, TOKENS, H, STEP, S, T, W, Var, all_of, implies, negate, upto
+from .symbolic import BLOCK_SIZE, TOKENS, H, STEP, S, T, W, Var, all_of, any_of, implies, negate, upto
 from .theorem import Attempt, Expected, Theorem
 
 __all__ = ["CATALOGUE", "by_name"]
@@ -221,9 +221,21 @@ def mixed_steps_tight(t, W, S, n, j):
 SSM = lifecycle.LifeCycle(lifecycle.LifeCycleKind.SSM)
 
 
-def ssm_minimum(t, h, n):
+def ssm_minimum(t, N, h, n):
     minimum = floors.life_cycle_min_slots(SSM, t, floors.FloorRule.FIXED, (SSM,))
-    return minimum == len(SSM.live_indices(h, h + n, t))
+    pages = N * len(SSM.live_indices(h, h + n, t))  # N active requests, each at (h, h + n)
+    return pages <= N * minimum, pages > N * minimum - 1
+
+
+REQUESTS = upto("N", "active requests sharing the pool", 1, 8, "N <= 8")
+BLOCK = Var(
+    "b", "block index", 0, lambda env: range(0, env["h"] // env["t"] + env["S"] + 3), "b <= h/t + S + 2"
+)
+
+
+def stale_is_token_level(t, W, S, h, b):
+    start, end = lifecycle.stale_range(h, t, W, S)
+    return all_of(start <= b, b < end) == lifecycle.stale_by_tokens(b, h, t, W, S)
 
 
 # ----------------------------------------------------------------------------- tokens in flight
@@ -476,6 +488,89 @@ def _resume_peak_bounds(t, W, S, h):
     )
 
 
+# ----------------------------------------------------------------------------- shared prefixes
+T_SHARE = upto("t", "tokens per block", 1, 4, "t <= 4", BLOCK_SIZE)
+W_SHARE = upto("W", "window in tokens", 1, 9, "W <= 9", TOKENS)
+S_SHARE = upto("S", "sink blocks", 0, 1, "S <= 1")
+PREFIX = upto("p", "whole blocks of the shared prefix", 0, 3, "p <= 3")
+
+
+def _past_prefix(name: str) -> Var:
+    return upto(
+        name, f"{name}: a holder's history past the prefix (h = p*t + {name})", 0,
+        lambda env: env["S"] * env["t"] + env["W"] + 2 * env["t"], "<= S*t + W + 2*t", TOKENS,
+    )
+
+
+D1, D2 = _past_prefix("d1"), _past_prefix("d2")
+N1 = upto("n1", "tokens in the first holder's step", 1, 2, "n1 <= 2", TOKENS)
+N2 = upto("n2", "tokens in the second holder's step", 1, 2, "n2 <= 2", TOKENS)
+SHARED_BLOCK = upto("b", "a block index", 0, lambda env: env["p"] + 1, "b <= p + 1")
+
+
+def _holder(t, W, S, p, d, n):
+    """A holder of the prefix: history h = p*t + d (past the prefix), capacity h + n."""
+    h = p * t + d
+    return h, h + n
+
+
+def _is_live(b, h, c, t, W, S):
+    """Block ``b`` is live at (h, c): allocated and outside the stale range (the base definition)."""
+    start, end = lifecycle.stale_range(h, t, W, S)
+    return all_of(b < lifecycle.allocated_blocks(c, t), negate(all_of(start <= b, b < end)))
+
+
+def _in(b, gap):
+    lo, hi = gap
+    return all_of(lo <= b, b < hi)
+
+
+def _batch(t, W, S, p, d1, d2, n1, n2):
+    (h1, c1), (h2, c2) = _holder(t, W, S, p, d1, n1), _holder(t, W, S, p, d2, n2)
+    need1, need2 = lifecycle.live_blocks(h1, c1, t, W, S), lifecycle.live_blocks(h2, c2, t, W, S)
+    slots = sharing.shared_batch_slots(((h1, c1), (h2, c2)), t, W, S, p)
+    return (h1, c1), (h2, c2), need1, need2, slots
+
+
+def shared_batch_exact(t, W, S, p, d1, d2, n1, n2, b):
+    (h1, c1), (h2, c2), need1, _, slots = _batch(t, W, S, p, d1, d2, n1, n2)
+    g1, g2 = sharing.prefix_gap(h1, t, W, S, p), sharing.prefix_gap(h2, t, W, S, p)
+    union = sharing.batch_gap((g1, g2))
+    live1, live2 = _is_live(b, h1, c1, t, W, S), _is_live(b, h2, c2, t, W, S)
+    prefix = b < p
+    return (
+        # each holder's gap is an interval of the prefix, exactly the prefix blocks it does not need
+        all_of(0 <= g1[0], g1[0] <= g1[1], g1[1] <= p, 0 <= g2[0], g2[0] <= g2[1], g2[1] <= p),
+        implies(prefix, negate(live1) == _in(b, g1)),
+        implies(prefix, negate(live2) == _in(b, g2)),
+        # the batch's gap: exactly the prefix blocks no holder needs (freed only when stale for every holder)
+        implies(prefix, negate(any_of(live1, live2)) == _in(b, union)),
+        # a holder's own blocks: its live blocks less the prefix blocks it needs
+        sharing.own_live(h1, c1, t, W, S, p) == need1 - (p - sharing.gap_size(g1)),
+        # two identical holders (a repeated request): the prefix blocks one needs are held once
+        implies(all_of(d1 == d2, n1 == n2), slots == 2 * need1 - (p - sharing.gap_size(g1))),
+    )
+
+
+def sharing_never_raises(t, W, S, p, d1, d2, n1, n2):
+    _, _, need1, need2, slots = _batch(t, W, S, p, d1, d2, n1, n2)
+    return (
+        slots <= need1 + need2,
+        implies(p == 0, slots == need1 + need2),
+        slots <= floors.step_floor(t, W, S, n1) + floors.step_floor(t, W, S, n2),
+    )
+
+
+def _sharing_never_raises_lemmas(t, W, S, p, d1, d2, n1, n2):
+    """Each holder within its step floor (step-sufficient at its history), and the batch within the sum."""
+    _, _, need1, need2, slots = _batch(t, W, S, p, d1, d2, n1, n2)
+    return (
+        need1 <= floors.step_floor(t, W, S, n1),
+        need2 <= floors.step_floor(t, W, S, n2),
+        slots <= need1 + need2,
+    )
+
+
 # ----------------------------------------------------------------------------- the catalogue
 CATALOGUE: tuple[Theorem, ...] = (
     Theorem(
@@ -491,8 +586,9 @@ CATALOGUE: tuple[Theorem, ...] = (
         "decode-sufficient",
         "A one-token step (capacity c = h+1) never has more live blocks than the SWA floor "
         "S + ceil((W-1)/t) + 1, and releasing before allocating neither does the transition into it: "
-        "resize(h+1, h) from (h, h), or one resize from (h, h+1) to (h+1, h+2). Per-request needs add up in "
-        "a shared pool, so N requests decoding at any histories fit in N x floor.",
+        "resize(h+1, h) from (h, h), or one resize from (h, h+1) to (h+1, h+2). The goal is one request "
+        "at one history; that N requests decoding at any histories fit in N x floor follows by adding "
+        "N such bounds (requests share no blocks), a step this goal does not contain.",
         PROVED,
         (T, W, S, H),
         decode_sufficient,
@@ -559,12 +655,14 @@ CATALOGUE: tuple[Theorem, ...] = (
     ),
     Theorem(
         "pool-group-tight",
-        "For any number of SWA life cycles (W_i, S_i, floors F_i) sharing a pool group with full attention, "
-        "a request at history h = k*t (capacity h+1 = 1 mod t) with k = max F_i - 1 holds exactly F_i blocks "
-        "in every SWA life cycle at once (each does at every k >= F_i - 1), and full attention holds "
-        "max(1, max F_i): the group needs the whole sum of minimums at once, so no smaller minimum serves; "
-        "N requests there in lockstep need N times the sum. The goal is one life cycle at the shared "
-        "history, which is why it holds for any number of them.",
+        "What the goal proves, for one SWA life cycle (W, S, floor F) and every k: at history h = k*t "
+        "(capacity h+1) it holds exactly F blocks whenever k >= F - 1, and full attention holds max(1, F) "
+        "blocks at k = F - 1 and at least that from there on. Read for several SWA life cycles "
+        "(W_i, S_i, F_i) sharing a pool group with full attention, the goal's first part applied to each "
+        "at the one k = max F_i - 1 says each holds its F_i at once, and the third says full attention "
+        "then holds >= max(1, max F_i), so no smaller sum of minimums serves that request. The goal "
+        "fixes neither the number of life cycles nor of requests; that both add up is arithmetic "
+        "outside it.",
         PROVED,
         (T, W, S, BLOCKS),
         pool_group_tight,
@@ -633,12 +731,24 @@ CATALOGUE: tuple[Theorem, ...] = (
     ),
     Theorem(
         "ssm-minimum",
-        "An SSM life cycle's minimum (floors.life_cycle_min_slots) is the state pages it holds per active "
-        "request at every history and step size (LifeCycle.live_indices, what the manager keeps): one, so "
-        "it is enough and no fewer serves.",
+        "N >= 1 active requests, each at any history h and step size n, hold N x (the state pages "
+        "LifeCycle.live_indices gives an SSM life cycle, what the manager keeps) slots, and N x its "
+        "minimum (floors.life_cycle_min_slots) serves them while one slot fewer does not. The solver "
+        "decides this over the symbolic count N; that the pages per request are one whatever h and n is "
+        "by construction of the reference (checked on ints for the bounded h and n).",
         PROVED,
-        (T, upto("h", "history: tokens already computed", 0, 64, "h <= 64", TOKENS), STEP),
+        (T, REQUESTS, upto("h", "history: tokens already computed", 0, 64, "h <= 64", TOKENS), STEP),
         ssm_minimum,
+    ),
+    Theorem(
+        "stale-is-token-level",
+        "stale_range, which every other theorem and the manager use, is token-level liveness: at every "
+        "history h a block b is in stale_range(h) exactly when it is past the sink blocks (b >= S) and "
+        "every token in it is before the live window's first token h + 1 - W "
+        "(lifecycle.stale_by_tokens: its last token (b+1)*t - 1 < h + 1 - W), for all t, W, S, h and b.",
+        PROVED,
+        (T, W, S, H, BLOCK),
+        stale_is_token_level,
     ),
     Theorem(
         "in-flight-sufficient",
@@ -755,6 +865,31 @@ CATALOGUE: tuple[Theorem, ...] = (
         (T, W, S, H),
         resume_exact,
         lemmas=(_resume_witness_divisions, _resume_witness_peak, _resume_peak_bounds),
+    ),
+    Theorem(
+        "shared-batch-exact",
+        "Two requests sharing a prefix of p whole blocks (histories p*t + d past it, n-token steps): each "
+        "holder's gap (sharing.prefix_gap, its stale range clipped to the prefix) is an interval and exactly "
+        "the prefix blocks it does not need, and the gaps' intersection (sharing.batch_gap) exactly the prefix "
+        "blocks no holder needs. So sharing.shared_batch_slots, the prefix less that intersection (once) plus "
+        "each holder's live blocks past the prefix, is the batch's need exactly (sufficient and tight at every "
+        "history): a shared block is freed only when stale for every holder and counted once while live for "
+        "any; two identical holders hold twice one's blocks less the prefix blocks it needs. Intersection is "
+        "associative, so the fold carries any batch; batches of up to three are also counted block by block "
+        "in tests/test_sharing.py.",
+        PROVED,
+        (T_SHARE, W_SHARE, S_SHARE, PREFIX, D1, D2, N1, N2, SHARED_BLOCK),
+        shared_batch_exact,
+    ),
+    Theorem(
+        "sharing-never-raises",
+        "Two requests sharing a prefix of p whole blocks hold at most their own live blocks summed (exactly "
+        "that at p = 0): sharing never raises the need, so the batch fits in the sum of the holders' step "
+        "floors S + ceil((W+n-2)/t) + 1.",
+        PROVED,
+        (T_SHARE, W_SHARE, S_SHARE, PREFIX, D1, D2, N1, N2),
+        sharing_never_raises,
+        lemmas=(_sharing_never_raises_lemmas,),
     ),
 )
 

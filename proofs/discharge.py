@@ -33,7 +33,7 @@ import z3
 
 from . import blockform
 from .symbolic import BLOCK_SIZE
-from .theorem import Theorem, goal_parts
+from .theorem import Theorem, goal_parts, solver_goal_parts
 
 __all__ = [
     "PROVED",
@@ -230,7 +230,7 @@ class _Direct:
         self.domain = [sym >= v.lower for sym, v in zip(self.syms, theorem.variables)]
         self.basic: list[Any] = []
         self.obligations: list[Any] = []
-        self.parts = [backend.as_bool(p) for p in goal_parts(theorem.goal(*self.syms))]
+        self.parts = [backend.as_bool(p) for p in solver_goal_parts(theorem, self.syms)]
 
     def lemma_parts(self, theorem: Theorem) -> list[Any]:
         return [self.backend.as_bool(p) for lemma in theorem.lemmas for p in goal_parts(lemma(*self.syms))]
@@ -258,7 +258,7 @@ class _Blocks:
             [(v.name, v.unit, v.lower) for v in theorem.variables], backend.api, backend.ctx
         )
         self.names = theorem.variable_names
-        self.parts = [enc.bool(p) for p in goal_parts(theorem.goal(*enc.z3_syms))]
+        self.parts = [enc.bool(p) for p in solver_goal_parts(theorem, enc.z3_syms)]
         self.domain, self.basic = enc.domain, enc.basic
         self.obligations = list(enc.obligations)  # those the goal and the domain rest on
         self.block_size: int | None = None

@@ -138,7 +138,22 @@ IDEAS: dict[str, str] = {
         "exactly when t divides W - 1 (the arithmetic of cpp-sizing-covers)."
     ),
     "ssm-minimum": (
-        "An SSM layer keeps one state page per request whatever its history or step, so its life cycle "
-        "holds exactly one slot per active request: the minimum of one is both enough and needed."
+        "An SSM layer keeps one state page per request whatever its history or step, so N requests "
+        "hold N pages: N times the minimum of one is enough, and N - 1 slots are one short."
+    ),
+    "stale-is-token-level": (
+        "Past the sinks, b < floor((h+1-W)/t) is (b+1)*t <= h+1-W, the last token of b before the window; "
+        "when the sinks reach past ceil(h/t) the range is empty and no block past them ends before "
+        "h + 1 - W <= h either."
+    ),
+    "shared-batch-exact": (
+        "A holder needs every prefix block except its stale range clipped to the prefix, one interval; a "
+        "block is needed by no holder exactly when it lies in every holder's interval, their intersection. "
+        "Counting the prefix less that intersection once, plus each holder's blocks past the prefix, is the "
+        "batch's need block for block."
+    ),
+    "sharing-never-raises": (
+        "The intersection of the holders' gaps is no larger than any one gap, so the prefix is counted at "
+        "most as often as the holders count it; each holder is within its step floor (step-sufficient)."
     ),
 }

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import attrs
 
-from swafloor.reference import arith, floors, lifecycle, peers
+from swafloor.reference import arith, floors, lifecycle, peers, sharing
 from swafloor.reference.seeded_bugs import SEEDED_BUGS, seeded_bug
 
 from .discharge import UNKNOWN, discharge
@@ -147,6 +147,34 @@ def _first_floor_at_worst() -> list[Patch]:
     return [(floors, "first_floor_history", first_floor_history)]
 
 
+def _shared_freed_early() -> list[Patch]:
+    def batch_gap(gaps):  # the union of the holders' gaps: a block freed when stale for any holder
+        gaps = list(gaps)
+        lo, hi = gaps[0]
+        for g_lo, g_hi in gaps[1:]:
+            lo, hi = arith.imin(lo, g_lo), arith.imax(hi, g_hi)
+        return lo, hi
+
+    return [(sharing, "batch_gap", batch_gap)]
+
+
+def _shared_per_holder() -> list[Patch]:
+    def shared_live(p, gaps):  # each holder's live prefix blocks counted: once per holder
+        total = 0
+        for gap in gaps:
+            total = total + p - sharing.gap_size(gap)
+        return total
+
+    return [(sharing, "shared_live", shared_live)]
+
+
+def _hit_holds_null_blocks() -> list[Patch]:
+    def prefix_gap(h, t, window, sink_blocks, p):  # a hit holds every prefix block, in window or not
+        return (p, p)
+
+    return [(sharing, "prefix_gap", prefix_gap)]
+
+
 #: The patch of each seeded bug (swafloor.reference.seeded_bugs) that is seeded in the formulas.
 PATCHES: dict[str, Callable[[], list[Patch]]] = {
     "no-inflight-token": _no_inflight_token,
@@ -162,6 +190,9 @@ PATCHES: dict[str, Callable[[], list[Patch]]] = {
     "worst-case-history-late": _worst_case_late,
     "in-flight-floor-ignores-k": _in_flight_ignored,
     "first-floor-at-worst-case": _first_floor_at_worst,
+    "shared-freed-when-stale-for-one": _shared_freed_early,
+    "shared-counted-per-holder": _shared_per_holder,
+    "hit-holds-null-blocks": _hit_holds_null_blocks,
 }
 
 

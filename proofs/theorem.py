@@ -13,7 +13,7 @@ import attrs
 
 from .symbolic import Var
 
-__all__ = ["Expected", "Replay", "Attempt", "Theorem", "goal_parts"]
+__all__ = ["Expected", "Replay", "Attempt", "Theorem", "goal_parts", "ConstantGoal", "solver_goal_parts"]
 
 
 class Expected(str, enum.Enum):
@@ -78,3 +78,18 @@ class Theorem:
 def goal_parts(value: Any) -> tuple[Any, ...]:
     """A goal's value as a tuple of conjuncts."""
     return value if isinstance(value, tuple) else (value,)
+
+
+class ConstantGoal(ValueError):
+    """A goal part came out a Python constant on solver terms: Python decided it before any solver
+    saw it, so no solver proved anything (ssm-minimum once was such a theorem)."""
+
+
+def solver_goal_parts(theorem: Theorem, syms: Any) -> tuple[Any, ...]:
+    """The goal's conjuncts on solver terms; :class:`ConstantGoal` if any is a plain bool."""
+    parts = goal_parts(theorem.goal(*syms))
+    for i, part in enumerate(parts):
+        if isinstance(part, bool) or type(part).__module__.partition(".")[0] == "numpy":
+            raise ConstantGoal(f"theorem {theorem.name}: goal part {i} is the constant {bool(part)} before any "
+                               "solver sees it; state it as a property of the variables")
+    return parts

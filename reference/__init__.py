@@ -59,8 +59,10 @@ from .peers import (
     vllm_blocks_per_request,
 )
 from .manager import (
+    BlockTable,
     Manager,
     Outcome,
+    ranges_minus,
     ranges_of,
     PoolSnapshot,
     ReleaseOrder,

@@ -172,7 +172,11 @@ class Semantics:
     when at least ``e`` tokens have left the window since its eviction cursor, ``h' + 1 - W >= cursor +
     e`` (``h' = max(0, h - k)``; the cursor is the first token of the first block not yet freed,
     :func:`~.floors.eviction_cursor`); then everything stale at ``h'`` goes. ``e = 1`` frees whatever is
-    stale (today's behaviour); the floor is :func:`~.floors.eviction_floor`."""
+    stale (today's behaviour); the floor is :func:`~.floors.eviction_floor`. ``prefix_sharing``: a
+    request created on another's committed prefix (``Manager.create(..., share_with=...)``) takes the
+    whole prefix blocks that request holds at its first resume as cache hits, one slot for all holders
+    (see :mod:`~.sharing`); off, every request computes its prefix into slots of its own (today's
+    model)."""
 
     in_flight_tokens: int = attrs.field(default=0, validator=_non_negative_int("semantics.in_flight_tokens"))
     free_stale: FreeStale = attrs.field(
@@ -186,24 +190,28 @@ class Semantics:
         default=ReleaseOrder.RELEASE_FIRST, converter=_enum_of("semantics.release_order", ReleaseOrder)
     )
     eviction_interval: int = attrs.field(default=1, validator=_positive_int("semantics.eviction_interval"))
+    prefix_sharing: bool = attrs.field(default=False, validator=_bool_field("semantics.prefix_sharing"))
 
     def to_dict(self) -> dict[str, Any]:
-        data = {
+        return {
             "in_flight_tokens": self.in_flight_tokens,
             "free_stale": self.free_stale.value,
             "suspend": self.suspend.value,
             "first_resume_copy": self.first_resume_copy,
             "release_order": self.release_order.value,
+            # Each written only when set: traces of every other semantics stay as they were.
+            **({"eviction_interval": self.eviction_interval} if self.eviction_interval != 1 else {}),
+            **({"prefix_sharing": True} if self.prefix_sharing else {}),  # absent: off (older traces)
         }
-        if self.eviction_interval != 1:  # written only when set: traces of every other semantics unchanged
-            data["eviction_interval"] = self.eviction_interval
-        return data
 
     @classmethod
     def from_dict(cls, data: Any) -> "Semantics":
         if not isinstance(data, dict):
             raise ConfigError("config.semantics", data, "must be an object")
-        known = ("in_flight_tokens", "free_stale", "suspend", "first_resume_copy", "release_order", "eviction_interval")
+        known = (
+            "in_flight_tokens", "free_stale", "suspend", "first_resume_copy", "release_order",
+            "eviction_interval", "prefix_sharing",
+        )
         for key in data:
             if key not in known:
                 raise ConfigError(f"config.semantics.{_key(key)}", data[key], "unknown field")

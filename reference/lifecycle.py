@@ -25,6 +25,7 @@ __all__ = [
     "blocks_touched",
     "window_span_blocks",
     "stale_range",
+    "stale_by_tokens",
     "stale_count",
     "allocated_blocks",
     "live_blocks",
@@ -64,6 +65,13 @@ def stale_range(h: Any, t: Any, window: Any, sink_blocks: Any) -> tuple[Any, Any
         return (0, 0)
     start = imin(cdiv(h, t), sink_blocks)
     return (start, imax(start, fdiv(h + 1 - window, t)))
+
+
+def stale_by_tokens(b: Any, h: Any, t: Any, window: Any, sink_blocks: Any) -> Any:
+    """Token-level staleness of block ``b`` at history ``h``, without block ranges: it is past the
+    ``sink_blocks`` and every token in it, ``b*t .. (b+1)*t - 1``, lies before the live window's first
+    token ``h + 1 - window``. :func:`stale_range` is this, as a range (a theorem proves it)."""
+    return ite(b >= sink_blocks, (b + 1) * t - 1 < h + 1 - window, False)
 
 
 def released_history(h: Any, in_flight: Any) -> Any:

@@ -41,8 +41,9 @@ import attrs
 
 from . import floors, lifecycle
 from .config import Config, FreeStale, Layout, ReleaseOrder, SuspendMode, build_layout
-from .errors import RequestError
+from .errors import ConfigError, RequestError
 from .lifecycle import LifeCycleKind
+from .show import bounded
 
 __all__ = [
     "ReleaseOrder",
@@ -50,11 +51,13 @@ __all__ = [
     "Shortfall",
     "Outcome",
     "PoolSnapshot",
+    "BlockTable",
     "RequestSnapshot",
     "Snapshot",
     "SlotMap",
     "Manager",
     "ranges_of",
+    "ranges_minus",
 ]
 
 
@@ -107,25 +110,95 @@ class PoolSnapshot:
     free: int
 
 
+def _check_held(table: "BlockTable", attribute: Any, held: Any) -> None:
+    end = 0
+    for pair in held:
+        lo, hi = pair
+        if type(lo) is not int or type(hi) is not int or not end <= lo < hi or (end and lo == end):
+            raise ValueError(f"BlockTable.held={bounded(held)}: must be sorted, disjoint, merged (lo, hi) ranges")
+        end = hi
+    if end > table.length:
+        raise ValueError(f"BlockTable.held={bounded(held)}: reaches block {end - 1}, past length {table.length}")
+
+
+@attrs.frozen
+class BlockTable:
+    """One life cycle's block table in O(held ranges): ``length`` entries, block ``b`` holding a slot
+    exactly when it lies in one of the ``held`` ranges (sorted, disjoint, merged, half-open
+    ``(lo, hi)``, within ``[0, length)``). The reference's length is the blocks its capacity spans,
+    ``ceil(c / t)`` (SSM: its one page). Its dense form (:meth:`dense`) is the tuple with ``b`` where
+    block ``b`` holds a slot and None where not; two tables are equal exactly when their dense forms
+    are, whatever the history (a table of 10**12 blocks holding two is two ranges)."""
+
+    length: int = attrs.field(validator=attrs.validators.and_(attrs.validators.instance_of(int),
+                                                              attrs.validators.ge(0)))
+    held: Ranges = attrs.field(default=(), converter=lambda v: tuple(tuple(p) for p in v), validator=_check_held)
+
+    @classmethod
+    def from_blocks(cls, length: int, blocks: Any) -> "BlockTable":
+        """The table of ``length`` entries in which exactly ``blocks`` (distinct ints) hold a slot."""
+        return cls(length, ranges_of(tuple(sorted(blocks))))
+
+    @classmethod
+    def from_dense(cls, entries: Any) -> "BlockTable":
+        """The table whose dense form is ``entries``; ValueError unless each entry is None or its index."""
+        entries = tuple(entries)
+        blocks = []
+        for b, entry in enumerate(entries):
+            if entry is None:
+                continue
+            if type(entry) is not int or entry != b:
+                raise ValueError(f"entry {b} is {bounded(entry)}: a dense table holds its index or None")
+            blocks.append(b)
+        return cls(len(entries), ranges_of(tuple(blocks)))
+
+    def holds(self, block: int) -> bool:
+        return any(lo <= block < hi for lo, hi in self.held)
+
+    def blocks(self):
+        """The blocks that hold a slot, in increasing order."""
+        for lo, hi in self.held:
+            yield from range(lo, hi)
+
+    @property
+    def held_count(self) -> int:
+        return sum(hi - lo for lo, hi in self.held)
+
+    def dense(self) -> tuple[int | None, ...]:
+        """Entry ``b`` is ``b`` where block ``b`` holds a slot, None where not (O(length))."""
+        table: list[int | None] = [None] * self.length
+        for lo, hi in self.held:
+            table[lo:hi] = range(lo, hi)
+        return tuple(table)
+
+    def truncated(self, length: int) -> "BlockTable":
+        """The first ``length`` entries (``length <= self.length``)."""
+        return BlockTable(length, _ranges(*((lo, min(hi, length)) for lo, hi in self.held if lo < length)))
+
+
 @attrs.frozen
 class RequestSnapshot:
-    """A request's lengths and, per life cycle, its block table: the block index where the block
-    holds a slot, None where it holds none. Tables cover blocks ``[0, ceil(c / t))``; SSM has one."""
+    """A request's lengths and, per life cycle, its :class:`BlockTable`: the blocks ``[0, ceil(c / t))``
+    its capacity spans (SSM: one) and the ranges of those that hold a slot. O(held ranges), whatever
+    the capacity or history."""
 
     request_id: Hashable
     state: RequestState
     capacity: int
     history: int
-    tables: tuple[tuple[int | None, ...], ...]
+    tables: tuple[BlockTable, ...]
 
 
 @attrs.frozen
 class Snapshot:
     """A backend-independent picture of a manager: comparable with ``==`` across backends.
-    Requests appear in creation order; closed requests do not appear."""
+    Requests appear in creation order; closed requests do not appear. ``sharing``: each slot held by
+    more than one request, as ``(life cycle, block index, holder ids in creation order)``, sorted
+    (empty without prefix sharing)."""
 
     pools: tuple[PoolSnapshot, ...]
     requests: tuple[RequestSnapshot, ...]
+    sharing: tuple[tuple[int, int, tuple[Hashable, ...]], ...] = ()
 
 
 @attrs.frozen
@@ -164,8 +237,8 @@ def _ranges(*pairs: tuple[int, int]) -> Ranges:
     return tuple(out)
 
 
-def _minus(a: Ranges, b: Ranges) -> Ranges:
-    """The blocks of ``a`` that are not in ``b``."""
+def ranges_minus(a: Ranges, b: Ranges) -> Ranges:
+    """The blocks of ``a`` that are not in ``b`` (both sorted, disjoint ranges), as ranges."""
     out: list[tuple[int, int]] = []
     for lo, hi in a:
         for cut_lo, cut_hi in b:
@@ -206,6 +279,8 @@ class _Request:
     ranges: list[Ranges]  # per life cycle: the blocks it holds
     held: list[dict[int, int]]  # per life cycle: block index -> slot id
     resumed: bool = False  # was it ever active (a suspension that keeps slots keeps what it held)
+    share_with: str | None = None  # the request whose committed prefix it was created on
+    prefix_blocks: int = 0  # the whole blocks of that prefix: cache hits at the first resume
     snapshot: Any = None  # the last RequestSnapshot, valid while ``snapshot_key`` is current
     snapshot_key: Any = None
     # A cache that lets a step that changes no block skip planning (see Manager._refresh): the blocks
@@ -230,6 +305,7 @@ class _Pool:
     returned: list[int] = attrs.Factory(list)  # a heap
     used: int = 0
     peak_used: int = 0
+    sharers: dict[int, int] = attrs.Factory(dict)  # slot id -> holders beyond the first (shared slots only)
 
     @property
     def free(self) -> int:
@@ -245,7 +321,23 @@ class _Pool:
             self.peak_used = self.used
         return slot
 
+    def share(self, slot: int) -> None:
+        """One more holder of a slot in use (a cache hit): no slot is taken."""
+        self.sharers[slot] = self.sharers.get(slot, 0) + 1
+
+    def frees(self, slot: int) -> bool:
+        """Whether giving ``slot`` back frees it (its last holder)."""
+        return slot not in self.sharers
+
     def give(self, slot: int) -> None:
+        """A holder lets go of ``slot``: it is freed when that was its last holder."""
+        others = self.sharers.get(slot)
+        if others is not None:
+            if others == 1:
+                del self.sharers[slot]
+            else:
+                self.sharers[slot] = others - 1
+            return
         heapq.heappush(self.returned, slot)
         self.used -= 1
 
@@ -268,10 +360,18 @@ class Manager:
     """The executable spec of a paged KV-cache manager with sliding-window attention."""
 
     def __init__(self, config: Config, release_order: ReleaseOrder | str | None = None):
+        if not isinstance(config, Config):
+            raise ConfigError("config", config, "must be a Config")
+        # The config's semantics name the order; an explicit argument overrides it.
+        chosen = config.semantics.release_order if release_order is None else release_order
+        try:
+            order = ReleaseOrder(chosen)
+        except ValueError:
+            choices = ", ".join(repr(o.value) for o in ReleaseOrder)
+            raise ConfigError("release_order", release_order, f"must be one of {choices}") from None
         self.config = config
         self.layout: Layout = build_layout(config)
-        # The config's semantics name the order; an explicit argument overrides it.
-        self.release_order = ReleaseOrder(config.semantics.release_order if release_order is None else release_order)
+        self.release_order = order
         self.semantics = config.semantics
         self._in_flight = config.semantics.in_flight_tokens
         self._pools = [_Pool(n) for n in self.layout.slots]
@@ -287,6 +387,7 @@ class Manager:
         self._points: list[int] = []  # the release points of the last plan (see _release_points)
         if self._interval > 1:
             self._fast = False
+        self._planning: _Request | None = None  # the request whose plan _feasible is judging
 
     # ----------------------------------------------------------------- observation
     @property
@@ -339,7 +440,19 @@ class Manager:
             self._request_snapshot(req) for req in self._requests.values() if req.state is not RequestState.CLOSED
         )  # a closed request is gone, as in any backend; its id stays taken
         pools = tuple(PoolSnapshot(p.total, p.free) for p in self._pools)
-        return Snapshot(pools, requests)
+        return Snapshot(pools, requests, self._sharing() if any(p.sharers for p in self._pools) else ())
+
+    def _sharing(self) -> tuple[tuple[int, int, tuple[str, ...]], ...]:
+        """Each shared slot as (life cycle, block, holders in creation order): O(held blocks)."""
+        holders: dict[tuple[int, int], list[tuple[int, int, str]]] = {}
+        for req in self._requests.values():
+            for lc_index, held in enumerate(req.held):
+                g = self._group_of[lc_index]
+                sharers = self._pools[g].sharers
+                for b, slot in held.items():
+                    if slot in sharers:
+                        holders.setdefault((g, slot), []).append((lc_index, b, req.request_id))
+        return tuple(sorted((who[0][0], who[0][1], tuple(r for _, _, r in who)) for who in holders.values()))
 
     def slots(self) -> SlotMap:
         """Which slot each held block is in and which slots are free: O(held blocks + freed slots)."""
@@ -356,31 +469,21 @@ class Manager:
 
     def _request_snapshot(self, req: _Request) -> RequestSnapshot:
         """A request's snapshot, rebuilt only when its state, lengths or blocks changed (a harness
-        snapshots after every step; most steps change one request, and most change no block); its
-        tables are kept while the blocks it holds and the blocks its capacity spans stay the same."""
+        snapshots after every step; most steps change one request). O(held ranges)."""
         key = (req.state, req.capacity, req.history, tuple(req.ranges))
-        last = req.snapshot_key
-        if last != key:
-            t = self.tokens_per_block
-            allocated = lifecycle.allocated_blocks(req.capacity, t)
-            if last is not None and last[3] == key[3] and lifecycle.allocated_blocks(last[1], t) == allocated:
-                tables = req.snapshot.tables  # the same blocks held and spanned
-            else:
-                tables = self._tables(req, allocated)
+        if req.snapshot_key != key:
+            tables = self._tables(req, lifecycle.allocated_blocks(req.capacity, self.tokens_per_block))
             req.snapshot = RequestSnapshot(req.request_id, req.state, req.capacity, req.history, tables)
             req.snapshot_key = key
         return req.snapshot
 
-    def _tables(self, req: _Request, allocated: int) -> tuple[tuple[int | None, ...], ...]:
-        """Per life cycle, the block index where a block is held and None where not, over the
-        ``allocated`` blocks the capacity spans (SSM: its one page)."""
-        tables = []
-        for lc, ranges in zip(self.layout.life_cycles, req.ranges):  # the ranges of the held blocks
-            table: list[int | None] = [None] * (1 if lc.kind is LifeCycleKind.SSM else allocated)
-            for lo, hi in ranges:
-                table[lo:hi] = range(lo, hi)
-            tables.append(tuple(table))
-        return tuple(tables)
+    def _tables(self, req: _Request, allocated: int) -> tuple[BlockTable, ...]:
+        """Per life cycle, the ranges of the blocks held among the ``allocated`` blocks the capacity
+        spans (SSM: its one page)."""
+        return tuple(
+            BlockTable(1 if lc.kind is LifeCycleKind.SSM else allocated, ranges)
+            for lc, ranges in zip(self.layout.life_cycles, req.ranges)
+        )
 
     def _holds_blocks(self, req: _Request) -> bool:
         return req.state is RequestState.ACTIVE or (
@@ -389,7 +492,7 @@ class Manager:
 
     def check(self) -> None:
         """Assert the invariants (O(everything)); raises AssertionError naming the first one broken."""
-        owners: dict[tuple[int, int], str] = {}
+        owners: dict[tuple[int, int], list[tuple[int, int, str]]] = {}
         for req in self._requests.values():
             for lc_index, held in enumerate(req.held):
                 g = self._group_of[lc_index]
@@ -403,9 +506,18 @@ class Manager:
                     f"request {req.request_id!r} life cycle {lc_index}: recorded ranges {req.ranges[lc_index]} "
                     f"disagree with the blocks it must hold exactly, {list(expected)}"
                 )
-                for slot in held.values():
-                    assert (g, slot) not in owners, f"slot {slot} of pool group {g} owned twice"
-                    owners[(g, slot)] = req.request_id
+                for b, slot in held.items():
+                    owners.setdefault((g, slot), []).append((lc_index, b, req.request_id))
+        for (g, slot), who in owners.items():
+            sharers = self._pools[g].sharers.get(slot, 0)
+            if len(who) > 1:
+                assert self.semantics.prefix_sharing, f"slot {slot} of pool group {g} owned twice: {who}"
+                assert len({(lc, b) for lc, b, _ in who}) == 1 and len({r for _, _, r in who}) == len(who), (
+                    f"slot {slot} of pool group {g} shared by other than one block of distinct requests: {who}"
+                )
+            assert sharers == len(who) - 1, (
+                f"pool group {g} counts {sharers + 1} holders of slot {slot}, held by {len(who)}: {who}"
+            )
         for g, pool in enumerate(self._pools):
             returned = set(pool.returned)
             assert len(returned) == len(pool.returned), f"pool group {g} lists a free slot twice"
@@ -417,6 +529,7 @@ class Manager:
                 f"pool group {g}: free {free} + used {len(used)} != total {pool.total}"
             )
             assert pool.used == len(used), f"pool group {g}: counts {pool.used} in use, {len(used)} owned"
+            assert set(pool.sharers) <= used, f"pool group {g}: shared slots {sorted(set(pool.sharers) - used)} not owned"
 
     def __repr__(self) -> str:
         lines = [f"Manager(t={self.tokens_per_block}, release_order={self.release_order.value})"]
@@ -433,12 +546,29 @@ class Manager:
         return "\n".join(lines)
 
     # ----------------------------------------------------------------- operations
-    def create(self, request_id: str, *, reused_history: int = 0) -> None:
-        """Add a suspended request whose first ``reused_history`` tokens are reused, committed ones."""
+    def create(self, request_id: str, *, reused_history: int = 0, share_with: str | None = None) -> None:
+        """Add a suspended request whose first ``reused_history`` tokens are reused, committed ones.
+
+        ``share_with``: those tokens are a prefix of that (not closed) request's committed history
+        (``reused_history`` at most its history). With ``semantics.prefix_sharing`` the whole blocks of
+        the prefix (``reused_history // t``) that request still holds at this one's first resume are
+        cache hits: held in the same slot, once (only the blocks live for the new request; the others
+        are null entries); without it the argument shares nothing."""
         _require_id(request_id)
         if request_id in self._requests:
             raise RequestError(request_id, "request_id", request_id, "already exists")
         _require_count(request_id, "reused_history", reused_history)
+        if share_with is not None:
+            if type(share_with) is not str or share_with not in self._requests:
+                raise RequestError(request_id, "share_with", share_with, "must name an existing request")
+            source = self._requests[share_with]
+            if source.state is RequestState.CLOSED:
+                raise RequestError(request_id, "share_with", share_with, "request is closed")
+            if reused_history > source.history:
+                raise RequestError(
+                    request_id, "reused_history", reused_history,
+                    f"exceeds the committed history {source.history} of share_with {share_with!r}",
+                )
         n = len(self.layout.life_cycles)
         self._requests[request_id] = _Request(
             request_id,
@@ -450,6 +580,8 @@ class Manager:
             ranges=[()] * n,
             held=[{} for _ in range(n)],
             evicted_on=[reused_history] * n,
+            share_with=share_with if self.semantics.prefix_sharing else None,
+            prefix_blocks=reused_history // self.layout.tokens_per_block if share_with is not None else 0,
         )
 
     def resume(self, request_id: str) -> Outcome:
@@ -464,11 +596,20 @@ class Manager:
                 extra[self._group_of[lc_index]] += int(needs_copy)
         plan = self._plan(req, req.history, req.capacity)
         points = self._points
+        hits = self._hits(req, plan) if req.share_with is not None and not req.resumed else None
+        copies = list(extra)
+        if hits is not None:
+            for lc_index, found in enumerate(hits):
+                extra[self._group_of[lc_index]] -= len(found)  # a hit takes no slot
+        self._planning = req
         outcome = self._feasible(plan, held_back=None, extra=extra)
         if not outcome:
             return outcome
-        transient = [[self._pools[g].take() for _ in range(n)] for g, n in enumerate(extra)]
-        self._apply(req, plan)
+        transient = [[self._pools[g].take() for _ in range(n)] for g, n in enumerate(copies)]
+        if hits is None:
+            self._apply(req, plan)
+        else:
+            self._apply(req, plan, hits=hits)
         for g, slots in enumerate(transient):
             for slot in slots:
                 self._pools[g].give(slot)
@@ -479,6 +620,23 @@ class Manager:
         req.pending_copy = False
         self._refresh(req)
         return OK
+
+    def _hits(self, req: _Request, plan: _Plan) -> list[dict[int, int]]:
+        """Per life cycle, the blocks a first resume takes as cache hits: the prefix's whole blocks it
+        must hold that its ``share_with`` request still holds (attention life cycles only)."""
+        source = self._requests.get(req.share_with)
+        hits: list[dict[int, int]] = [{} for _ in plan]
+        if source is None or source.state is RequestState.CLOSED:
+            return hits
+        for lc_index, step in enumerate(plan):
+            if step is None or self.layout.life_cycles[lc_index].kind is LifeCycleKind.SSM:
+                continue
+            theirs = source.held[lc_index]
+            for lo, hi in step[0]:
+                for b in range(lo, min(hi, req.prefix_blocks)):
+                    if b in theirs:
+                        hits[lc_index][b] = theirs[b]
+        return hits
 
     def resize(self, request_id: str, capacity: int, history: int | None = None) -> Outcome:
         """Step an active request to ``capacity`` tokens with ``history`` of them computed
@@ -491,9 +649,9 @@ class Manager:
             _require_count(request_id, "capacity", capacity)
             _require_count(request_id, "history", history)
         if history < req.history:
-            raise RequestError(request_id, "history", history, f"goes backwards from {req.history}")
+            raise RequestError(request_id, "history", history, f"goes backwards from {bounded(req.history)}")
         if capacity < history:
-            raise RequestError(request_id, "capacity", capacity, f"is below history {history}")
+            raise RequestError(request_id, "capacity", capacity, f"is below history {bounded(history)}")
         if self._unchanged(req, history, capacity):  # no block changes: nothing to plan
             req.capacity, req.history, req.released_to = capacity, history, history
             return OK
@@ -506,6 +664,7 @@ class Manager:
         points = self._points
         hold = self.release_order is ReleaseOrder.HOLD_UNTIL_RETURN
         held_back = self._stale_released(plan, history) if hold else None
+        self._planning = req
         outcome = self._feasible(plan, held_back=held_back, extra=None)
         if not outcome:
             return outcome
@@ -523,7 +682,7 @@ class Manager:
             _require_count(request_id, "tokens", tokens)
         if req.history + tokens > req.capacity:
             raise RequestError(
-                request_id, "tokens", tokens, f"history {req.history} + tokens exceeds capacity {req.capacity}"
+                request_id, "tokens", tokens, f"history {bounded(req.history)} + tokens exceeds capacity {bounded(req.capacity)}"
             )
         req.history += tokens
         if self.semantics.free_stale is FreeStale.AT_COMMIT:
@@ -615,7 +774,7 @@ class Manager:
         points = self._points = self._release_points(req, history)
         for lc_index, old in enumerate(req.ranges):
             new = self.required_ranges(lc_index, points[lc_index], capacity)
-            plan.append(None if new == old else (_minus(new, old), _minus(old, new), new))
+            plan.append(None if new == old else (ranges_minus(new, old), ranges_minus(old, new), new))
         return plan
 
     def _release_points(self, req: _Request, history: int) -> list[int]:
@@ -645,7 +804,7 @@ class Manager:
                 kept.append(None)
                 continue
             start, end = lifecycle.stale_range(released_on, self.tokens_per_block, lc.window, lc.sink_blocks)
-            kept.append(_minus(step[1], _minus(step[1], _ranges((start, end)))))
+            kept.append(ranges_minus(step[1], ranges_minus(step[1], _ranges((start, end)))))
         return kept
 
     def _feasible(self, plan: _Plan, held_back: list[Ranges | None] | None, extra: list[int] | None) -> Outcome:
@@ -658,28 +817,46 @@ class Manager:
                 continue
             g = self._group_of[lc_index]
             needed[g] += _size(step[0])
-            available[g] += _size(step[1])
+            available[g] += self._freed_by(lc_index, step[1])
             if held_back is not None and held_back[lc_index]:
-                available[g] -= _size(held_back[lc_index])
+                available[g] -= self._freed_by(lc_index, held_back[lc_index])
         if all(n <= a for n, a in zip(needed, available)):
             return OK
         return Outcome(False, tuple(Shortfall(g, n, a) for g, (n, a) in enumerate(zip(needed, available)) if n > a))
 
-    def _apply(self, req: _Request, plan: _Plan, held_back: list[Ranges | None] | None = None) -> None:
-        """Carry out a feasible plan: free, allocate, then free what was held back until now."""
+    def _freed_by(self, lc_index: int, ranges: Ranges) -> int:
+        """Slots freed when the planning request releases ``ranges`` of a life cycle: every block, unless
+        its pool has shared slots, when only blocks whose slot has no other holder count."""
+        pool = self._pools[self._group_of[lc_index]]
+        if not pool.sharers or self._planning is None:
+            return _size(ranges)
+        held = self._planning.held[lc_index]
+        return sum(1 for b in _blocks(ranges) if pool.frees(held[b]))
+
+    def _apply(
+        self, req: _Request, plan: _Plan, held_back: list[Ranges | None] | None = None,
+        hits: list[dict[int, int]] | None = None,
+    ) -> None:
+        """Carry out a feasible plan: free, allocate (cache hits share their slot), then free what was
+        held back until now."""
         for lc_index, step in enumerate(plan):
             if step is None:
                 continue
             release = step[1]
             if held_back is not None and held_back[lc_index]:
-                release = _minus(release, held_back[lc_index])
+                release = ranges_minus(release, held_back[lc_index])
             self._free(req, lc_index, release)
         for lc_index, step in enumerate(plan):
             if step is None:
                 continue
             pool, held = self._pools[self._group_of[lc_index]], req.held[lc_index]
+            found = hits[lc_index] if hits is not None else None
             for b in _blocks(step[0]):
-                held[b] = pool.take()
+                if found and b in found:
+                    held[b] = found[b]
+                    pool.share(found[b])
+                else:
+                    held[b] = pool.take()
             req.ranges[lc_index] = step[2]
         if held_back is not None:
             for lc_index, kept in enumerate(held_back):

@@ -6,26 +6,31 @@ A row names a bug once and says where it is seeded and what catches it:
   a patch of the reference's formulas and checks that each of these changes outcome (``swafloor
   bench proofs`` scores them). Empty: not seeded in the formulas.
 - ``campaigns``: the fuzz campaigns that catch it, :data:`TABLE_ONLY` (``swafloor fuzz --backend
-  mutant:NAME``, compared on block tables and slot counts) and :data:`DATA_PLANE` (``dataplane:mutant:NAME``,
-  attention through its tables). :mod:`swafloor.fuzz.backends.mutants` builds it as the manager with
-  this one behaviour changed; the tests check each campaign named catches it. Empty: not a backend.
+  mutant:NAME``, compared on block tables, slot counts and slot ids) and :data:`DATA_PLANE`
+  (``dataplane:mutant:NAME``, attention through its tables): :mod:`swafloor.fuzz.backends.mutants`
+  builds it as the manager with this one behaviour changed; and :data:`ORACLE` (``swafloor fuzz
+  --backend oracle --mutate-reference NAME``): the reference itself carries the bug and the
+  independent oracle must notice (:mod:`swafloor.fuzz.backends.reference_mutants` builds it; ``covers``
+  names the part of the spec it breaks). The tests check each campaign named catches it. Empty: not
+  seeded in a backend.
 
-Another kind of seeded bug (for example mutants of the reference itself, checked against the
-oracle) is added as rows with a field of its own, defaulting to empty for the rows above. The docs'
-table is generated from this list. Data only: nothing here runs or imports anything of swafloor's.
+The docs' table is generated from this list. Data only: nothing here runs or imports anything of
+swafloor's.
 """
 
 from __future__ import annotations
 
 import attrs
 
-__all__ = ["SeededBug", "SEEDED_BUGS", "TABLE_ONLY", "DATA_PLANE", "CAMPAIGNS", "seeded_bug"]
+__all__ = ["SeededBug", "SEEDED_BUGS", "TABLE_ONLY", "DATA_PLANE", "ORACLE", "CAMPAIGNS", "seeded_bug"]
 
 #: ``swafloor fuzz --backend mutant:NAME``: the mutant's tables and counts against the reference's.
 TABLE_ONLY = "table-only"
 #: ``swafloor fuzz --backend dataplane:mutant:NAME``: attention computed through the mutant's tables.
 DATA_PLANE = "data plane"
-CAMPAIGNS = (TABLE_ONLY, DATA_PLANE)
+#: ``swafloor fuzz --backend oracle --mutate-reference NAME``: the oracle against the bugged reference.
+ORACLE = "oracle"
+CAMPAIGNS = (TABLE_ONLY, DATA_PLANE, ORACLE)
 
 
 def _campaigns(value: tuple[str, ...]) -> tuple[str, ...]:
@@ -38,23 +43,24 @@ def _campaigns(value: tuple[str, ...]) -> tuple[str, ...]:
 
 @attrs.frozen
 class SeededBug:
-    """One seeded bug: ``name`` (``mutant:NAME`` as a backend), what it changes, the theorems it flips,
-    the campaigns that catch it."""
+    """One seeded bug: ``name`` (``mutant:NAME`` / ``reference-mutant:NAME`` as a backend), what it
+    changes, the theorems it flips, the campaigns that catch it, the part of the spec it breaks."""
 
     name: str
     description: str
     theorems: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     campaigns: tuple[str, ...] = attrs.field(default=(), converter=_campaigns)
+    covers: str = ""
 
 
 SEEDED_BUGS: tuple[SeededBug, ...] = (
     SeededBug("legacy-floor", "the pre-fix SWA floor: one slot per life cycle",
               ("decode-sufficient", "decode-tight", "pool-group-tight"), (TABLE_ONLY,)),
     SeededBug("no-inflight-token", "the live window is [h-W, h-1]: the in-flight token's +1 dropped (stale "
-              "blocks released one token late)", ("decode-sufficient", "in-flight-sufficient"),
+              "blocks released one token late)", ("decode-sufficient", "in-flight-sufficient", "stale-is-token-level"),
               (TABLE_ONLY, DATA_PLANE)),
     SeededBug("floor-division", "the SWA floor's window term is floor((W-1)/t) + 1 instead of the ceiling",
-              ("decode-sufficient", "step-sufficient", "in-flight-sufficient"), (TABLE_ONLY,)),
+              ("decode-sufficient", "step-sufficient", "in-flight-sufficient"), (TABLE_ONLY, ORACLE), covers="sizing"),
     SeededBug("ignore-sinks", "the sink blocks left out: S taken as 0 (in the floor and the n-token worst case; "
               "the manager also releases them)", ("decode-sufficient", "step-sufficient"), (TABLE_ONLY,)),
     SeededBug("allocate-before-release", "blocks made stale by a resize stay held until it returns "
@@ -62,15 +68,15 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
     SeededBug("release-inflight-block", "the block of the token in flight (position h) is freed when nothing "
               "else keeps it", (), (TABLE_ONLY, DATA_PLANE)),
     SeededBug("shared-slot", "a block taken while another active request holds slots of its pool group gets "
-              "that request's lowest slot: one slot serves two requests (tables and counts unchanged: physical identity "
-              "sees it)", (), (TABLE_ONLY, DATA_PLANE)),
+              "that request's lowest slot: one slot serves two requests (tables and counts unchanged: "
+              "physical identity sees it)", (), (TABLE_ONLY, DATA_PLANE)),
     SeededBug("cpp-floor", "the SWA floor is the looser S + ceil(W/t) + 1",
               ("decode-tight", "first-floor-history", "pool-group-tight")),
     SeededBug("full-attention-floor-one", "full attention's minimum is 1 slot, not max(1, largest SWA floor)",
-              ("full-attention-floor-exact", "pool-group-tight")),
+              ("full-attention-floor-exact", "pool-group-tight"), (ORACLE,), covers="sizing"),
     SeededBug("ssm-minimum-zero", "an SSM life cycle's minimum is 0 slots, not its one state page", ("ssm-minimum",)),
     SeededBug("release-one-too-many", "the stale range ends one block late: a live block is released",
-              ("decode-tight", "step-tight", "pool-group-tight")),
+              ("decode-tight", "step-tight", "pool-group-tight", "stale-is-token-level")),
     SeededBug("resize-peak-hold-as-release", "resize_peak ignores hold_stale: blocks made stale by the call are "
               "counted as released before it allocates",
               ("same-call-release-transient", "same-call-release-transient-exact")),
@@ -79,9 +85,80 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
     SeededBug("worst-case-history-late", "worst_case_history is one token late: (S+1)*t + W - 1 + k",
               ("decode-tight", "step-tight", "in-flight-tight")),
     SeededBug("in-flight-floor-ignores-k", "the in-flight floor is the synchronous floor for every k",
-              ("in-flight-sufficient", "in-flight-tight")),
+              ("in-flight-sufficient", "in-flight-tight"), (ORACLE,), covers="semantics.in_flight_tokens"),
     SeededBug("first-floor-at-worst-case", "the first history at the floor is (S+1)*t + W - 2 (issue 12)",
               ("first-floor-history",)),
+    # Seeded in the reference itself, for the oracle (swafloor.fuzz.backends.reference_mutants).
+    SeededBug("released-on-history", "blocks released on h instead of h - k (the tokens in flight "
+              "ignored)",
+              (), (ORACLE,), covers="semantics.in_flight_tokens"),
+    SeededBug("released-one-early", "blocks released on max(0, h - k) + 1: the first position the "
+              "token in flight reads is lost",
+              (), (ORACLE,), covers="the live window"),
+    SeededBug("sinks-released", "sink blocks released like any other block", (), (ORACLE,), covers="sink blocks"),
+    SeededBug("interval-ignored", "stale blocks freed at every step whatever the eviction interval",
+              (), (ORACLE,), covers="semantics.eviction_interval"),
+    SeededBug("eviction-one-late", "an eviction interval above 1 due one token late",
+              (), (ORACLE,), covers="semantics.eviction_interval"),
+    SeededBug("lazy-frees-at-commit", "at-allocate releases at commit anyway",
+              (), (ORACLE,), covers="semantics.free_stale"),
+    SeededBug("at-commit-frees-lazily", "at-commit releases nothing at commit, only at the next "
+              "resize",
+              (), (ORACLE,), covers="semantics.free_stale"),
+    SeededBug("lazy-release-undone", "at-allocate's release at the start of a resize is undone when "
+              "the allocation fails",
+              (), (ORACLE,), covers="semantics.free_stale, failure path"),
+    SeededBug("recompute-keeps-slots", "a recompute suspend frees no slot",
+              (), (ORACLE,), covers="semantics.suspend"),
+    SeededBug("recompute-keeps-lengths", "a recompute suspend keeps capacity and history",
+              (), (ORACLE,), covers="semantics.suspend"),
+    SeededBug("release-forgets-lengths", "a release suspend drops the computed tokens, as recompute "
+              "does",
+              (), (ORACLE,), covers="semantics.suspend"),
+    SeededBug("keep-frees", "a keep suspend frees every slot", (), (ORACLE,), covers="semantics.suspend"),
+    SeededBug("kept-resume-charges-all", "resuming a request that kept its slots checks room for all "
+              "its blocks again",
+              (), (ORACLE,), covers="semantics.suspend, failure path"),
+    SeededBug("copy-per-layer", "the first-resume copy slot charged per layer, not per life cycle",
+              (), (ORACLE,), covers="semantics.first_resume_copy"),
+    SeededBug("copy-when-aligned", "the first-resume copy slot charged for a block-aligned reused "
+              "history too",
+              (), (ORACLE,), covers="semantics.first_resume_copy"),
+    SeededBug("no-ssm-snapshot-copy", "no copy slot for the SSM state snapshot",
+              (), (ORACLE,), covers="semantics.first_resume_copy"),
+    SeededBug("copy-switch-ignored", "the copy slot charged with first_resume_copy off",
+              (), (ORACLE,), covers="semantics.first_resume_copy"),
+    SeededBug("copy-never", "no copy slot with first_resume_copy on",
+              (), (ORACLE,), covers="semantics.first_resume_copy"),
+    SeededBug("hold-uncharged", "hold-until-return does not charge the held-back blocks in its "
+              "feasibility check",
+              (), (ORACLE,), covers="semantics.release_order"),
+    SeededBug("hold-leaks", "hold-until-return never gives back the slots of the blocks it held until"
+              " it returned",
+              (), (ORACLE,), covers="semantics.release_order"),
+    SeededBug("release-order-swapped", "each release order behaves as the other",
+              (), (ORACLE,), covers="semantics.release_order"),
+    SeededBug("interleaved-pool-groups", "life cycle i served from pool group i mod G whatever the "
+              "map",
+              (), (ORACLE,), covers="pool-group mapping"),
+    SeededBug("sorted-pool-groups", "the pool-group map taken as monotone (sorted)",
+              (), (ORACLE,), covers="pool-group mapping"),
+    SeededBug("failed-resize-keeps-partial", "a failed resize keeps its allocations in the pool "
+              "groups that had room",
+              (), (ORACLE,), covers="failure path"),
+    SeededBug("failed-resize-keeps-history", "a failed resize keeps the new history",
+              (), (ORACLE,), covers="failure path"),
+    SeededBug("shortfall-without-released", "a shortfall reports only free slots as available, not "
+              "the blocks the step releases",
+              (), (ORACLE,), covers="failure path"),
+    SeededBug("shared-freed-when-stale-for-one", "a shared block is freed when it is stale for one holder, "
+              "though another still holds it", ("shared-batch-exact",), (TABLE_ONLY, ORACLE),
+              covers="semantics.prefix_sharing"),
+    SeededBug("shared-counted-per-holder", "a shared block is counted once per holder (pool use and batch "
+              "sizing)", ("shared-batch-exact",), (TABLE_ONLY,)),
+    SeededBug("hit-holds-null-blocks", "a cache hit also holds the prefix blocks outside its window (its null "
+              "entries); formulas only: the manager's hits come from blocks their source still holds",
+              ("shared-batch-exact",)),
 )
 
 

@@ -15,7 +15,7 @@ from typing import Sequence
 from . import __version__
 
 # Subcommand modules under swafloor.commands, in the order ``--help`` lists them.
-COMMANDS = ("prove", "floor", "explain", "simulate", "fuzz", "replay", "bench", "docs", "check")
+COMMANDS = ("prove", "floor", "explain", "simulate", "fuzz", "replay", "matrix", "bench", "docs", "check")
 
 
 class UsageError(Exception):

@@ -261,8 +261,7 @@ def trace_rows(path: str, backend: str | None = None) -> dict:
         for g, total in enumerate(totals):
             holders = []
             for req in snap.requests:
-                n = sum(1 for lc, table in enumerate(req.tables) if manager.layout.pool_group_of[lc] == g
-                        for b in table if b is not None)
+                n = sum(table.held_count for lc, table in enumerate(req.tables) if manager.layout.pool_group_of[lc] == g)
                 if n:
                     holders.append([str(req.request_id), n])
             used.append(holders)

@@ -10,10 +10,14 @@ Surfaces and what every input must give:
 - ``config``: ``Config.from_dict(data)`` returns a Config that round-trips and builds a Manager, or
   raises ConfigError with a field and a one-line message.
 - ``trace``: trace files mutated from ``tests/regressions/*.json`` (values, text, nesting, numbers,
-  backend names) replayed with ``swafloor replay``: exit 0 or 1, or exit 2 with one line.
-- ``manager``: sequences of Manager calls with bad and extreme arguments: each call succeeds (then
-  ``check()`` passes) or raises RequestError naming the field, leaving ``snapshot()`` equal and
-  ``check()`` passing; an out-of-slots Outcome also leaves the snapshot equal.
+  backend names) replayed with ``swafloor replay``: exit 0 or 1, or exit 2 with one line; so are
+  special files (``/dev/zero``, a folder, a FIFO no one writes to), each once. The cli surface's
+  file arguments include that FIFO too.
+- ``manager``: ``Manager(config, release_order)`` with bad arguments raises ConfigError naming
+  which; then sequences of Manager calls with bad and extreme arguments (reused histories up to
+  10**18 included): each call succeeds (then ``check()`` passes) or raises RequestError naming the
+  field, leaving ``snapshot()`` (always taken: it is O(held blocks)) equal and ``check()`` passing;
+  an out-of-slots Outcome also leaves the snapshot equal.
 
 Each surface runs in a child process under a memory limit (RLIMIT_AS) with a per-input time limit
 (a SIGALRM timer: an input running longer counts as a hang and fails the campaign), in a scratch
@@ -135,7 +139,7 @@ REAL_COMMANDS = {"floor", "explain", "simulate", "replay"}
 MAX_REAL_STEPS = 2000
 
 
-def _value_texts(st):
+def _value_texts(st, extra_paths=()):
     numbers = st.one_of(
         st.integers(-5, 70).map(str),
         st.integers(-(10**20), 10**20).map(str),
@@ -147,7 +151,7 @@ def _value_texts(st):
     )
     paths = st.sampled_from(
         ["/dev/zero", "/dev/null", "/dev/null/x", "/", "/nonexistent/x", "a\nb", "x" * 5000, "\x00", ".", "out"]
-        + [str(p) for p in REGRESSIONS]
+        + [str(p) for p in REGRESSIONS] + [str(p) for p in extra_paths]
     )
     return st.one_of(numbers, paths, st.sampled_from(SAFE_SPECS), st.text(max_size=15))
 
@@ -167,9 +171,10 @@ def _options_of(parser) -> dict[str, list[tuple[str, bool]]]:
     return out
 
 
-def cli_argv_strategy(commands: dict):
+def cli_argv_strategy(commands: dict, extra_paths=()):
     st, _, _, _ = strategies()
-    values = _value_texts(st)
+    extra_paths = tuple(str(p) for p in extra_paths)
+    values = _value_texts(st, extra_paths)
     small = st.integers(1, 40).map(str)
 
     @st.composite
@@ -179,7 +184,8 @@ def cli_argv_strategy(commands: dict):
         if name in ("floor", "explain", "simulate") and draw(st.booleans()):
             args += ["--window", draw(small), "--tokens-per-block", draw(small)]
         if name == "replay" and draw(st.integers(0, 3)):
-            args.append(draw(values))
+            args.append(draw(st.sampled_from(extra_paths)) if extra_paths and draw(st.integers(0, 5)) == 0
+                        else draw(values))
         for _ in range(draw(st.integers(0, 4))):
             choice = draw(st.integers(0, 9))
             options = commands.get(name) or [("--json", False)]
@@ -458,33 +464,45 @@ def manager_strategy():
         "layers": st.lists(st.one_of(st.builds(lambda w, s: ("swa", w, s), st.integers(1, 24), st.integers(0, 6)),
                                      st.just(("full",)), st.just(("ssm",))), min_size=1, max_size=3),
         "extra": st.sampled_from([0, 0, 3, 10**9]),
-        "order": st.sampled_from(["release-first", "hold-until-return"]),
+        # mostly valid (the calls are the point), now and then a bad argument to Manager itself
+        "order": st.tuples(st.integers(0, 19), st.sampled_from(["release-first", "hold-until-return"]), st.one_of(
+            st.sampled_from(["RELEASE-FIRST", "release_first", "", None, 3, "hold-until-return "]), values),
+        ).map(lambda c: c[1] if c[0] < 18 else c[2]),
+        "config": st.tuples(st.integers(0, 23), values).map(lambda c: "valid" if c[0] < 23 else c[1]),
     })
-    return st.tuples(config, st.lists(call, min_size=1, max_size=25))
+    # a session that only grows: valid ids and capacities, so the pools really run out now and then
+    # (arbitrary calls alone reached "out of slots" in 6 of 1,080 inputs, and in none on CI's draw)
+    growth = st.lists(st.tuples(st.sampled_from(["r0", "r1", "r2"]), st.integers(1, 64)), min_size=1, max_size=12).map(
+        lambda steps: [c for r in ("r0", "r1", "r2") for c in (("create", r, 0), ("resume", r))]
+        + [("resize", r, n) for r, n in steps])
+    return st.tuples(config, st.one_of(st.lists(call, min_size=1, max_size=25), growth))
 
 
 def _fingerprint(manager):
-    """Snapshot, or (when a request spans many blocks, where a dense snapshot is costly) the pools
-    and every request's lengths."""
-    big = any(manager.capacity_of(r) // manager.tokens_per_block > 10**5 for r in manager.request_ids())
-    if not big:
-        return manager.snapshot()
-    return (tuple((p.total, p.free) for p in manager._pools),
-            tuple((r, manager.state_of(r), manager.capacity_of(r), manager.history_of(r))
-                  for r in manager.request_ids()))
+    """The snapshot: O(held blocks) whatever the lengths (a request reusing 10**12 tokens once made
+    it list 2.5 * 10**11 blocks and run out of memory)."""
+    return manager.snapshot()
 
 
 def check_manager(case) -> Counter:
-    from swafloor.reference import AttentionLayer, Config, Manager, RequestError, SsmLayer, build_layout
+    from swafloor.reference import (AttentionLayer, Config, ConfigError, Manager, RequestError, SsmLayer,
+                                    build_layout)
 
     spec, calls = case
     layers = [SsmLayer() if l[0] == "ssm" else AttentionLayer(None) if l[0] == "full" else
               AttentionLayer(l[1], l[2]) for l in spec["layers"]]
     base = Config(spec["t"], layers)
     slots = [m + spec["extra"] for m in build_layout(base).min_slots]
-    manager = Manager(Config(spec["t"], layers, slots=slots), release_order=spec["order"])
+    config = Config(spec["t"], layers, slots=slots) if spec["config"] == "valid" else spec["config"]
     seen = Counter()
     with time_limit():
+        try:
+            manager = Manager(config, release_order=spec["order"])
+        except ConfigError as exc:  # the manager's own arguments: a typed error naming which
+            assert exc.field in ("config", "release_order"), exc.field
+            assert "\n" not in str(exc) and len(str(exc)) <= 1000, str(exc)[:2000]
+            seen["ConfigError naming a Manager argument"] += 1
+            return seen
         for name, *arguments in calls:
             before = _fingerprint(manager)
             try:
@@ -522,12 +540,14 @@ def _run_surface(surface: str, examples: int, workdir: Path) -> Counter:
     counts: Counter = Counter()
     options = settings(max_examples=examples, database=None, deadline=None, derandomize=True,
                        suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.shrink])
+    fifo = workdir / "fifo.json"  # a FIFO no one writes to: opening it to read would block forever
+    os.mkfifo(fifo)
     if surface == "cli":
         import swafloor.cli as cli
 
         build = _guarded_parser(cli.build_parser)
         commands = _options_of(cli.build_parser())
-        strategy = cli_argv_strategy(commands)
+        strategy = cli_argv_strategy(commands, extra_paths=(fifo,))
         body = lambda case: counts.update([check_cli(case, build)])  # noqa: E731
     elif surface == "config":
         strategy = config_strategy()
@@ -556,7 +576,7 @@ def _run_surface(surface: str, examples: int, workdir: Path) -> Counter:
     if surface == "trace":  # special files, each once
         import swafloor.cli as cli
 
-        for name in SPECIAL_FILES:
+        for name in SPECIAL_FILES + [str(fifo)]:
             err = io.StringIO()
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err), time_limit():
                 code = cli.main(["replay", name])
@@ -635,7 +655,8 @@ def test_campaign_surface(campaign, surface):
         "cli": ("exit 2, one line", "exit 0"),
         "config": ("ConfigError", "accepted"),
         "trace": ("exit 2, one line", "replayed: match", "replayed: divergence"),
-        "manager": ("RequestError, state unchanged", "ok", "out of slots, state unchanged"),
+        "manager": ("RequestError, state unchanged", "ok", "out of slots, state unchanged",
+                    "ConfigError naming a Manager argument"),
     }[surface]
     for outcome in expected:  # the generators reach every kind of answer, not only rejections
         assert counts.get(outcome, 0) > 0, (surface, outcome, counts)

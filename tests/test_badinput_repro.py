@@ -242,7 +242,31 @@ def test_bench_with_the_smallest_budget_still_gives_rates(capsys):
 # ------------------------------------------------------------------ files
 def test_replaying_dev_zero_is_refused_cheaply(capsys):
     code, out, err = run_cli(capsys, "replay", "/dev/zero")
+    assert_one_line_exit_2(code, err, "is not a regular file (a character device)")
+
+
+def test_a_trace_over_16_mib_is_refused_unread(tmp_path, capsys):
+    big = tmp_path / "big.json"
+    with open(big, "wb") as handle:
+        handle.truncate(17 * 1024 * 1024)  # sparse: no disk used
+    code, out, err = run_cli(capsys, "replay", str(big))
     assert_one_line_exit_2(code, err, "larger than 16 MiB")
+
+
+@pytest.mark.parametrize("argv", [["replay"], ["replay", "--json"], ["explain", "--trace"]],
+                         ids=["replay", "replay-json", "explain-trace"])
+def test_a_fifo_is_refused_not_waited_on(tmp_path, argv):
+    """Issue 16: ``swafloor replay FIFO`` blocked forever in ``open`` (no writer ever comes). Run in a
+    child with a timeout, so the old behaviour fails this test instead of hanging the suite."""
+    import os
+
+    fifo = tmp_path / "trace.json"
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    proc = swafloor_child(*argv, str(fifo), timeout=30)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert proc.stderr.count("\n") == 1 and "is not a regular file (a FIFO)" in proc.stderr, proc.stderr
+    assert time.monotonic() - started < 30
 
 
 def test_a_file_name_with_a_newline_gives_one_line(tmp_path, capsys):
@@ -365,6 +389,8 @@ def test_simulate_a_billion_steps_shows_progress_and_stops_on_ctrl_c():
         ["simulate", "--window", "4", "--tokens-per-block", "4", "--steps", "1000000000"], "of 1,000,000,000 steps")
     assert code == 130, err
     assert "simulate: " in err and "of 1,000,000,000 steps" in err  # progress
+    lines = err.splitlines()  # issue 16: an estimate of the total time comes before any progress line
+    assert "in all" in lines[0] and "1,000,000,000 steps at about" in lines[0], lines[:2]
     assert "interrupted after at least" in err and "no deadlock so far" in err  # the summary
     assert "Traceback" not in err
 
@@ -374,3 +400,28 @@ def test_fuzz_10_to_the_12_examples_shows_progress_and_stops_on_ctrl_c(tmp_path)
         ["fuzz", "--backend", "reference", "--examples", str(10**12), "--out", str(tmp_path)], "fuzz: searching")
     assert code == 130, err
     assert "fuzz: searching" in err and "fuzz: interrupted after" in err and "Traceback" not in err
+
+
+def test_bench_with_defaults_estimates_its_time_shows_progress_and_stops_on_ctrl_c():
+    code, out, err = _interrupt_after(["bench"], "bench: measuring reference")
+    assert code == 130, err
+    lines = err.splitlines()
+    assert lines[0].startswith("bench: reference, proofs, fuzz, dataplane: about ") and "in all" in lines[0], lines
+    assert lines[1] == "bench: measuring reference ..." and "swafloor: interrupted" in err
+    assert "Traceback" not in err
+
+
+def test_misuse_messages_bound_5000_digit_lengths():
+    """Found by the extended campaign (issue 16): the message of a resize whose capacity is below a
+    5000-digit history converted that int to text and raised ValueError instead of RequestError."""
+    m = Manager(Config(1, [AttentionLayer(window=1)]))
+    m.create("r")
+    m.resume("r")
+    with pytest.raises(RequestError, match="is below history <int of 5,001 digits>"):
+        m.resize("r", 0, 10**5000)
+    m.create("big", reused_history=10**5000)
+    m.resume("big")
+    with pytest.raises(RequestError, match="goes backwards from <int of 5,001 digits>"):
+        m.resize("big", 10**5000, 0)
+    with pytest.raises(RequestError, match="exceeds capacity <int of 5,001 digits>"):
+        m.commit("big", 1)

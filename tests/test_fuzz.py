@@ -52,7 +52,7 @@ def scenario(rid: str = "a") -> list[Step]:
 
 
 # Backends that run in their own venv (tests/test_vllm.py drives them there).
-OWN_VENV = {"vllm", "vllm-async"}
+OWN_VENV = {"vllm", "vllm-async", "vllm-no-reuse"}
 # Backends that need a GPU and a peer no CI machine can install (TensorRT-LLM is not on PyPI);
 # tests/test_trtllm_check.py checks that their factory refuses cleanly, naming what is missing.
 GPU_ONLY = {name for name in REGISTRY if resolve(name).capabilities.needs_gpu}
@@ -118,6 +118,7 @@ def test_registry_resolves_names_and_module_factory():
     assert set(MUTANT_NAMES) == {
         "mutant:legacy-floor", "mutant:no-inflight-token", "mutant:floor-division", "mutant:ignore-sinks",
         "mutant:allocate-before-release", "mutant:release-inflight-block", "mutant:shared-slot",
+        "mutant:shared-freed-when-stale-for-one", "mutant:shared-counted-per-holder",
     }
 
 
@@ -145,7 +146,7 @@ def test_backends_and_plugin_import_lazily():
 
 # --------------------------------------------------------------------------- the oracle
 ALLOWED_FROM_REFERENCE = {
-    "AttentionLayer", "BelowMinimum", "Config", "ConfigError", "FloorRule", "Outcome", "PoolSnapshot",
+    "AttentionLayer", "BelowMinimum", "BlockTable", "Config", "ConfigError", "FloorRule", "Outcome", "PoolSnapshot",
     "RequestError", "RequestSnapshot", "RequestState", "Shortfall", "Snapshot", "SsmLayer",
     "FreeStale", "SuspendMode",  # the semantics' option values
 }
@@ -621,15 +622,68 @@ def test_vllm_backend_needs_its_venv():
             resolved.factory(Config(4, [AttentionLayer(window=8)]))
 
 
-def test_at_least_tables_may_be_longer_never_shorter():
+def test_tables_compare_the_blocks_they_hold():
+    """A table is compared by the blocks it holds: at least, the backend may hold more (a longer table
+    it never shrinks), never fewer; exact, the same blocks. How far it runs past its last held block
+    is not compared (``lengths`` shows the capacity)."""
     from swafloor.fuzz.compare import compare_parts
 
     ref = {Part.TABLES: {"r0": ((None, 1), (0, 1))}}
     longer = {Part.TABLES: {"r0": ((None, 1, 2), (0, 1, 2))}}
     shorter = {Part.TABLES: {"r0": ((None,), (0, 1))}}
     missing = {Part.TABLES: {"r0": ((None, None, 2), (0, 1))}}
+    padded = {Part.TABLES: {"r0": ((None, 1, None, None), (0, 1))}}
     one_sided = Capabilities(observations={"outcome": "exact", "tables": "at-least"})
     assert compare_parts(0, None, ref, longer, one_sided) is None
-    assert compare_parts(0, None, ref, longer, Capabilities()).field == "tables[r0][0]"
-    assert compare_parts(0, None, ref, shorter, one_sided).field == "tables[r0][0]"
+    assert compare_parts(0, None, ref, longer, Capabilities()).field == "tables[r0][0][2]"
+    assert compare_parts(0, None, ref, shorter, one_sided).field == "tables[r0][0][1]"
     assert compare_parts(0, None, ref, missing, one_sided).field == "tables[r0][0][1]"
+    for mode in (one_sided, Capabilities()):
+        assert compare_parts(0, None, ref, padded, mode) is None
+
+
+def _dense_difference(ref, got, path, at_least):
+    """The yardstick: two dense tables (index where held, None where not) compared entry by entry over
+    the longer one (a missing entry holds nothing), by the blocks they hold."""
+    for i in range(max(len(ref), len(got))):
+        r = ref[i] if i < len(ref) else None
+        g = got[i] if i < len(got) else None
+        if r == g or (at_least and r is None and g is not None):
+            continue
+        return f"{path}[{i}]", r, g, ("the backend falls below the reference" if at_least else "values differ")
+    return None
+
+
+def _dense_tables():
+    from hypothesis import strategies as st
+
+    return st.lists(st.booleans(), max_size=12).map(lambda held: tuple(b if h else None for b, h in enumerate(held)))
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@given(ref=_dense_tables(), got=_dense_tables(), at_least=__import__("hypothesis").strategies.booleans())
+def test_range_tables_compare_exactly_as_dense_tables(ref, got, at_least):
+    """A divergence on tables (field, both values, reason) is what the dense comparison gave, whether
+    the sides show BlockTables (ranges) or dense tuples."""
+    from swafloor.fuzz.compare import compare_parts
+    from swafloor.reference import BlockTable
+
+    caps = Capabilities(observations={"outcome": "exact", "tables": "at-least" if at_least else "exact"})
+    expected = _dense_difference(ref, got, "tables[r0][0]", at_least)
+    for ref_form, got_form in [(BlockTable.from_dense(ref), BlockTable.from_dense(got)),
+                               (ref, got), (BlockTable.from_dense(ref), got)]:
+        found = compare_parts(0, None, {Part.TABLES: {"r0": (ref_form,)}}, {Part.TABLES: {"r0": (got_form,)}}, caps)
+        if expected is None:
+            assert found is None
+        else:
+            assert (found.field, found.reference, found.backend, found.reason) == expected
+
+
+def test_a_table_not_of_the_dense_form_is_compared_entry_by_entry():
+    from swafloor.fuzz.compare import compare_parts, parts_of
+    from swafloor.reference import BlockTable
+
+    ref = {Part.TABLES: {"r0": (BlockTable(3, ((0, 2),)),)}}
+    got = parts_of({"tables": {"r0": ((0, 7, None),)}})
+    found = compare_parts(0, None, ref, got, Capabilities(observations={"outcome": "exact", "tables": "exact"}))
+    assert (found.field, found.reference, found.backend) == ("tables[r0][0][1]", 1, 7)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from swafloor.reference import (
@@ -9,8 +10,10 @@ from swafloor.reference import (
     Config,
     ConfigError,
     Manager,
+    ReleaseOrder,
     RequestError,
     RequestState,
+    Semantics,
     Shortfall,
     SsmLayer,
     build_layout,
@@ -199,8 +202,8 @@ def test_suspend_resume_close_and_snapshot_equality():
         m.commit("x", 1)
     assert a.snapshot() == b.snapshot()
     snap = a.snapshot().requests[0]
-    assert snap.tables[0] == (0, None, 2, 3)  # sink block 0, block 1 stale, window blocks 2-3
-    assert snap.tables[1] == (0, 1, 2, 3) and snap.tables[2] == (0,)
+    assert snap.tables[0].dense() == (0, None, 2, 3)  # sink block 0, block 1 stale, window blocks 2-3
+    assert snap.tables[1].dense() == (0, 1, 2, 3) and snap.tables[2].dense() == (0,)
     a.suspend("x")
     a.check()
     assert a.snapshot().pools == tuple(type(p)(p.total, p.total) for p in a.snapshot().pools)
@@ -367,3 +370,60 @@ def test_check_catches_broken_invariants():
     held[second] = held[first]
     with pytest.raises(AssertionError, match="owned twice"):
         m.check()
+
+
+# ----------------------------------------------------------------------------- issue 16: bad input
+def test_manager_without_a_config_names_the_argument():
+    with pytest.raises(ConfigError) as info:
+        Manager(None)
+    assert info.value.field == "config" and "must be a Config" in str(info.value)
+
+
+@pytest.mark.parametrize("order", ["RELEASE-FIRST", "", 3, ["release-first"]])
+def test_an_unknown_release_order_names_the_argument(order):
+    with pytest.raises(ConfigError) as info:
+        Manager(swa(4, 8), release_order=order)
+    assert info.value.field == "release_order" and "release-first" in str(info.value)
+
+
+def test_no_release_order_argument_reads_the_semantics():
+    """None (the default) takes the order the config's semantics name; an argument overrides it."""
+    hold = attrs.evolve(swa(4, 8), semantics=Semantics(release_order="hold-until-return"))
+    assert Manager(hold).release_order is ReleaseOrder.HOLD_UNTIL_RETURN
+    assert Manager(hold, release_order=None).release_order is ReleaseOrder.HOLD_UNTIL_RETURN
+    assert Manager(hold, release_order="release-first").release_order is ReleaseOrder.RELEASE_FIRST
+    assert Manager(swa(4, 8)).release_order is ReleaseOrder.RELEASE_FIRST
+
+
+def test_a_snapshot_costs_the_held_blocks_not_the_history():
+    """Issue 16: a request reusing 10**12 tokens listed every block of its capacity (MemoryError)."""
+    from swafloor.reference import BlockTable
+
+    m = Manager(Config(4, [AttentionLayer(window=8, sink_tokens=4), AttentionLayer(None), SsmLayer()]))
+    m.create("r", reused_history=10**12)
+    suspended = m.snapshot().requests[0]
+    assert suspended.tables == (BlockTable(250_000_000_000), BlockTable(250_000_000_000), BlockTable(1))
+    w = Manager(swa(4, 8, sinks=4, slots=[10]))
+    w.create("r", reused_history=10**12 + 2)
+    assert w.resume("r")
+    table = w.snapshot().requests[0].tables[0]
+    live = live_blocks(10**12 + 2, 10**12 + 2, 4, 8, 1)
+    assert table.length == 250_000_000_001 and table.held_count == live
+    assert table.held == ((0, 1), (250_000_000_001 - (live - 1), 250_000_000_001))
+    w.check()
+
+
+def test_block_tables_equal_their_dense_form():
+    from swafloor.reference import BlockTable
+
+    dense = (0, None, 2, 3, None)
+    table = BlockTable.from_dense(dense)
+    assert table == BlockTable(5, ((0, 1), (2, 4))) == BlockTable.from_blocks(5, {3, 0, 2})
+    assert table.dense() == dense and list(table.blocks()) == [0, 2, 3] and table.held_count == 3
+    assert table.truncated(3) == BlockTable(3, ((0, 1), (2, 3)))
+    for bad in [(1,), (0, 0), (None, "1")]:
+        with pytest.raises(ValueError):
+            BlockTable.from_dense(bad)
+    for held in [((2, 1),), ((0, 1), (1, 2)), ((0, 6),), ((3, 4), (0, 1))]:
+        with pytest.raises(ValueError):
+            BlockTable(5, held)

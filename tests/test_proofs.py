@@ -10,7 +10,7 @@ import pytest
 
 from swafloor.proofs import catalogue, concrete, discharge, docs, runner
 from swafloor.proofs.symbolic import H, S, T, W, any_of, upto
-from swafloor.proofs.theorem import Expected, Theorem
+from swafloor.proofs.theorem import ConstantGoal, Expected, Theorem, goal_parts
 from swafloor.reference import floors, lifecycle
 
 NAMES = [t.name for t in catalogue.CATALOGUE]
@@ -54,7 +54,7 @@ def test_theorem_meets_expectation(run, name):
 def test_the_catalogue_covers_the_issues_theorems():
     for name in ["first-floor-history", "full-attention-below-floor", "full-attention-floor-exact", "pool-group-tight",
                  "mixed-steps-tight", "in-flight-sufficient", "in-flight-tight", "sync-floor-short-in-flight",
-                 "sync-floor-short-in-flight-exact", "ssm-minimum"]:
+                 "sync-floor-short-in-flight-exact", "ssm-minimum", "stale-is-token-level"]:
         catalogue.by_name(name)
     for folded in ["decode-transition", "concurrency", "concurrency-minus-one"]:
         with pytest.raises(KeyError):
@@ -156,3 +156,42 @@ def test_bounded_ranges_are_the_issues():
         assert top >= s * t + 2 * w  # two windows past the sinks
         assert top >= floors.worst_case_history(t, w, s) + t
     assert list(upto("x", "x", 2, 4, "x <= 4").at_least(3).values(env)) == [3, 4]
+
+
+# ----------------------------------------------------------------------------- issue 16, part 4
+def test_no_goal_is_decided_before_a_solver_sees_it():
+    """Every conjunct of every goal, built on solver constants, is a solver term: ssm-minimum's goal
+    once was the Python constant True and still counted as proved."""
+    import z3
+
+    from swafloor.proofs.symbolic import symbols
+
+    for theorem in catalogue.CATALOGUE:
+        for i, part in enumerate(goal_parts(theorem.goal(*symbols(theorem.variables)))):
+            assert isinstance(part, z3.ExprRef), (theorem.name, i, part)
+
+
+@pytest.mark.parametrize("encoding", ["direct", "blocks"])
+def test_a_constant_goal_is_refused_not_proved(encoding):
+    theorem = Theorem("constant", "decided by Python", Expected.PROVED, (T, H), lambda t, h: 1 == 1)
+    with pytest.raises(ConstantGoal, match="constant True before any solver"):
+        discharge.discharge(theorem, attempts=False, encoding=encoding)
+
+
+def test_staleness_is_token_level_on_ints_beyond_the_grid():
+    """The reference's stale range against a token-by-token listing, at sizes the bounded check does
+    not reach (the theorem proves it for all)."""
+    for t, W, S, h in [(7, 1000, 3, 12_345), (1, 5, 0, 99), (64, 4096, 1, 10**5 + 3), (3, 2, 40, 50)]:
+        start, end = lifecycle.stale_range(h, t, W, S)
+        listed = [b for b in range(h // t + 3) if b >= S and all(p < h + 1 - W for p in range(b * t, b * t + t))]
+        assert listed == list(range(start, end)), (t, W, S, h)
+        assert all(lifecycle.stale_by_tokens(b, h, t, W, S) == (b in listed) for b in range(h // t + 3))
+
+
+def test_statements_claim_what_their_goals_fix():
+    """decode-sufficient and pool-group-tight no longer claim N requests or any number of life cycles
+    as proved; ssm-minimum quantifies over a symbolic request count."""
+    assert "a step this goal does not contain" in catalogue.by_name("decode-sufficient").statement
+    assert "arithmetic outside it" in catalogue.by_name("pool-group-tight").statement
+    assert "any number of SWA life cycles" not in catalogue.by_name("pool-group-tight").statement
+    assert "N" in catalogue.by_name("ssm-minimum").variable_names

@@ -9,7 +9,7 @@ from swafloor.docs.sections import seeded_bugs_table
 from swafloor.fuzz.backends import DATA_MUTANT_NAMES, MUTANT_NAMES, REGISTRY, resolve
 from swafloor.fuzz.backends.mutants import MUTANTS
 from swafloor.proofs import catalogue, mutations
-from swafloor.reference.seeded_bugs import CAMPAIGNS, DATA_PLANE, SEEDED_BUGS, TABLE_ONLY, SeededBug, seeded_bug
+from swafloor.reference.seeded_bugs import CAMPAIGNS, DATA_PLANE, ORACLE, SEEDED_BUGS, TABLE_ONLY, SeededBug, seeded_bug
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,12 +34,22 @@ def test_the_proofs_seed_exactly_the_bugs_that_name_theorems():
 
 
 def test_the_registry_builds_exactly_the_bugs_that_name_campaigns():
-    as_backends = {f"mutant:{bug.name}" for bug in SEEDED_BUGS if bug.campaigns}
+    as_backends = {f"mutant:{bug.name}" for bug in SEEDED_BUGS if {TABLE_ONLY, DATA_PLANE} & set(bug.campaigns)}
     assert {name for name in REGISTRY if name.startswith("mutant:")} == as_backends == set(MUTANTS)
     assert set(MUTANT_NAMES) == {f"mutant:{b.name}" for b in SEEDED_BUGS if TABLE_ONLY in b.campaigns}
     assert DATA_MUTANT_NAMES == tuple(f"mutant:{b.name}" for b in SEEDED_BUGS if b.campaigns == (DATA_PLANE,))
     for name in as_backends:
         assert resolve(name).display_name == name
+
+
+def test_the_reference_mutants_are_exactly_the_bugs_the_oracle_catches():
+    from swafloor.fuzz.backends.reference_mutants import REFERENCE_MUTANTS
+
+    assert list(REFERENCE_MUTANTS) == [bug.name for bug in SEEDED_BUGS if ORACLE in bug.campaigns]
+    for bug in SEEDED_BUGS:
+        if ORACLE in bug.campaigns:
+            mutant = REFERENCE_MUTANTS[bug.name]
+            assert (mutant.description, mutant.covers) == (bug.description, bug.covers) and bug.covers
 
 
 def test_a_campaign_outside_the_list_is_refused():

@@ -7,8 +7,10 @@ that only physical identity (block ids, ref counts, the free queue's links) can 
 - ``alias``: ``get_new_blocks`` hands out a block another request still holds (its ref count raised)
   instead of the block it popped, which goes back to the queue.
 - ``leak``: ``free_blocks`` drops one block: its ref count falls to 0 but it never rejoins the queue.
-- ``double-free``: ``free_blocks`` frees one block a second time (vLLM's own ``free_blocks`` again:
-  its ref count falls below zero; the queue and its count are untouched).
+- ``double-free``: when a request is freed (finished or preempted), ``free_blocks`` frees one of its
+  blocks a second time (vLLM's own ``free_blocks`` again: its ref count falls below zero; the queue
+  and its count are untouched). Fired only there, not in the free that precedes an allocation, where
+  vLLM's own assert on a reused block's ref count would see it first.
 - ``requeue``: ``free_blocks`` puts one block it freed on the queue a second time (the linked list
   is then corrupt).
 
@@ -33,6 +35,9 @@ PLANTS = ("alias", "leak", "double-free", "requeue")
 class Plant:
     def __init__(self, name: str):
         from vllm.v1.core.block_pool import BlockPool
+        from vllm.v1.core.kv_cache_manager import KVCacheManager
+
+        self.manager_class, self.manager_free = KVCacheManager, KVCacheManager.free
 
         self.name = name
         self.fired = False
@@ -74,7 +79,7 @@ class Plant:
             blocks = list(ordered_blocks)
             real = [b for b in blocks if not b.is_null and b.ref_cnt == 1]
             free_blocks(pool, blocks)
-            if _fired(pool) or not real:
+            if _fired(pool) or not real or not getattr(pool, "_swafloor_freeing_request", False):
                 return
             free_blocks(pool, [real[0]])  # the same block freed again
             plant.fire(pool)
@@ -96,10 +101,23 @@ class Plant:
             "requeue": ("free_blocks", requeueing_free_blocks),
         }[self.name]
         setattr(self.pool_class, *patch)
+        if self.name == "double-free":  # mark the frees of a whole request (KVCacheManager.free)
+            manager_class, manager_free = self.manager_class, self.manager_free
+
+            def freeing_request(manager, request):
+                pool = manager.block_pool
+                pool._swafloor_freeing_request = True
+                try:
+                    return manager_free(manager, request)
+                finally:
+                    pool._swafloor_freeing_request = False
+
+            manager_class.free = freeing_request
 
     def uninstall(self) -> None:
         for attr, original in self.originals.items():
             setattr(self.pool_class, attr, original)
+        self.manager_class.free = self.manager_free
 
     def fire(self, pool) -> None:
         pool._swafloor_plant_fired = True

@@ -40,8 +40,14 @@ class Registered:
 
 
 
+#: The campaigns that run a seeded bug as a backend of its own (``mutant:NAME``); the oracle's seeded
+#: bugs of the reference are ``reference-mutant:NAME`` (resolved below).
+_AS_BACKEND = (TABLE_ONLY, DATA_PLANE)
+
+
 def _mutant_status(bug: SeededBug) -> str:
-    caught = " and ".join("dataplane:NAME" if c == DATA_PLANE else "its table-only campaign" for c in bug.campaigns)
+    caught = " and ".join("dataplane:NAME" if c == DATA_PLANE else "its table-only campaign"
+                          for c in bug.campaigns if c in _AS_BACKEND)
     return f"a seeded bug: {caught} must catch it"
 
 
@@ -50,12 +56,14 @@ def _mutant_status(bug: SeededBug) -> str:
 _MUTANTS: dict[str, Registered] = {
     f"mutant:{bug.name}": Registered(f"swafloor.fuzz.backends.mutants:{bug.name.replace('-', '_')}",
                                      status=_mutant_status(bug))
-    for bug in SEEDED_BUGS if bug.campaigns
+    for bug in SEEDED_BUGS if set(bug.campaigns) & set(_AS_BACKEND)
 }
 
 REGISTRY: dict[str, Registered] = {
     "reference": Registered("swafloor.fuzz.backends.reference:reference", status="the specification itself"),
     "oracle": Registered("swafloor.fuzz.backends.oracle:oracle", status="fuzzed against the reference in CI"),
+    "oracle-sharing": Registered("swafloor.fuzz.backends.oracle:oracle_sharing",
+                                 status="fuzzed against the reference in CI (prefix sharing, tests/test_sharing_campaign.py)"),
     **_MUTANTS,
     "vllm": Registered("swafloor.fuzz.backends.vllm:vllm", needs="vLLM, in its own venv (scripts/vllm-venv)",
                        status="fuzzed in CI, in the vLLM venv (tests/test_vllm.py)"),
@@ -66,6 +74,9 @@ REGISTRY: dict[str, Registered] = {
     "sglang-lazy": Registered("swafloor.fuzz.backends.sglang:sglang_lazy",
                               needs="SGLang, in its own venv (scripts/sglang-venv)",
                               status="fuzzed in CI, in the SGLang venv (tests/test_sglang.py)"),
+    "vllm-no-reuse": Registered("swafloor.fuzz.backends.vllm:vllm_no_reuse",
+                                needs="vLLM, in its own venv (scripts/vllm-venv)",
+                                status="run by swafloor matrix vllm on older releases"),
     "trtllm": Registered("swafloor.fuzz.backends.trtllm:trtllm", needs="tensorrt_llm and a CUDA GPU",
                          status="never run on a GPU"),
 }

@@ -13,6 +13,12 @@
   same pool group is handed that request's lowest slot (the free slot it took is kept aside), so one
   slot serves two requests. Slot counts and block tables match the reference's: only the data plane
   (``dataplane:mutant:shared-slot``) can see it.
+- ``mutant:shared-freed-when-stale-for-one``, ``mutant:shared-counted-per-holder``: the
+  prefix-sharing bugs, run under ``prefix_sharing`` (a block freed while another request holds it;
+  a shared block counted once per holder). The third, a cache hit that holds its null blocks, is
+  seeded in the formulas only: a hit here shares blocks its source still holds, which lie inside the
+  new request's window or sinks, so the manager has no null block to hold (it would need a cache
+  of freed blocks, which it does not model).
 
 Each is a row of the one list of seeded bugs (:mod:`swafloor.reference.seeded_bugs`: what it
 changes, the theorems it flips, the campaigns that catch it); the registry names it ``mutant:NAME``.
@@ -37,6 +43,7 @@ from swafloor.reference import (
     Manager,
     ReleaseOrder,
     RequestState,
+    Semantics,
     build_layout,
     fdiv,
     full_attention_floor,
@@ -45,7 +52,9 @@ from swafloor.reference import (
     swa_floor,
 )
 
-from ..protocol import EXACT_WITH_IDENTITY, factory
+from swafloor.reference.manager import _Pool
+
+from ..protocol import EXACT_WITH_IDENTITY, Capabilities, Comparison, Part, factory
 from .reference import ManagerBackend
 
 __all__ = ["MUTANTS", "mutant_minimum"]
@@ -199,3 +208,58 @@ MUTANTS = {
         shared_slot,
     )
 }
+
+
+#: The sharing mutants: everything compared exactly, under prefix sharing.
+SHARING_IDENTITY = Capabilities(
+    observations={p: Comparison.EXACT for p in Part}, semantics=Semantics(prefix_sharing=True), prefix_sharing=True
+)
+
+
+class _SharedFreedEarly(Manager):
+    """Frees a shared slot when one holder lets go of it: the other holders' count is forgotten."""
+
+    def _free(self, req, lc_index, ranges) -> None:
+        pool, held = self._pools[self._group_of[lc_index]], req.held[lc_index]
+        for lo, hi in ranges:
+            for b in range(lo, hi):
+                slot = held.pop(b)
+                pool.sharers.pop(slot, None)
+                pool.give(slot)
+
+
+class _CountingPool(_Pool):
+    """A pool whose use counts a shared slot once per holder."""
+
+    def share(self, slot: int) -> None:
+        super().share(slot)
+        self.used += 1
+
+    def give(self, slot: int) -> None:
+        if slot in self.sharers:
+            self.used -= 1
+        super().give(slot)
+
+
+class _SharedCountedPerHolder(Manager):
+    """Counts a cache hit as a slot in use (once per holder) and frees that count with the holder."""
+
+    def __init__(self, config, release_order=None):
+        super().__init__(config, release_order)
+        self._pools = [_CountingPool(p.total) for p in self._pools]
+
+
+@factory(SHARING_IDENTITY, name="mutant:shared-freed-when-stale-for-one")
+def shared_freed_when_stale_for_one(config: Config) -> ManagerBackend:
+    return ManagerBackend(_SharedFreedEarly(config))
+
+
+@factory(SHARING_IDENTITY, name="mutant:shared-counted-per-holder")
+def shared_counted_per_holder(config: Config) -> ManagerBackend:
+    return ManagerBackend(_SharedCountedPerHolder(config))
+
+
+MUTANTS.update({
+    f.declaration.label: f  # type: ignore[attr-defined]
+    for f in (shared_freed_when_stale_for_one, shared_counted_per_holder)
+})

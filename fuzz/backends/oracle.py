@@ -27,6 +27,12 @@ oldest position still read, ``h - k + 1 - W``, lies at least ``e`` positions pas
 cursor then moves to the first position of that oldest position's block (never back into the sinks),
 and the geometry holds the blocks with a position from the cursor on (and the sinks).
 
+Shared prefixes (``prefix_sharing``) are modelled by content: a request created on another's first
+``k`` committed tokens has the same tokens at positions below ``k``, so at its first resume each
+block it must hold whose every position lies below ``k`` and which that request still holds is the
+same page. A page is named by where its content was first computed; a pool group's use is the number
+of distinct pages its requests hold, and a page is freed when no request holds it any more.
+
 Only the reference's value types are shared (config, snapshot, outcome, errors), so the two can be
 compared with ``==``.
 """
@@ -41,6 +47,7 @@ import attrs
 from swafloor.reference import (
     AttentionLayer,
     BelowMinimum,
+    BlockTable,
     Config,
     ConfigError,
     FloorRule,
@@ -57,7 +64,7 @@ from swafloor.reference import (
 )
 
 from ..adapter import ManagerBackend
-from ..protocol import ALL_SEMANTICS, Limits, factory
+from ..protocol import ALL_SEMANTICS, ALL_SEMANTICS_SHARING, Limits, factory
 
 __all__ = ["OracleManager", "oracle", "decode_peak"]
 
@@ -147,6 +154,11 @@ class _Request:
     shown: tuple | None = None
     # Per geometry, the eviction cursor (a position; see the module docstring), under an interval above 1.
     cursors: list[int] = attrs.Factory(list)
+    name: Hashable = None
+    source: Hashable = None  # created on this request's committed prefix (prefix sharing only)
+    prefix: int = 0  # tokens of that prefix
+    resumed: bool = False
+    pages: list[dict[int, tuple]] | None = None  # per geometry, held block -> page name (prefix sharing only)
 
 
 class OracleManager:
@@ -161,6 +173,7 @@ class OracleManager:
         self.copies = semantics.first_resume_copy
         self.hold = semantics.release_order.value == "hold-until-return"
         self.interval = semantics.eviction_interval
+        self.sharing = semantics.prefix_sharing
         self.geometries: list[_Geometry] = []
         for layer in config.layers:
             geometry = self._geometry(layer)
@@ -185,6 +198,8 @@ class OracleManager:
                 self.totals.append(given)
         self.used = [0] * groups
         self.requests: dict[Hashable, _Request] = {}
+        self.holders: list[dict[tuple, int]] = [{} for _ in range(groups)]  # per group: page -> holders
+        self.pages_made = 0
 
     # ------------------------------------------------------------------ sizing
     def _geometry(self, layer: AttentionLayer | SsmLayer) -> _Geometry:
@@ -271,7 +286,17 @@ class OracleManager:
                 lacking.append(Shortfall(g, need, available))
         return Outcome(False, tuple(lacking)) if lacking else Outcome(True)
 
-    def _move(self, req: _Request, targets: list[frozenset[int]]) -> None:
+    def _freed(self, req: _Request, i: int, gone) -> int:
+        """Slots freed when ``req`` lets go of blocks ``gone`` of geometry ``i``: pages nobody else holds."""
+        if not self.sharing:
+            return len(gone)
+        holders = self.holders[self.group_of[i]]
+        return sum(1 for b in gone if holders[req.pages[i][b]] == 1)
+
+    def _move(self, req: _Request, targets: list[frozenset[int]], hits: list[dict[int, tuple]] | None = None) -> None:
+        if self.sharing:
+            self._move_pages(req, targets, hits)
+            return
         held = []
         for i, (old, new) in enumerate(zip(req.held, targets)):
             if new == old:
@@ -281,30 +306,77 @@ class OracleManager:
             held.append(new)
         req.held = held
 
+    def _move_pages(self, req: _Request, targets: list[frozenset[int]], hits: list[dict[int, tuple]] | None) -> None:
+        for i, (old, new) in enumerate(zip(req.held, targets)):
+            holders, pages = self.holders[self.group_of[i]], req.pages[i]
+            for b in old - new:
+                page = pages.pop(b)
+                holders[page] -= 1
+                if not holders[page]:
+                    del holders[page]
+            for b in new - old:
+                if hits is not None and b in hits[i]:
+                    page = hits[i][b]
+                else:  # computed here, now: a page of its own (a later resume computes it again)
+                    self.pages_made += 1
+                    page = (req.name, i, b, self.pages_made)
+                pages[b] = page
+                holders[page] = holders.get(page, 0) + 1
+        req.held = list(targets)
+        self.used = [len(h) for h in self.holders]
+
+    def _hits(self, req: _Request, targets: list[frozenset[int]]) -> list[dict[int, tuple]]:
+        """At a first resume: the blocks to hold whose positions all lie in the shared prefix and that
+        the source request still holds, each with the source's page."""
+        hits: list[dict[int, tuple]] = [{} for _ in targets]
+        source = self.requests.get(req.source) if req.source is not None else None
+        if source is None or source.state is CLOSED or req.resumed:
+            return hits
+        for i, (geometry, new) in enumerate(zip(self.geometries, targets)):
+            if geometry.kind == "ssm":
+                continue
+            for b in new - req.held[i]:
+                inside = all(p < req.prefix for p in range(b * self.t, b * self.t + self.t))
+                if inside and b in source.held[i]:
+                    hits[i][b] = source.pages[i][b]
+        return hits
+
     def _release_all(self, req: _Request) -> None:
         self._move(req, [frozenset() for _ in self.geometries])
 
     # ------------------------------------------------------------------ operations
-    def create(self, request_id: Hashable, reused_history: int = 0) -> None:
+    def create(self, request_id: Hashable, reused_history: int = 0, share_with: Hashable = None) -> None:
         if request_id in self.requests:
             raise RequestError(request_id, "request_id", request_id, "already exists")
         self._count(request_id, "reused_history", reused_history)
+        if share_with is not None:
+            source = self.requests.get(share_with) if isinstance(share_with, str) else None
+            if source is None:
+                raise RequestError(request_id, "share_with", share_with, "must name an existing request")
+            if source.state is CLOSED:
+                raise RequestError(request_id, "share_with", share_with, "request is closed")
+            if reused_history > source.history:
+                raise RequestError(request_id, "reused_history", reused_history,
+                                   f"exceeds the committed history {source.history} of share_with {share_with!r}")
         self.requests[request_id] = _Request(
             SUSPENDED, reused_history, reused_history, reused_history > 0,
             [frozenset() for _ in self.geometries], cursors=self._start_cursors(reused_history),
+            name=request_id, source=share_with if self.sharing else None, prefix=reused_history,
+            pages=[{} for _ in self.geometries] if self.sharing else None,
         )
 
     def resume(self, request_id: Hashable) -> Outcome:
         req = self._get(request_id, SUSPENDED)
         targets = self._targets(req.history, req.capacity, req)
         moved = self._moved if self.interval > 1 else None
+        hits = self._hits(req, targets) if self.sharing else None
         needed = [0] * len(self.totals)
         freed = [0] * len(self.totals)
         for i, (geometry, old, new) in enumerate(zip(self.geometries, req.held, targets)):
             # A request suspended without freeing (``keep``) still holds its blocks: only the
-            # difference is allocated, and what it no longer needs is freed first.
-            needed[self.group_of[i]] += len(new - old)
-            freed[self.group_of[i]] += len(old - new)
+            # difference is allocated, and what it no longer needs is freed first. A hit takes no slot.
+            needed[self.group_of[i]] += len(new - old) - (len(hits[i]) if hits is not None else 0)
+            freed[self.group_of[i]] += self._freed(req, i, old - new)
             if req.pending_copy and self.copies:
                 # Reused history ending inside a block: that block is copied into a private slot
                 # while its source is still held (SSM: the state snapshot is copied).
@@ -313,11 +385,12 @@ class OracleManager:
                 needed[self.group_of[i]] += int(copies)
         outcome = self._shortfalls(needed, freed)
         if outcome.ok:
-            self._move(req, targets)
+            self._move(req, targets, hits)
             if moved is not None:
                 req.cursors = moved
             req.state = ACTIVE
             req.pending_copy = False
+            req.resumed = True
         return outcome
 
     def resize(self, request_id: Hashable, capacity: int, history: int) -> Outcome:
@@ -342,7 +415,7 @@ class OracleManager:
             gone = old - new
             if self.hold:  # only blocks past the new capacity are freed before allocating
                 gone = {b for b in gone if b not in allocated}
-            freed[self.group_of[i]] += len(gone)
+            freed[self.group_of[i]] += self._freed(req, i, gone)
         outcome = self._shortfalls(needed, freed)
         if outcome.ok:
             self._move(req, targets)
@@ -379,15 +452,12 @@ class OracleManager:
         self._release_all(req)
         req.state = CLOSED
 
-    def _tables(self, req: _Request) -> tuple[tuple[int | None, ...], ...]:
-        """A request's tables: every allocated block, its index where held, None where not."""
+    def _tables(self, req: _Request) -> tuple[BlockTable, ...]:
+        """A request's tables: every allocated block, and which of them are held (as ranges)."""
         tables = []
         for geometry, held in zip(self.geometries, req.held):
             blocks = range(1) if geometry.kind == "ssm" else _allocated(req.capacity, self.t)
-            table: list[int | None] = [None] * len(blocks)
-            for b in held:  # every held block is an allocated one
-                table[b] = b
-            tables.append(tuple(table))
+            tables.append(BlockTable.from_blocks(len(blocks), held))  # every held block is an allocated one
         return tuple(tables)
 
     def snapshot(self) -> Snapshot:
@@ -429,4 +499,10 @@ class OracleManager:
 @factory(ALL_SEMANTICS, name="oracle", limits=Limits(max_window_tokens=4096, max_capacity_tokens=10**6))
 def oracle(config: Config) -> ManagerBackend:
     """The independent token-level oracle."""
+    return ManagerBackend(OracleManager(config))
+
+
+@factory(ALL_SEMANTICS_SHARING, name="oracle-sharing", limits=Limits(max_window_tokens=4096, max_capacity_tokens=10**6))
+def oracle_sharing(config: Config) -> ManagerBackend:
+    """The oracle under prefix sharing: requests created on others' prefixes, repeated requests."""
     return ManagerBackend(OracleManager(config))

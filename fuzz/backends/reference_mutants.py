@@ -16,9 +16,8 @@ Measuring them (the oracle campaign, their shrunk traces, the score) is :mod:`sw
 
 from __future__ import annotations
 
-import functools
-
 import contextlib
+import functools
 from typing import Any, Callable, Iterator
 
 import attrs
@@ -40,8 +39,11 @@ from swafloor.reference import (
 )
 from swafloor.reference import config as reference_config
 
+from swafloor.reference.seeded_bugs import ORACLE, SEEDED_BUGS
+
 from ..adapter import ManagerBackend
-from ..protocol import ALL_SEMANTICS, BackendRecord, UnknownBackend, factory
+from .mutants import _SharedFreedEarly
+from ..protocol import ALL_SEMANTICS, ALL_SEMANTICS_SHARING, BackendRecord, UnknownBackend, factory
 
 __all__ = ["PREFIX", "REFERENCE_MUTANTS", "ReferenceMutant", "names", "resolve_mutant"]
 
@@ -56,6 +58,7 @@ class ReferenceMutant:
     covers: str  # what part of the spec it breaks: a semantics option, release order, mapping, ...
     description: str
     make: Callable[[Config], Manager] = attrs.field(eq=False)
+    backend: str = "oracle"  # the oracle campaign that must kill it (oracle-sharing for prefix sharing)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -109,6 +112,7 @@ class _ResumeWithCopies(Manager):
         req = self._get(request_id, RequestState.SUSPENDED)
         extra = self.copies(req)
         plan = self._plan(req, req.history, req.capacity)
+        points = self._points
         outcome = self._feasible(plan, held_back=None, extra=extra)
         if not outcome:
             return outcome
@@ -117,6 +121,7 @@ class _ResumeWithCopies(Manager):
         for g, slots in enumerate(transient):
             for slot in slots:
                 self._pools[g].give(slot)
+        req.evicted_on = points
         req.released_to = req.history
         req.state = RequestState.ACTIVE
         req.resumed = True
@@ -213,6 +218,7 @@ class _Suspend(Manager):
             self._release_all(req)
         if self.forgets(mode):
             req.capacity = req.history = req.released_to = 0
+            req.evicted_on = [0] * len(req.evicted_on)
             req.pending_copy = False
         req.state = RequestState.SUSPENDED
         self._refresh(req)
@@ -422,70 +428,46 @@ def _full_share_one(original, lc, t, rule, all_lcs, k):
     return 1 if lc.kind is LifeCycleKind.FULL else original(lc, t, rule, all_lcs, k)
 
 
-_MUTANTS = (
-    ReferenceMutant("released-on-history", "semantics.in_flight_tokens",
-                    "blocks released on h instead of h - k (the tokens in flight ignored)", _ReleasedOnHistory),
-    ReferenceMutant("released-one-early", "the live window",
-                    "blocks released on max(0, h - k) + 1: the first position the token in flight reads is lost",
-                    _ReleasedOneEarly),
-    ReferenceMutant("sinks-released", "sink blocks", "sink blocks released like any other block", _SinksReleased),
-    ReferenceMutant("in-flight-unsized", "semantics.in_flight_tokens",
-                    "pools sized with the synchronous floor whatever the tokens in flight", _sized(_in_flight_unsized)),
-    ReferenceMutant("interval-ignored", "semantics.eviction_interval",
-                    "stale blocks freed at every step whatever the eviction interval", _IntervalIgnored),
-    ReferenceMutant("eviction-one-late", "semantics.eviction_interval",
-                    "an eviction interval above 1 due one token late", _EvictionOneLate),
-    ReferenceMutant("lazy-frees-at-commit", "semantics.free_stale",
-                    "at-allocate releases at commit anyway", _LazyFreesAtCommit),
-    ReferenceMutant("at-commit-frees-lazily", "semantics.free_stale",
-                    "at-commit releases nothing at commit, only at the next resize", _AtCommitFreesLazily),
-    ReferenceMutant("lazy-release-undone", "semantics.free_stale, failure path",
-                    "at-allocate's release at the start of a resize is undone when the allocation fails",
-                    _LazyReleaseUndone),
-    ReferenceMutant("recompute-keeps-slots", "semantics.suspend",
-                    "a recompute suspend frees no slot", _RecomputeKeepsSlots),
-    ReferenceMutant("recompute-keeps-lengths", "semantics.suspend",
-                    "a recompute suspend keeps capacity and history", _RecomputeKeepsLengths),
-    ReferenceMutant("release-forgets-lengths", "semantics.suspend",
-                    "a release suspend drops the computed tokens, as recompute does", _ReleaseForgetsLengths),
-    ReferenceMutant("keep-frees", "semantics.suspend", "a keep suspend frees every slot", _KeepFrees),
-    ReferenceMutant("kept-resume-charges-all", "semantics.suspend, failure path",
-                    "resuming a request that kept its slots checks room for all its blocks again",
-                    _KeptResumeChargesAll),
-    ReferenceMutant("copy-per-layer", "semantics.first_resume_copy",
-                    "the first-resume copy slot charged per layer, not per life cycle", _CopyPerLayer),
-    ReferenceMutant("copy-when-aligned", "semantics.first_resume_copy",
-                    "the first-resume copy slot charged for a block-aligned reused history too", _CopyWhenAligned),
-    ReferenceMutant("no-ssm-snapshot-copy", "semantics.first_resume_copy",
-                    "no copy slot for the SSM state snapshot", _NoSsmSnapshotCopy),
-    ReferenceMutant("copy-switch-ignored", "semantics.first_resume_copy",
-                    "the copy slot charged with first_resume_copy off", _CopySwitchIgnored),
-    ReferenceMutant("copy-never", "semantics.first_resume_copy",
-                    "no copy slot with first_resume_copy on", _CopyNever),
-    ReferenceMutant("hold-uncharged", "semantics.release_order",
-                    "hold-until-return does not charge the held-back blocks in its feasibility check",
-                    _HoldUncharged),
-    ReferenceMutant("hold-leaks", "semantics.release_order",
-                    "hold-until-return never gives back the slots of the blocks it held until it returned",
-                    _HoldLeaks),
-    ReferenceMutant("release-order-swapped", "semantics.release_order",
-                    "each release order behaves as the other", _order_swapped),
-    ReferenceMutant("interleaved-pool-groups", "pool-group mapping",
-                    "life cycle i served from pool group i mod G whatever the map", _InterleavedPoolGroups),
-    ReferenceMutant("sorted-pool-groups", "pool-group mapping",
-                    "the pool-group map taken as monotone (sorted)", _SortedPoolGroups),
-    ReferenceMutant("failed-resize-keeps-partial", "failure path",
-                    "a failed resize keeps its allocations in the pool groups that had room",
-                    _FailedResizeKeepsPartial),
-    ReferenceMutant("failed-resize-keeps-history", "failure path",
-                    "a failed resize keeps the new history", _FailedResizeKeepsHistory),
-    ReferenceMutant("shortfall-without-released", "failure path",
-                    "a shortfall reports only free slots as available, not the blocks the step releases",
-                    _ShortfallWithoutReleased),
-    ReferenceMutant("floor-division", "sizing",
-                    "SWA minimum with floor instead of ceiling division", _sized(_floor_division)),
-    ReferenceMutant("full-share-one", "sizing",
-                    "full attention's share of the minimum is one slot", _sized(_full_share_one)),
+#: How each seeded bug of the reference list (campaign ORACLE in swafloor.reference.seeded_bugs) is
+#: built: the mutated manager from a config. Its name, what it covers and what it changes are the list's.
+_MAKERS: dict[str, Callable[[Config], Manager]] = {
+    "released-on-history": _ReleasedOnHistory,
+    "released-one-early": _ReleasedOneEarly,
+    "sinks-released": _SinksReleased,
+    "interval-ignored": _IntervalIgnored,
+    "eviction-one-late": _EvictionOneLate,
+    "in-flight-floor-ignores-k": _sized(_in_flight_unsized),
+    "lazy-frees-at-commit": _LazyFreesAtCommit,
+    "at-commit-frees-lazily": _AtCommitFreesLazily,
+    "lazy-release-undone": _LazyReleaseUndone,
+    "recompute-keeps-slots": _RecomputeKeepsSlots,
+    "recompute-keeps-lengths": _RecomputeKeepsLengths,
+    "release-forgets-lengths": _ReleaseForgetsLengths,
+    "keep-frees": _KeepFrees,
+    "kept-resume-charges-all": _KeptResumeChargesAll,
+    "copy-per-layer": _CopyPerLayer,
+    "copy-when-aligned": _CopyWhenAligned,
+    "no-ssm-snapshot-copy": _NoSsmSnapshotCopy,
+    "copy-switch-ignored": _CopySwitchIgnored,
+    "copy-never": _CopyNever,
+    "hold-uncharged": _HoldUncharged,
+    "hold-leaks": _HoldLeaks,
+    "release-order-swapped": _order_swapped,
+    "interleaved-pool-groups": _InterleavedPoolGroups,
+    "sorted-pool-groups": _SortedPoolGroups,
+    "failed-resize-keeps-partial": _FailedResizeKeepsPartial,
+    "failed-resize-keeps-history": _FailedResizeKeepsHistory,
+    "shortfall-without-released": _ShortfallWithoutReleased,
+    "floor-division": _sized(_floor_division),
+    "full-attention-floor-one": _sized(_full_share_one),
+    "shared-freed-when-stale-for-one": _SharedFreedEarly,
+}
+#: The oracle that must catch a seeded bug of the reference, where it is not the plain one.
+_BACKEND = {"shared-freed-when-stale-for-one": "oracle-sharing"}
+
+_MUTANTS = tuple(
+    ReferenceMutant(bug.name, bug.covers, bug.description, _MAKERS[bug.name], backend=_BACKEND.get(bug.name, "oracle"))
+    for bug in SEEDED_BUGS if ORACLE in bug.campaigns
 )
 
 #: Mutant name (without the prefix) -> mutant.
@@ -498,7 +480,7 @@ def names() -> tuple[str, ...]:
 
 
 def _factory(mutant: ReferenceMutant):
-    @factory(ALL_SEMANTICS, name=PREFIX + mutant.name)
+    @factory(ALL_SEMANTICS_SHARING if mutant.backend == "oracle-sharing" else ALL_SEMANTICS, name=PREFIX + mutant.name)
     def make(config: Config) -> ManagerBackend:
         return ManagerBackend(mutant.make(config))
 

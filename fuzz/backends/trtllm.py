@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any, Hashable
 
-from swafloor.reference import Config, Outcome, RequestState, build_layout
+from swafloor.reference import BlockTable, Config, Outcome, RequestState, build_layout
 
 from ..protocol import Capabilities, Part, Unsupported, factory
 
@@ -137,18 +137,22 @@ class TrtllmBackend:
             state = _STATE.get(getattr(kv.status, "name", str(kv.status)), str(kv.status))
             lengths[rid] = (state, int(kv.capacity), int(kv.history_length))
             if state == RequestState.ACTIVE:
-                tables[rid] = tuple(
-                    tuple(b if int(p) != -1 else None for b, p in enumerate(kv.get_base_page_indices(lc)))
-                    for lc in range(len(self.tl.life_cycles))
-                )
+                tables[rid] = tuple(_table(kv.get_base_page_indices(lc)) for lc in range(len(self.tl.life_cycles)))
             else:
-                tables[rid] = tuple(() for _ in self.tl.life_cycles)
+                tables[rid] = tuple(BlockTable(0) for _ in self.tl.life_cycles)
         return {
             Part.POOL_TOTALS: tuple(totals),
             Part.POOL_USED: tuple(used),
             Part.LENGTHS: lengths,
             Part.TABLES: tables,
         }
+
+
+def _table(pages: Any) -> BlockTable:
+    """TensorRT-LLM's base page indices of one life cycle as a table: an entry per block, held where
+    the page is not -1."""
+    pages = list(pages)
+    return BlockTable.from_blocks(len(pages), (b for b, p in enumerate(pages) if int(p) != -1))
 
 
 @factory(CAPABILITIES, name="trtllm")

@@ -33,6 +33,12 @@ one's output returned), so vLLM frees on ``history - 1``. It creates no request 
 history: right after a connector load nothing is in flight (vLLM frees on the loaded history),
 while the model's ``k`` applies to every history.
 
+Every release whose v1 manager has a sliding-window manager (0.8.3 on) is driven, adapted by inspection
+(:mod:`._vllm_compat`: imports, constructor and call signatures, the connector load path); a release
+lacking a piece the backend needs raises :class:`Unsupported` saying which. ``vllm-no-reuse`` is
+``vllm`` without reused history (the matrix compares everything else on releases whose connector load
+differs).
+
 Observations are read from vLLM's objects: pool totals and use from the ``BlockPool``, tables from
 the manager's per-group block lists (a null entry holds no slot), states from ``Request.status`` and
 history from ``Request.num_computed_tokens``. The capacity is the token count the last step asked
@@ -45,6 +51,7 @@ import time
 from typing import Any, Hashable
 
 from swafloor.reference import (
+    BlockTable,
     Config,
     LifeCycleKind,
     Outcome,
@@ -56,8 +63,9 @@ from swafloor.reference import (
 )
 
 from ..protocol import Capabilities, Operation, Part, Unsupported, factory
+from ._vllm_compat import check_in_flight, import_vllm, release_of
 
-__all__ = ["VllmBackend", "vllm", "vllm_async", "load", "capabilities", "semantics", "import_seconds"]
+__all__ = ["VllmBackend", "vllm", "vllm_async", "vllm_no_reuse", "load", "load_async", "capabilities", "semantics", "import_seconds"]
 
 #: The longest sequence the manager is told of: far above any generated history.
 MAX_MODEL_LEN = 1 << 30
@@ -67,38 +75,23 @@ _import_seconds: list[float] = []
 
 
 def load() -> dict[str, Any]:
-    """Import the parts of vLLM the backend uses (once; 10 to 25 s the first time)."""
+    """Import the parts of vLLM the backend uses (once; 10 to 25 s the first time).
+
+    Any vLLM release whose v1 KV-cache manager has a sliding-window manager (0.8.3 on) is driven:
+    what differs between releases is found by inspection (:mod:`._vllm_compat`), never by version
+    string. A release that cannot serve the backend raises :class:`Unsupported` with one line why."""
     if not _loaded:
         started = time.perf_counter()
-        try:
-            from vllm.sampling_params import SamplingParams
-            from vllm.v1.core.kv_cache_manager import KVCacheManager
-            from vllm.v1.kv_cache_interface import (
-                FullAttentionSpec,
-                KVCacheConfig,
-                KVCacheGroupSpec,
-                SlidingWindowSpec,
-            )
-            from vllm.v1.request import Request, RequestStatus
-        except ImportError as exc:
-            raise Unsupported(
-                f"vLLM is not importable here ({exc}); run the vLLM backend in the venv made by scripts/vllm-venv"
-            ) from exc
-        import torch
-
-        _loaded.update(
-            SamplingParams=SamplingParams,
-            KVCacheManager=KVCacheManager,
-            FullAttentionSpec=FullAttentionSpec,
-            KVCacheConfig=KVCacheConfig,
-            KVCacheGroupSpec=KVCacheGroupSpec,
-            SlidingWindowSpec=SlidingWindowSpec,
-            Request=Request,
-            RequestStatus=RequestStatus,
-            dtype=torch.float16,
-        )
+        _loaded.update(import_vllm())
         _import_seconds.append(time.perf_counter() - started)
     return _loaded
+
+
+def load_async() -> dict[str, Any]:
+    """:func:`load`, then check that this release's manager can be told of tokens in flight."""
+    v = load()
+    check_in_flight(v)
+    return v
 
 
 def import_seconds() -> float | None:
@@ -116,8 +109,9 @@ def semantics(in_flight: int) -> Semantics:
     )
 
 
-def capabilities(in_flight: int) -> Capabilities:
-    """What the backend supports and how each part is compared (everything it shows, exactly)."""
+def capabilities(in_flight: int, reuse: bool = True) -> Capabilities:
+    """What the backend supports and how each part is compared (everything it shows, exactly).
+    ``reuse=False``: no request is created with reused history."""
     return Capabilities(
         operations=[Operation.CREATE, Operation.RESUME, Operation.RESIZE, Operation.COMMIT, Operation.SUSPEND,
                     Operation.CLOSE],
@@ -136,7 +130,7 @@ def capabilities(in_flight: int) -> Capabilities:
         sinks=False,  # SlidingWindowSpec has no sink tokens
         shared_pool_groups=True,
         one_pool_group=True,  # every KV-cache group draws from one BlockPool
-        reused_history=in_flight == 0,  # see the module docstring
+        reused_history=reuse and in_flight == 0,  # see the module docstring
         legacy_floor=True,  # vLLM has no floor of its own: any pool size is served
         commit_before_allocate=True,  # num_computed_tokens advances before the next allocate_slots
         capacity_cuts=False,  # vLLM never shrinks a block table
@@ -163,29 +157,22 @@ class VllmBackend:
         self.in_flight = in_flight
         if layout.num_pool_groups != 1:
             raise Unsupported(f"vLLM serves every life cycle from one pool; config has {layout.num_pool_groups}")
-        groups = []
-        for i, lc in enumerate(layout.life_cycles):
+        windows: list[int | None] = []
+        for lc in layout.life_cycles:
             if lc.kind is LifeCycleKind.SWA:
                 if lc.sink_blocks:
                     raise Unsupported("vLLM's sliding-window manager has no sink tokens")
-                spec = v["SlidingWindowSpec"](
-                    block_size=t, num_kv_heads=1, head_size=1, dtype=v["dtype"], sliding_window=lc.window
-                )
+                windows.append(lc.window)
             elif lc.kind is LifeCycleKind.FULL:
-                spec = v["FullAttentionSpec"](block_size=t, num_kv_heads=1, head_size=1, dtype=v["dtype"])
+                windows.append(None)
             else:
                 raise Unsupported("vLLM's SSM (Mamba) manager is not driven by this backend")
-            groups.append(v["KVCacheGroupSpec"](layer_names=[f"layer.{i}"], kv_cache_spec=spec))
         self.pool_slots = layout.slots[0]
-        kv_cache_config = v["KVCacheConfig"](num_blocks=self.pool_slots + 1, kv_cache_tensors=[], kv_cache_groups=groups)
-        self.manager = v["KVCacheManager"](
-            kv_cache_config,
-            max_model_len=MAX_MODEL_LEN,
-            scheduler_block_size=t,
-            hash_block_size=t,
-            max_in_flight_tokens=max(1, in_flight),  # sizes only vLLM's admission cap, never used here
-            enable_caching=False,
-        )
+        if in_flight:
+            check_in_flight(v)
+        # The release's constructors and calls, adapted by inspection (see _vllm_compat.Release).
+        self.vllm = release = release_of(v)
+        self.manager = release.manager(t, windows, self.pool_slots + 1, max_model_len=MAX_MODEL_LEN, in_flight=in_flight)
         self.pool = self.manager.block_pool
         self.status = v["RequestStatus"]
         self.requests: dict[Hashable, _Request] = {}
@@ -213,13 +200,7 @@ class VllmBackend:
     def create(self, request_id: Hashable, reused_history: int = 0) -> None:
         if request_id in self.requests:
             raise RequestError(request_id, "request_id", request_id, "already exists")
-        v = _loaded
-        request = v["Request"](
-            request_id=str(request_id),
-            prompt_token_ids=[0] * max(1, reused_history),
-            sampling_params=v["SamplingParams"](max_tokens=MAX_MODEL_LEN),
-            pooling_params=None,
-        )
+        request = self.vllm.request(str(request_id), max(1, reused_history), MAX_MODEL_LEN)
         request.num_computed_tokens = reused_history  # held by the connector until loaded
         self.requests[request_id] = _Request(request, reused_history)
 
@@ -230,7 +211,7 @@ class VllmBackend:
         if c > h or h > 0:
             request.num_computed_tokens = 0
             request.num_in_flight_tokens = 0
-            blocks = self.manager.allocate_slots(request, c - h, num_external_computed_tokens=h)
+            blocks = self.vllm.load(self.manager, request, c - h, h)
             request.num_computed_tokens = h
             if blocks is None:
                 return Outcome(False)
@@ -245,12 +226,12 @@ class VllmBackend:
         h = request.num_computed_tokens
         self._set_in_flight(request)
         if capacity > h:
-            if self.manager.allocate_slots(request, capacity - h) is None:
+            if self.vllm.allocate(self.manager, request, capacity - h) is None:
                 return Outcome(False)
         else:  # nothing to schedule: only the free that precedes every allocation
-            self.manager.remove_skipped_blocks(
-                request.request_id, max(0, h - request.num_in_flight_tokens), request.num_prompt_tokens
-            )
+            # (a release that cannot be told of tokens in flight frees on the history, as its allocate_slots does)
+            processed = max(0, h - request.num_in_flight_tokens) if self.vllm.in_flight else h
+            self.vllm.remove_skipped(self.manager, request, processed)
         entry.capacity = capacity
         return Outcome(True)
 
@@ -275,10 +256,10 @@ class VllmBackend:
 
     # ------------------------------------------------------------------ observation
     @staticmethod
-    def _table(blocks: list[Any]) -> tuple[int | None, ...]:
-        """vLLM's own block list for a group: the index where a real block is held, None for the null
-        block (a freed out-of-window position); nothing added for capacity vLLM keeps no number of."""
-        return tuple(None if block.is_null else i for i, block in enumerate(blocks))
+    def _table(blocks: list[Any]) -> BlockTable:
+        """vLLM's own block list for a group as a table: its entries, the non-null ones held (a null
+        entry is a freed out-of-window position); nothing added for capacity vLLM keeps no number of."""
+        return BlockTable.from_blocks(len(blocks), (i for i, block in enumerate(blocks) if not block.is_null))
 
     def _free_ids(self) -> list[int]:
         """The block ids in vLLM's free queue, walked through its links (not its counter), at most one
@@ -321,7 +302,7 @@ class VllmBackend:
     def observe(self) -> dict[Part, Any]:
         total = self.pool.num_gpu_blocks - 1  # block 0 is the null block
         lengths: dict[Hashable, tuple[str, int, int]] = {}
-        tables: dict[Hashable, tuple[tuple[int | None, ...], ...]] = {}
+        tables: dict[Hashable, tuple[BlockTable, ...]] = {}
         for rid, entry in self.requests.items():
             if entry.closed:
                 continue
@@ -344,7 +325,14 @@ def vllm(config: Config) -> VllmBackend:
     return VllmBackend(config, in_flight=0)
 
 
-@factory(capabilities(1), name="vllm-async", prepare=load)
+@factory(capabilities(1), name="vllm-async", prepare=load_async)
 def vllm_async(config: Config) -> VllmBackend:
     """vLLM's v1 block manager, asynchronous scheduling with one token in flight."""
     return VllmBackend(config, in_flight=1)
+
+
+@factory(capabilities(0, reuse=False), name="vllm-no-reuse", prepare=load)
+def vllm_no_reuse(config: Config) -> VllmBackend:
+    """vLLM's v1 block manager, synchronous scheduling, no request with reused history (the matrix runs it
+    on releases whose KV-connector load differs, to compare everything else)."""
+    return VllmBackend(config, in_flight=0)

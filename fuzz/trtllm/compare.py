@@ -45,6 +45,7 @@ from typing import Any, Callable, Iterator
 
 import attrs
 
+from swafloor.reference import sharing
 from swafloor.reference import (
     AttentionLayer,
     Config,
@@ -54,7 +55,6 @@ from swafloor.reference import (
     SsmLayer,
     SwafloorError,
     build_layout,
-    live_block_indices,
     scratch_range,
     sink_blocks_for,
     stale_range,
@@ -817,30 +817,28 @@ class _LayerList:
 
 
 def batch_need(tl: TrtllmLayout, requests: list[tuple[int, int]], sys_len: int, rewind: int | None) -> list[int]:
-    """Slots per pool group that a batch holds, from the reference's live blocks: each request's
-    live blocks past the shared system prompt, plus the system-prompt blocks live for any request
-    (counted once); an SSM life cycle holds one page per request; with scratch reuse a request's
-    scratch blocks take ``ceil(n * fraction)`` shared slots instead of ``n`` (requests have
-    ``capacity >= blocks of the system prompt`` and, when it is non-empty, history past it)."""
+    """Slots per pool group that a batch holds, by the reference's proven formula
+    (:func:`~swafloor.reference.sharing.shared_batch_slots`, theorems ``shared-batch-exact`` and
+    ``sharing-never-raises``): per attention life cycle, the system prompt's whole blocks live for any
+    request, once, plus each request's own live blocks past them; an SSM life cycle holds one page
+    per request; with scratch reuse a request's scratch blocks take ``ceil(n * fraction)`` shared
+    slots instead of ``n`` (requests have ``capacity >= blocks of the system prompt`` and, when it is
+    non-empty, history past it)."""
     t = tl.tokens_per_block
-    sys_blocks = sys_len // t
+    sys_blocks = sharing.prefix_blocks(sys_len, t)
     need = [0] * tl.num_pool_groups
+    batch = [(history, capacity) for capacity, history in requests]
     for index, (kind, window, sinks) in enumerate(tl.life_cycles):
         g = tl.pool_group_of[index]
         if kind == "ssm":
             need[g] += len(requests)
             continue
-        shared: set[int] = set()
-        for capacity, history in requests:
-            live = live_block_indices(history, capacity, t, window, sinks)
-            shared.update(b for b in live if b < sys_blocks)
-            own = sum(1 for b in live if b >= sys_blocks)
-            if rewind is not None and window is not None:
+        need[g] += sharing.shared_batch_slots(batch, t, window, sinks, sys_blocks)
+        if rewind is not None and window is not None:
+            for capacity, history in requests:
                 lo, hi = scratch_range(history, capacity, t, window, sinks, rewind)
                 n = max(0, hi - lo)
-                own += -n + math.ceil(n * tl.scratch_fraction[index])
-            need[g] += own
-        need[g] += len(shared)
+                need[g] += -n + math.ceil(n * tl.scratch_fraction[index])
     return need
 
 

@@ -114,6 +114,8 @@ def writable_file(text: str) -> Path:
     try:
         if path.is_dir():
             raise argparse.ArgumentTypeError(f"{_show(text)} is a folder")
+        if path.is_fifo() or path.is_socket():  # opening one to write would wait for a reader forever
+            raise argparse.ArgumentTypeError(f"{_show(text)} is not a regular file")
         if not folder.is_dir():
             why = "is not a folder" if folder.exists() else "does not exist"
             raise argparse.ArgumentTypeError(f"{_show(text)}: {_show(str(folder))} {why}")
@@ -134,3 +136,16 @@ def add_window_arguments(parser: argparse.ArgumentParser) -> None:
 def print_json(data: Any) -> None:
     json.dump(data, sys.stdout, indent=2, sort_keys=False)
     sys.stdout.write("\n")
+
+
+def format_duration(seconds: float) -> str:
+    """``seconds`` as a rough, readable duration: "40 s", "12 min", "3.5 h", "2.1 days", "4.2 years"."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds < 730 * 86400:
+        return f"{seconds / 86400:.1f} days"
+    return f"{seconds / (365 * 86400):,.1f} years"

@@ -19,7 +19,7 @@ import time
 from swafloor.reference import AttentionLayer, Config, build_layout, cdiv
 from swafloor.reference.show import bounded
 
-from ._common import float_in, print_json
+from ._common import float_in, format_duration, print_json
 
 TARGETS = {
     "reference": "swafloor.commands.bench:reference_figures",
@@ -33,6 +33,31 @@ FORMATTERS = {
     "fuzz": "swafloor.fuzz.bench:format",
     "dataplane": "swafloor.fuzz.dataplane_bench:format",
 }
+
+
+#: What each fixed-size target costs, in CPU seconds (user + sys of ``time swafloor bench TARGET``,
+#: its solver processes included) on the development machine (x86_64, 2 cores, Python 3.11.7, measured
+#: under a load average near 8, which CPU seconds mostly discount): the basis of the estimate printed
+#: before measuring. A slower or busier machine takes longer than estimated.
+TYPICAL_SECONDS = {"proofs": 140.0, "fuzz": 76.0, "dataplane": 26.0}
+REFERENCE_FIGURE_OVERHEAD = 0.3  # seconds to build each reference figure's sides beyond its budget
+
+
+def estimate(targets: list[str], seconds: float, against: str) -> str:
+    """One line, printed before any measuring: about how long ``targets`` take in all, and why."""
+    total, parts = 0.0, []
+    for target in targets:
+        if target == "reference":
+            figures = 2 * (len(VLLM_ROWS) if against == "vllm" else 4)  # two sides per row
+            cost = figures * (seconds + REFERENCE_FIGURE_OVERHEAD)
+            parts.append(f"reference {figures} figures x {seconds:g} s")
+        else:
+            cost = TYPICAL_SECONDS[target]
+            parts.append(f"{target} ~{format_duration(cost)}")
+        total += cost
+    basis = "; the others as measured on the development machine" if set(targets) - {"reference"} else ""
+    return (f"bench: {', '.join(targets)}: about {format_duration(total)} in all ({', '.join(parts)}{basis}); "
+            "Ctrl-C stops")
 
 
 def register(subparsers) -> None:
@@ -59,6 +84,7 @@ def run(args) -> int:
     if unknown:
         raise UsageError(f"swafloor bench: TARGET={bounded(unknown[0], 60)}: must be one of {', '.join(TARGETS)}")
     targets = list(dict.fromkeys(args.targets)) or list(TARGETS)
+    print(estimate(targets, args.seconds, args.against), file=sys.stderr, flush=True)
     results = {}
     for target in targets:
         print(f"bench: measuring {target} ...", file=sys.stderr)

@@ -119,7 +119,11 @@ def run(args) -> int:
             raise UsageError("swafloor fuzz: --mutate-reference replaces --against; give one of them")
         name = args.mutate_reference
         args.against = name if name.startswith(PREFIX) else PREFIX + name
-        args.backend = "oracle" if args.backend is None else args.backend
+        if args.backend is None:
+            from swafloor.fuzz.backends.reference_mutants import REFERENCE_MUTANTS
+
+            known = REFERENCE_MUTANTS.get(args.against[len(PREFIX):])
+            args.backend = known.backend if known is not None else "oracle"
     if args.backend is None:
         from ..cli import UsageError
 

@@ -7,7 +7,7 @@ import time
 
 from swafloor.reference import AttentionLayer, Config, FloorRule, Manager, ReleaseOrder, build_layout
 
-from ._common import add_window_arguments, int_at_least, print_json
+from ._common import add_window_arguments, format_duration, int_at_least, print_json
 
 
 def register(subparsers) -> None:
@@ -53,17 +53,29 @@ def decode(
 
 
 class _Progress:
-    """Progress of a long simulation on stderr: a line after the first second, then every 5 s."""
+    """Progress of a long simulation on stderr: once the first 4096 steps are timed, an estimate of
+    the total time when it exceeds ``estimate_above`` seconds; a line after the first second, then
+    every 5 s."""
 
-    def __init__(self, steps: int, first: float = 1.0, every: float = 5.0):
+    def __init__(self, steps: int, first: float = 1.0, every: float = 5.0, estimate_above: float = 2.0):
         self.steps, self.done, self.history = steps, 0, None
         self.started = time.perf_counter()
         self.next_report = self.started + first
         self.every = every
+        self.estimate_above = estimate_above
+        self.estimated = False
 
     def __call__(self, done: int, history: int) -> None:
         self.done, self.history = done, history
         now = time.perf_counter()
+        if done and not self.estimated:
+            self.estimated = True
+            rate = done / max(now - self.started, 1e-9)
+            total = self.steps / rate
+            if total > self.estimate_above:
+                print(f"simulate: {self.steps:,} steps at about {rate:,.0f} steps/s (the first {done:,} timed): "
+                      f"about {format_duration(total)} in all; progress every {self.every:g} s, Ctrl-C stops",
+                      file=sys.stderr, flush=True)
         if now >= self.next_report:
             self.next_report = now + self.every
             print(f"simulate: {done:,} of {self.steps:,} steps ({100 * done / self.steps:.1f}%), "

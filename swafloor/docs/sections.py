@@ -225,16 +225,19 @@ def backends_table() -> str:
 def seeded_bugs_table() -> str:
     """The one list of seeded bugs (swafloor.reference.seeded_bugs): each bug, the theorems it flips
     (seeded in the formulas, proofs/mutations.py) and the campaigns that catch it (seeded as a
-    backend, fuzz/backends/mutants.py)."""
-    from swafloor.reference.seeded_bugs import DATA_PLANE, SEEDED_BUGS, TABLE_ONLY
+    backend, fuzz/backends/mutants.py, or in the reference itself for the oracle,
+    fuzz/backends/reference_mutants.py), with the part of the spec a bug of the reference breaks."""
+    from swafloor.reference.seeded_bugs import DATA_PLANE, ORACLE, SEEDED_BUGS, TABLE_ONLY
 
-    shown = {TABLE_ONLY: "table-only (`mutant:{}`)", DATA_PLANE: "data plane (`dataplane:mutant:{}`)"}
+    shown = {TABLE_ONLY: "table-only (`mutant:{}`)", DATA_PLANE: "data plane (`dataplane:mutant:{}`)",
+             ORACLE: "the oracle (`reference-mutant:{}`)"}
     lines = ["| bug | what it changes | theorems it flips | campaigns that catch it |", "|---|---|---|---|"]
     for bug in SEEDED_BUGS:
         theorems = ", ".join(_link(name) for name in bug.theorems) or "-"
         campaigns = ", ".join(shown[c].format(bug.name) for c in bug.campaigns) or "-"
         description = bug.description.replace("|", "\\|")
-        lines.append(f"| `{bug.name}` | {description} | {theorems} | {campaigns} |")
+        covers = f" ({bug.covers})" if bug.covers else ""
+        lines.append(f"| `{bug.name}` | {description}{covers} | {theorems} | {campaigns} |")
     return "\n".join(lines)
 
 
@@ -300,13 +303,111 @@ def pages_table() -> str:
     return "\n".join(lines)
 
 
-def reference_mutants() -> str:
-    """The seeded bugs of the reference, read from the table the campaign test uses."""
-    from swafloor.fuzz.backends.reference_mutants import PREFIX, REFERENCE_MUTANTS
+# ----------------------------------------------------------------------------- vLLM releases
+VLLM_MATRIX = "docs/vllm-matrix.json"
 
-    lines = ["| name | what it breaks | the bug |", "|---|---|---|"]
-    for mutant in REFERENCE_MUTANTS.values():
-        lines.append(f"| `{PREFIX}{mutant.name}` | {mutant.covers} | {mutant.description} |")
+
+def write_vllm_matrix(report: dict) -> str:
+    """Store a ``swafloor matrix vllm`` report (the measured table) where :func:`vllm_matrix` reads it.
+    The rows of the releases it ran replace those stored; other rows stay, with the run that made
+    them (a run with another profile, seed, example count or pinned release starts the table anew)."""
+    import json
+    import os
+    import platform
+    import time
+
+    from . import repository_root
+
+    path = repository_root() / VLLM_MATRIX
+    run = {"command": report["command"], "measured": time.strftime("%Y-%m-%d", time.gmtime()),
+           "seconds": report["seconds"], "releases": report["releases"],
+           "machine": f"{platform.machine()}, {os.cpu_count()} cores (shared), Python {platform.python_version()}"}
+    same = ("profile", "seed", "examples", "pinned")
+    old = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+    if old is None or any(old.get(k) != report.get(k) for k in same):
+        old = {**{k: report[k] for k in same}, "backends": [], "releases": [], "cells": [], "runs": []}
+    ran = {(c["release"], c["backend"]) for c in report["cells"]}
+    cells = [c for c in old["cells"] if (c["release"], c["backend"]) not in ran] + list(report["cells"])
+    from swafloor.fuzz.matrix import domain, release_key
+
+    backends = list(dict.fromkeys(old["backends"] + list(report["backends"])))
+    data = {
+        **{k: report[k] for k in same},
+        "domain": domain(backends),
+        "backends": backends,
+        "releases": sorted(set(old["releases"]) | set(report["releases"]), key=release_key),
+        "runs": [r for r in old["runs"] if set(r["releases"]) - set(report["releases"])] + [run],
+        "cells": sorted(cells, key=lambda c: (release_key(c["release"]), c["backend"])),
+    }
+    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def _release_traces() -> list[tuple[str, dict]]:
+    """The regression traces that pin a release's divergence: ``tests/regressions/vllm-X.Y.Z-*.json``."""
+    import json
+
+    from . import repository_root
+
+    out = []
+    for path in sorted((repository_root() / "tests" / "regressions").glob("vllm-*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if (data.get("found") or {}).get("release"):
+            out.append((path.name, data))
+    return out
+
+
+def vllm_domain() -> str:
+    """The vLLM backends' generated domain, from their capabilities."""
+    from swafloor.fuzz.matrix import domain
+
+    text = domain()
+    return f"**{text[0].upper()}{text[1:]}.** Everything else the reference does is compared, exactly."
+
+
+def vllm_matrix() -> str:
+    """The release x backend table ``swafloor matrix vllm --write-docs`` stored, with each divergence
+    class's verdict read from the regression traces that pin it."""
+    import json
+
+    from . import repository_root
+
+    path = repository_root() / VLLM_MATRIX
+    if not path.exists():
+        return "Not measured yet: `swafloor matrix vllm --write-docs`."
+    data = json.loads(path.read_text(encoding="utf-8"))
+    backends = data["backends"]
+    cells = {(c["release"], c["backend"]): c for c in data["cells"]}
+
+    def show(c: dict | None) -> str:
+        if c is None:
+            return "-"
+        if c["result"] == "pass":
+            discard = c.get("discard_rate") or 0
+            return "pass" + (f" ({discard:.0%} of configs refused)" if discard >= 0.05 else "")
+        if c["result"] == "divergence":
+            return f"**divergence**: `{c.get('part')}` at step {c.get('step_index')}"
+        return f"{c['result']}: {str(c.get('why', '')).replace('|', '/')}"
+
+    runs = "; ".join(f"`{r['command']}` on {r['measured']} ({r['machine']}, {r['seconds']:.0f} s)" for r in data["runs"])
+    lines = [
+        f"{data['domain'][0].upper()}{data['domain'][1:]}.",
+        "",
+        f"Measured by {runs}: profile {data['profile']}, seed {data['seed']}, {data['examples']} examples per cell; "
+        f"the pinned release is {data['pinned']}.",
+        "",
+        "| release | " + " | ".join(f"`{b}`" for b in backends) + " |",
+        "|---|" + "---|" * len(backends),
+    ]
+    for release in data["releases"]:
+        lines.append(f"| {release} | " + " | ".join(show(cells.get((release, b))) for b in backends) + " |")
+    traces = _release_traces()
+    if traces:
+        lines += ["", "| divergence class | release | backend | verdict | trace |", "|---|---|---|---|---|"]
+        for name, t in traces:
+            found = t["found"]
+            lines.append(f"| {found.get('class', '?')} | {found['release']} | `{t.get('backend')}` | "
+                         f"{str(found.get('verdict', '?')).replace('|', '/')} | `{name}` (expects {t.get('expect')}) |")
     return "\n".join(lines)
 
 
@@ -319,5 +420,6 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "commands": commands_table,
     "backends": backends_table,
     "seeded-bugs": seeded_bugs_table,
-    "reference-mutants": reference_mutants,
+    "vllm-domain": vllm_domain,
+    "vllm-matrix": vllm_matrix,
 }

@@ -81,7 +81,8 @@ def wrap(inner: BackendRecord, device: str, seed: int = 0, name: str | None = No
 
         notes = inner_caps.notes + ("data plane " + TABLE_ONLY,)
     caps: Capabilities = attrs.evolve(inner_caps, observations=_observations(inner),
-                                      needs_gpu=device.startswith("cuda"), notes=notes, all_semantics=False)
+                                      needs_gpu=device.startswith("cuda"), notes=notes, all_semantics=False,
+                                      prefix_sharing=False)  # the data plane reads no shared prefix yet
     label = name or PREFIX + inner.name
 
     def make(config: Config):

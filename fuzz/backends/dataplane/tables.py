@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ...protocol import BackendCheckFailed, Part, parts_of, slots_of
+from ...protocol import BackendCheckFailed, Part, held_blocks, parts_of, slots_of
 
 __all__ = ["SlotSource", "slot_source", "NoBlockTables", "TABLE_ONLY"]
 
@@ -106,7 +106,7 @@ class _Mirror(SlotSource):
         for rid in [r for r in self.tables if r not in shown]:
             for lc, held in enumerate(self.tables.pop(rid)):
                 self._give(lc, held.values())
-        wanted = {rid: [{b for b in table if b is not None} for table in tables] for rid, tables in shown.items()}
+        wanted = {rid: [held_blocks(table) for table in tables] for rid, tables in shown.items()}
         for rid, per_lc in wanted.items():  # release first
             mine = self.tables.setdefault(rid, [{} for _ in per_lc])
             for lc, blocks in enumerate(per_lc):

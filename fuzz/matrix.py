@@ -1,0 +1,561 @@
+"""The ``vllm`` backends on every vLLM release: ``swafloor matrix vllm``.
+
+Each release is installed once (``pip install --no-deps --target``) into a cache folder,
+``~/.cache/swafloor/vllm/X`` (``$SWAFLOOR_CACHE`` or ``$XDG_CACHE_HOME`` move it; ``--cache`` too),
+beside the pinned vLLM venv's dependencies: with vLLM's compiled kernels deleted (the block manager
+never loads them) a release takes 16-175 MB there (a 0.3-0.4 GB download). A module the release's import path needs and the
+pinned venv lacks is added to the same folder from :data:`EXTRA_MODULES` (pinned), found by trying
+the import, not by release.
+
+Every cell (release x backend) runs in a subprocess of the pinned venv's python with the release's
+folder first on ``PYTHONPATH`` (the pinned release itself runs without one): the same bounded campaign
+for each (the ci profile, a fixed seed, ``examples`` examples), then one of
+
+- ``pass``;
+- ``divergence``: the first differing part, with the shrunk trace saved under the output folder;
+- ``unsupported``: one line saying which piece the release lacks (from the backend's ``Unsupported``).
+
+The pinned venv is found from ``--vllm-venv``, else ``$SWAFLOOR_VLLM_VENV``, else ``.venv-vllm`` in the
+checkout this swafloor runs from (where ``scripts/vllm-venv`` puts it), so the command runs from the
+main venv and from the vLLM venv alike. The venv's own swafloor must be this checkout (the script
+re-points it when run again).
+
+``python -m swafloor.fuzz.matrix cell|replay|probe ...`` is what runs inside a cell's subprocess.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import attrs
+
+from swafloor.reference import SwafloorError
+
+__all__ = [
+    "RELEASES", "BACKENDS", "EXTRA_MODULES", "DEFAULT_EXAMPLES", "MatrixError", "Cell", "VllmVenv",
+    "release_key", "select_releases", "cache_root", "install", "find_venv", "run_cell", "run_release", "replay_cell", "replay_traces",
+    "bisect", "domain",
+]
+
+#: The supported releases: every minor line from the first whose v1 manager has a sliding-window
+#: manager (0.8.3) to the pinned one, at its latest patch, plus 0.8.3 itself.
+RELEASES = (
+    "0.8.3", "0.8.5.post1", "0.9.2", "0.10.2", "0.11.2", "0.12.0", "0.13.0", "0.14.1", "0.15.1", "0.16.0",
+    "0.17.1", "0.18.1", "0.19.1", "0.20.2", "0.21.0", "0.22.1", "0.23.0", "0.24.0", "0.25.1", "0.26.0",
+    "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0",
+)
+BACKENDS = ("vllm", "vllm-async", "vllm-no-reuse")
+#: What ``swafloor matrix vllm`` runs unless told otherwise.
+DEFAULT_BACKENDS = ("vllm", "vllm-async")
+#: Modules some releases import that the pinned venv lacks, each with the pinned packages that give it.
+EXTRA_MODULES = {
+    "blake3": "blake3==1.0.11", "gguf": "gguf==0.19.0", "diskcache": "diskcache==5.6.3",
+    "mistral_common": "mistral-common==1.13.1 pycountry==26.2.16",  # it asks for pycountry by a RuntimeError "jsonschema": "jsonschema==4.26.0", "referencing": "referencing==0.37.0",
+    "rpds": "rpds-py==2026.9.1", "jsonschema_specifications": "jsonschema-specifications==2025.9.1",
+    "pycountry": "pycountry==26.2.16", "tiktoken": "tiktoken==0.14.0", "setproctitle": "setproctitle==1.3.8",
+    "pydantic_extra_types": "pydantic-extra-types==2.11.1",
+}
+DEFAULT_EXAMPLES = 150
+SEED = 0
+PROFILE = "ci"
+#: Written into an installed release's folder once it is complete; names this recipe.
+MARKER = ".swafloor-vllm-release"
+RECIPE = "swafloor-vllm-release/1"
+CELL_TIMEOUT = 1800  # seconds for one cell's subprocess: a hang still ends
+
+_VERSION = re.compile(r"^[0-9]+(\.[0-9]+){1,3}(\.?post[0-9]+)?$")
+
+
+class MatrixError(SwafloorError):
+    """The matrix cannot run (bad release list, no vLLM venv, an install that failed)."""
+
+
+def release_key(version: str) -> tuple[int, ...]:
+    """Sort key: 0.8.5.post1 after 0.8.5, before 0.8.6."""
+    main, _, post = version.partition("post")
+    numbers = [int(x) for x in main.strip(".").split(".") if x]
+    return tuple(numbers + [0] * (4 - len(numbers))) + (int(post) if post else -1,)
+
+
+def _check_version(text: str, field: str) -> str:
+    if not isinstance(text, str) or not _VERSION.match(text) or len(text) > 30:
+        raise MatrixError(f"{field}={text[:40]!r}: not a vLLM release number (like 0.9.2 or 0.8.5.post1)")
+    return text
+
+
+def select_releases(spec: str | None) -> tuple[str, ...]:
+    """``A..B`` (the supported releases from A to B, either end may be left out), a comma-separated
+    list (any release numbers), or None (every supported release)."""
+    if spec is None or spec == "..":
+        return RELEASES
+    if ".." in spec.replace("...", "\0"):
+        low, _, high = spec.partition("..")
+        lo = release_key(_check_version(low, "--releases")) if low else (0,)
+        hi = release_key(_check_version(high, "--releases")) if high else (10**9,)
+        chosen = tuple(r for r in RELEASES if lo <= release_key(r) <= hi)
+        if not chosen:
+            raise MatrixError(f"--releases={spec!r}: no supported release in that range ({RELEASES[0]}..{RELEASES[-1]})")
+        return chosen
+    items = [item.strip() for item in spec.split(",")]
+    if not all(items):
+        raise MatrixError(f"--releases={spec[:60]!r}: an empty item")
+    for item in items:
+        _check_version(item, "--releases")
+        if release_key(item) < release_key(RELEASES[0]):
+            raise MatrixError(f"--releases={item!r}: before {RELEASES[0]}, the first release whose v1 manager has "
+                              "a sliding-window manager (SlidingWindowSpec)")
+    return tuple(sorted(dict.fromkeys(items), key=release_key))
+
+
+def domain(names: Iterable[str] = DEFAULT_BACKENDS) -> str:
+    """The generated domain of the vLLM backends, in one line (what their campaigns never exercise):
+    what every one keeps out, then what only some do."""
+    from .backends import resolve
+    from .runner import domain_of
+
+    lines = {name: (domain_of(resolve(name).capabilities) or "domain: ")[len("domain: "):].split(", ") for name in names}
+    common = [p for p in next(iter(lines.values())) if p and all(p in parts for parts in lines.values())]
+    extra = [f"{p} under {name}" for name, parts in lines.items() for p in parts if p and p not in common]
+    return "domain: " + ", ".join(common + extra)
+
+
+# ----------------------------------------------------------------------------- the pinned venv
+def _checkout() -> Path:
+    return Path(__file__).resolve().parent.parent
+
+
+@attrs.frozen
+class VllmVenv:
+    path: Path
+    python: Path
+    pinned: str  # the vLLM release the venv holds
+
+
+def find_venv(option: str | Path | None = None) -> VllmVenv:
+    """The pinned vLLM venv: ``option``, else ``$SWAFLOOR_VLLM_VENV``, else this checkout's ``.venv-vllm``.
+    Raises :class:`MatrixError` (one line) when it is missing, incomplete, or runs another checkout."""
+    where = Path(option or os.environ.get("SWAFLOOR_VLLM_VENV") or _checkout() / ".venv-vllm")
+    python = where / "bin" / "python"
+    if not python.exists() or not (where / ".swafloor-vllm-complete").exists():
+        raise MatrixError(f"the vLLM venv {where} is missing or incomplete: make it with scripts/vllm-venv "
+                          "(or name one with --vllm-venv)")
+    probe = ("import importlib.metadata as m, os, swafloor.fuzz.matrix as x; "
+             "print(m.version('vllm')); print(os.path.realpath(x.__file__))")
+    out = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, env=_env(None), cwd="/",
+                         timeout=300)
+    if out.returncode != 0:
+        raise MatrixError(f"the vLLM venv {where} does not run swafloor: {_last_line(out.stderr)}")
+    pinned, module = out.stdout.split("\n")[:2]
+    here = os.path.realpath(__file__)
+    if module.strip() != here:
+        raise MatrixError(f"the vLLM venv {where} runs swafloor from {Path(module).parent.parent}, not this checkout "
+                          f"({_checkout()}): run scripts/vllm-venv here to re-point it")
+    return VllmVenv(where, python, pinned.strip())
+
+
+def _env(release_dir: Path | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if release_dir is not None:
+        env["PYTHONPATH"] = str(release_dir)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "(no output)"
+
+
+# ----------------------------------------------------------------------------- installing a release
+def cache_root(option: str | Path | None = None) -> Path:
+    if option:
+        return Path(option)
+    if os.environ.get("SWAFLOOR_CACHE"):
+        return Path(os.environ["SWAFLOOR_CACHE"]) / "vllm"
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "swafloor" / "vllm"
+
+
+def _probe(venv: VllmVenv, folder: Path) -> dict[str, Any]:
+    out = subprocess.run([str(venv.python), "-m", "swafloor.fuzz.matrix", "probe"], capture_output=True, text=True,
+                         env=_env(folder), cwd=str(folder), timeout=600)
+    try:
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"ok": False, "error": f"the import probe failed: {_last_line(out.stderr)}"}
+
+
+def _pip(venv: VllmVenv, target: Path, packages: Sequence[str]) -> None:
+    command = [str(venv.python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
+               "--no-compile", "--target", str(target), *packages]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    if out.returncode != 0:
+        raise MatrixError(f"pip install {' '.join(packages)} failed: {_last_line(out.stderr)}")
+
+
+def _marker(folder: Path) -> list[str] | None:
+    marker = folder / MARKER
+    if not marker.exists():
+        return None
+    lines = marker.read_text(encoding="utf-8").split("\n")
+    return lines if lines[0] == RECIPE else None
+
+
+def _table() -> str:
+    return "table: " + hashlib.sha256(json.dumps(EXTRA_MODULES, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _stale(lines: list[str]) -> bool:
+    """Whether an install whose import failed was made with another :data:`EXTRA_MODULES` (or recorded
+    no probe): it is then completed in place."""
+    probe = next((line for line in lines if line.startswith("probe: ")), None)
+    return probe is None or (probe != "probe: ok" and _table() not in lines)
+
+
+def installed(release: str, cache: Path) -> Path | None:
+    """The release's folder when it is installed and complete."""
+    lines = _marker(cache / release)
+    return cache / release if lines is not None and not _stale(lines) else None
+
+
+def install(release: str, venv: VllmVenv, cache: Path, progress: Callable[[str], None] = lambda s: None) -> Path | None:
+    """The folder holding ``release`` (None: it is the venv's own). Installed once into ``cache``; an
+    install whose import wanted a module :data:`EXTRA_MODULES` now gives is completed in place."""
+    if release == venv.pinned:
+        return None
+    done = installed(release, cache)
+    if done is not None:
+        return done
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / f".{release}.lock", "w") as lock:  # one install of a release at a time
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = installed(release, cache)
+        if done is not None:
+            return done
+        lines = _marker(cache / release)
+        if lines is not None:  # complete it in place
+            extras = [x for x in lines[2:] if "==" in x]
+            return _add_extras(release, venv, cache / release, extras, progress)
+        return _install(release, venv, cache, progress)
+
+
+def _add_extras(release: str, venv: VllmVenv, folder: Path, extras: list[str], progress: Callable[[str], None]) -> Path:
+    """Add the modules the release's import wants from :data:`EXTRA_MODULES`, then write the marker."""
+    outcome = "ok"
+    for _ in range(len(EXTRA_MODULES) + 1):
+        found = _probe(venv, folder)
+        if found.get("ok"):
+            outcome = "ok"
+            break
+        module = found.get("missing")
+        outcome = f"missing {module}" if module else "fails"
+        if module not in EXTRA_MODULES or EXTRA_MODULES[module] in extras:
+            break
+        progress(f"vLLM {release} imports {module}: adding {EXTRA_MODULES[module]}")
+        _pip(venv, folder, EXTRA_MODULES[module].split())
+        extras.append(EXTRA_MODULES[module])
+    (folder / MARKER).write_text("\n".join([RECIPE, f"vllm=={release}", *extras, f"probe: {outcome}", _table()])
+                                 + "\n", encoding="utf-8")
+    return folder
+
+
+def _install(release: str, venv: VllmVenv, cache: Path, progress: Callable[[str], None]) -> Path:
+    folder = cache / release
+    partial = cache / f".{release}.partial-{os.getpid()}"
+    shutil.rmtree(partial, ignore_errors=True)
+    started = time.perf_counter()
+    progress(f"installing vLLM {release} into {folder}")
+    try:
+        _pip(venv, partial, [f"vllm=={release}"])
+        for so in (partial / "vllm").rglob("*.so"):  # compiled kernels: never loaded by the block manager
+            so.unlink()
+        _add_extras(release, venv, partial, [], progress)
+        if _marker(folder) is None:  # a complete folder only ever appears by this rename
+            shutil.rmtree(folder, ignore_errors=True)
+            partial.rename(folder)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    extras = [x for x in (_marker(folder) or [])[2:] if "==" in x]
+    progress(f"installed vLLM {release} in {time.perf_counter() - started:.0f} s"
+             + (f" (with {', '.join(extras)})" if extras else ""))
+    return folder
+
+
+# ----------------------------------------------------------------------------- one cell
+@attrs.frozen
+class Cell:
+    """One release x backend: ``result`` pass, divergence, unsupported or error."""
+
+    release: str
+    backend: str
+    result: str
+    why: str | None = None  # unsupported / error: one line
+    part: str | None = None  # divergence: the first differing part
+    step_index: int | None = None
+    trace_file: str | None = None
+    examples: int = 0
+    steps: int = 0
+    seconds: float = 0.0
+    discard_rate: float | None = None
+    vllm: str | None = None  # the version the cell imported
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in attrs.asdict(self).items() if v is not None}
+
+    def describe(self) -> str:
+        if self.result == "pass":
+            return f"pass ({self.examples} ex.)"
+        if self.result == "divergence":
+            return f"divergence: {self.part} at step {self.step_index}"
+        return f"{self.result}: {self.why}"
+
+
+def _run_child(venv: VllmVenv, folder: Path | None, args: list[str], timeout: int = CELL_TIMEOUT) -> tuple[dict | None, str]:
+    proc = subprocess.Popen([str(venv.python), "-m", "swafloor.fuzz.matrix", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=_env(folder), cwd=str(folder or _checkout()))
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except BaseException:  # Ctrl-C or a timeout: the child goes too
+        proc.kill()
+        proc.wait()
+        raise
+    for line in reversed(stdout.strip().splitlines()):
+        if line.startswith("{"):
+            try:
+                return json.loads(line), stderr
+            except ValueError:
+                break
+    return None, stderr
+
+
+def run_cell(release: str, backend: str, venv: VllmVenv, cache: Path, out_dir: Path, *, examples: int = DEFAULT_EXAMPLES,
+             seed: int = SEED, progress: Callable[[str], None] = lambda s: None) -> Cell:
+    """Install ``release`` if needed and run the bounded campaign of ``backend`` on it."""
+    return run_release(release, [backend], venv, cache, out_dir, examples=examples, seed=seed, progress=progress)[0]
+
+
+def run_release(release: str, backends: Sequence[str], venv: VllmVenv, cache: Path, out_dir: Path, *,
+                examples: int = DEFAULT_EXAMPLES, seed: int = SEED,
+                progress: Callable[[str], None] = lambda s: None) -> list[Cell]:
+    """Install ``release`` if needed and run the bounded campaign of each backend on it, one after the
+    other in one subprocess (vLLM imported once)."""
+    started = time.perf_counter()
+    try:
+        folder = install(release, venv, cache, progress)
+    except (MatrixError, subprocess.SubprocessError, OSError) as exc:
+        return [Cell(release, b, "error", why=f"install failed: {exc}"[:300]) for b in backends]
+    cell_out = out_dir / release
+    cell_out.mkdir(parents=True, exist_ok=True)
+    args = ["cell", "--release", release, "--examples", str(examples), "--seed", str(seed), "--out",
+            str(cell_out.resolve())]
+    for backend in backends:
+        args += ["--backend", backend]
+    data, stderr = _run_child(venv, folder, args)
+    seconds = round(time.perf_counter() - started, 1)
+    if data is None:
+        return [Cell(release, b, "error", why=f"the cell's process failed: {_last_line(stderr)}", seconds=seconds)
+                for b in backends]
+    fields = attrs.fields_dict(Cell)
+    return [Cell(**{k: v for k, v in d.items() if k in fields}) for d in data["cells"]]
+
+
+def replay_cell(release: str, trace_file: Path, venv: VllmVenv, cache: Path, backend: str | None = None,
+                progress: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+    """Replay a trace on ``release``: ``{"verdict": "match" | "divergence:PART" | "unsupported" | "error", ...}``."""
+    return replay_traces(release, [trace_file], venv, cache, backend, progress)[0]
+
+
+def replay_traces(release: str, trace_files: Sequence[Path], venv: VllmVenv, cache: Path, backend: str | None = None,
+                  progress: Callable[[str], None] = lambda s: None) -> list[dict[str, Any]]:
+    """:func:`replay_cell` for several traces, in one subprocess (vLLM imported once)."""
+    try:
+        folder = install(release, venv, cache, progress)
+    except (MatrixError, subprocess.SubprocessError, OSError) as exc:
+        return [{"release": release, "verdict": "error", "why": f"install failed: {exc}"[:300]} for _ in trace_files]
+    args = ["replay", "--release", release, *(str(Path(t).resolve()) for t in trace_files)]
+    if backend:
+        args += ["--backend", backend]
+    data, stderr = _run_child(venv, folder, args)
+    if data is None:
+        why = f"the replay's process failed: {_last_line(stderr)}"
+        return [{"release": release, "verdict": "error", "why": why} for _ in trace_files]
+    return data["replays"]
+
+
+def _undecided(verdict: str) -> bool:
+    return verdict.startswith(("unsupported", "error"))
+
+
+def bisect(releases: Sequence[str], verdict_of: Callable[[str], str]) -> dict[str, Any]:
+    """The first release whose verdict differs from the first release's (binary search; assumes the
+    verdict changes once over the range). ``verdict_of`` is called on O(log n) releases; a release in
+    between that cannot run the trace (unsupported, error) is skipped and listed."""
+    seen: dict[str, str] = {}
+
+    def verdict(release: str) -> str:
+        if release not in seen:
+            seen[release] = verdict_of(release)
+        return seen[release]
+
+    candidates = list(releases)
+    lo, hi = 0, len(candidates) - 1
+    first, last = verdict(candidates[lo]), verdict(candidates[hi])
+    if first == last:
+        return {"changes": False, "verdict": first, "tried": seen}
+    skipped = []
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        found = verdict(candidates[mid])
+        if _undecided(found) and not _undecided(first):
+            skipped.append(candidates.pop(mid))
+            hi -= 1
+        elif found == first:
+            lo = mid
+        else:
+            hi = mid
+    return {"changes": True, "before": candidates[lo], "verdict_before": seen[candidates[lo]],
+            "first": candidates[hi], "verdict": seen[candidates[hi]], "skipped": skipped, "tried": seen}
+
+
+# ----------------------------------------------------------------------------- inside a cell's process
+def _imported_release(release: str) -> str | None:
+    """None when the vLLM imported here is ``release``; else what is wrong (one line)."""
+    import importlib.metadata
+
+    import vllm
+
+    got = importlib.metadata.version("vllm")
+    if got != release:
+        return f"imported vLLM {got} from {Path(vllm.__path__[0]).parent}, not {release}"
+    return None
+
+
+def _cells_main(args) -> dict[str, Any]:
+    cells = []
+    for backend in args.backend:
+        started = time.perf_counter()
+        cell = _cell_main(args.release, backend, args)
+        cells.append({**cell, "seconds": round(time.perf_counter() - started, 1)})
+    return {"cells": cells}
+
+
+def _cell_main(release: str, backend: str, args) -> dict[str, Any]:
+    from swafloor.reference import SwafloorError as Error
+
+    from .backends import resolve
+    from .protocol import Unsupported
+    from .runner import CampaignError, run_campaign
+
+    base = {"release": release, "backend": backend}
+    resolved = resolve(backend)
+    try:
+        resolved.run_prepare()
+    except Unsupported as exc:
+        return {**base, "result": "unsupported", "why": str(exc)}
+    wrong = _imported_release(release)
+    if wrong:
+        return {**base, "result": "error", "why": wrong}
+    try:
+        result = run_campaign(resolved, profile=PROFILE, examples=args.examples, seed=args.seed, out_dir=args.out)
+    except CampaignError as exc:
+        return {**base, "result": "unsupported" if "Unsupported" in str(exc) else "error", "why": str(exc)[:300]}
+    except Error as exc:
+        return {**base, "result": "error", "why": f"{type(exc).__name__}: {exc}"[:300]}
+    data = {**base, "result": result.result, "examples": result.examples, "steps": result.steps,
+            "discard_rate": round(result.discard_rate, 4), "vllm": release}
+    if result.divergence is not None:
+        d = result.divergence
+        data.update(part=d.field.split("[")[0], step_index=d.step_index,
+                    trace_file=None if result.trace_file is None else str(result.trace_file))
+    return data
+
+
+def _replays_main(args) -> dict[str, Any]:
+    replays = [_replay_main(args, path) for path in args.trace]
+    return {**replays[0], "replays": replays} if len(replays) == 1 else {"replays": replays}
+
+
+def _replay_main(args, path: Path) -> dict[str, Any]:
+    from .protocol import Unsupported
+    from .backends import resolve
+    from .replay import replay
+    from .trace import load
+
+    trace = load(path)
+    name = args.backend or trace.backend
+    try:
+        resolve(name).run_prepare()
+    except Unsupported as exc:
+        return {"release": args.release, "verdict": "unsupported", "why": str(exc)}
+    wrong = _imported_release(args.release)
+    if wrong:
+        return {"release": args.release, "verdict": "error", "why": wrong}
+    try:
+        found = replay(trace, name)
+    except Unsupported as exc:
+        return {"release": args.release, "verdict": "unsupported", "why": str(exc)}
+    d = found.divergence
+    return {"release": args.release, "verdict": "match" if d is None else f"divergence:{d.field.split('[')[0]}",
+            "step_index": None if d is None else d.step_index, "steps_run": found.steps_run}
+
+
+def _probe_main() -> dict[str, Any]:
+    from .backends import vllm
+    from .backends._vllm_compat import MissingModule
+    from .protocol import Unsupported
+
+    try:
+        vllm.load()
+    except MissingModule as exc:
+        return {"ok": False, "missing": exc.module, "error": str(exc)}
+    except Unsupported as exc:
+        return {"ok": False, "error": str(exc)}
+    return {"ok": True}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m swafloor.fuzz.matrix")
+    sub = parser.add_subparsers(dest="what", required=True)
+    cell = sub.add_parser("cell")
+    cell.add_argument("--release", required=True)
+    cell.add_argument("--backend", required=True, choices=BACKENDS, action="append")
+    cell.add_argument("--examples", type=int, default=DEFAULT_EXAMPLES)
+    cell.add_argument("--seed", type=int, default=SEED)
+    cell.add_argument("--out", type=Path, required=True)
+    rep = sub.add_parser("replay")
+    rep.add_argument("--release", required=True)
+    rep.add_argument("--backend", choices=BACKENDS)
+    rep.add_argument("trace", type=Path, nargs="+")
+    sub.add_parser("probe")
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # the parent reports an interruption
+    real_stdout = sys.stdout
+    sys.stdout = sys.stderr  # some releases log to stdout on import: keep stdout for the one JSON line
+    try:
+        if args.what == "cell":
+            data = _cells_main(args)
+        elif args.what == "replay":
+            data = _replays_main(args)
+        else:
+            data = _probe_main()
+    finally:
+        sys.stdout = real_stdout
+    print(json.dumps(data), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

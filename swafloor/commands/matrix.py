@@ -1,0 +1,172 @@
+"""``swafloor matrix vllm``: the vLLM backends on every supported vLLM release.
+
+Each release is installed once into a cache (``pip install --no-deps --target``) and run, one cell per
+release and backend, in a subprocess of the pinned vLLM venv's python (found with ``--vllm-venv``,
+``$SWAFLOOR_VLLM_VENV`` or this checkout's ``.venv-vllm``: the command runs from the main venv too),
+the release's folder first on ``PYTHONPATH``: the same bounded campaign (ci profile, seed 0,
+``--examples`` examples) on each. The table says pass, divergence (the first differing part; the
+shrunk trace is saved under ``--out``) or unsupported (one line why). ``--bisect TRACE`` replays one
+trace instead and finds the first release where its verdict changes.
+
+Exit 0 when every cell passed or is unsupported (``--bisect``: when it ran), 1 when a cell diverged
+or failed, 2 on bad arguments (one line), 130 on Ctrl-C (after a summary of the cells done).
+Progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from ._common import int_in, print_json, writable_dir
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("matrix", help="run the vLLM backends on every supported vLLM release")
+    p.add_argument("engine", choices=("vllm",), help="the engine whose releases to run (vllm)")
+    p.add_argument("--releases", default=None, metavar="A..B|X,Y",
+                   help="the supported releases from A to B (either end may be left out), or a list of release "
+                        "numbers (default: every supported release)")
+    p.add_argument("--backends", default="vllm,vllm-async", metavar="NAMES",
+                   help="comma-separated: vllm, vllm-async (default both)")
+    p.add_argument("--examples", type=int_in(1, 100_000), default=None,
+                   help="examples per cell (ci profile, seed 0; default 150)")
+    p.add_argument("--bisect", default=None, metavar="TRACE",
+                   help="replay a saved trace on the releases and find the first whose verdict changes")
+    p.add_argument("--vllm-venv", default=None, metavar="DIR",
+                   help="the pinned vLLM venv (default: $SWAFLOOR_VLLM_VENV, else .venv-vllm in this checkout)")
+    p.add_argument("--cache", type=writable_dir, default=None, metavar="DIR",
+                   help="where releases are installed (default: ~/.cache/swafloor/vllm)")
+    p.add_argument("--out", type=writable_dir, default=Path("fuzz-failures/matrix"), metavar="DIR",
+                   help="where shrunk traces go, one folder per release (default ./fuzz-failures/matrix)")
+    p.add_argument("--write-docs", action="store_true",
+                   help="also store the table in docs/vllm-matrix.json (rendered by swafloor docs build)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=run)
+
+
+def _usage(message: str):
+    from ..cli import UsageError
+
+    return UsageError(f"swafloor matrix: {message}")
+
+
+def _say(text: str) -> None:
+    print(f"matrix: {text}", file=sys.stderr, flush=True)
+
+
+def _table(cells, releases, backends) -> str:
+    by = {(c.release, c.backend): c for c in cells}
+    rows = [["release", *backends]]
+    for r in releases:
+        rows.append([r, *[by[(r, b)].describe() if (r, b) in by else "-" for b in backends]])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
+
+
+def run(args) -> int:
+    from swafloor.fuzz import matrix
+
+    backends = tuple(b.strip() for b in args.backends.split(","))
+    bad = [b for b in backends if b not in matrix.BACKENDS]
+    if bad or not backends:
+        raise _usage(f"--backends={args.backends[:60]!r}: each must be one of {', '.join(matrix.BACKENDS)}")
+    try:
+        releases = matrix.select_releases(args.releases)
+    except matrix.MatrixError as exc:
+        raise _usage(str(exc)) from None
+    if args.bisect is not None:
+        trace_path = Path(args.bisect)
+        if not trace_path.is_file():
+            raise _usage(f"--bisect={args.bisect[:80]!r}: no such file")
+        from swafloor.fuzz.trace import TraceError, load
+
+        try:
+            load(trace_path)
+        except TraceError as exc:
+            raise _usage(f"--bisect: TraceError: {exc}") from None
+        if len(releases) < 2:
+            raise _usage("--bisect needs at least two releases")
+    try:
+        venv = matrix.find_venv(args.vllm_venv)
+    except matrix.MatrixError as exc:
+        raise _usage(str(exc)) from None
+    cache = matrix.cache_root(args.cache)
+    examples = args.examples or matrix.DEFAULT_EXAMPLES
+    if args.bisect is not None:
+        return _bisect(args, releases, venv, cache, matrix)
+    head = matrix.domain(backends)
+    _say(f"{len(releases)} releases x {len(backends)} backends, profile {matrix.PROFILE}, seed {matrix.SEED}, "
+         f"{examples} examples per cell; vLLM venv {venv.path} (vLLM {venv.pinned}); cache {cache}")
+    _say(head)
+    cells = []
+    started = time.perf_counter()
+    try:
+        for release in releases:
+            for cell in matrix.run_release(release, backends, venv, cache, args.out, examples=examples, progress=_say):
+                cells.append(cell)
+                _say(f"{release} {cell.backend}: {cell.describe()} ({cell.seconds:.0f} s)")
+    except KeyboardInterrupt:
+        _say(f"interrupted after {len(cells)} of {len(releases) * len(backends)} cells in "
+             f"{time.perf_counter() - started:.0f} s")
+        if cells:
+            print(_table(cells, releases, backends), file=sys.stderr)
+        return 130
+    seconds = round(time.perf_counter() - started, 1)
+    report = {
+        "engine": "vllm", "domain": head, "profile": matrix.PROFILE, "seed": matrix.SEED, "examples": examples,
+        "pinned": venv.pinned, "releases": list(releases), "backends": list(backends), "seconds": seconds,
+        "command": "swafloor matrix vllm" + (f" --releases {args.releases}" if args.releases else "")
+        + (f" --backends {args.backends}" if args.backends != "vllm,vllm-async" else "")
+        + (f" --examples {examples}" if args.examples else ""),
+        "cells": [c.to_dict() for c in cells],
+    }
+    if args.write_docs:
+        from ..docs.sections import write_vllm_matrix
+
+        written = write_vllm_matrix(report)
+        _say(f"stored in {written}")
+    if args.json:
+        print_json(report)
+    else:
+        print(head)
+        print(f"profile {matrix.PROFILE}, seed {matrix.SEED}, {examples} examples per cell; {seconds:.0f} s in all")
+        print(_table(cells, releases, backends))
+        for c in cells:
+            if c.trace_file:
+                print(f"{c.release} {c.backend}: trace {c.trace_file}")
+    failed = any(c.result in ("divergence", "error") for c in cells)
+    return 1 if failed else 0
+
+
+def _bisect(args, releases, venv, cache, matrix) -> int:
+    from swafloor.fuzz.trace import load
+
+    trace = load(args.bisect)
+    backends = tuple(b.strip() for b in args.backends.split(","))
+    backend = trace.backend if trace.backend in matrix.BACKENDS else backends[0]
+    _say(f"bisecting {args.bisect} on {backend} over {releases[0]}..{releases[-1]} ({len(releases)} releases)")
+
+    def verdict_of(release: str) -> str:
+        data = matrix.replay_cell(release, Path(args.bisect), venv, cache, backend, progress=_say)
+        text = data["verdict"] + (f" ({data['why']})" if data.get("why") else "")
+        _say(f"{release}: {text}")
+        return text
+
+    try:
+        found = matrix.bisect(releases, verdict_of)
+    except KeyboardInterrupt:
+        _say("interrupted")
+        return 130
+    found = {"trace": str(args.bisect), "backend": backend, **found}
+    if args.json:
+        print_json(found)
+    elif found["changes"]:
+        skipped = f" (skipped, cannot run it: {', '.join(found['skipped'])})" if found["skipped"] else ""
+        print(f"{args.bisect}: {found['verdict_before']} up to {found['before']}; {found['verdict']} from "
+              f"{found['first']}{skipped}")
+    else:
+        print(f"{args.bisect}: {found['verdict']} on every release tried ({', '.join(found['tried'])})")
+    return 0
