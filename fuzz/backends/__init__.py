@@ -62,6 +62,8 @@ _MUTANTS: dict[str, Registered] = {
 REGISTRY: dict[str, Registered] = {
     "reference": Registered("swafloor.fuzz.backends.reference:reference", status="the specification itself"),
     "oracle": Registered("swafloor.fuzz.backends.oracle:oracle", status="fuzzed against the reference in CI"),
+    "oracle-eviction": Registered("swafloor.fuzz.backends.oracle:oracle_eviction",
+                                  status="fuzzed against the reference in CI (eviction intervals, tests/test_eviction_interval.py)"),
     "oracle-sharing": Registered("swafloor.fuzz.backends.oracle:oracle_sharing",
                                  status="fuzzed against the reference in CI (prefix sharing, tests/test_sharing_campaign.py)"),
     **_MUTANTS,

@@ -64,7 +64,7 @@ from swafloor.reference import (
 )
 
 from ..adapter import ManagerBackend
-from ..protocol import ALL_SEMANTICS, ALL_SEMANTICS_SHARING, Limits, factory
+from ..protocol import ALL_SEMANTICS, ALL_SEMANTICS_EVICTION, ALL_SEMANTICS_SHARING, Limits, factory
 
 __all__ = ["OracleManager", "oracle", "decode_peak"]
 
@@ -499,6 +499,12 @@ class OracleManager:
 @factory(ALL_SEMANTICS, name="oracle", limits=Limits(max_window_tokens=4096, max_capacity_tokens=10**6))
 def oracle(config: Config) -> ManagerBackend:
     """The independent token-level oracle."""
+    return ManagerBackend(OracleManager(config))
+
+
+@factory(ALL_SEMANTICS_EVICTION, name="oracle-eviction", limits=Limits(max_window_tokens=4096, max_capacity_tokens=10**6))
+def oracle_eviction(config: Config) -> ManagerBackend:
+    """The oracle under eviction intervals above 1 (SGLang's) as well as every other semantics."""
     return ManagerBackend(OracleManager(config))
 
 

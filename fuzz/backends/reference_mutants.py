@@ -58,7 +58,8 @@ class ReferenceMutant:
     covers: str  # what part of the spec it breaks: a semantics option, release order, mapping, ...
     description: str
     make: Callable[[Config], Manager] = attrs.field(eq=False)
-    backend: str = "oracle"  # the oracle campaign that must kill it (oracle-sharing for prefix sharing)
+    backend: str = "oracle"  # the oracle campaign that must kill it (oracle-sharing for prefix sharing,
+    # oracle-eviction for the eviction interval)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -463,7 +464,11 @@ _MAKERS: dict[str, Callable[[Config], Manager]] = {
     "shared-freed-when-stale-for-one": _SharedFreedEarly,
 }
 #: The oracle that must catch a seeded bug of the reference, where it is not the plain one.
-_BACKEND = {"shared-freed-when-stale-for-one": "oracle-sharing"}
+_BACKEND = {
+    "shared-freed-when-stale-for-one": "oracle-sharing",
+    "interval-ignored": "oracle-eviction",
+    "eviction-one-late": "oracle-eviction",
+}
 
 _MUTANTS = tuple(
     ReferenceMutant(bug.name, bug.covers, bug.description, _MAKERS[bug.name], backend=_BACKEND.get(bug.name, "oracle"))

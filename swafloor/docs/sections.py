@@ -275,7 +275,12 @@ def semantics_options() -> str:
         elif isinstance(default, bool):
             values, shown = "`true`, `false`", str(default).lower()
         else:
-            values, shown = "an integer >= 0", default
+            try:  # the least value the class accepts (0 or 1), read from its validator
+                config.Semantics(**{field.name: 0})
+                least = 0
+            except config.ConfigError:
+                least = 1
+            values, shown = f"an integer >= {least}", default
         lines.append(f"| `{field.name}` | `{shown}` | {values} |")
     return "\n".join(lines)
 
