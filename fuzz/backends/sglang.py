@@ -145,6 +145,9 @@ def import_sglang() -> dict[str, Any]:
             ) from exc
         import sglang
 
+        # The adapter's tensors are a few pages long: one intra-op thread. More only wait on each other
+        # (measured: a ci campaign ran twice as fast with one thread on a shared 2-core machine).
+        torch.set_num_threads(1)
         _loaded.update(
             torch=torch,
             Allocator=SWATokenToKVPoolAllocator,
@@ -441,8 +444,11 @@ class SglangBackend:
             pages += [int(x) for x in release.tolist()]
         return pages
 
-    def slots(self) -> SlotMap:
-        held = {rid: tuple(self._held(req)) for rid, req in self.requests.items() if req.state is not RequestState.CLOSED}
+    def slots(self, held: dict[Hashable, tuple[dict[int, int], ...]] | None = None) -> SlotMap:
+        """Physical identity; ``held``: each open request's :meth:`_held`, when already read."""
+        if held is None:
+            held = {rid: tuple(self._held(req)) for rid, req in self.requests.items()
+                    if req.state is not RequestState.CLOSED}
         free: list[tuple[tuple[int, int], ...]] = [()] * self.layout.num_pool_groups
         for a, (swa_lc, full_lc) in enumerate(self.pairs):
             alloc = self.allocators[a]
@@ -466,12 +472,12 @@ class SglangBackend:
                     used[g_of[lc]] = total - sub.available_size() // P
         lengths: dict[Hashable, tuple[Any, int, int]] = {}
         tables: dict[Hashable, tuple[tuple[int | None, ...], ...]] = {}
-        blocks = -(-0 // P)
+        all_held: dict[Hashable, tuple[dict[int, int], ...]] = {}
         for rid, req in self.requests.items():
             if req.state is RequestState.CLOSED:
                 continue
             lengths[rid] = (req.state, req.allocated, req.history)
-            held = self._held(req)
+            held = all_held[rid] = tuple(self._held(req))
             blocks = -(-req.allocated // P)
             tables[rid] = tuple(tuple(b if b in h else None for b in range(blocks)) for h in held)
         return {
@@ -479,7 +485,7 @@ class SglangBackend:
             Part.POOL_USED: tuple(used),
             Part.LENGTHS: lengths,
             Part.TABLES: tables,
-            Part.SLOTS: self.slots(),
+            Part.SLOTS: self.slots(all_held),  # read from the same rows, once
         }
 
 
