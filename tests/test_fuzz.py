@@ -51,8 +51,8 @@ def scenario(rid: str = "a") -> list[Step]:
     return steps
 
 
-# Backends that run in their own venv (tests/test_vllm.py drives them there).
-OWN_VENV = {"vllm", "vllm-async", "vllm-no-reuse"}
+# Backends that run in their own venv (tests/test_vllm.py and tests/test_sglang.py drive them there).
+OWN_VENV = {"vllm", "vllm-async", "vllm-no-reuse", "sglang", "sglang-lazy"}
 # Backends that need a GPU and a peer no CI machine can install (TensorRT-LLM is not on PyPI);
 # tests/test_trtllm_check.py checks that their factory refuses cleanly, naming what is missing.
 GPU_ONLY = {name for name in REGISTRY if resolve(name).capabilities.needs_gpu}

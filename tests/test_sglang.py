@@ -120,3 +120,20 @@ def test_missing_venv_fails_in_ci_and_skips_elsewhere(tmp_path):
         )
         assert out.returncode == code, out.stdout[-2000:]
         assert mark in out.stdout and "make it with scripts/sglang-venv" in out.stdout, out.stdout[-2000:]
+
+
+def test_outside_its_venv_the_backend_refuses_cleanly_naming_the_script():
+    """Where SGLang (or transformers, which its stand-ins import first) is missing, building the backend
+    raises Unsupported naming scripts/sglang-venv, not an ImportError."""
+    import importlib.util
+
+    from swafloor.fuzz.backends import resolve
+    from swafloor.fuzz.protocol import Unsupported
+    from swafloor.reference import AttentionLayer, Config
+
+    config = Config(4, [AttentionLayer(window=5), AttentionLayer()])
+    if importlib.util.find_spec("sglang") is not None:  # run inside SGLang's venv: it builds
+        assert resolve("sglang").factory(config) is not None
+        return
+    with pytest.raises(Unsupported, match="scripts/sglang-venv"):
+        resolve("sglang").factory(config)

@@ -132,8 +132,8 @@ def import_sglang() -> dict[str, Any]:
     """Import the parts of SGLang the backend uses (once)."""
     if not _loaded:
         started = time.perf_counter()
-        _stand_in_torchvision()
         try:
+            _stand_in_torchvision()  # imports transformers: outside SGLang's venv that may be missing too
             import torch
             from sglang.srt.mem_cache.allocator.swa import SWATokenToKVPoolAllocator
             from sglang.srt.mem_cache.common import free_kv_row_segments, free_swa_out_of_window_slots
