@@ -175,6 +175,13 @@ def _hit_holds_null_blocks() -> list[Patch]:
     return [(sharing, "prefix_gap", prefix_gap)]
 
 
+def _eviction_floor_without_block() -> list[Patch]:
+    def eviction_floor(t, window, sink_blocks, in_flight, interval):  # max(e, t) read as e
+        return sink_blocks + arith.cdiv(window - 1 + in_flight + interval, t)
+
+    return [(floors, "eviction_floor", eviction_floor)]
+
+
 #: The patch of each seeded bug (swafloor.reference.seeded_bugs) that is seeded in the formulas.
 PATCHES: dict[str, Callable[[], list[Patch]]] = {
     "no-inflight-token": _no_inflight_token,
@@ -193,6 +200,7 @@ PATCHES: dict[str, Callable[[], list[Patch]]] = {
     "shared-freed-when-stale-for-one": _shared_freed_early,
     "shared-counted-per-holder": _shared_per_holder,
     "hit-holds-null-blocks": _hit_holds_null_blocks,
+    "eviction-floor-without-block": _eviction_floor_without_block,
 }
 
 

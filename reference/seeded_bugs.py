@@ -88,6 +88,9 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               ("in-flight-sufficient", "in-flight-tight"), (ORACLE,), covers="semantics.in_flight_tokens"),
     SeededBug("first-floor-at-worst-case", "the first history at the floor is (S+1)*t + W - 2 (issue 12)",
               ("first-floor-history",)),
+    SeededBug("eviction-floor-without-block", "the eviction-interval floor is S + ceil((W-1+k+e)/t): max(e, t) "
+              "read as e, so below a block's worth of interval it falls under the in-flight floor",
+              ("eviction-floor-sufficient", "eviction-floor-tight")),
     # Seeded in the reference itself, for the oracle (swafloor.fuzz.backends.reference_mutants).
     SeededBug("released-on-history", "blocks released on h instead of h - k (the tokens in flight "
               "ignored)",
