@@ -58,6 +58,7 @@ __all__ = [
     "EXACT_WITH_IDENTITY",
     "DEFAULT_PARTS",
     "ALL_SEMANTICS",
+    "ALL_SEMANTICS_EVICTION",
     "REFERENCE_CAPABILITIES",
 ]
 
@@ -146,7 +147,11 @@ class Capabilities:
     flight, when stale blocks are freed, what suspend does, the first resume's copy slot, the release
     order); every generated config carries it, so the reference side is built with the same semantics.
     ``all_semantics``: the backend serves every ``Semantics`` a config names (the reference, the
-    oracle); the generator then draws one per example instead of using ``semantics``.
+    oracle); the generator then draws one per example instead of using ``semantics``. Two options are
+    drawn only for a backend that declares them besides: ``prefix_sharing`` (requests created on
+    another's committed prefix, ``Semantics.prefix_sharing`` on) and ``eviction_interval`` (SGLang's
+    eviction intervals above 1, ``Semantics.eviction_interval``): each is a campaign of its own
+    (``oracle-sharing``, ``oracle-eviction``), so the plain oracle campaign's draws stay as they were.
     ``needs_gpu``: informational; the factory itself raises if the GPU is missing. ``adapter_set``:
     parts whose values the adapter sets itself rather than reads from the backend (e.g. a capacity the
     engine keeps no number for): reports name them, and they are never compared. ``notes``: what else a
@@ -174,6 +179,8 @@ class Capabilities:
     all_semantics: bool = False
     prefix_sharing: bool = False  # create(..., share_with=...): requests on another's committed prefix
     min_window: int = 1  # the smallest window its configs may have
+    # Under all_semantics: eviction intervals above 1 (Semantics.eviction_interval, SGLang's) are drawn too.
+    eviction_interval: bool = False
 
     def __attrs_post_init__(self) -> None:
         required = {Operation.CREATE, Operation.RESUME, Operation.RESIZE}
@@ -228,7 +235,9 @@ class Capabilities:
             f"first-resume copy {'yes' if sem.first_resume_copy else 'no'}, {sem.release_order.value}]"
         )
         if self.all_semantics:
-            semantics = "semantics [any, drawn per example]"
+            drawn_too = [name for name, on in (("prefix sharing", self.prefix_sharing),
+                                               ("eviction intervals", self.eviction_interval)) if on]
+            semantics = "semantics [any, drawn per example" + "".join(f"; {d}" for d in drawn_too) + "]"
         return f"operations [{ops}]; observations [{parts}]; layers [{kinds}]; {semantics}" + (
             f"; {', '.join(flags)}" if flags else ""
         ) + ("; needs a GPU" if self.needs_gpu else "") + (
@@ -242,11 +251,13 @@ EXACT_EVERYTHING = Capabilities()
 ALL_SEMANTICS = Capabilities(all_semantics=True)
 #: Every semantics and requests created on another's prefix: the oracle.
 ALL_SEMANTICS_SHARING = Capabilities(all_semantics=True, prefix_sharing=True)
+#: Every semantics, eviction intervals above 1 drawn too: the oracle.
+ALL_SEMANTICS_EVICTION = Capabilities(all_semantics=True, eviction_interval=True)
 #: Everything, exactly, physical identity included: the seeded bugs of the reference.
 EXACT_WITH_IDENTITY = Capabilities(observations={p: Comparison.EXACT for p in Part})
 #: The reference manager: everything, exactly, physical identity included, under every semantics.
 REFERENCE_CAPABILITIES = Capabilities(
-    observations={p: Comparison.EXACT for p in Part}, all_semantics=True, prefix_sharing=True
+    observations={p: Comparison.EXACT for p in Part}, all_semantics=True, prefix_sharing=True, eviction_interval=True
 )
 
 

@@ -6,8 +6,9 @@ backend with its own (wrong) minimum shows it: slots left to the minimum (``slot
 explicitly as the reference's minimum plus k, or given below the minimum with ``below_minimum='bump'``.
 
 A backend that serves every semantics (``Capabilities.all_semantics``) gets one drawn per example
-(:func:`semantics`: every option drawn, its default first, and the default itself a third of the time); any other
-backend gets the semantics it claims. A quarter of the configs are built from three or four distinct
+(:func:`semantics`: every option drawn, its default first, and the default itself a third of the time;
+prefix sharing and eviction intervals above 1 only where ``Capabilities.prefix_sharing`` and
+``Capabilities.eviction_interval`` say so); any other backend gets the semantics it claims. A quarter of the configs are built from three or four distinct
 life cycles (:func:`distinct_life_cycles`), and shared pool-group maps are drawn unrenumbered, so
 non-monotone maps such as ``(1, 0, 1)`` are common.
 """
@@ -83,13 +84,21 @@ SEMANTICS_SHARING = st.builds(
         cache_scheduled=cache and scheduled),
     SEMANTICS, st.sampled_from((True, True, False)), st.sampled_from(tuple(HitRule)), st.booleans(),
 )
+#: SGLang's eviction interval, for a backend that declares it: every token (the default, first, so an
+#: example shrinks towards it), a few tokens, and 9 (past a block of up to 8 tokens).
+EVICTION_INTERVALS = st.sampled_from((1, 2, 3, 9))
+
+
+def _with_interval(semantics_: st.SearchStrategy[Semantics]) -> st.SearchStrategy[Semantics]:
+    return st.builds(lambda s, e: attrs.evolve(s, eviction_interval=e), semantics_, EVICTION_INTERVALS)
 
 
 def semantics(caps: Capabilities = EXACT_EVERYTHING) -> st.SearchStrategy[Semantics]:
     """The semantics a config for ``caps`` carries: drawn when the backend serves every semantics,
     else the one it claims."""
     if caps.all_semantics:
-        return SEMANTICS_SHARING if caps.prefix_sharing else SEMANTICS
+        drawn = SEMANTICS_SHARING if caps.prefix_sharing else SEMANTICS
+        return _with_interval(drawn) if caps.eviction_interval else drawn
     return st.just(caps.semantics)
 
 

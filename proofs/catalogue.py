@@ -299,6 +299,58 @@ def _one_in_flight_lemmas(t, W, S, h):
     )
 
 
+# ----------------------------------------------------------------------------- eviction interval (SGLang)
+# A window's eviction cursor was last set at history r <= h; a decode step at h frees stale blocks on h
+# when the eviction is due (floors.eviction_due), else keeps what it freed on r: it holds the live blocks
+# at that point (what Manager._release_points and required_ranges make it hold).
+T_E = upto("t", "tokens per block", 1, 6, "t <= 6", BLOCK_SIZE)
+W_E = upto("W", "window in tokens", 1, 14, "W <= 14", TOKENS)
+S_E = upto("S", "sink blocks", 0, 1, "S <= 1")
+K_E = upto("k", "tokens in flight", 0, 1, "k <= 1", TOKENS)
+E_E = upto("e", "eviction interval in tokens", 1, lambda env: 2 * env["t"] + 2, "e <= 2*t + 2", TOKENS)
+H_E = upto(
+    "h", "history: tokens already computed", 0,
+    lambda env: (env["S"] + 2) * env["t"] + env["W"] + env["e"] + env["k"], "h <= (S+2)*t + W + e + k", TOKENS,
+)
+R_E = upto("r", "history the cursor was last set at", 0, lambda env: env["h"], "r <= h", TOKENS)
+H_E1 = upto(
+    "h", "history: tokens already computed", 0,
+    lambda env: (env["S"] + 2) * env["t"] + env["W"] + env["k"] + 2, "h <= (S+2)*t + W + k + 2", TOKENS,
+)
+
+
+def _eviction_point(h, r, t, W, S, k, e):
+    return arith.ite(floors.eviction_due(h, r, t, W, S, k, e), h, r)
+
+
+def _held_evicting(h, r, t, W, S, k, e):
+    """Blocks a decode step (capacity h + 1) holds when its window last evicted at r."""
+    return _live_in_flight(_eviction_point(h, r, t, W, S, k, e), h + 1, t, W, S, k)
+
+
+def eviction_sufficient(t, W, S, k, e, h, r):
+    return implies(r <= h, _held_evicting(h, r, t, W, S, k, e) <= floors.eviction_floor(t, W, S, k, e))
+
+
+def eviction_tight(t, W, S, k, e):
+    floor = floors.eviction_floor(t, W, S, k, e)
+    lazy = S * t + e + W - 2 + k  # from the first eviction point, the last step that is not due
+    sync = floors.worst_case_history(t, W, S, k)
+    return (
+        implies(e >= t, _held_evicting(lazy, 0, t, W, S, k, e) == floor),
+        implies(e >= t, negate(floors.eviction_due(lazy, 0, t, W, S, k, e))),
+        implies(e < t, _held_evicting(sync, 0, t, W, S, k, e) == floor),
+        implies(e < t, floors.eviction_due(sync, sync - 1, t, W, S, k, e)),
+        implies(e <= t, floor == floors.in_flight_floor(t, W, S, k)),
+    )
+
+
+def eviction_interval_one(t, W, S, k, h, r):
+    return implies(
+        r <= h, _held_evicting(h, r, t, W, S, k, 1) == _live_in_flight(h, h + 1, t, W, S, k)
+    )
+
+
 # ----------------------------------------------------------------------------- peers' formulas
 def ceil_identity(t, W, S):
     term = peers.upstream_window_term(t, W)
@@ -836,6 +888,33 @@ CATALOGUE: tuple[Theorem, ...] = (
         PROVED,
         (T, W, S, IN_FLIGHT),
         in_flight_tight,
+    ),
+    Theorem(
+        "eviction-floor-sufficient",
+        "Under an eviction interval e >= 1 (SGLang's SGLANG_SWA_EVICTION_INTERVAL), with k tokens in flight, "
+        "a decode step at history h whose window last evicted at r <= h (freeing on h only when "
+        "max(0, h-k) + 1 - W >= cursor + e) never holds more than eviction_floor = "
+        "S + ceil((W - 1 + k + max(e, t)) / t) blocks.",
+        PROVED,
+        (T_E, W_E, S_E, K_E, E_E, H_E, R_E),
+        eviction_sufficient,
+    ),
+    Theorem(
+        "eviction-floor-tight",
+        "A decode run reaches eviction_floor: for e >= t at h = S*t + e + W - 2 + k before its first "
+        "eviction (not yet due there, nor earlier), for e < t at h = (S+1)*t + W - 2 + k, where eviction is "
+        "due whatever earlier step evicted; for e <= t eviction_floor is in_flight_floor.",
+        PROVED,
+        (T_E, W_E, S_E, K_E, E_E),
+        eviction_tight,
+    ),
+    Theorem(
+        "eviction-interval-one",
+        "An eviction interval of 1 (the sglang backend) holds at every history exactly what freeing every "
+        "stale block at the step holds (free_stale = at-allocate), whichever history the cursor was set at.",
+        PROVED,
+        (T_E, W_E, S_E, K_E, H_E1, R_E),
+        eviction_interval_one,
     ),
     Theorem(
         "sync-floor-short-in-flight",

@@ -111,6 +111,24 @@ IDEAS: dict[str, str] = {
         "block S, the most blocks window-span allows; (in_flight_floor - 1)*t is the first such history, "
         "as in first-floor-history."
     ),
+    "eviction-floor-sufficient": (
+        "A step that is due frees what is stale at h - k, so it holds at most in_flight_floor = "
+        "S + ceil((W-1+k+t)/t). One that is not due has h - k + 1 - W < c + e for the cursor c = t*m "
+        "(m >= S, the first block past the sinks not freed): it holds the sinks and blocks m .. floor(h/t), "
+        "with h <= c + e + W - 2 + k, so at most S + floor((W+e+k-2)/t) + 1 = S + ceil((W-1+k+e)/t)."
+    ),
+    "eviction-floor-tight": (
+        "For e >= t: from the first cursor (t*S) nothing is due until h - k + 1 - W reaches t*S + e, so at "
+        "h = S*t + e + W - 2 + k every block from 0 is still held: S + ceil((W-1+k+e)/t). For e < t: at "
+        "in-flight-tight's history the window starts at the last token of block S, which is at least e "
+        "past any cursor an earlier step set (at most t*S), so the eviction is due and the step holds "
+        "in_flight_floor."
+    ),
+    "eviction-interval-one": (
+        "With e = 1 a step that is not due has h - k + 1 - W <= c, so the stale range at h ends where it "
+        "ended at r (floor((h-k+1-W)/t) <= c/t and ranges only grow), and holding what was freed at r is "
+        "holding what is stale at h."
+    ),
     "sync-floor-short-in-flight": (
         "One token in flight keeps W + 1 tokens, which can touch one block more than"
         " W tokens whenever t divides W - 1 (already at t = W = 1)."

@@ -210,6 +210,13 @@ def _null_counted_free() -> list[Patch]:
     return [(cache_hit, "pool_free_blocks", pool_free_blocks)]
 
 
+def _eviction_floor_without_block() -> list[Patch]:
+    def eviction_floor(t, window, sink_blocks, in_flight, interval):  # max(e, t) read as e
+        return sink_blocks + arith.cdiv(window - 1 + in_flight + interval, t)
+
+    return [(floors, "eviction_floor", eviction_floor)]
+
+
 #: The patch of each seeded bug (swafloor.reference.seeded_bugs) that is seeded in the formulas.
 PATCHES: dict[str, Callable[[], list[Patch]]] = {
     "no-inflight-token": _no_inflight_token,
@@ -232,6 +239,7 @@ PATCHES: dict[str, Callable[[], list[Patch]]] = {
     "align-after-pop": _align_after_pop,
     "align-before-pop": _align_before_pop,
     "null-counted-free": _null_counted_free,
+    "eviction-floor-without-block": _eviction_floor_without_block,
 }
 
 

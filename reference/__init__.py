@@ -21,6 +21,9 @@ from .config import (
 )
 from .floors import (
     FloorRule,
+    eviction_cursor,
+    eviction_due,
+    eviction_floor,
     first_floor_history,
     full_attention_floor,
     full_attention_max_capacity,

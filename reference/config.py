@@ -152,6 +152,13 @@ def _non_negative_int(field: str):
     return check
 
 
+def _positive_int(field: str):
+    def check(instance: Any, attribute: Any, value: Any) -> None:
+        _require_int(field, value, 1)
+
+    return check
+
+
 def _bool_field(field: str):
     def check(instance: Any, attribute: Any, value: Any) -> None:
         if not isinstance(value, bool):
@@ -172,9 +179,14 @@ class Semantics:
     ends mid-block holds one transient slot per attention life cycle for a private copy (SSM: one for
     the state snapshot when the reused history is above 0); engines that load a reused prefix in place
     need none. ``release_order``: see :class:`ReleaseOrder` (blocks cut off by a smaller capacity are
-    freed before allocating in both orders). ``prefix_sharing``: a request created on another's committed
-    prefix (``Manager.create(..., share_with=...)``) takes the whole prefix blocks that request holds at
-    its first resume as cache hits, one slot for all holders (see :mod:`~.sharing`); off, every
+    freed before allocating in both orders). ``eviction_interval`` (e, SGLang's
+    ``SGLANG_SWA_EVICTION_INTERVAL``): an SWA life cycle frees its stale blocks at history ``h`` only
+    when at least ``e`` tokens have left the window since its eviction cursor, ``h' + 1 - W >= cursor +
+    e`` (``h' = max(0, h - k)``; the cursor is the first token of the first block not yet freed,
+    :func:`~.floors.eviction_cursor`); then everything stale at ``h'`` goes. ``e = 1`` frees whatever is
+    stale (today's behaviour); the floor is :func:`~.floors.eviction_floor`. ``prefix_sharing``: a
+    request created on another's committed prefix (``Manager.create(..., share_with=...)``) takes the
+    whole prefix blocks that request holds at its first resume as cache hits, one slot for all holders (see :mod:`~.sharing`); off, every
     request computes its prefix into slots of its own (today's model). ``cache_freed`` (needs
     ``prefix_sharing``): a freed block whose tokens were all committed stays cached in its free slot
     (vLLM's prefix cache): a later first resume on the same content takes it back as a hit, from a live
@@ -187,7 +199,8 @@ class Semantics:
     a block's content counts as computed, for the cache and for hits on live holders, once every token
     of it lies within the capacity its request reserved (vLLM hashes a block when the step that fills it
     is scheduled), not only once committed. ``lookahead_tokens`` (k): draft slots of speculative
-    decoding (vLLM's ``num_lookahead_tokens``): every decode step asks capacity ``h + 1 + k``, blocks are released on history as with the tokens in flight, so the minimum is
+    decoding (vLLM's ``num_lookahead_tokens``): every decode step asks capacity ``h + 1 + k``, blocks
+    are released on history as with the tokens in flight, so the minimum is
     :func:`~.floors.lookahead_floor` (the in-flight floor at ``in_flight_tokens + k``); the manager
     itself serves whatever capacity a step asks, so only the minimum changes."""
 
@@ -202,6 +215,7 @@ class Semantics:
     release_order: ReleaseOrder = attrs.field(
         default=ReleaseOrder.RELEASE_FIRST, converter=_enum_of("semantics.release_order", ReleaseOrder)
     )
+    eviction_interval: int = attrs.field(default=1, validator=_positive_int("semantics.eviction_interval"))
     prefix_sharing: bool = attrs.field(default=False, validator=_bool_field("semantics.prefix_sharing"))
     cache_freed: bool = attrs.field(default=False, validator=_bool_field("semantics.cache_freed"))
     hit_rule: HitRule = attrs.field(default=HitRule.PER_BLOCK, converter=_enum_of("semantics.hit_rule", HitRule))
@@ -223,6 +237,8 @@ class Semantics:
             "suspend": self.suspend.value,
             "first_resume_copy": self.first_resume_copy,
             "release_order": self.release_order.value,
+            # Each written only when set: traces of every other semantics stay as they were.
+            **({"eviction_interval": self.eviction_interval} if self.eviction_interval != 1 else {}),
             **({"prefix_sharing": True} if self.prefix_sharing else {}),  # absent: off (older traces)
             **({"cache_freed": True} if self.cache_freed else {}),
             **({"hit_rule": self.hit_rule.value} if self.hit_rule is not HitRule.PER_BLOCK else {}),
@@ -234,8 +250,10 @@ class Semantics:
     def from_dict(cls, data: Any) -> "Semantics":
         if not isinstance(data, dict):
             raise ConfigError("config.semantics", data, "must be an object")
-        known = ("in_flight_tokens", "free_stale", "suspend", "first_resume_copy", "release_order", "prefix_sharing",
-                 "cache_freed", "hit_rule", "cache_scheduled", "lookahead_tokens")
+        known = (
+            "in_flight_tokens", "free_stale", "suspend", "first_resume_copy", "release_order",
+            "eviction_interval", "prefix_sharing", "cache_freed", "hit_rule", "cache_scheduled", "lookahead_tokens",
+        )
         for key in data:
             if key not in known:
                 raise ConfigError(f"config.semantics.{_key(key)}", data[key], "unknown field")
@@ -387,14 +405,20 @@ def build_layout(config: Config) -> Layout:
 
     min_slots = [0] * num_groups
     in_flight, lookahead = config.semantics.in_flight_tokens, config.semantics.lookahead_tokens
+    # The interval is passed only when set, so a function standing in for life_cycle_min_slots (a
+    # reference mutant) keeps its six-argument form for every other semantics.
+    e = config.semantics.eviction_interval
+    interval = {"eviction_interval": e} if e != 1 else {}
     full_share: int | None = None  # the same for every full-attention life cycle: computed once
     for lc, g in zip(life_cycles, pool_group_of):
         if lc.kind is LifeCycleKind.FULL:
             if full_share is None:
-                full_share = life_cycle_min_slots(lc, t, config.floor_rule, life_cycles, in_flight, lookahead)
+                full_share = life_cycle_min_slots(
+                    lc, t, config.floor_rule, life_cycles, in_flight, lookahead, **interval
+                )
             min_slots[g] += full_share
         else:
-            min_slots[g] += life_cycle_min_slots(lc, t, config.floor_rule, life_cycles, in_flight, lookahead)
+            min_slots[g] += life_cycle_min_slots(lc, t, config.floor_rule, life_cycles, in_flight, lookahead, **interval)
 
     if config.slots is None:
         slots, bumped = list(min_slots), []

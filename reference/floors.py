@@ -11,8 +11,8 @@ from __future__ import annotations
 import enum
 from typing import Any, Iterable, Sequence
 
-from .arith import cdiv, imax
-from .lifecycle import LifeCycle, LifeCycleKind, window_span_blocks
+from .arith import cdiv, fdiv, imax
+from .lifecycle import LifeCycle, LifeCycleKind, released_history, window_span_blocks
 
 __all__ = [
     "FloorRule",
@@ -29,6 +29,9 @@ __all__ = [
     "life_cycle_min_slots",
     "worst_case_history",
     "first_floor_history",
+    "eviction_cursor",
+    "eviction_due",
+    "eviction_floor",
 ]
 
 
@@ -85,6 +88,29 @@ def full_attention_max_capacity(t: Any, slots: Any) -> Any:
     return slots * t
 
 
+def eviction_cursor(r: Any, t: Any, window: Any, sink_blocks: Any, in_flight: Any = 0) -> Any:
+    """The eviction cursor of an SWA life cycle that last freed its stale blocks at history ``r``: the
+    first token of the first block past the sinks it has not freed, ``t * max(S, floor((r - k + 1 - W)
+    / t))`` (``r - k`` floored at 0); ``t * S`` before anything was freed."""
+    return t * imax(sink_blocks, fdiv(released_history(r, in_flight) + 1 - window, t))
+
+
+def eviction_due(h: Any, r: Any, t: Any, window: Any, sink_blocks: Any, in_flight: Any, interval: Any) -> Any:
+    """Whether an SWA life cycle whose cursor was set at history ``r`` frees its stale blocks at history
+    ``h`` under an eviction interval ``e``: at least ``e`` tokens left the window since the cursor,
+    ``max(0, h - k) + 1 - W >= cursor + e``. At ``e = 1`` a step that is not due has nothing newly stale."""
+    return released_history(h, in_flight) + 1 - window >= eviction_cursor(r, t, window, sink_blocks, in_flight) + interval
+
+
+def eviction_floor(t: Any, window: Any, sink_blocks: Any, in_flight: Any, interval: Any) -> Any:
+    """The floor of an SWA life cycle under an eviction interval ``e`` (k tokens in flight):
+    ``S + ceil((W - 1 + k + max(e, t)) / t)``. A decode step that is due holds at most
+    :func:`in_flight_floor` (``S + ceil((W - 1 + k + t) / t)``); one that is not holds the blocks from the
+    cursor ``c`` to token ``h <= c + e + W - 2 + k``, ``S + ceil((W - 1 + k + e) / t)``. At ``e <= t`` it
+    is :func:`in_flight_floor`; the theorems ``eviction-floor-*`` prove both bounds and their tightness."""
+    return sink_blocks + cdiv(window - 1 + in_flight + imax(interval, t), t)
+
+
 def life_cycle_min_slots(
     life_cycle: LifeCycle,
     t: int,
@@ -92,21 +118,30 @@ def life_cycle_min_slots(
     all_life_cycles: Iterable[LifeCycle],
     in_flight: int = 0,
     lookahead: int = 0,
+    eviction_interval: int = 1,
 ) -> int:
     """One life cycle's share of its pool group's minimum under ``rule``, with ``in_flight`` tokens
-    in flight and ``lookahead`` draft slots (the fixed rule's SWA floor is :func:`lookahead_floor`,
-    :func:`in_flight_floor` without drafts, :func:`swa_floor` with neither)."""
+    in flight, ``lookahead`` draft slots and an eviction interval (the fixed rule's SWA floor is
+    :func:`eviction_floor` above interval 1, else :func:`lookahead_floor`, :func:`in_flight_floor`
+    without drafts, :func:`swa_floor` with neither)."""
     if rule is FloorRule.LEGACY:
         return legacy_floor()
     if life_cycle.kind is LifeCycleKind.SWA:
-        return _swa_share(t, life_cycle, in_flight, lookahead)
+        return _swa_share(t, life_cycle, in_flight, lookahead, eviction_interval)
     if life_cycle.kind is LifeCycleKind.FULL:
-        shares = [_swa_share(t, lc, in_flight, lookahead) for lc in all_life_cycles if lc.kind is LifeCycleKind.SWA]
+        shares = [
+            _swa_share(t, lc, in_flight, lookahead, eviction_interval)
+            for lc in all_life_cycles if lc.kind is LifeCycleKind.SWA
+        ]
         return full_attention_floor(max(shares, default=0))
     return 1  # SSM: one state page per request
 
 
-def _swa_share(t: int, life_cycle: LifeCycle, in_flight: int, lookahead: int = 0) -> int:
+def _swa_share(t: int, life_cycle: LifeCycle, in_flight: int, lookahead: int = 0, eviction_interval: int = 1) -> int:
+    if eviction_interval > 1:
+        # k2 draft slots over k1 tokens in flight at history h are k1 + k2 tokens in flight at history
+        # h + k2 (the same capacity, the same release points), as lookahead_floor is the in-flight floor
+        return eviction_floor(t, life_cycle.window, life_cycle.sink_blocks, in_flight + lookahead, eviction_interval)
     if in_flight == 0 and lookahead == 0:
         return swa_floor(t, life_cycle.window, life_cycle.sink_blocks)
     if lookahead == 0:

@@ -39,7 +39,7 @@ from typing import Any, Hashable, Mapping
 
 import attrs
 
-from . import lifecycle
+from . import floors, lifecycle
 from .config import Config, FreeStale, HitRule, Layout, ReleaseOrder, SuspendMode, build_layout
 from .errors import ConfigError, RequestError
 from .lifecycle import LifeCycleKind
@@ -300,6 +300,9 @@ class _Request:
     capacity_below: int = 0
     history_from: int = 0
     history_below: int | float = 0
+    # Per life cycle, the history its stale blocks were last freed on (its eviction cursor's history):
+    # read only under an eviction interval above 1 (see Semantics.eviction_interval).
+    evicted_on: list[int] = attrs.Factory(list)
 
 
 @attrs.define
@@ -460,6 +463,12 @@ class Manager:
         # (a seeded bug) redefines which blocks are required.
         self._fast = type(self).required_ranges is Manager.required_ranges
         self._windows = [i for i, lc in enumerate(self.layout.life_cycles) if lc.window is not None]
+        # An eviction interval above 1 makes what is freed depend on each window's cursor, not on the
+        # history alone: the no-change cache (which assumes the latter) is then off.
+        self._interval = config.semantics.eviction_interval
+        self._points: list[int] = []  # the release points of the last plan (see _release_points)
+        if self._interval > 1:
+            self._fast = False
         self._planning: _Request | None = None  # the request whose plan _feasible is judging
 
     # ----------------------------------------------------------------- observation
@@ -575,9 +584,8 @@ class Manager:
         for req in self._requests.values():
             for lc_index, held in enumerate(req.held):
                 g = self._group_of[lc_index]
-                expected = (
-                    self.required_blocks(lc_index, req.released_to, req.capacity) if self._holds_blocks(req) else ()
-                )
+                on = req.released_to if self._interval == 1 else req.evicted_on[lc_index]
+                expected = self.required_blocks(lc_index, on, req.capacity) if self._holds_blocks(req) else ()
                 assert tuple(sorted(held)) == expected, (
                     f"request {req.request_id!r} life cycle {lc_index} holds blocks {sorted(held)}, "
                     f"must hold exactly {list(expected)} ({req.state.value}, h={req.history}, c={req.capacity})"
@@ -674,6 +682,7 @@ class Manager:
             pending_copy=reused_history > 0,
             ranges=[()] * n,
             held=[{} for _ in range(n)],
+            evicted_on=[reused_history] * n,
             share_with=share_with if self.semantics.prefix_sharing else None,
             prefix_blocks=prefix,
             roots=roots,
@@ -691,6 +700,7 @@ class Manager:
                 extra[self._group_of[lc_index]] += int(needs_copy)
         plan = self._plan(req, req.history, req.capacity)
         looks_up = req.share_with is not None or (self._cache and req.prefix_blocks > 0)
+        points = self._points
         hits = self._hits(req, plan) if looks_up and not req.resumed else None
         copies = list(extra)
         if hits is not None:
@@ -717,6 +727,7 @@ class Manager:
                 continue
             for slot in slots:
                 self._pools[g].give(slot)
+        req.evicted_on = points
         req.released_to = req.history
         req.state = RequestState.ACTIVE
         req.resumed = True
@@ -805,9 +816,11 @@ class Manager:
             return OK
         if req.released_to < req.history:  # lazy freeing: catch up before allocating
             self._apply(req, self._plan(req, req.history, req.capacity))
+            req.evicted_on = self._points
             req.released_to = req.history
             self._refresh(req)
         plan = self._plan(req, history, capacity)
+        points = self._points
         hold = self.release_order is ReleaseOrder.HOLD_UNTIL_RETURN
         held_back = self._stale_released(plan, history) if hold else None
         self._planning = req
@@ -817,6 +830,7 @@ class Manager:
         if self._cache and not self.semantics.cache_scheduled:
             self._name(req, history, advance=False)  # the history it ends on is computed: named before this call frees
         self._apply(req, plan, held_back)
+        req.evicted_on = points
         req.capacity, req.history, req.released_to = capacity, history, history
         if self._cache:  # the blocks this call reserved (or allocated below the history it ends on)
             if req.named:  # blocks a smaller capacity cut off are named again when held again
@@ -843,6 +857,7 @@ class Manager:
             changed = not self._unchanged(req, req.history, req.capacity)
             if changed:
                 self._apply(req, self._plan(req, req.history, req.capacity))  # only releases
+                req.evicted_on = self._points
             req.released_to = req.history
             if changed:
                 self._refresh(req)
@@ -856,6 +871,7 @@ class Manager:
             self._release_all(req)
         if mode is SuspendMode.RECOMPUTE:
             req.capacity = req.history = req.released_to = 0
+            req.evicted_on = [0] * len(req.evicted_on)
             req.pending_copy = False
         req.state = RequestState.SUSPENDED
         self._refresh(req)
@@ -923,10 +939,27 @@ class Manager:
     def _plan(self, req: _Request, history: int, capacity: int) -> _Plan:
         """Per life cycle: None when its blocks do not change, else (to allocate, to release, new ranges)."""
         plan: _Plan = []
+        points = self._points = self._release_points(req, history)
         for lc_index, old in enumerate(req.ranges):
-            new = self.required_ranges(lc_index, history, capacity)
+            new = self.required_ranges(lc_index, points[lc_index], capacity)
             plan.append(None if new == old else (ranges_minus(new, old), ranges_minus(old, new), new))
         return plan
+
+    def _release_points(self, req: _Request, history: int) -> list[int]:
+        """Per life cycle, the history a step to ``history`` frees stale blocks on: ``history`` itself,
+        except under an eviction interval above 1, where a window whose eviction is not due
+        (:func:`~.floors.eviction_due`) keeps the history it last freed on."""
+        if self._interval == 1:
+            return [history] * len(req.ranges)
+        t, k, e = self.tokens_per_block, self._in_flight, self._interval
+        points = []
+        for lc_index, lc in enumerate(self.layout.life_cycles):
+            r = req.evicted_on[lc_index]
+            if lc.window is None or r >= history or floors.eviction_due(history, r, t, lc.window, lc.sink_blocks, k, e):
+                points.append(history)
+            else:
+                points.append(r)
+        return points
 
     def _stale_released(self, plan: _Plan, history: int) -> list[Ranges | None]:
         """Per life cycle, the released blocks that are stale at ``history`` (rather than cut off by a

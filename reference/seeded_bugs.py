@@ -88,6 +88,9 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               ("in-flight-sufficient", "in-flight-tight"), (ORACLE,), covers="semantics.in_flight_tokens"),
     SeededBug("first-floor-at-worst-case", "the first history at the floor is (S+1)*t + W - 2 (issue 12)",
               ("first-floor-history",)),
+    SeededBug("eviction-floor-without-block", "the eviction-interval floor is S + ceil((W-1+k+e)/t): max(e, t) "
+              "read as e, so below a block's worth of interval it falls under the in-flight floor",
+              ("eviction-floor-sufficient", "eviction-floor-tight")),
     # Seeded in the reference itself, for the oracle (swafloor.fuzz.backends.reference_mutants).
     SeededBug("released-on-history", "blocks released on h instead of h - k (the tokens in flight "
               "ignored)",
@@ -96,6 +99,10 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               "token in flight reads is lost",
               (), (ORACLE,), covers="the live window"),
     SeededBug("sinks-released", "sink blocks released like any other block", (), (ORACLE,), covers="sink blocks"),
+    SeededBug("interval-ignored", "stale blocks freed at every step whatever the eviction interval",
+              (), (ORACLE,), covers="semantics.eviction_interval"),
+    SeededBug("eviction-one-late", "an eviction interval above 1 due one token late",
+              (), (ORACLE,), covers="semantics.eviction_interval"),
     SeededBug("lazy-frees-at-commit", "at-allocate releases at commit anyway",
               (), (ORACLE,), covers="semantics.free_stale"),
     SeededBug("at-commit-frees-lazily", "at-commit releases nothing at commit, only at the next "

@@ -51,8 +51,9 @@ def scenario(rid: str = "a") -> list[Step]:
     return steps
 
 
-# Backends that run in their own venv (tests/test_vllm.py drives them there).
-OWN_VENV = {"vllm", "vllm-async", "vllm-no-reuse"}
+# Backends that run in their own venv (tests/test_vllm.py and tests/test_sglang.py drive them there).
+VLLM_VENV = {"vllm", "vllm-async", "vllm-no-reuse"}
+OWN_VENV = VLLM_VENV | {"sglang", "sglang-lazy"}
 # Backends that need a GPU and a peer no CI machine can install (TensorRT-LLM is not on PyPI);
 # tests/test_trtllm_check.py checks that their factory refuses cleanly, naming what is missing.
 GPU_ONLY = {name for name in REGISTRY if resolve(name).capabilities.needs_gpu}
@@ -615,7 +616,7 @@ def test_vllm_backend_needs_its_venv():
     """Outside the venv scripts/vllm-venv makes, building the vLLM backend is refused with the fix."""
     if importlib.util.find_spec("vllm") is not None:
         pytest.skip("vLLM is importable here; tests/test_vllm.py covers it")
-    for name in OWN_VENV:
+    for name in VLLM_VENV:
         resolved = resolve(name)  # the module imports without vLLM
         assert resolved.capabilities.one_pool_group and not resolved.capabilities.sinks
         with pytest.raises(Unsupported, match="scripts/vllm-venv"):

@@ -19,7 +19,13 @@ suspension frees every block and keeps the lengths (``release``), frees every bl
 computed tokens (``recompute``), or frees nothing (``keep``); a first resume whose reused history
 ends inside a block copies it into one more slot only when ``first_resume_copy`` is on; and a
 resize in the ``hold-until-return`` order frees, before it allocates, only blocks that lie past the
-new capacity: blocks that left the window in the same call are freed after it.
+new capacity: blocks that left the window in the same call are freed after it. Under an eviction
+interval ``e`` above 1 (SGLang's) each windowed geometry of a request keeps a cursor, a position: the
+first position of the first block past the sinks that it has not freed (at first the first position
+past the sinks). Where stale blocks would be freed at history ``h``, they are freed only when the
+oldest position still read, ``h - k + 1 - W``, lies at least ``e`` positions past the cursor; the
+cursor then moves to the first position of that oldest position's block (never back into the sinks),
+and the geometry holds the blocks with a position from the cursor on (and the sinks).
 
 Shared prefixes (``prefix_sharing``) are modelled by content: a request created on another's first
 ``k`` committed tokens has the same tokens at positions below ``k``, so at its first resume each
@@ -66,7 +72,7 @@ from swafloor.reference import (
 )
 
 from ..adapter import ManagerBackend
-from ..protocol import ALL_SEMANTICS, ALL_SEMANTICS_SHARING, Limits, factory
+from ..protocol import ALL_SEMANTICS, ALL_SEMANTICS_EVICTION, ALL_SEMANTICS_SHARING, Limits, factory
 
 __all__ = ["OracleManager", "oracle", "decode_peak"]
 
@@ -94,17 +100,23 @@ def _allocated(capacity: int, t: int) -> range:
     return range(len(range(0, capacity, t)))
 
 
-def _held(geometry: _Geometry, history: int, capacity: int, t: int, in_flight: int = 0) -> frozenset[int]:
+def _held(
+    geometry: _Geometry, history: int, capacity: int, t: int, in_flight: int = 0, cursor: int | None = None
+) -> frozenset[int]:
     """The blocks a request holds for one geometry at ``(history, capacity)`` with ``in_flight``
-    tokens of that history not known to be computed yet."""
+    tokens of that history not known to be computed yet (with an eviction cursor: every position
+    from the cursor on is still held)."""
     if geometry.kind == "ssm":
         return frozenset({0})
     allocated = _allocated(capacity, t)
     if geometry.kind == "full":
         return frozenset(allocated)
     # The oldest position the token in flight reads, counted from the tokens known to be computed.
-    oldest = max(0, history - in_flight + 1 - geometry.window)
     newest = max(capacity, history + 1)  # positions up to the token in flight and the capacity
+    if cursor is None:
+        oldest = max(0, history - in_flight + 1 - geometry.window)
+    else:  # a cursor past the token in flight (still among the sinks) holds the token in flight
+        oldest = min(cursor, newest - 1)
     positions = range(oldest, newest)  # never empty: it holds the token in flight
     # Every t-th of these positions and the last one: no block between them is skipped.
     needed = {p // t for p in positions[::t]} | {positions[-1] // t} | geometry.sink_blocks
@@ -122,6 +134,23 @@ def decode_peak(t: int, window: int, sink_blocks: frozenset[int], in_flight: int
     return max(len(_held(geometry, h, h + 1, t, in_flight)) for h in range(horizon + 1))
 
 
+@functools.lru_cache(maxsize=4096)
+def decode_peak_interval(t: int, window: int, sink_blocks: frozenset[int], in_flight: int, interval: int) -> int:
+    """:func:`decode_peak` under an eviction interval: one request decoding from history 0, its cursor
+    moved as the module docstring says before each step, over every history up to the sinks, the
+    window, the tokens in flight, two intervals and four blocks (the cursor's pattern then repeats)."""
+    geometry = _Geometry("swa", window, sink_blocks)
+    cursor = past_sinks = len(range(0, (max(sink_blocks, default=-1) + 1) * t))
+    horizon = past_sinks + window + in_flight + 2 * interval + 4 * t
+    peak = 0
+    for h in range(horizon + 1):
+        oldest = h - in_flight + 1 - window
+        if oldest >= cursor + interval:
+            cursor = max(past_sinks, max(p for p in range(0, oldest + 1, t)))
+        peak = max(peak, len(_held(geometry, h, h + 1, t, in_flight, cursor)))
+    return peak
+
+
 @attrs.define
 class _Request:
     state: RequestState
@@ -131,6 +160,8 @@ class _Request:
     held: list[frozenset[int]]
     # The last snapshot of this request and the state it was taken from (see OracleManager.snapshot).
     shown: tuple | None = None
+    # Per geometry, the eviction cursor (a position; see the module docstring), under an interval above 1.
+    cursors: list[int] = attrs.Factory(list)
     name: Hashable = None
     source: Hashable = None  # created on this request's committed prefix (prefix sharing only)
     prefix: int = 0  # tokens of that prefix
@@ -150,6 +181,7 @@ class OracleManager:
         self.suspend_mode = semantics.suspend
         self.copies = semantics.first_resume_copy
         self.hold = semantics.release_order.value == "hold-until-return"
+        self.interval = semantics.eviction_interval
         self.sharing = semantics.prefix_sharing
         self.geometries: list[_Geometry] = []
         for layer in config.layers:
@@ -206,10 +238,15 @@ class OracleManager:
         if rule is FloorRule.LEGACY or geometry.kind == "ssm":
             return 1
         if geometry.kind == "swa":
-            return decode_peak(self.t, geometry.window, geometry.sink_blocks, self.in_flight)
+            return self._peak(geometry)
         # Full attention sees the same sequence as every windowed layer: at least the largest peak.
-        peaks = [decode_peak(self.t, g.window, g.sink_blocks, self.in_flight) for g in self.geometries if g.kind == "swa"]
+        peaks = [self._peak(g) for g in self.geometries if g.kind == "swa"]
         return max([1, *peaks])
+
+    def _peak(self, g: _Geometry) -> int:
+        if self.interval > 1:
+            return decode_peak_interval(self.t, g.window, g.sink_blocks, self.in_flight, self.interval)
+        return decode_peak(self.t, g.window, g.sink_blocks, self.in_flight)
 
     # ------------------------------------------------------------------ helpers
     def _get(self, request_id: Hashable, state: RequestState | None = None) -> _Request:
@@ -229,8 +266,41 @@ class OracleManager:
         if value < 0:
             raise RequestError(request_id, field, value, "must be >= 0")
 
-    def _targets(self, history: int, capacity: int) -> list[frozenset[int]]:
-        return [_held(g, history, capacity, self.t, self.in_flight) for g in self.geometries]
+    def _targets(self, history: int, capacity: int, req: _Request | None = None) -> list[frozenset[int]]:
+        if self.interval == 1 or req is None:
+            return [_held(g, history, capacity, self.t, self.in_flight) for g in self.geometries]
+        self._moved = self._cursors(req.cursors, history)
+        return [_held(g, history, capacity, self.t, self.in_flight, c) for g, c in zip(self.geometries, self._moved)]
+
+    def _past_sinks(self, geometry: _Geometry) -> int:
+        return len(range(0, (max(geometry.sink_blocks, default=-1) + 1) * self.t))
+
+    def _cursors(self, cursors: list[int], history: int) -> list[int]:
+        """Where each windowed geometry's cursor stands after an eviction check at ``history``."""
+        moved = []
+        for geometry, cursor in zip(self.geometries, cursors):
+            if geometry.kind == "swa":
+                oldest = history - self.in_flight + 1 - geometry.window
+                if oldest >= cursor + self.interval:
+                    block_start = max(p for p in range(0, oldest + 1, self.t))
+                    cursor = max(self._past_sinks(geometry), block_start)
+            moved.append(cursor)
+        return moved
+
+    def _start_cursors(self, history: int) -> list[int]:
+        """The cursors of a request whose first ``history`` tokens count as evicted already: each at
+        the first position of the oldest read position's block (never inside the sinks)."""
+        if self.interval == 1:
+            return []
+        cursors = []
+        for geometry in self.geometries:
+            cursor = self._past_sinks(geometry)
+            if geometry.kind == "swa":
+                oldest = history - self.in_flight + 1 - geometry.window
+                if oldest >= 0:
+                    cursor = max(cursor, max(p for p in range(0, oldest + 1, self.t)))
+            cursors.append(cursor)
+        return cursors
 
     def _shortfalls(self, needed: list[int], freed: list[int]) -> Outcome:
         lacking = []
@@ -450,14 +520,15 @@ class OracleManager:
                                    f"exceeds the committed history {source.history} of share_with {share_with!r}")
         self.requests[request_id] = _Request(
             SUSPENDED, reused_history, reused_history, reused_history > 0,
-            [frozenset() for _ in self.geometries],
+            [frozenset() for _ in self.geometries], cursors=self._start_cursors(reused_history),
             name=request_id, source=share_with if self.sharing else None, prefix=reused_history,
             pages=[{} for _ in self.geometries] if self.sharing else None,
         )
 
     def resume(self, request_id: Hashable) -> Outcome:
         req = self._get(request_id, SUSPENDED)
-        targets = self._targets(req.history, req.capacity)
+        targets = self._targets(req.history, req.capacity, req)
+        moved = self._moved if self.interval > 1 else None
         hits = self._hits(req, targets) if self.sharing else None
         needed = [0] * len(self.totals)
         freed = [0] * len(self.totals)
@@ -478,6 +549,8 @@ class OracleManager:
         outcome = self._shortfalls(needed, freed)
         if outcome.ok:
             self._move(req, targets, hits)
+            if moved is not None:
+                req.cursors = moved
             if self.cache:  # the copies' slots, once the blocks have theirs (evicting what they cached), given back
                 for g, n in enumerate(copy_slots):
                     for _ in range(n):
@@ -502,8 +575,11 @@ class OracleManager:
         if capacity < history:
             raise RequestError(request_id, "capacity", capacity, f"is below history {history}")
         if self.lazy:  # blocks that left the window since the last resize are freed now, for good
-            self._move(req, self._targets(req.history, req.capacity))
-        targets = self._targets(history, capacity)
+            self._move(req, self._targets(req.history, req.capacity, req))
+            if self.interval > 1:
+                req.cursors = self._moved
+        targets = self._targets(history, capacity, req)
+        moved = self._moved if self.interval > 1 else None
         needed = [0] * len(self.totals)
         freed = [0] * len(self.totals)
         allocated = _allocated(capacity, self.t)
@@ -518,6 +594,8 @@ class OracleManager:
             if self.cache and not self.scheduled:  # committed by this call: findable before it frees
                 self._learn(req, history)
             self._move(req, targets, history=history, hold=allocated if self.hold else None)
+            if moved is not None:
+                req.cursors = moved
             req.capacity, req.history = capacity, history
             if self.cache:  # reserved by this call (or allocated below the history it ends on)
                 self._learn(req, capacity if self.scheduled else history)
@@ -534,7 +612,9 @@ class OracleManager:
         if self.cache and not self.scheduled:
             self._learn(req, req.history)
         if not self.lazy:  # freeing lazily, the next resize frees what left the window
-            self._move(req, self._targets(req.history, req.capacity))
+            self._move(req, self._targets(req.history, req.capacity, req))
+            if self.interval > 1:
+                req.cursors = self._moved
 
     def suspend(self, request_id: Hashable) -> None:
         req = self._get(request_id, ACTIVE)
@@ -542,6 +622,7 @@ class OracleManager:
             self._release_all(req)
         if self.suspend_mode is SuspendMode.RECOMPUTE:  # the computed tokens are dropped
             req.capacity = req.history = 0
+            req.cursors = self._start_cursors(0)
             req.pending_copy = False
         req.state = SUSPENDED
 
@@ -605,6 +686,12 @@ class OracleManager:
 @factory(ALL_SEMANTICS, name="oracle", limits=Limits(max_window_tokens=4096, max_capacity_tokens=10**6))
 def oracle(config: Config) -> ManagerBackend:
     """The independent token-level oracle."""
+    return ManagerBackend(OracleManager(config))
+
+
+@factory(ALL_SEMANTICS_EVICTION, name="oracle-eviction", limits=Limits(max_window_tokens=4096, max_capacity_tokens=10**6))
+def oracle_eviction(config: Config) -> ManagerBackend:
+    """The oracle under eviction intervals above 1 (SGLang's) as well as every other semantics."""
     return ManagerBackend(OracleManager(config))
 
 

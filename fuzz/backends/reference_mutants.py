@@ -17,6 +17,7 @@ Measuring them (the oracle campaign, their shrunk traces, the score) is :mod:`sw
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Any, Callable, Iterator
 
 import attrs
@@ -57,7 +58,8 @@ class ReferenceMutant:
     covers: str  # what part of the spec it breaks: a semantics option, release order, mapping, ...
     description: str
     make: Callable[[Config], Manager] = attrs.field(eq=False)
-    backend: str = "oracle"  # the oracle campaign that must kill it (oracle-sharing for prefix sharing)
+    backend: str = "oracle"  # the oracle campaign that must kill it (oracle-sharing for prefix sharing,
+    # oracle-eviction for the eviction interval)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -77,8 +79,10 @@ def _sized(share: Callable[..., int]) -> Callable[[Config], Manager]:
     place of the reference's per-life-cycle minimum (only while it is constructed)."""
     original = reference_config.life_cycle_min_slots
 
-    def mutated(lc, t, rule, all_life_cycles, in_flight=0):
-        return share(original, lc, t, rule, tuple(all_life_cycles), in_flight)
+    def mutated(lc, t, rule, all_life_cycles, in_flight=0, **more):
+        # ``more``: the eviction interval, passed only when above 1; the original gets it as given.
+        base = functools.partial(original, **more) if more else original
+        return share(base, lc, t, rule, tuple(all_life_cycles), in_flight)
 
     def make(config: Config) -> Manager:
         with _swapped(reference_config, "life_cycle_min_slots", mutated):
@@ -109,6 +113,7 @@ class _ResumeWithCopies(Manager):
         req = self._get(request_id, RequestState.SUSPENDED)
         extra = self.copies(req)
         plan = self._plan(req, req.history, req.capacity)
+        points = self._points
         outcome = self._feasible(plan, held_back=None, extra=extra)
         if not outcome:
             return outcome
@@ -117,6 +122,7 @@ class _ResumeWithCopies(Manager):
         for g, slots in enumerate(transient):
             for slot in slots:
                 self._pools[g].give(slot)
+        req.evicted_on = points
         req.released_to = req.history
         req.state = RequestState.ACTIVE
         req.resumed = True
@@ -147,6 +153,25 @@ class _SinksReleased(Manager):
     def _stale(self, lc: Any, history: int) -> tuple[int, int]:
         released_on = lifecycle.released_history(history, self._in_flight)
         return lifecycle.stale_range(released_on, self.tokens_per_block, lc.window, 0)
+
+
+# ----------------------------------------------------------------------------- eviction interval
+class _IntervalIgnored(Manager):
+    """Every window frees what is stale at each step, whatever the eviction interval (the sizing
+    still uses the interval's floor)."""
+
+    def __init__(self, config: Config, release_order: Any = None):
+        super().__init__(config, release_order)
+        self._interval = 1
+
+
+class _EvictionOneLate(Manager):
+    """An eviction interval above 1 is due one token late (``e + 1`` tokens past the cursor)."""
+
+    def __init__(self, config: Config, release_order: Any = None):
+        super().__init__(config, release_order)
+        if self._interval > 1:
+            self._interval += 1
 
 
 # ----------------------------------------------------------------------------- lazy freeing
@@ -194,6 +219,7 @@ class _Suspend(Manager):
             self._release_all(req)
         if self.forgets(mode):
             req.capacity = req.history = req.released_to = 0
+            req.evicted_on = [0] * len(req.evicted_on)
             req.pending_copy = False
         req.state = RequestState.SUSPENDED
         self._refresh(req)
@@ -409,6 +435,8 @@ _MAKERS: dict[str, Callable[[Config], Manager]] = {
     "released-on-history": _ReleasedOnHistory,
     "released-one-early": _ReleasedOneEarly,
     "sinks-released": _SinksReleased,
+    "interval-ignored": _IntervalIgnored,
+    "eviction-one-late": _EvictionOneLate,
     "in-flight-floor-ignores-k": _sized(_in_flight_unsized),
     "lazy-frees-at-commit": _LazyFreesAtCommit,
     "at-commit-frees-lazily": _AtCommitFreesLazily,
@@ -436,7 +464,11 @@ _MAKERS: dict[str, Callable[[Config], Manager]] = {
     "shared-freed-when-stale-for-one": _SharedFreedEarly,
 }
 #: The oracle that must catch a seeded bug of the reference, where it is not the plain one.
-_BACKEND = {"shared-freed-when-stale-for-one": "oracle-sharing"}
+_BACKEND = {
+    "shared-freed-when-stale-for-one": "oracle-sharing",
+    "interval-ignored": "oracle-eviction",
+    "eviction-one-late": "oracle-eviction",
+}
 
 _MUTANTS = tuple(
     ReferenceMutant(bug.name, bug.covers, bug.description, _MAKERS[bug.name], backend=_BACKEND.get(bug.name, "oracle"))

@@ -19,6 +19,7 @@ COMPARISON_T = (16, 32, 64, 128)
 COMPARISON_W = (128, 1024, 4096, 4097)
 COMPARISON_SINKS = (0, 4)
 IN_FLIGHT = 1  # tokens in flight for vLLM's asynchronous scheduling (one step ahead)
+SGLANG_INTERVAL = 128  # SGLANG_SWA_EVICTION_INTERVAL's default (tokens)
 
 
 def _theorem_names() -> tuple[str, ...]:
@@ -104,6 +105,15 @@ PEERS: tuple[dict, ...] = (
         "blocks": lambda t, w, k: None if k else peers.sglang_request_pages(t, w, w),
         "theorems": ("cpp-sizing-covers",),
     },
+    {
+        "key": "sglang-evict",
+        "release": "run on CPU: sglang 0.5.23 (scripts/sglang-venv), as backends sglang and sglang-lazy",
+        "name": f"SGLang's allocator, evicting every e = {SGLANG_INTERVAL} tokens (its default)",
+        "sizing": "the need `S + ceil((W-1+k+max(e,t))/t)` (exclusive window `W-1`, cut at a page boundary)",
+        "source": "`floors.eviction_floor`",
+        "blocks": lambda t, w, k: None if k else floors.eviction_floor(t, w, 0, 0, SGLANG_INTERVAL),
+        "theorems": ("eviction-floor-sufficient", "eviction-floor-tight", "eviction-interval-one"),
+    },
 )
 
 
@@ -145,7 +155,7 @@ def comparison_numbers() -> str:
         out.append(f"**{sinks} sink tokens**" + (" (C++, vLLM and SGLang have no sink term: `-`)" if sinks else ""))
         out.append("")
         head = ["t", "W", "floor", "V2 post-fix", "V2 pre-fix", "C++", "vLLM sync",
-                f"vLLM async (need with k = {IN_FLIGHT})", "SGLang"]
+                f"vLLM async (need with k = {IN_FLIGHT})", "SGLang", f"SGLang, e = {SGLANG_INTERVAL} (need)"]
         out.append("| " + " | ".join(head) + " |")
         out.append("|" + "---:|" * len(head))
         for t in COMPARISON_T:
@@ -292,7 +302,12 @@ def semantics_options() -> str:
         elif isinstance(default, bool):
             values, shown = "`true`, `false`", str(default).lower()
         else:
-            values, shown = "an integer >= 0", default
+            try:  # the least value the class accepts (0 or 1), read from its validator
+                config.Semantics(**{field.name: 0})
+                least = 0
+            except config.ConfigError:
+                least = 1
+            values, shown = f"an integer >= {least}", default
         lines.append(f"| `{field.name}` | `{shown}` | {values} |")
     return "\n".join(lines)
 

@@ -1,0 +1,509 @@
+"""The ``sglang`` and ``sglang-lazy`` backends: SGLang's own SWA KV allocator
+(``SWATokenToKVPoolAllocator`` over an ``SWAKVPool``, a ``ReqToTokenPool`` row per request, and
+``free_swa_out_of_window_slots``), driven on a CPU through the protocol.
+
+SGLang is never a dependency of swafloor: it runs in its own pinned venv (``scripts/sglang-venv``)
+and is imported only when a backend is built (:func:`import_sglang`). Its scheduler
+(``managers.schedule_batch``) is not importable on a CPU; the adapter gives
+``free_swa_out_of_window_slots`` a small stand-in for a request's KV bookkeeping (its row, the
+eviction cursor, no tree-protected prefix) and calls SGLang's functions in the scheduler's order.
+
+What is built, per SWA life cycle of the config: one ``SWATokenToKVPoolAllocator`` (page size
+``P = t``) whose SWA pool is the life cycle's pool group (``slots * P`` tokens) and whose full pool is
+the config's full-attention pool group when there is one (the first SWA life cycle pairs with it),
+else sized so that it never runs short (SGLang has no SWA-only allocator; that size is the adapter's
+and is not compared). A config with only full attention pairs it with an SWA side that never runs
+short either. SGLang's ``sliding_window_size`` is the model's window minus 1 (exclusive).
+
+- ``create(r)``: a ``ReqToTokenPool`` row. No reused history (SGLang's reuse is its radix cache).
+- ``resize(r, c, h)``: the scheduler's step: first ``free_swa_out_of_window_slots(pre_len=h,
+  sliding_window_size=W-1, page_size=P, supports_prefix_sharing=False, eviction_interval=e)`` for each
+  SWA life cycle (that free stands when the allocation then fails), then the capacity check the engine
+  makes before allocating (``new_pages_available`` on every allocator: out of pages is an outcome,
+  nothing allocated), then ``alloc_decode`` (one new token, ``P > 1``), ``alloc_extend`` (more, ``P >
+  1``) or ``alloc`` (``P = 1``) for the tokens ``[allocated, c)``, written into the request's row.
+- ``commit(r, n)``: the KV of ``n`` more tokens is computed: history advances; nothing is freed.
+- ``suspend(r)``: retraction: the row's KV is freed (SGLang's ``free_kv_row_segments``: full side
+  only below the eviction cursor) and the request recomputes from token 0.
+- ``close(r)``: the request finishes: the same free, and the row is returned.
+
+``sglang`` evicts every token (``SGLANG_SWA_EVICTION_INTERVAL=1``); ``sglang-lazy`` at SGLang's
+default interval, 128 tokens. The first-decode skip of SGLang's overlap scheduler is not driven.
+
+Observations are read from SGLang's objects: per pool group the pages in use (the sub-allocator's
+``available_size``), tables from the request's row and ``full_to_swa_index_mapping`` (an SWA page is
+held while its first token maps to an SWA slot), slots (``slots``) from the page ids in the row, the
+mapping and the sub-allocators' free lists. Lengths and pool totals are the adapter's.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import time
+import types
+import weakref
+from typing import Any, Hashable
+
+from swafloor.reference import (
+    Config,
+    LifeCycleKind,
+    Outcome,
+    RequestError,
+    RequestState,
+    Semantics,
+    SlotMap,
+    build_layout,
+)
+
+from ..protocol import Capabilities, Operation, Part, Unsupported, factory
+
+__all__ = ["SglangBackend", "sglang", "sglang_lazy", "import_sglang", "capabilities", "semantics",
+           "DEFAULT_EVICTION_INTERVAL"]
+
+#: SGLang's default ``SGLANG_SWA_EVICTION_INTERVAL`` (tokens).
+DEFAULT_EVICTION_INTERVAL = 128
+#: The longest row a request may have (tokens): far above any generated capacity.
+MAX_CONTEXT = 2048
+#: Requests a backend may hold at once (ReqToTokenPool rows).
+MAX_REQUESTS = 32
+
+_loaded: dict[str, Any] = {}
+#: Built allocators by (size_full, size_swa, page size): each an [allocator, row pool, owner] list, the
+#: owner a weak reference to the backend using it. A backend takes one no live backend owns and
+#: resets it with SGLang's own ``clear()`` (what SGLang runs on a cache flush: every page free, the
+#: full-to-SWA mapping zeroed), so a campaign builds SGLang's pools once per size, not once per example.
+_BUILT: dict[tuple[int, int, int], list[list[Any]]] = {}
+
+
+class _Absent:
+    """What a name of the torchvision stand-in is: anything SGLang's module-level code asks of it
+    (an attribute, a subscript) is another absent thing; calling one raises."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr: str) -> "_Absent":
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return _Absent(f"{self._name}.{attr}")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(f"{self._name}: torchvision is not installed in the SGLang venv (a stand-in)")
+
+
+def _absent_attribute(module: str, attr: str) -> _Absent:
+    if attr.startswith("__"):
+        raise AttributeError(attr)
+    return _Absent(f"{module}.{attr}")
+
+
+def _stand_in_torchvision() -> None:
+    """SGLang's multimodal config helpers import torchvision at module load; it is not installed
+    (it pulls a CUDA torch) and nothing on the allocator path uses it. transformers is imported
+    first, so it has already found torchvision absent when the stand-in appears."""
+    if "torchvision" in sys.modules:
+        return
+    try:
+        import torchvision  # noqa: F401
+
+        return
+    except ImportError:
+        pass
+    import importlib.machinery
+
+    import transformers  # noqa: F401  (before the stand-in: it records torchvision as absent)
+
+    for name in ("torchvision", "torchvision.transforms", "torchvision.transforms.functional",
+                 "torchvision.transforms.v2", "torchvision.transforms.v2.functional", "torchvision.io",
+                 "torchvision.ops"):
+        mod = types.ModuleType(name)
+        mod.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=True)
+        mod.__path__ = []
+        mod.__getattr__ = functools.partial(_absent_attribute, name)  # type: ignore[attr-defined]
+        sys.modules[name] = mod
+        parent, _, leaf = name.rpartition(".")
+        if parent:
+            setattr(sys.modules[parent], leaf, mod)
+    sys.modules["torchvision"].__version__ = "0.0.0+swafloor-stand-in"  # type: ignore[attr-defined]
+
+
+def import_sglang() -> dict[str, Any]:
+    """Import the parts of SGLang the backend uses (once)."""
+    if not _loaded:
+        started = time.perf_counter()
+        try:
+            _stand_in_torchvision()  # imports transformers: outside SGLang's venv that may be missing too
+            import torch
+            from sglang.srt.mem_cache.allocator.swa import SWATokenToKVPoolAllocator
+            from sglang.srt.mem_cache.common import free_kv_row_segments, free_swa_out_of_window_slots
+            from sglang.srt.mem_cache.memory_pool import ReqToTokenPool
+            from sglang.srt.mem_cache.swa_memory_pool import SWAKVPool
+        except ImportError as exc:
+            raise Unsupported(
+                f"SGLang is not importable here ({exc}); run the SGLang backends in the venv made by scripts/sglang-venv"
+            ) from exc
+        import sglang
+
+        # The adapter's tensors are a few pages long: one intra-op thread. More only wait on each other
+        # (measured: a ci campaign ran twice as fast with one thread on a shared 2-core machine).
+        torch.set_num_threads(1)
+        _loaded.update(
+            torch=torch,
+            Allocator=SWATokenToKVPoolAllocator,
+            free_swa_out_of_window_slots=free_swa_out_of_window_slots,
+            free_kv_row_segments=free_kv_row_segments,
+            ReqToTokenPool=ReqToTokenPool,
+            SWAKVPool=SWAKVPool,
+            version=sglang.__version__,
+            seconds=time.perf_counter() - started,
+        )
+    return _loaded
+
+
+def semantics(eviction_interval: int) -> Semantics:
+    """The reference semantics SGLang's SWA allocator has, evicting every ``eviction_interval`` tokens."""
+    return Semantics(
+        free_stale="at-allocate",  # freed before each allocation (free_swa_out_of_window_slots)
+        suspend="recompute",  # retraction frees the row and recomputes from token 0
+        first_resume_copy=False,
+        eviction_interval=eviction_interval,
+    )
+
+
+def capabilities(eviction_interval: int) -> Capabilities:
+    return Capabilities(
+        operations=[Operation.CREATE, Operation.RESUME, Operation.RESIZE, Operation.COMMIT, Operation.SUSPEND,
+                    Operation.CLOSE],
+        observations={
+            Part.OUTCOME: "exact",
+            Part.POOL_USED: "exact",
+            Part.TABLES: "exact",
+            Part.SLOTS: "exact",
+        },
+        adapter_set=[Part.POOL_TOTALS, Part.LENGTHS],
+        layer_kinds=[LifeCycleKind.SWA, LifeCycleKind.FULL],
+        sinks=False,  # SGLang keeps no sink tokens
+        shared_pool_groups=False,  # an SWA pool and a full pool, each its own
+        reused_history=False,  # reuse is the radix cache (sglang-radix, not built)
+        legacy_floor=True,  # the allocator serves any size (start-up's own check is not the allocator's)
+        commit_before_allocate=True,  # pre_len is the KV already computed
+        capacity_cuts=False,  # SGLang never shrinks a request's row
+        semantics=semantics(eviction_interval),
+    )
+
+
+class _Kv:
+    """The few fields of a request's KV bookkeeping ``free_swa_out_of_window_slots`` reads: its row,
+    the eviction cursor, and nothing protected by a tree (no prefix sharing)."""
+
+    def __init__(self, row: int):
+        self.req_pool_idx: int | None = row
+        self.cache_protected_len = 0
+        self.swa_evict_floor = 0
+        self.component_evicted_seqlens: dict[Any, int] = {}
+
+    @property
+    def holds_kv(self) -> bool:
+        return self.req_pool_idx is not None
+
+    def swa_dead_lo(self, page_size: int) -> int:
+        return 0
+
+    def get_evicted_seqlen(self, component_type: Any) -> int:
+        return self.component_evicted_seqlens.get(component_type, 0)
+
+    def set_evicted_seqlen(self, component_type: Any, length: int) -> None:
+        self.component_evicted_seqlens[component_type] = length
+
+
+class _Req:
+    """A request as the adapter drives it: per SWA allocator a ``_Kv`` (its own cursor), one row
+    per allocator, the allocated token count, history and state."""
+
+    def __init__(self, n_alloc: int, rows: list[int]):
+        self.kvs = [_Kv(row) for row in rows]
+        self.allocated = 0
+        self.history = 0
+        self.state = RequestState.SUSPENDED
+
+    class _Shim:
+        def __init__(self, kv: _Kv):
+            self.kv = kv
+
+
+class SglangBackend:
+    """SGLang's SWA allocator behind the protocol (see the module docstring)."""
+
+    def __init__(self, config: Config, eviction_interval: int = 1, precheck: bool = True):
+        s = import_sglang()
+        torch = s["torch"]
+        layout = build_layout(config)
+        self.t = P = layout.tokens_per_block
+        self.e = eviction_interval
+        self.precheck = precheck
+        self.layout = layout
+        lcs = layout.life_cycles
+        if any(lc.kind is LifeCycleKind.SSM for lc in lcs):
+            raise Unsupported("SGLang's SWA allocator has no SSM state")
+        if any(lc.sink_blocks for lc in lcs):
+            raise Unsupported("SGLang keeps no sink tokens")
+        if len(set(layout.pool_group_of)) != len(lcs):
+            raise Unsupported("SGLang gives each pool (SWA, full) its own pages")
+        swa = [i for i, lc in enumerate(lcs) if lc.kind is LifeCycleKind.SWA]
+        full = [i for i, lc in enumerate(lcs) if lc.kind is LifeCycleKind.FULL]
+        big = MAX_CONTEXT * MAX_REQUESTS  # a side that never runs short (never compared)
+        # Each allocator: (SWA life cycle or None, full life cycle or None, window or None).
+        pairs: list[tuple[int | None, int | None]] = []
+        for k, i in enumerate(swa):
+            pairs.append((i, full[0] if (k == 0 and full) else None))
+        if not swa:
+            pairs.append((None, full[0]))
+        self.pairs = pairs
+        self.allocators = []
+        self.windows: list[int | None] = []
+        slots = layout.slots
+        self.rows = []  # one row table per allocator (each has its own full-side index space)
+        for swa_lc, full_lc in pairs:
+            size_full = slots[layout.pool_group_of[full_lc]] * P if full_lc is not None else big
+            size_swa = slots[layout.pool_group_of[swa_lc]] * P if swa_lc is not None else big
+            allocator, rows = self._take((size_full, size_swa, P))
+            self.allocators.append(allocator)
+            self.rows.append(rows)
+            self.windows.append(lcs[swa_lc].window if swa_lc is not None else None)
+        self.requests: dict[Hashable, _Req] = {}
+        self._free_rows = list(range(1, MAX_REQUESTS + 1))
+
+    # ------------------------------------------------------------------ helpers
+    def _take(self, key: tuple[int, int, int]) -> tuple[Any, Any]:
+        """An allocator of these sizes that no live backend owns, reset by SGLang's ``clear()``, and
+        its row pool (rows are written before they are read), built when there is none."""
+        s = _loaded
+        entries = _BUILT.setdefault(key, [])
+        for entry in entries:
+            if entry[2]() is None:
+                break
+        else:
+            size_full, size_swa, P = key
+            torch = s["torch"]
+            pool = s["SWAKVPool"](
+                size=size_full, size_swa=size_swa, page_size=P, dtype=torch.float16, head_num=1, head_dim=1,
+                swa_attention_layer_ids=[0], full_attention_layer_ids=[1], device="cpu",
+            )
+            allocator = s["Allocator"](size_full, size_swa, P, torch.float16, "cpu", pool, need_sort=False)
+            entry = [allocator, s["ReqToTokenPool"](MAX_REQUESTS, MAX_CONTEXT, "cpu", False), None]
+            entries.append(entry)
+        entry[2] = weakref.ref(self)
+        entry[0].clear()
+        return entry[0], entry[1]
+
+    def _get(self, request_id: Hashable, *states: RequestState) -> _Req:
+        req = self.requests.get(request_id)
+        if req is None:
+            raise RequestError(request_id, "request_id", request_id, "unknown request")
+        if req.state is RequestState.CLOSED:
+            raise RequestError(request_id, "state", "closed", "request is closed")
+        if states and req.state not in states:
+            raise RequestError(request_id, "state", req.state.value, "not allowed in this state")
+        return req
+
+    def _row(self, a: int, req: _Req) -> Any:
+        return self.rows[a].req_to_token[req.kvs[a].req_pool_idx]
+
+    def _evict(self, req: _Req, pre_len: int) -> None:
+        s = _loaded
+        for a, window in enumerate(self.windows):
+            if window is None:
+                continue
+            s["free_swa_out_of_window_slots"](
+                _Req._Shim(req.kvs[a]), pre_len, sliding_window_size=window - 1, page_size=self.t,
+                req_to_token_pool=self.rows[a], token_to_kv_pool_allocator=self.allocators[a],
+                supports_prefix_sharing=False, eviction_interval=self.e,
+            )
+
+    def _evicted(self, a: int, req: _Req) -> int:
+        from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
+
+        return req.kvs[a].get_evicted_seqlen(ComponentType.SWA)
+
+    def _pages(self, old: int, new: int) -> int:
+        P = self.t
+        return -(-new // P) - (-(-old // P))
+
+    def _allocate(self, req: _Req, capacity: int) -> bool:
+        torch = _loaded["torch"]
+        old, P = req.allocated, self.t
+        pages = self._pages(old, capacity)
+        for alloc in self.allocators if self.precheck else ():  # the engine's check, before allocating
+            if P == 1:
+                if not (capacity - old <= alloc.full_available_size() and capacity - old <= alloc.swa_available_size()):
+                    return False
+            elif not alloc.new_pages_available(pages, pages):
+                return False
+        n = capacity - old
+        for a, alloc in enumerate(self.allocators):
+            row = self._row(a, req)
+            if P == 1:
+                out = alloc.alloc(n)
+            else:
+                last = torch.tensor([int(row[old - 1]) if old > 0 else -1], dtype=torch.int64)
+                if n == 1:
+                    seq = torch.tensor([capacity], dtype=torch.int64)
+                    out = alloc.alloc_decode(seq, seq, last)
+                else:
+                    pre = torch.tensor([old], dtype=torch.int64)
+                    seq = torch.tensor([capacity], dtype=torch.int64)
+                    out = alloc.alloc_extend(pre, pre, seq, seq, last, n)
+            if out is None:
+                if self.precheck:  # the check above said it fits: SGLang disagreeing is a finding
+                    raise AssertionError(f"SGLang allocator {a} returned None after new_pages_available said yes")
+                return False  # a caller that does not check first: whatever SGLang took stays taken
+            row[old:capacity] = out.to(row.dtype)
+        req.allocated = capacity
+        return True
+
+    def _free_row(self, req: _Req) -> None:
+        for a, alloc in enumerate(self.allocators):
+            if req.allocated:
+                indices = self._row(a, req)[: req.allocated].to(_loaded["torch"].int64)
+                _loaded["free_kv_row_segments"](
+                    alloc, [(indices, 0)], swa_evicted_seqlen=self._evicted(a, req) if self.windows[a] else 0
+                )
+            req.kvs[a].component_evicted_seqlens.clear()
+        req.allocated = 0
+
+    # ------------------------------------------------------------------ operations
+    def create(self, request_id: Hashable, reused_history: int = 0) -> None:
+        if request_id in self.requests:
+            raise RequestError(request_id, "request_id", request_id, "already exists")
+        if reused_history:
+            raise Unsupported("SGLang's reuse is its radix cache (not driven by this backend)")
+        if not self._free_rows:
+            raise Unsupported(f"more than {MAX_REQUESTS} requests")
+        row = self._free_rows.pop()
+        self.requests[request_id] = _Req(len(self.allocators), [row] * len(self.allocators))
+
+    def resume(self, request_id: Hashable) -> Outcome:
+        req = self._get(request_id, RequestState.SUSPENDED)
+        req.state = RequestState.ACTIVE  # history and allocation are 0: nothing to allocate
+        return Outcome(True)
+
+    def resize(self, request_id: Hashable, capacity: int, history: int) -> Outcome:
+        req = self._get(request_id, RequestState.ACTIVE)
+        if history > req.history:
+            req.history = history
+        if capacity > MAX_CONTEXT:
+            raise Unsupported(f"capacity {capacity} above the adapter's row length {MAX_CONTEXT}")
+        self._evict(req, req.history)
+        if capacity > req.allocated and not self._allocate(req, capacity):
+            return Outcome(False)
+        return Outcome(True)
+
+    def commit(self, request_id: Hashable, tokens: int) -> None:
+        req = self._get(request_id, RequestState.ACTIVE)
+        req.history += tokens
+
+    def suspend(self, request_id: Hashable) -> None:
+        req = self._get(request_id, RequestState.ACTIVE)
+        self._free_row(req)
+        req.history = 0
+        req.state = RequestState.SUSPENDED
+
+    def close(self, request_id: Hashable) -> None:
+        req = self._get(request_id)
+        self._free_row(req)
+        req.state = RequestState.CLOSED
+        self._free_rows.append(req.kvs[0].req_pool_idx)
+        for kv in req.kvs:
+            kv.req_pool_idx = None
+
+    # ------------------------------------------------------------------ observation
+    def _held(self, req: _Req) -> list[dict[int, int]]:
+        """Per life cycle ``{block: page id}`` from SGLang's row and mapping."""
+        P = self.t
+        out: list[dict[int, int]] = [{} for _ in self.layout.life_cycles]
+        if req.state is not RequestState.ACTIVE or not req.allocated:
+            return out
+        torch = _loaded["torch"]
+        for a, (swa_lc, full_lc) in enumerate(self.pairs):
+            firsts = self._row(a, req)[: req.allocated : P].to(torch.int64)  # each page's first token
+            if full_lc is not None:
+                out[full_lc] = dict(enumerate((firsts // P).tolist()))
+            if swa_lc is not None:
+                swa = self.allocators[a].full_to_swa_index_mapping[firsts].tolist()
+                out[swa_lc] = {b: i // P for b, i in enumerate(swa) if i > 0}
+        return out
+
+    @staticmethod
+    def _free_pages(sub: Any, P: int) -> list[int]:
+        pages = [int(x) for x in sub.free_pages.tolist()]
+        for staged in getattr(sub, "staged_pages", []) or []:
+            pages += [int(x) for x in staged.tolist()]
+        release = getattr(sub, "release_pages", None)
+        if release is not None:
+            pages += [int(x) for x in release.tolist()]
+        return pages
+
+    def slots(self, held: dict[Hashable, tuple[dict[int, int], ...]] | None = None) -> SlotMap:
+        """Physical identity; ``held``: each open request's :meth:`_held`, when already read."""
+        if held is None:
+            held = {rid: tuple(self._held(req)) for rid, req in self.requests.items()
+                    if req.state is not RequestState.CLOSED}
+        free: list[tuple[tuple[int, int], ...]] = [()] * self.layout.num_pool_groups
+        for a, (swa_lc, full_lc) in enumerate(self.pairs):
+            alloc = self.allocators[a]
+            for lc, sub in ((swa_lc, alloc.swa_attn_allocator), (full_lc, alloc.full_attn_allocator)):
+                if lc is not None:
+                    ids = self._free_pages(sub, self.t)
+                    free[self.layout.pool_group_of[lc]] = tuple((i, i + 1) for i in ids)
+        return SlotMap(held, tuple(free))
+
+    def observe(self) -> dict[Part, Any]:
+        P = self.t
+        g_of = self.layout.pool_group_of
+        totals = [0] * self.layout.num_pool_groups
+        used = [0] * self.layout.num_pool_groups
+        for a, (swa_lc, full_lc) in enumerate(self.pairs):
+            alloc = self.allocators[a]
+            for lc, sub in ((swa_lc, alloc.swa_attn_allocator), (full_lc, alloc.full_attn_allocator)):
+                if lc is not None:
+                    total = self.layout.slots[g_of[lc]]
+                    totals[g_of[lc]] = total
+                    used[g_of[lc]] = total - sub.available_size() // P
+        lengths: dict[Hashable, tuple[Any, int, int]] = {}
+        tables: dict[Hashable, tuple[tuple[int | None, ...], ...]] = {}
+        all_held: dict[Hashable, tuple[dict[int, int], ...]] = {}
+        for rid, req in self.requests.items():
+            if req.state is RequestState.CLOSED:
+                continue
+            lengths[rid] = (req.state, req.allocated, req.history)
+            held = all_held[rid] = tuple(self._held(req))
+            blocks = -(-req.allocated // P)
+            tables[rid] = tuple(tuple(b if b in h else None for b in range(blocks)) for h in held)
+        return {
+            Part.POOL_TOTALS: tuple(totals),
+            Part.POOL_USED: tuple(used),
+            Part.LENGTHS: lengths,
+            Part.TABLES: tables,
+            Part.SLOTS: self.slots(all_held),  # read from the same rows, once
+        }
+
+
+@factory(capabilities(1), name="sglang", prepare=import_sglang)
+def sglang(config: Config) -> SglangBackend:
+    """SGLang's SWA allocator, evicting out-of-window SWA pages before every allocation."""
+    return SglangBackend(config, eviction_interval=1)
+
+
+@factory(capabilities(DEFAULT_EVICTION_INTERVAL), name="sglang-lazy", prepare=import_sglang)
+def sglang_lazy(config: Config) -> SglangBackend:
+    """SGLang's SWA allocator at its default eviction interval (128 tokens)."""
+    return SglangBackend(config, eviction_interval=DEFAULT_EVICTION_INTERVAL)
+
+
+@factory(capabilities(1), name="sglang-unchecked", prepare=import_sglang)
+def sglang_unchecked(config: Config) -> SglangBackend:
+    """Not registered: SGLang's allocator driven by a caller that does NOT check capacity first (it
+    relies on ``alloc_decode`` / ``alloc_extend`` returning None). Used to show what ``alloc_decode``'s
+    non-atomicity costs such a caller (tests/test_sglang.py; docs/backends.md, SGLang)."""
+    return SglangBackend(config, eviction_interval=1, precheck=False)
