@@ -179,7 +179,8 @@ class Capabilities:
     all_semantics: bool = False
     prefix_sharing: bool = False  # create(..., share_with=...): requests on another's committed prefix
     min_window: int = 1  # the smallest window its configs may have
-    # Under all_semantics: eviction intervals above 1 (Semantics.eviction_interval, SGLang's) are drawn too.
+    # Under all_semantics: eviction intervals above 1 (Semantics.eviction_interval, SGLang's) and draft
+    # slots (Semantics.lookahead_tokens) are drawn too.
     eviction_interval: bool = False
 
     def __attrs_post_init__(self) -> None:

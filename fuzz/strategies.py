@@ -89,8 +89,14 @@ SEMANTICS_SHARING = st.builds(
 EVICTION_INTERVALS = st.sampled_from((1, 2, 3, 9))
 
 
+#: Draft slots of speculative decoding (Semantics.lookahead_tokens), drawn in the same campaign: only
+#: the minimum slots change, so it needs no campaign of its own.
+LOOKAHEAD_TOKENS = st.sampled_from((0, 0, 1, 3))
+
+
 def _with_interval(semantics_: st.SearchStrategy[Semantics]) -> st.SearchStrategy[Semantics]:
-    return st.builds(lambda s, e: attrs.evolve(s, eviction_interval=e), semantics_, EVICTION_INTERVALS)
+    return st.builds(lambda s, e, k: attrs.evolve(s, eviction_interval=e, lookahead_tokens=k), semantics_,
+                     EVICTION_INTERVALS, LOOKAHEAD_TOKENS)
 
 
 def semantics(caps: Capabilities = EXACT_EVERYTHING) -> st.SearchStrategy[Semantics]:

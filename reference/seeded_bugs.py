@@ -103,6 +103,14 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               (), (ORACLE,), covers="semantics.eviction_interval"),
     SeededBug("eviction-one-late", "an eviction interval above 1 due one token late",
               (), (ORACLE,), covers="semantics.eviction_interval"),
+    SeededBug("lookahead-ignored", "pools sized as if there were no draft slots (lookahead tokens read as 0)",
+              (), (ORACLE,), covers="semantics.lookahead_tokens"),
+    SeededBug("cache-freed-ignored", "freed blocks keep nothing: no cached content and no hit on a freed block",
+              (), (ORACLE,), covers="semantics.cache_freed"),
+    SeededBug("hit-rule-swapped", "the other hit rule: one hit length for every life cycle where each has its "
+              "own, and back", (), (ORACLE,), covers="semantics.hit_rule"),
+    SeededBug("cache-scheduled-swapped", "a block's content counts as computed once scheduled where it should be "
+              "once committed, and back", (), (ORACLE,), covers="semantics.cache_scheduled"),
     SeededBug("lazy-frees-at-commit", "at-allocate releases at commit anyway",
               (), (ORACLE,), covers="semantics.free_stale"),
     SeededBug("at-commit-frees-lazily", "at-commit releases nothing at commit, only at the next "

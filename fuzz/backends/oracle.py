@@ -124,30 +124,32 @@ def _held(
 
 
 @functools.lru_cache(maxsize=4096)
-def decode_peak(t: int, window: int, sink_blocks: frozenset[int], in_flight: int = 0) -> int:
-    """The most blocks one decode step (capacity ``h + 1``) of a windowed geometry holds with
-    ``in_flight`` tokens in flight, over every history ``h`` up to one window, the tokens in flight
-    and two blocks past the sinks (the pattern repeats with period ``t`` once the window has left
-    the sinks)."""
+def decode_peak(t: int, window: int, sink_blocks: frozenset[int], in_flight: int = 0, lookahead: int = 0) -> int:
+    """The most blocks one decode step (capacity ``h + 1``, plus ``lookahead`` draft slots) of a
+    windowed geometry holds with ``in_flight`` tokens in flight, over every history ``h`` up to one
+    window, the tokens in flight, the drafts and two blocks past the sinks (the pattern repeats with
+    period ``t`` once the window has left the sinks)."""
     geometry = _Geometry("swa", window, sink_blocks)
-    horizon = (max(sink_blocks, default=-1) + 1) * t + window + in_flight + 2 * t
-    return max(len(_held(geometry, h, h + 1, t, in_flight)) for h in range(horizon + 1))
+    horizon = (max(sink_blocks, default=-1) + 1) * t + window + in_flight + lookahead + 2 * t
+    return max(len(_held(geometry, h, h + 1 + lookahead, t, in_flight)) for h in range(horizon + 1))
 
 
 @functools.lru_cache(maxsize=4096)
-def decode_peak_interval(t: int, window: int, sink_blocks: frozenset[int], in_flight: int, interval: int) -> int:
+def decode_peak_interval(
+    t: int, window: int, sink_blocks: frozenset[int], in_flight: int, interval: int, lookahead: int = 0
+) -> int:
     """:func:`decode_peak` under an eviction interval: one request decoding from history 0, its cursor
     moved as the module docstring says before each step, over every history up to the sinks, the
     window, the tokens in flight, two intervals and four blocks (the cursor's pattern then repeats)."""
     geometry = _Geometry("swa", window, sink_blocks)
     cursor = past_sinks = len(range(0, (max(sink_blocks, default=-1) + 1) * t))
-    horizon = past_sinks + window + in_flight + 2 * interval + 4 * t
+    horizon = past_sinks + window + in_flight + lookahead + 2 * interval + 4 * t
     peak = 0
     for h in range(horizon + 1):
         oldest = h - in_flight + 1 - window
         if oldest >= cursor + interval:
             cursor = max(past_sinks, max(p for p in range(0, oldest + 1, t)))
-        peak = max(peak, len(_held(geometry, h, h + 1, t, in_flight, cursor)))
+        peak = max(peak, len(_held(geometry, h, h + 1 + lookahead, t, in_flight, cursor)))
     return peak
 
 
@@ -182,6 +184,7 @@ class OracleManager:
         self.copies = semantics.first_resume_copy
         self.hold = semantics.release_order.value == "hold-until-return"
         self.interval = semantics.eviction_interval
+        self.lookahead = semantics.lookahead_tokens  # draft slots: only the minimum grows
         self.sharing = semantics.prefix_sharing
         self.geometries: list[_Geometry] = []
         for layer in config.layers:
@@ -245,8 +248,8 @@ class OracleManager:
 
     def _peak(self, g: _Geometry) -> int:
         if self.interval > 1:
-            return decode_peak_interval(self.t, g.window, g.sink_blocks, self.in_flight, self.interval)
-        return decode_peak(self.t, g.window, g.sink_blocks, self.in_flight)
+            return decode_peak_interval(self.t, g.window, g.sink_blocks, self.in_flight, self.interval, self.lookahead)
+        return decode_peak(self.t, g.window, g.sink_blocks, self.in_flight, self.lookahead)
 
     # ------------------------------------------------------------------ helpers
     def _get(self, request_id: Hashable, state: RequestState | None = None) -> _Request:

@@ -26,6 +26,7 @@ from swafloor.reference import (
     Config,
     FloorRule,
     FreeStale,
+    HitRule,
     LifeCycleKind,
     Manager,
     Outcome,
@@ -79,8 +80,11 @@ def _sized(share: Callable[..., int]) -> Callable[[Config], Manager]:
     place of the reference's per-life-cycle minimum (only while it is constructed)."""
     original = reference_config.life_cycle_min_slots
 
-    def mutated(lc, t, rule, all_life_cycles, in_flight=0, **more):
-        # ``more``: the eviction interval, passed only when above 1; the original gets it as given.
+    def mutated(lc, t, rule, all_life_cycles, in_flight=0, lookahead=0, **more):
+        # ``lookahead`` (draft slots) and ``more`` (the eviction interval, passed only when above 1):
+        # the original gets them as given; a share sees the five-argument form.
+        if lookahead:
+            more = {**more, "lookahead": lookahead}
         base = functools.partial(original, **more) if more else original
         return share(base, lc, t, rule, tuple(all_life_cycles), in_flight)
 
@@ -172,6 +176,46 @@ class _EvictionOneLate(Manager):
         super().__init__(config, release_order)
         if self._interval > 1:
             self._interval += 1
+
+
+# ----------------------------------------------------------------------------- draft slots, the prefix cache
+def _with_semantics(config: Config, **changes: Any) -> Config:
+    return attrs.evolve(config, semantics=attrs.evolve(config.semantics, **changes))
+
+
+class _LookaheadIgnored(Manager):
+    """Pools sized as if there were no draft slots (``lookahead_tokens`` read as 0)."""
+
+    def __init__(self, config: Config, release_order: Any = None):
+        super().__init__(_with_semantics(config, lookahead_tokens=0), release_order)
+
+
+class _CacheFreedIgnored(Manager):
+    """Freed blocks keep nothing: no cached content, no hit on a freed block (``cache_freed`` read as off)."""
+
+    def __init__(self, config: Config, release_order: Any = None):
+        if config.semantics.cache_freed:
+            config = _with_semantics(config, cache_freed=False, hit_rule=HitRule.PER_BLOCK, cache_scheduled=False)
+        super().__init__(config, release_order)
+
+
+class _HitRuleSwapped(Manager):
+    """The other hit rule: one hit length for every life cycle where each should have its own, and back."""
+
+    def __init__(self, config: Config, release_order: Any = None):
+        if config.semantics.cache_freed:
+            other = HitRule.COMMON_PREFIX if config.semantics.hit_rule is HitRule.PER_BLOCK else HitRule.PER_BLOCK
+            config = _with_semantics(config, hit_rule=other)
+        super().__init__(config, release_order)
+
+
+class _CacheScheduledSwapped(Manager):
+    """A block's content counts as computed when scheduled where it should be when committed, and back."""
+
+    def __init__(self, config: Config, release_order: Any = None):
+        if config.semantics.cache_freed:
+            config = _with_semantics(config, cache_scheduled=not config.semantics.cache_scheduled)
+        super().__init__(config, release_order)
 
 
 # ----------------------------------------------------------------------------- lazy freeing
@@ -462,12 +506,20 @@ _MAKERS: dict[str, Callable[[Config], Manager]] = {
     "floor-division": _sized(_floor_division),
     "full-attention-floor-one": _sized(_full_share_one),
     "shared-freed-when-stale-for-one": _SharedFreedEarly,
+    "lookahead-ignored": _LookaheadIgnored,
+    "cache-freed-ignored": _CacheFreedIgnored,
+    "hit-rule-swapped": _HitRuleSwapped,
+    "cache-scheduled-swapped": _CacheScheduledSwapped,
 }
 #: The oracle that must catch a seeded bug of the reference, where it is not the plain one.
 _BACKEND = {
     "shared-freed-when-stale-for-one": "oracle-sharing",
     "interval-ignored": "oracle-eviction",
     "eviction-one-late": "oracle-eviction",
+    "lookahead-ignored": "oracle-eviction",
+    "cache-freed-ignored": "oracle-sharing",
+    "hit-rule-swapped": "oracle-sharing",
+    "cache-scheduled-swapped": "oracle-sharing",
 }
 
 _MUTANTS = tuple(
