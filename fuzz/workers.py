@@ -25,6 +25,7 @@ import os
 import queue as queue_module
 import random
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -181,6 +182,9 @@ def _split(total: int, parts: int) -> list[int]:
 def _worker(job: _Job, messages: Any, leader: Any, leader_done: Any, replayed: Any) -> None:
     """One worker process: a campaign, then (when stopped for another's divergence) a replay."""
     sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the parent owns stdout (--json)
+    # Ctrl-C reaches the whole process group: the parent stops the workers and reports; a worker that
+    # took the SIGINT itself could print a traceback from wherever it landed (a gc callback once).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         from hypothesis.database import DirectoryBasedExampleDatabase
 

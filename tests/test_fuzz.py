@@ -52,8 +52,9 @@ def scenario(rid: str = "a") -> list[Step]:
 
 
 # Backends that run in their own venv (tests/test_vllm.py and tests/test_sglang.py drive them there).
-VLLM_VENV = {"vllm", "vllm-async", "vllm-no-reuse"}
-OWN_VENV = VLLM_VENV | {"sglang", "sglang-lazy"}
+# Read from the registry, so a backend added later is not forgotten (vllm-prefix once was).
+VLLM_VENV = {name for name, entry in REGISTRY.items() if "scripts/vllm-venv" in entry.needs}
+OWN_VENV = {name for name, entry in REGISTRY.items() if "own venv" in entry.needs}
 # Backends that need a GPU and a peer no CI machine can install (TensorRT-LLM is not on PyPI);
 # tests/test_trtllm_check.py checks that their factory refuses cleanly, naming what is missing.
 GPU_ONLY = {name for name in REGISTRY if resolve(name).capabilities.needs_gpu}

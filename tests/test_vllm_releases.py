@@ -84,7 +84,7 @@ def test_matrix_command_runs_a_cell_of_an_older_release(tmp_path):
     assert release in RELEASES  # installed by the test above
     out = subprocess.run(
         [sys.executable, "-m", "swafloor", "matrix", "vllm", "--releases", release, "--examples", "50", "--json",
-         "--vllm-venv", str(VENV), "--out", str(tmp_path / "out")],
+         "--backends", "vllm,vllm-async", "--vllm-venv", str(VENV), "--out", str(tmp_path / "out")],
         capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path,
     )
     assert out.stdout.strip().startswith("{"), out.stderr[-3000:]
