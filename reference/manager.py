@@ -691,13 +691,7 @@ class Manager:
     def resume(self, request_id: str) -> Outcome:
         """Activate a suspended request: allocate its live blocks (plus any first-resume copy)."""
         req = self._get(request_id, RequestState.SUSPENDED)
-        extra = [0] * self.layout.num_pool_groups
-        if req.pending_copy and self.semantics.first_resume_copy:
-            for lc_index, lc in enumerate(self.layout.life_cycles):
-                needs_copy = req.history > 0 if lc.kind is LifeCycleKind.SSM else lifecycle.partial_block(
-                    req.history, self.tokens_per_block
-                )
-                extra[self._group_of[lc_index]] += int(needs_copy)
+        extra = self._copy_needs(req)
         plan = self._plan(req, req.history, req.capacity)
         looks_up = req.share_with is not None or (self._cache and req.prefix_blocks > 0)
         points = self._points
@@ -736,6 +730,18 @@ class Manager:
             self._name(req, req.capacity if self.semantics.cache_scheduled else req.history)
         self._refresh(req)
         return OK
+
+    def _copy_needs(self, req: _Request) -> list[int]:
+        """The first-resume copy slots per pool group: one per attention life cycle whose reused history
+        ends mid-block, one per SSM life cycle with a reused history (``first_resume_copy``)."""
+        extra = [0] * self.layout.num_pool_groups
+        if req.pending_copy and self.semantics.first_resume_copy:
+            for lc_index, lc in enumerate(self.layout.life_cycles):
+                needs_copy = req.history > 0 if lc.kind is LifeCycleKind.SSM else lifecycle.partial_block(
+                    req.history, self.tokens_per_block
+                )
+                extra[self._group_of[lc_index]] += int(needs_copy)
+        return extra
 
     def _hits(self, req: _Request, plan: _Plan) -> list[dict[int, int]]:
         """Per life cycle, the blocks a first resume takes as cache hits: the prefix's whole blocks it

@@ -95,23 +95,11 @@ def _sized(share: Callable[..., int]) -> Callable[[Config], Manager]:
     return make
 
 
-def _copy_needs(manager: Manager, req: Any) -> list[int]:
-    """The reference's first-resume copy slots per pool group (what :meth:`Manager.resume` charges)."""
-    extra = [0] * manager.layout.num_pool_groups
-    if req.pending_copy and manager.semantics.first_resume_copy:
-        for lc_index, lc in enumerate(manager.layout.life_cycles):
-            needs = req.history > 0 if lc.kind is LifeCycleKind.SSM else lifecycle.partial_block(
-                req.history, manager.tokens_per_block
-            )
-            extra[manager._group_of[lc_index]] += int(needs)
-    return extra
-
-
 class _ResumeWithCopies(Manager):
     """The reference's resume, with the copy slots it charges given by :meth:`copies`."""
 
     def copies(self, req: Any) -> list[int]:
-        return _copy_needs(self, req)
+        return self._copy_needs(req)
 
     def resume(self, request_id: str) -> Outcome:
         req = self._get(request_id, RequestState.SUSPENDED)
@@ -336,7 +324,7 @@ class _NoSsmSnapshotCopy(_ResumeWithCopies):
     """No slot for the SSM state snapshot's copy."""
 
     def copies(self, req: Any) -> list[int]:
-        extra = _copy_needs(self, req)
+        extra = self._copy_needs(req)
         if req.pending_copy and self.semantics.first_resume_copy and req.history > 0:
             for lc_index, lc in enumerate(self.layout.life_cycles):
                 if lc.kind is LifeCycleKind.SSM:
@@ -351,7 +339,7 @@ class _CopySwitchIgnored(_ResumeWithCopies):
         semantics = self.semantics
         self.semantics = attrs.evolve(semantics, first_resume_copy=True)
         try:
-            return _copy_needs(self, req)
+            return self._copy_needs(req)
         finally:
             self.semantics = semantics
 
