@@ -13,6 +13,8 @@ with the command that makes it, elsewhere.
   does; the ``sglang`` backend) agrees with the reference when the SWA pool is short; one that does
   not loses a full-pool page per failed call, seen by physical identity (a slot neither held nor
   free) at that call, and the pages stay lost after the request closes.
+- A bug planted in SGLang's own eviction (``free_swa_out_of_window_slots`` freeing nothing) is exit 1
+  with a divergence at the step it shows, not ok and not a crash.
 """
 
 from __future__ import annotations
@@ -137,3 +139,43 @@ def test_outside_its_venv_the_backend_refuses_cleanly_naming_the_script():
         return
     with pytest.raises(Unsupported, match="scripts/sglang-venv"):
         resolve("sglang").factory(config)
+
+
+PLANT = '''
+import sys
+from swafloor.fuzz.backends import sglang as adapter
+
+loaded = adapter.import_sglang()
+calls = []
+
+
+def planted(req, pre_len, **kw):  # SGLang's own eviction, planted to free nothing: out-of-window pages leak
+    calls.append(pre_len)
+
+
+loaded["free_swa_out_of_window_slots"] = planted
+from swafloor.cli import main
+
+try:
+    code = main(["fuzz", "--backend", "sglang", "--profile", "ci", "--examples", "300", "--json", "--out", sys.argv[1]])
+finally:
+    print(f"planted eviction called {len(calls)} times", file=sys.stderr)
+sys.exit(code)
+'''
+
+
+def test_a_bug_planted_in_sglangs_eviction_is_a_divergence_at_its_step(tmp_path):
+    """SGLang's ``free_swa_out_of_window_slots``, replaced in its venv by one that frees nothing: the check
+    says so with exit 1 and a divergence at the step whose allocation needed the freed page, never ok
+    and never a crash of ours."""
+    _need_venv()
+    script = tmp_path / "plant.py"
+    script.write_text(PLANT)
+    proc = _run([str(script), str(tmp_path / "out")], tmp_path)
+    stdout, stderr = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 1, stderr[-4000:]
+    report = json.loads(stdout)
+    assert report["result"] == "divergence" and "planted eviction called" in stderr, stderr[-4000:]
+    divergence = report["divergence"]
+    assert divergence["step"]["op"] == "resize" and divergence["backend"]["kind"] != "crash", divergence
+    assert not stderr.count("planted eviction called 0 times")
