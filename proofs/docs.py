@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
+from . import DEFAULT_RLIMIT, DEFAULT_TIMEOUT_S
 from .ideas import IDEAS
 from .runner import TheoremResult
 
@@ -39,6 +40,10 @@ def render(results: Sequence[TheoremResult]) -> str:
         "the rewrite's range assumptions are proved as obligations before the goal). Linear integer",
         "arithmetic is decidable, so the block encoding never needs hints; cvc5 on the direct encoding",
         "answers `unknown` on a third of the catalogue (see [Solver times](#solver-times)).",
+        "Each solver check is bounded by the solver's own resource units (`swafloor.proofs.DEFAULT_RLIMIT`:",
+        f"{', '.join(f'{s} {n:,}' for s, n in DEFAULT_RLIMIT.items())} per check), not by seconds, so an answer is the",
+        "same on any machine under any load; the seconds (`--timeout`, default",
+        f"{DEFAULT_TIMEOUT_S:g} s per theorem and solver) are only a safety net.",
         "Unless a theorem says otherwise: t >= 1 tokens",
         "per block, W >= 1 window tokens, S >= 0 sink blocks, h >= 0 history tokens, n >= 1 step tokens.",
         "A counterexample is the smallest in the order of the theorem's variables (t, then W, then S,",

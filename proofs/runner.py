@@ -20,6 +20,7 @@ import attrs
 
 from . import concrete, discharge
 from .concrete import ConcreteCheck
+from . import DEFAULT_RLIMIT
 from .discharge import DEFAULT_TIMEOUT_S, PROVED, REFUTED, UNKNOWN, Discharge
 from .theorem import Replay, Theorem
 
@@ -187,9 +188,10 @@ def _task(kind: str, index: int, solver: str | None) -> Any:
         return concrete.check(theorem)
     options = dict(_OPTIONS)
     encoding = options.pop("encodings").get(solver)
-    if kind == "attempts":
+    rlimit = options.pop("rlimits").get(solver)
+    if kind == "attempts":  # informational: each attempt runs to its own short time limit
         return discharge.run_attempts(theorem, solver=solver, encoding=encoding, **options)
-    return discharge.discharge(theorem, solver=solver, attempts=False, encoding=encoding, **options)
+    return discharge.discharge(theorem, solver=solver, attempts=False, encoding=encoding, rlimit=rlimit, **options)
 
 
 def _cost(theorem: Theorem, kind: str) -> float:
@@ -210,17 +212,22 @@ def prove(
     jobs: int = 1,
     solvers: Sequence[str] = ("z3",),
     encodings: Mapping[str, str] | None = None,
+    rlimits: Mapping[str, int] | None = DEFAULT_RLIMIT,
     progress: Callable[[TheoremResult | Theorem, str], None] | None = None,
 ) -> list[TheoremResult]:
     """Discharge each theorem with each solver, check it on ints and replay its refutation; see the
-    module doc. ``encodings``: solver -> "direct" or "blocks" (default: :func:`discharge.default_encoding`)."""
+    module doc. ``encodings``: solver -> "direct" or "blocks" (default: :func:`discharge.default_encoding`).
+    ``rlimits``: solver -> its resource units per check (default :data:`~swafloor.proofs.DEFAULT_RLIMIT`;
+    None: seconds alone bound the solvers), within ``timeout_s`` per theorem and solver."""
     global _WORK, _OPTIONS
     theorems = tuple(theorems)
     tasks = [("solve", i, s) for i in range(len(theorems)) for s in solvers]
     tasks += [("attempts", i, s) for i, t in enumerate(theorems) if t.attempts for s in solvers]
     tasks += [("concrete", i, None) for i in range(len(theorems))]
     tasks.sort(key=lambda task: -_cost(theorems[task[1]], task[0]))
-    _WORK, _OPTIONS = theorems, {"timeout_s": timeout_s, "seed": seed, "encodings": dict(encodings or {})}
+    _WORK, _OPTIONS = theorems, {
+        "timeout_s": timeout_s, "seed": seed, "encodings": dict(encodings or {}), "rlimits": dict(rlimits or {}),
+    }
     pool = multiprocessing.get_context("fork").Pool(jobs) if jobs > 1 else None
     try:
         if pool is not None:

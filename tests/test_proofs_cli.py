@@ -199,3 +199,20 @@ def test_solver_missing_exits_2_with_one_line(capsys, monkeypatch):
 def test_bad_solver_exits_2(capsys):
     code, out, err = prove(capsys, "--solver", "yices")
     assert code == 2 and out == "" and "--solver" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_default_budget_is_resource_units_and_a_tiny_one_is_unknown_never_proved(monkeypatch, capsys):
+    """`prove` bounds each solver check by resource units (the same answer under any load): the header
+    names them, and a budget far too small for the theorem gives unknown (exit 3), never a proof."""
+    from swafloor import proofs
+    from swafloor.proofs import runner
+
+    code, out, _ = prove(capsys, "resume-partial-copy-exact", "--jobs", "1")
+    assert code == 0 and "resource units per check z3 20,000,000" in out
+    results = runner.prove((catalogue.by_name("resume-partial-copy-exact"),), rlimits={"z3": 1}, jobs=1)
+    assert results[0].discharge.result == "unknown" and runner.exit_code(results) == 3
+    monkeypatch.setitem(proofs.DEFAULT_RLIMIT, "z3", 1)
+    code, out, _ = prove(capsys, "resume-partial-copy-exact", "--jobs", "1")
+    assert code == 3 and "UNKNOWN" in out
+    code, out, _ = prove(capsys, "resume-partial-copy-exact", "--jobs", "1", "--budget", "seconds")
+    assert code == 0 and "resource units" not in out

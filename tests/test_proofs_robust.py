@@ -13,12 +13,12 @@ import random
 import attrs
 import pytest
 
-from swafloor.proofs import catalogue, discharge
+from swafloor.proofs import DEFAULT_RLIMIT, catalogue, discharge
 from swafloor.proofs.theorem import goal_parts
 
 SEEDS = range(10)
-RLIMIT = 20_000_000  # Z3 resource units per check
-RLIMIT_CVC5 = 100_000  # cvc5 resource units per check (the slowest theorem needs about 3,000)
+RLIMIT = DEFAULT_RLIMIT["z3"]  # Z3 resource units per check: what `swafloor prove` gives it
+RLIMIT_CVC5 = DEFAULT_RLIMIT["cvc5"]  # cvc5 resource units per check
 SAFETY_S = 300.0
 WITH_LEMMAS = [t.name for t in catalogue.CATALOGUE if t.lemmas]
 

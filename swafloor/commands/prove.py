@@ -15,7 +15,7 @@ import os
 import sys
 import time
 
-from swafloor.proofs import DEFAULT_TIMEOUT_S
+from swafloor.proofs import DEFAULT_RLIMIT, DEFAULT_TIMEOUT_S
 from swafloor.reference.show import bounded
 
 from ._common import MAX_JOBS, MAX_SECONDS, float_in, int_in, print_json
@@ -32,7 +32,11 @@ def register(subparsers) -> None:
     p.add_argument("names", nargs="*", metavar="NAME", help="theorems to run (default: the whole catalogue)")
     p.add_argument("--json", action="store_true", help="print a JSON list, one object per theorem")
     p.add_argument("--timeout", type=float_in(0.001, MAX_SECONDS), default=DEFAULT_TIMEOUT_S, metavar="S",
-                   help=f"each solver's time budget per theorem in seconds (default {DEFAULT_TIMEOUT_S:g})")
+                   help="each solver's wall-clock limit per theorem in seconds, a safety net beside the resource "
+                        f"limits (default {DEFAULT_TIMEOUT_S:g})")
+    p.add_argument("--budget", choices=("resources", "seconds"), default="resources",
+                   help="what bounds a solver: its resource units per check, the same on any machine and load "
+                        f"({_rlimits_text()}; default), or seconds alone (--timeout)")
     p.add_argument("--seed", type=int_in(0, 2**32 - 1), default=0, metavar="N", help="Z3 random seed (default 0)")
     p.add_argument("--jobs", type=int_in(1, MAX_JOBS), default=None, metavar="N",
                    help="worker processes for the solver runs and bounded checks (default: up to 2 cores)")
@@ -42,6 +46,10 @@ def register(subparsers) -> None:
                    help="the goal as written (direct, nonlinear division by t) or rewritten into linear arithmetic "
                         "(blocks); default: z3 direct, cvc5 blocks")
     p.set_defaults(handler=run)
+
+
+def _rlimits_text() -> str:
+    return ", ".join(f"{solver} {units:,}" for solver, units in DEFAULT_RLIMIT.items())
 
 
 def _cex(cex) -> str:
@@ -114,13 +122,16 @@ def run(args) -> int:
         print(f"  {name}: {message}", file=sys.stderr)
 
     start = time.perf_counter()
+    rlimits = DEFAULT_RLIMIT if args.budget == "resources" else None
     results = runner.prove(theorems, timeout_s=args.timeout, seed=args.seed, jobs=jobs, solvers=solvers,
-                           encodings=encodings, progress=progress)
+                           encodings=encodings, rlimits=rlimits, progress=progress)
     wall = time.perf_counter() - start
     if args.json:
         print_json([r.to_json() for r in results])
     else:
-        header = (f"{version}; seed {args.seed}; timeout {args.timeout:g} s per theorem; "
+        budget = (f"resource units per check {', '.join(f'{s} {DEFAULT_RLIMIT[s]:,}' for s in solvers)}, "
+                  if rlimits else "")
+        header = (f"{version}; seed {args.seed}; {budget}timeout {args.timeout:g} s per theorem; "
                   f"solvers and bounded concrete checks on {jobs} worker(s)")
         print(format_table(results, header))
         statuses = [r.status for r in results]
