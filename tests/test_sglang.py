@@ -4,11 +4,9 @@ SGLang is never installed where swafloor's own tests run: each test here runs th
 python in a subprocess. Without that venv the tests fail in CI (env ``CI=true``) and are skipped,
 with the command that makes it, elsewhere.
 
-- The ci profile (seed 0, its step count), cut to ``EXAMPLES`` examples per backend to keep SGLang's
-  share of CI within the issue's 4 minutes (venv build included), passes for ``sglang`` (eviction every
-  token) and ``sglang-lazy`` (SGLang's default interval, 128), run side by side, one per core, with
-  the discard rate and the SWA share on target. The whole ci profile (2000 examples) is run by hand:
-  ``.venv-sglang/bin/swafloor fuzz --backend sglang --profile ci``.
+- The whole ci profile (seed 0, 2000 examples) passes for ``sglang`` (eviction every token) and
+  ``sglang-lazy`` (SGLang's default interval, 128), run side by side, one per core, with the discard
+  rate and the SWA share on target: ``.venv-sglang/bin/swafloor fuzz --backend sglang --profile ci``.
 - ``alloc_decode``'s non-atomicity: a caller that checks capacity first (as SGLang's scheduler
   does; the ``sglang`` backend) agrees with the reference when the SWA pool is short; one that does
   not loses a full-pool page per failed call, seen by physical identity (a slot neither held nor
@@ -27,12 +25,14 @@ from pathlib import Path
 
 import pytest
 
+from swafloor.fuzz.runner import PROFILES
+
 ROOT = Path(__file__).resolve().parent.parent
 VENV = Path(os.environ.get("SWAFLOOR_SGLANG_VENV") or ROOT / ".venv-sglang")
 PYTHON = VENV / "bin" / "python"
 BACKENDS = ("sglang", "sglang-lazy")
 TIMEOUT = 900  # seconds for one subprocess; a hang still ends
-EXAMPLES = 600  # per backend: with the venv build, SGLang's CI time stays under 4 minutes (1000 took 4.7)
+EXAMPLES = PROFILES["ci"].examples  # the whole ci profile per backend
 
 
 def _need_venv() -> None:
@@ -57,8 +57,7 @@ def campaigns(tmp_path_factory):
     _need_venv()
     out = tmp_path_factory.mktemp("sglang-fuzz")
     running = {
-        name: _run(["-m", "swafloor", "fuzz", "--backend", name, "--profile", "ci", "--examples", str(EXAMPLES),
-                    "--json", "--out", str(out)], out)
+        name: _run(["-m", "swafloor", "fuzz", "--backend", name, "--profile", "ci", "--json", "--out", str(out)], out)
         for name in BACKENDS
     }
     results = {}
