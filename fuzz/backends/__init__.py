@@ -66,6 +66,8 @@ REGISTRY: dict[str, Registered] = {
                                   status="fuzzed against the reference in CI (eviction intervals, tests/test_eviction_interval.py)"),
     "oracle-sharing": Registered("swafloor.fuzz.backends.oracle:oracle_sharing",
                                  status="fuzzed against the reference in CI (prefix sharing, tests/test_sharing_campaign.py)"),
+    "oracle-eagle": Registered("swafloor.fuzz.backends.oracle:oracle_eagle",
+                               status="fuzzed against the reference in CI (EAGLE hits, draft slots, tests/test_eagle_campaign.py)"),
     **_MUTANTS,
     "vllm": Registered("swafloor.fuzz.backends.vllm:vllm", needs="vLLM, in its own venv (scripts/vllm-venv)",
                        status="fuzzed in CI, in the vLLM venv (tests/test_vllm.py)"),
