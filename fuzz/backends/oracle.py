@@ -41,6 +41,14 @@ page is needed is decided by the order a pool hands its free slots out: first th
 keep no page and the never-used ones (taking one of them loses nothing), then the slot whose page was
 cached longest ago; a release lets go of a request's blocks from its last one back.
 
+Speculative decoding (``eagle``, ``lookahead_tokens``; the ``oracle-eagle`` campaign): a first resume's
+hit length is the most whole blocks ``j`` such that, in every attention layer, each block the position
+``j * t`` reads (or, reading none, the block before it) and block ``j`` itself (the block the engine
+matched and gave back for the drafter) has a findable page, and block ``j`` lies within the reused
+tokens. Of a step's new positions all but one may be drafts, at most ``lookahead``: the last ones; with
+``cache_scheduled`` only the positions before the drafts become findable, and a resize with no new
+position makes nothing findable.
+
 Only the reference's value types are shared (config, snapshot, outcome, errors), so the two can be
 compared with ``==``.
 """

@@ -23,6 +23,11 @@ Not driven: ``suspend`` (vLLM's preemption then recomputes, and its resume looks
 blocks up in the cache: a hit the model's recompute suspension does not make). Observed besides what
 ``vllm`` shows: the content of every cached free block (its hash, named by the request and block it
 was first computed for, from the requests' own hash lists), compared with the reference's cache.
+
+``vllm-prefix-eagle``: the same with ``use_eagle=True`` (a hit gives its last matched block back for the
+drafter, ``Semantics.eagle``) and :data:`LOOKAHEAD` draft slots: a step of ``n`` new tokens is
+``allocate_slots(request, n - d, num_lookahead_tokens=d)`` with ``d = min(LOOKAHEAD, n - 1)`` (at least
+one token scheduled), so vLLM caches only up to the scheduled tokens (``Semantics.lookahead_tokens``).
 """
 
 from __future__ import annotations
