@@ -55,7 +55,7 @@ RELEASES = (
     "0.17.1", "0.18.1", "0.19.1", "0.20.2", "0.21.0", "0.22.1", "0.23.0", "0.24.0", "0.25.1", "0.26.0",
     "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0",
 )
-BACKENDS = ("vllm", "vllm-async", "vllm-no-reuse", "vllm-prefix")
+BACKENDS = ("vllm", "vllm-async", "vllm-no-reuse", "vllm-prefix", "vllm-prefix-eagle")
 #: What ``swafloor matrix vllm`` runs unless told otherwise (``vllm-prefix``: releases whose requests
 #: carry vLLM's block hasher, 0.11.2 on; older ones show it unsupported, saying why).
 DEFAULT_BACKENDS = ("vllm", "vllm-async", "vllm-prefix")

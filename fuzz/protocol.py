@@ -59,6 +59,7 @@ __all__ = [
     "DEFAULT_PARTS",
     "ALL_SEMANTICS",
     "ALL_SEMANTICS_EVICTION",
+    "ALL_SEMANTICS_EAGLE",
     "REFERENCE_CAPABILITIES",
 ]
 
@@ -182,6 +183,10 @@ class Capabilities:
     # Under all_semantics: eviction intervals above 1 (Semantics.eviction_interval, SGLang's) and draft
     # slots (Semantics.lookahead_tokens) are drawn too.
     eviction_interval: bool = False
+    # Under all_semantics with prefix_sharing: the EAGLE hit rule (Semantics.eagle) and draft slots
+    # (Semantics.lookahead_tokens) drawn on every config, freed blocks cached, one hit length: a
+    # campaign of its own (oracle-eagle), so the sharing campaign's draws stay as they were.
+    eagle: bool = False
 
     def __attrs_post_init__(self) -> None:
         required = {Operation.CREATE, Operation.RESUME, Operation.RESIZE}
@@ -237,7 +242,8 @@ class Capabilities:
         )
         if self.all_semantics:
             drawn_too = [name for name, on in (("prefix sharing", self.prefix_sharing),
-                                               ("eviction intervals", self.eviction_interval)) if on]
+                                               ("eviction intervals", self.eviction_interval),
+                                               ("EAGLE hits and draft slots", self.eagle)) if on]
             semantics = "semantics [any, drawn per example" + "".join(f"; {d}" for d in drawn_too) + "]"
         return f"operations [{ops}]; observations [{parts}]; layers [{kinds}]; {semantics}" + (
             f"; {', '.join(flags)}" if flags else ""
@@ -254,6 +260,9 @@ ALL_SEMANTICS = Capabilities(all_semantics=True)
 ALL_SEMANTICS_SHARING = Capabilities(all_semantics=True, prefix_sharing=True)
 #: Every semantics, eviction intervals above 1 drawn too: the oracle.
 ALL_SEMANTICS_EVICTION = Capabilities(all_semantics=True, eviction_interval=True)
+#: Every semantics with prefix sharing, the EAGLE hit rule and draft slots (no sinks: the EAGLE hit
+#: rule has none): the oracle.
+ALL_SEMANTICS_EAGLE = Capabilities(all_semantics=True, prefix_sharing=True, eagle=True, sinks=False)
 #: Everything, exactly, physical identity included: the seeded bugs of the reference.
 EXACT_WITH_IDENTITY = Capabilities(observations={p: Comparison.EXACT for p in Part})
 #: The reference manager: everything, exactly, physical identity included, under every semantics.

@@ -99,9 +99,19 @@ def _with_interval(semantics_: st.SearchStrategy[Semantics]) -> st.SearchStrateg
                      EVICTION_INTERVALS, LOOKAHEAD_TOKENS)
 
 
+#: What a backend that declares EAGLE gets: every semantics with prefix sharing, freed blocks cached,
+#: one hit length with the EAGLE pop, and draft slots.
+SEMANTICS_EAGLE = st.builds(
+    lambda s, k: attrs.evolve(s, cache_freed=True, hit_rule=HitRule.COMMON_PREFIX, eagle=True, lookahead_tokens=k),
+    SEMANTICS_SHARING, LOOKAHEAD_TOKENS,
+)
+
+
 def semantics(caps: Capabilities = EXACT_EVERYTHING) -> st.SearchStrategy[Semantics]:
     """The semantics a config for ``caps`` carries: drawn when the backend serves every semantics,
     else the one it claims."""
+    if caps.all_semantics and caps.eagle:
+        return SEMANTICS_EAGLE
     if caps.all_semantics:
         drawn = SEMANTICS_SHARING if caps.prefix_sharing else SEMANTICS
         return _with_interval(drawn) if caps.eviction_interval else drawn

@@ -202,7 +202,14 @@ class Semantics:
     decoding (vLLM's ``num_lookahead_tokens``): every decode step asks capacity ``h + 1 + k``, blocks
     are released on history as with the tokens in flight, so the minimum is
     :func:`~.floors.lookahead_floor` (the in-flight floor at ``in_flight_tokens + k``); the manager
-    itself serves whatever capacity a step asks, so only the minimum changes."""
+    itself serves whatever capacity a step asks. Of a step of ``n = c - h > 0`` new tokens the last
+    ``min(k, n - 1)`` are draft slots: held, but holding no token of the request yet, so under
+    ``cache_scheduled`` the step names (makes findable) only the blocks within ``c - min(k, n - 1)``,
+    and a step with no new token names nothing (vLLM caches up to the request's known tokens).
+    ``eagle`` (needs ``hit_rule`` common-prefix): speculative decoding with an EAGLE drafter: a first
+    resume's hit is :func:`~.cache_hit.longest_hit` with the pop (the block after the hit must be
+    found too and lie within the reused tokens: the engine matched it and gave it back for the
+    drafter to recompute); defined for windows without sink tokens."""
 
     in_flight_tokens: int = attrs.field(default=0, validator=_non_negative_int("semantics.in_flight_tokens"))
     free_stale: FreeStale = attrs.field(
@@ -221,6 +228,7 @@ class Semantics:
     hit_rule: HitRule = attrs.field(default=HitRule.PER_BLOCK, converter=_enum_of("semantics.hit_rule", HitRule))
     cache_scheduled: bool = attrs.field(default=False, validator=_bool_field("semantics.cache_scheduled"))
     lookahead_tokens: int = attrs.field(default=0, validator=_non_negative_int("semantics.lookahead_tokens"))
+    eagle: bool = attrs.field(default=False, validator=_bool_field("semantics.eagle"))
 
     def __attrs_post_init__(self) -> None:
         if self.cache_freed and not self.prefix_sharing:
@@ -229,6 +237,8 @@ class Semantics:
             raise ConfigError("semantics.hit_rule", self.hit_rule.value, "needs semantics.cache_freed")
         if self.cache_scheduled and not self.cache_freed:
             raise ConfigError("semantics.cache_scheduled", self.cache_scheduled, "needs semantics.cache_freed")
+        if self.eagle and self.hit_rule is not HitRule.COMMON_PREFIX:
+            raise ConfigError("semantics.eagle", self.eagle, "needs semantics.hit_rule common-prefix")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -244,6 +254,7 @@ class Semantics:
             **({"hit_rule": self.hit_rule.value} if self.hit_rule is not HitRule.PER_BLOCK else {}),
             **({"cache_scheduled": True} if self.cache_scheduled else {}),
             **({"lookahead_tokens": self.lookahead_tokens} if self.lookahead_tokens else {}),  # absent: 0
+            **({"eagle": True} if self.eagle else {}),  # absent: off
         }
 
     @classmethod
@@ -253,6 +264,7 @@ class Semantics:
         known = (
             "in_flight_tokens", "free_stale", "suspend", "first_resume_copy", "release_order",
             "eviction_interval", "prefix_sharing", "cache_freed", "hit_rule", "cache_scheduled", "lookahead_tokens",
+            "eagle",
         )
         for key in data:
             if key not in known:
@@ -290,6 +302,9 @@ class Config:
             raise ConfigError("layers", self.layers, "needs at least one layer")
         for i, layer in enumerate(self.layers):
             _validate_layer(i, layer)
+            if self.semantics.eagle and getattr(layer, "sink_tokens", 0):
+                raise ConfigError(f"layers[{i}].sink_tokens", layer.sink_tokens,
+                                  "sink tokens with semantics.eagle (the EAGLE hit rule has no sinks)")
         build_layout(self)  # validates pool groups and slots
 
     def to_dict(self) -> dict[str, Any]:

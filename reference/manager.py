@@ -39,7 +39,7 @@ from typing import Any, Hashable, Mapping
 
 import attrs
 
-from . import floors, lifecycle
+from . import cache_hit, floors, lifecycle
 from .config import Config, FreeStale, HitRule, Layout, ReleaseOrder, SuspendMode, build_layout
 from .errors import ConfigError, RequestError
 from .lifecycle import LifeCycleKind
@@ -330,7 +330,9 @@ class _Pool:
 
     @property
     def free(self) -> int:
-        return self.total - self.used
+        # The pool's blocks are its slots and the shared null block (the entry of every table position
+        # outside a window: never free, never evictable, never handed out).
+        return cache_hit.pool_free_blocks(self.total + 1, self.used)
 
     def freed(self) -> list[int]:
         """The freed slot ids (not the never-used ones), in the order the pool hands them out."""
@@ -727,7 +729,7 @@ class Manager:
         req.resumed = True
         req.pending_copy = False
         if self._cache:
-            self._name(req, req.capacity if self.semantics.cache_scheduled else req.history)
+            self._name_step(req, req.history, req.capacity, resuming=True)
         self._refresh(req)
         return OK
 
@@ -771,7 +773,9 @@ class Manager:
             return self._pools[self._group_of[lc_index]].first((lc_index, _root(req, b), b))
 
         limit = req.prefix_blocks
-        if self.semantics.hit_rule is HitRule.COMMON_PREFIX:
+        if self.semantics.eagle:
+            limit = self._eagle_hit(req, found) // self.tokens_per_block
+        elif self.semantics.hit_rule is HitRule.COMMON_PREFIX:
             limit = next(j for j in range(req.prefix_blocks, -1, -1) if self._hit_length_fits(j, found))
         for lc_index, step in enumerate(plan):
             if step is None or self.layout.life_cycles[lc_index].kind is LifeCycleKind.SSM:
@@ -782,6 +786,39 @@ class Manager:
                     if slot is not None:
                         hits[lc_index][b] = slot
         return hits
+
+    def _eagle_hit(self, req: _Request, found: Any) -> int:
+        """The hit (tokens) of a first resume under ``Semantics.eagle``: :func:`.cache_hit.longest_hit`
+        over which prefix blocks each attention life cycle finds, its reusable length the reused
+        history."""
+        patterns, sizes, windows = [], [], []
+        for lc_index, lc in enumerate(self.layout.life_cycles):
+            if lc.kind is LifeCycleKind.SSM:
+                continue
+            patterns.append([found(lc_index, b) is not None for b in range(req.prefix_blocks)])
+            sizes.append(self.tokens_per_block)
+            windows.append(lc.window if lc.kind is LifeCycleKind.SWA else None)
+        return cache_hit.longest_hit(patterns, sizes, windows, True, req.history) if patterns else 0
+
+    def _scheduled_end(self, history: int, capacity: int, resuming: bool = False) -> int | None:
+        """Under ``cache_scheduled``: the tokens a step to ``capacity`` counts as computed, its draft
+        slots (``lookahead_tokens``: the last ``min(k, n - 1)`` of ``n = capacity - history`` new
+        tokens) left out; None: a resize with no new token names nothing (only with draft slots)."""
+        k = self.semantics.lookahead_tokens
+        if not k:
+            return capacity
+        if capacity == history:
+            return history if resuming else None
+        return capacity - min(k, capacity - history - 1)
+
+    def _name_step(self, req: _Request, history: int, capacity: int, resuming: bool = False) -> None:
+        """Name what a step to ``(history, capacity)`` made computed (see :meth:`_name`)."""
+        if not self.semantics.cache_scheduled:
+            self._name(req, history)
+            return
+        end = self._scheduled_end(history, capacity, resuming)
+        if end is not None:
+            self._name(req, end)
 
     def _hit_length_fits(self, j: int, found: Any) -> bool:
         """Whether ``j`` whole blocks can be one hit for every attention life cycle (``HitRule.
@@ -818,7 +855,7 @@ class Manager:
         if self._unchanged(req, history, capacity):  # no block changes: nothing to plan
             req.capacity, req.history, req.released_to = capacity, history, history
             if self._cache:
-                self._name(req, capacity if self.semantics.cache_scheduled else history)
+                self._name_step(req, history, capacity)
             return OK
         if req.released_to < req.history:  # lazy freeing: catch up before allocating
             self._apply(req, self._plan(req, req.history, req.capacity))
@@ -842,7 +879,7 @@ class Manager:
             if req.named:  # blocks a smaller capacity cut off are named again when held again
                 spanned = lifecycle.allocated_blocks(capacity, self.tokens_per_block)
                 req.named = [min(n, spanned) for n in req.named]
-            self._name(req, capacity if self.semantics.cache_scheduled else history)
+            self._name_step(req, history, capacity)
         self._refresh(req)
         return OK
 

@@ -172,14 +172,19 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               ("shared-batch-exact",), (TABLE_ONLY,)),
     SeededBug("eagle-pops-first-block", "with EAGLE a cache hit gives back the first block of the matched window "
               "instead of the last: the hit keeps the block the drafter must recompute (one block too long)",
-              ("hit-window-backed", "hit-valid", "hit-longest")),
+              ("hit-window-backed", "hit-valid", "hit-longest"), (ORACLE,), covers="semantics.eagle"),
     SeededBug("align-after-pop", "the hit is matched against the cached run after the EAGLE pop but aligned "
               "only afterwards: rounding down to the alignment moves the first uncomputed token's window before "
               "the run, onto null blocks", ("hit-window-backed", "hit-valid")),
     SeededBug("align-before-pop", "the matched prefix is aligned first and the EAGLE pop taken after: the hit "
               "is no multiple of the alignment when the block size is below it", ("hit-aligned", "hit-valid", "hit-longest")),
     SeededBug("null-counted-free", "the pool's shared null block is counted as free (or evictable): a hit "
-              "admitted on that count can be handed the null block", ("hit-null-accounting",)),
+              "admitted on that count can be handed the null block", ("hit-null-accounting",), (ORACLE,),
+              covers="pool accounting"),
+    SeededBug("eagle-ignored", "the EAGLE hit rule read as off: no block is given back to the drafter",
+              (), (ORACLE,), covers="semantics.eagle"),
+    SeededBug("draft-slots-named", "a step's draft slots counted as scheduled tokens: blocks holding only "
+              "drafts become findable content", (), (ORACLE,), covers="semantics.lookahead_tokens"),
 )
 
 

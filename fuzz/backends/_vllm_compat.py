@@ -248,9 +248,10 @@ class Release:
         return cls(**_arguments(cls, known, cls.__name__))
 
     def manager(self, t: int, windows: list[int | None], num_blocks: int, *, max_model_len: int, in_flight: int,
-                caching: bool = False) -> Any:
+                caching: bool = False, eagle: bool = False) -> Any:
         """A ``KVCacheManager`` with prefix caching off (``caching``: on): one group per window (None: full
-        attention), every group drawn from one pool of ``num_blocks`` blocks."""
+        attention), every group drawn from one pool of ``num_blocks`` blocks; ``eagle``: ``use_eagle=True``
+        (a release without it raises :class:`Unsupported`)."""
         v = self.v
         groups = []
         for i, window in enumerate(windows):
@@ -266,6 +267,10 @@ class Release:
             hash_block_size=t, max_in_flight_tokens=tokens, max_num_batched_tokens=tokens,
         )
         params = _parameters(manager_class.__init__)
+        if eagle:
+            if "use_eagle" not in params:
+                raise Unsupported(f"vLLM {self.version}'s KVCacheManager has no use_eagle")
+            known["use_eagle"] = True
         if "enable_caching" not in params:
             raise Unsupported(f"vLLM {self.version}'s KVCacheManager has no enable_caching: prefix caching cannot be turned off")
         try:
@@ -302,8 +307,11 @@ class Release:
 
     # -------------------------------------------------------------- calls
     @staticmethod
-    def allocate(manager: Any, request: Any, new_tokens: int) -> Any:
-        """A scheduled step of ``new_tokens`` (None: they do not fit)."""
+    def allocate(manager: Any, request: Any, new_tokens: int, drafts: int = 0) -> Any:
+        """A scheduled step of ``new_tokens`` (None: they do not fit); ``drafts`` of them are lookahead
+        slots (``num_lookahead_tokens``), the rest scheduled tokens."""
+        if drafts:
+            return manager.allocate_slots(request, new_tokens - drafts, num_lookahead_tokens=drafts)
         return manager.allocate_slots(request, new_tokens)
 
     def load(self, manager: Any, request: Any, new_tokens: int, loaded: int) -> Any:

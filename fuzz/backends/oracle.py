@@ -41,6 +41,14 @@ page is needed is decided by the order a pool hands its free slots out: first th
 keep no page and the never-used ones (taking one of them loses nothing), then the slot whose page was
 cached longest ago; a release lets go of a request's blocks from its last one back.
 
+Speculative decoding (``eagle``, ``lookahead_tokens``; the ``oracle-eagle`` campaign): a first resume's
+hit length is the most whole blocks ``j`` such that, in every attention layer, each block the position
+``j * t`` reads (or, reading none, the block before it) and block ``j`` itself (the block the engine
+matched and gave back for the drafter) has a findable page, and block ``j`` lies within the reused
+tokens. Of a step's new positions all but one may be drafts, at most ``lookahead``: the last ones; with
+``cache_scheduled`` only the positions before the drafts become findable, and a resize with no new
+position makes nothing findable.
+
 Only the reference's value types are shared (config, snapshot, outcome, errors), so the two can be
 compared with ``==``.
 """
@@ -72,7 +80,7 @@ from swafloor.reference import (
 )
 
 from ..adapter import ManagerBackend
-from ..protocol import ALL_SEMANTICS, ALL_SEMANTICS_EVICTION, ALL_SEMANTICS_SHARING, Limits, factory
+from ..protocol import ALL_SEMANTICS, ALL_SEMANTICS_EAGLE, ALL_SEMANTICS_EVICTION, ALL_SEMANTICS_SHARING, Limits, factory
 
 __all__ = ["OracleManager", "oracle", "decode_peak"]
 
@@ -218,6 +226,7 @@ class OracleManager:
         self.cache = semantics.cache_freed
         self.common_prefix = semantics.hit_rule.value == "common-prefix"
         self.scheduled = semantics.cache_scheduled
+        self.eagle = semantics.eagle
         self.blank = list(self.totals)
         self.freed_slots: list[dict[int, tuple | None]] = [{} for _ in range(groups)]
         self.kept: list[dict[tuple, list[int]]] = [{} for _ in range(groups)]
@@ -478,7 +487,25 @@ class OracleManager:
 
         # the tokens a hit may cover: the reused ones, in whole blocks
         reach = len(range(0, req.prefix - self.t + 1, self.t)) if req.prefix >= self.t else 0
-        if self.common_prefix:
+        if self.eagle:
+            # EAGLE: the hit's tokens, then one whole block more that the engine matched and gave back
+            # for the drafter to recompute: every layer must find that block too, within the reused
+            # tokens; the hit's first uncomputed token reads its window (no token is in flight yet)
+            def fits_eagle(j: int) -> bool:
+                if j == 0:
+                    return True
+                if (j + 1) * self.t > req.prefix:
+                    return False
+                for i, geometry in enumerate(self.geometries):
+                    if geometry.kind == "ssm":
+                        continue
+                    read = (_held(geometry, j * self.t, j * self.t, self.t, 0) or {j - 1}) | {j}
+                    if any(page_of(i, b) is None for b in read):
+                        return False
+                return True
+
+            reach = max(j for j in range(reach + 1) if fits_eagle(j))
+        elif self.common_prefix:
             # one hit length for every layer: the longest whose tokens after it find, in every layer,
             # each block they read (or, reading none, the block just before it)
             def fits(j: int) -> bool:
@@ -500,6 +527,20 @@ class OracleManager:
                     if page is not None:
                         hits[i][b] = page
         return hits
+
+    def _known_end(self, history: int, capacity: int, resuming: bool) -> int:
+        """With cache_scheduled: the positions a step's scheduled tokens reach. With draft slots
+        (lookahead), the step's last positions hold drafts, not tokens of the request: of ``capacity -
+        history`` new positions at least one is a real token and at most ``lookahead`` are drafts; a
+        resize with nothing new schedules nothing (its history is known only as far as earlier steps
+        made it), a resume with nothing new knows its reused tokens."""
+        if not self.lookahead:
+            return capacity
+        new = capacity - history
+        if new == 0:
+            return history if resuming else 0
+        drafts = min(self.lookahead, new - 1)
+        return capacity - drafts
 
     def hit_blocks(self, request_id: Hashable) -> int:
         return self.requests[request_id].hit
@@ -561,7 +602,7 @@ class OracleManager:
                 for g, n in enumerate(copy_slots):
                     self.blank[g] += n  # given back keeping nothing
             if self.cache:  # what it holds below its history (or capacity) is now findable
-                self._learn(req, req.capacity if self.scheduled else req.history)
+                self._learn(req, self._known_end(req.history, req.capacity, True) if self.scheduled else req.history)
             if hits is not None and not req.resumed:
                 req.hit = sum(len(h) for h in hits)
             req.state = ACTIVE
@@ -601,7 +642,7 @@ class OracleManager:
                 req.cursors = moved
             req.capacity, req.history = capacity, history
             if self.cache:  # reserved by this call (or allocated below the history it ends on)
-                self._learn(req, capacity if self.scheduled else history)
+                self._learn(req, self._known_end(history, capacity, False) if self.scheduled else history)
         return outcome
 
     def commit(self, request_id: Hashable, tokens: int) -> None:
@@ -701,4 +742,10 @@ def oracle_eviction(config: Config) -> ManagerBackend:
 @factory(ALL_SEMANTICS_SHARING, name="oracle-sharing", limits=Limits(max_window_tokens=4096, max_capacity_tokens=10**6))
 def oracle_sharing(config: Config) -> ManagerBackend:
     """The oracle under prefix sharing: requests created on others' prefixes, repeated requests."""
+    return ManagerBackend(OracleManager(config))
+
+
+@factory(ALL_SEMANTICS_EAGLE, name="oracle-eagle", limits=Limits(max_window_tokens=4096, max_capacity_tokens=10**6))
+def oracle_eagle(config: Config) -> ManagerBackend:
+    """The oracle under prefix sharing with the EAGLE hit rule and draft slots."""
     return ManagerBackend(OracleManager(config))

@@ -38,13 +38,15 @@ from swafloor.reference import (
     lifecycle,
     ranges_of,
 )
+from swafloor.reference import cache_hit
 from swafloor.reference import config as reference_config
+from swafloor.reference import manager as reference_manager
 
 from swafloor.reference.seeded_bugs import ORACLE, SEEDED_BUGS
 
 from ..adapter import ManagerBackend
 from .mutants import _SharedFreedEarly
-from ..protocol import ALL_SEMANTICS, ALL_SEMANTICS_SHARING, BackendRecord, UnknownBackend, factory
+from ..protocol import ALL_SEMANTICS, ALL_SEMANTICS_EAGLE, ALL_SEMANTICS_SHARING, BackendRecord, UnknownBackend, factory
 
 __all__ = ["PREFIX", "REFERENCE_MUTANTS", "ReferenceMutant", "names", "resolve_mutant"]
 
@@ -204,6 +206,58 @@ class _CacheScheduledSwapped(Manager):
         if config.semantics.cache_freed:
             config = _with_semantics(config, cache_scheduled=not config.semantics.cache_scheduled)
         super().__init__(config, release_order)
+
+
+# ----------------------------------------------------------------------------- EAGLE and the null block
+def _run_hit_pops_first(r0: Any, r1: Any, t: Any, window: Any, a: Any, eagle: Any, M: Any) -> Any:
+    """The bug in :func:`~swafloor.reference.cache_hit.run_hit`: the EAGLE pop gives back the run's
+    first block, not its last (the hit keeps the block the drafter recomputes)."""
+    kept = max(min(r1, M // t), 0)
+    L = t * (a * (kept // a))
+    return L if L > 0 and cache_hit.hit_first_needed(L, t, window) >= r0 + eagle else 0
+
+
+class _EaglePopsFirstBlock(Manager):
+    """The EAGLE hit computed with the pop taken from the matched window's first block."""
+
+    def _eagle_hit(self, req: Any, found: Any) -> int:
+        with _swapped(cache_hit, "run_hit", _run_hit_pops_first):
+            return super()._eagle_hit(req, found)
+
+
+class _EagleIgnored(Manager):
+    """``eagle`` read as off: the plain common-prefix hit, no block given back to the drafter."""
+
+    def __init__(self, config: Config, release_order: Any = None):
+        if config.semantics.eagle:
+            config = _with_semantics(config, eagle=False)
+        super().__init__(config, release_order)
+
+
+class _DraftSlotsNamed(Manager):
+    """A step's draft slots counted as scheduled tokens: their blocks become findable content."""
+
+    def _scheduled_end(self, history: int, capacity: int, resuming: bool = False) -> int | None:
+        return capacity
+
+
+class _NullFreePool(reference_manager._Pool):
+    """A pool counting the shared null block among its free blocks."""
+
+    __slots__ = ()
+
+    @property
+    def free(self) -> int:
+        return self.total + 1 - self.used
+
+
+class _NullCountedFree(Manager):
+    """The pools' shared null block counted as free: one slot more than the pool has seems free."""
+
+    def __init__(self, config: Config, release_order: Any = None):
+        super().__init__(config, release_order)
+        for pool in self._pools:
+            pool.__class__ = _NullFreePool
 
 
 # ----------------------------------------------------------------------------- lazy freeing
@@ -498,6 +552,10 @@ _MAKERS: dict[str, Callable[[Config], Manager]] = {
     "cache-freed-ignored": _CacheFreedIgnored,
     "hit-rule-swapped": _HitRuleSwapped,
     "cache-scheduled-swapped": _CacheScheduledSwapped,
+    "eagle-pops-first-block": _EaglePopsFirstBlock,
+    "eagle-ignored": _EagleIgnored,
+    "draft-slots-named": _DraftSlotsNamed,
+    "null-counted-free": _NullCountedFree,
 }
 #: The oracle that must catch a seeded bug of the reference, where it is not the plain one.
 _BACKEND = {
@@ -508,6 +566,9 @@ _BACKEND = {
     "cache-freed-ignored": "oracle-sharing",
     "hit-rule-swapped": "oracle-sharing",
     "cache-scheduled-swapped": "oracle-sharing",
+    "eagle-pops-first-block": "oracle-eagle",
+    "eagle-ignored": "oracle-eagle",
+    "draft-slots-named": "oracle-eagle",
 }
 
 _MUTANTS = tuple(
@@ -525,7 +586,9 @@ def names() -> tuple[str, ...]:
 
 
 def _factory(mutant: ReferenceMutant):
-    @factory(ALL_SEMANTICS_SHARING if mutant.backend == "oracle-sharing" else ALL_SEMANTICS, name=PREFIX + mutant.name)
+    caps = {"oracle-sharing": ALL_SEMANTICS_SHARING, "oracle-eagle": ALL_SEMANTICS_EAGLE}.get(mutant.backend, ALL_SEMANTICS)
+
+    @factory(caps, name=PREFIX + mutant.name)
     def make(config: Config) -> ManagerBackend:
         return ManagerBackend(mutant.make(config))
 

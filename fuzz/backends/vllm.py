@@ -151,6 +151,7 @@ class VllmBackend:
     """vLLM's ``KVCacheManager`` behind the protocol (see the module docstring)."""
 
     caching = False  # prefix caching (vllm-prefix turns it on)
+    eagle = False  # use_eagle (vllm-prefix-eagle turns it on)
 
     def __init__(self, config: Config, in_flight: int = 0):
         v = load()
@@ -175,7 +176,7 @@ class VllmBackend:
         # The release's constructors and calls, adapted by inspection (see _vllm_compat.Release).
         self.vllm = release = release_of(v)
         self.manager = release.manager(t, windows, self.pool_slots + 1, max_model_len=MAX_MODEL_LEN, in_flight=in_flight,
-                                       caching=self.caching)
+                                       caching=self.caching, **({"eagle": True} if self.eagle else {}))
         self.pool = self.manager.block_pool
         self.status = v["RequestStatus"]
         self.requests: dict[Hashable, _Request] = {}
@@ -195,6 +196,10 @@ class VllmBackend:
         if entry.closed:
             return RequestState.CLOSED
         return RequestState.ACTIVE if entry.request.status == self.status.RUNNING else RequestState.SUSPENDED
+
+    def _drafts(self, history: int, capacity: int) -> int:
+        """The lookahead (draft) slots of a step (none here; vllm-prefix-eagle has some)."""
+        return 0
 
     def _set_in_flight(self, request: Any) -> None:
         request.num_in_flight_tokens = min(self.in_flight, request.num_computed_tokens)
@@ -229,7 +234,7 @@ class VllmBackend:
         h = request.num_computed_tokens
         self._set_in_flight(request)
         if capacity > h:
-            if self.vllm.allocate(self.manager, request, capacity - h) is None:
+            if self.vllm.allocate(self.manager, request, capacity - h, self._drafts(h, capacity)) is None:
                 return Outcome(False)
         else:  # nothing to schedule: only the free that precedes every allocation
             # (a release that cannot be told of tokens in flight frees on the history, as its allocate_slots does)

@@ -23,6 +23,11 @@ Not driven: ``suspend`` (vLLM's preemption then recomputes, and its resume looks
 blocks up in the cache: a hit the model's recompute suspension does not make). Observed besides what
 ``vllm`` shows: the content of every cached free block (its hash, named by the request and block it
 was first computed for, from the requests' own hash lists), compared with the reference's cache.
+
+``vllm-prefix-eagle``: the same with ``use_eagle=True`` (a hit gives its last matched block back for the
+drafter, ``Semantics.eagle``) and :data:`LOOKAHEAD` draft slots: a step of ``n`` new tokens is
+``allocate_slots(request, n - d, num_lookahead_tokens=d)`` with ``d = min(LOOKAHEAD, n - 1)`` (at least
+one token scheduled), so vLLM caches only up to the scheduled tokens (``Semantics.lookahead_tokens``).
 """
 
 from __future__ import annotations
@@ -38,7 +43,8 @@ from ..protocol import Operation, Unsupported, factory
 from ._vllm_compat import release_of
 from .vllm import MAX_MODEL_LEN, VllmBackend, capabilities as vllm_capabilities, load, semantics as vllm_semantics
 
-__all__ = ["VllmPrefixBackend", "vllm_prefix", "semantics", "capabilities"]
+__all__ = ["VllmPrefixBackend", "VllmPrefixEagleBackend", "vllm_prefix", "vllm_prefix_eagle", "semantics", "capabilities",
+           "LOOKAHEAD"]
 
 
 def semantics() -> Semantics:
@@ -171,9 +177,10 @@ class VllmPrefixBackend(VllmBackend):
             request.num_in_flight_tokens = 0
             found, hit, *_ = self.manager.get_computed_blocks(request)
             hit = min(hit, h)
+            drafts = self._drafts(h, c)
             blocks = self.manager.allocate_slots(
-                request, c - h, num_new_computed_tokens=hit, new_computed_blocks=found,
-                num_external_computed_tokens=h - hit,
+                request, c - h - drafts, num_new_computed_tokens=hit, new_computed_blocks=found,
+                num_external_computed_tokens=h - hit, **({"num_lookahead_tokens": drafts} if drafts else {}),
             )
             request.num_computed_tokens = h
             if blocks is None:
@@ -215,3 +222,45 @@ def vllm_prefix_any_window(config: Config) -> VllmPrefixBackend:
     backend = VllmPrefixBackend.__new__(VllmPrefixBackend)
     VllmPrefixBackend._build(backend, config)
     return backend
+
+
+#: vllm-prefix-eagle's draft slots per step (vLLM's ``num_lookahead_tokens``; an EAGLE drafter's
+#: ``num_speculative_tokens``).
+LOOKAHEAD = 3
+
+
+def eagle_capabilities():
+    """vllm-prefix's, under the EAGLE hit rule with :data:`LOOKAHEAD` draft slots."""
+    base = capabilities()
+    return attrs.evolve(base, semantics=attrs.evolve(base.semantics, eagle=True, lookahead_tokens=LOOKAHEAD),
+                        notes=(*base.notes, f"use_eagle, {LOOKAHEAD} lookahead (draft) slots per step"))
+
+
+def load_eagle() -> dict[str, Any]:
+    """:func:`load_prefix`, then check that this release's manager takes ``use_eagle`` and its
+    ``allocate_slots`` ``num_lookahead_tokens``."""
+    from ._vllm_compat import _parameters
+
+    v = load_prefix()
+    if "use_eagle" not in _parameters(v["KVCacheManager"].__init__):
+        raise Unsupported(f"vLLM {release_of(v).version}'s KVCacheManager has no use_eagle")
+    if "num_lookahead_tokens" not in _parameters(v["KVCacheManager"].allocate_slots):
+        raise Unsupported(f"vLLM {release_of(v).version}'s allocate_slots has no num_lookahead_tokens")
+    return v
+
+
+class VllmPrefixEagleBackend(VllmPrefixBackend):
+    """``vllm-prefix`` with ``use_eagle=True``; a step of ``n`` new tokens asks its last ``min(k, n - 1)``
+    as ``num_lookahead_tokens`` (draft slots, ``k`` = :data:`LOOKAHEAD`) and the rest as scheduled tokens
+    (vLLM caches only up to those: ``Semantics.lookahead_tokens``)."""
+
+    eagle = True
+
+    def _drafts(self, history: int, capacity: int) -> int:
+        return min(LOOKAHEAD, capacity - history - 1) if capacity > history else 0
+
+
+@factory(eagle_capabilities(), name="vllm-prefix-eagle", prepare=load_eagle)
+def vllm_prefix_eagle(config: Config) -> VllmPrefixEagleBackend:
+    """vLLM's v1 block manager with prefix caching, ``use_eagle`` and draft (lookahead) slots."""
+    return VllmPrefixEagleBackend(config)
