@@ -60,10 +60,13 @@ def _require_int(field: str, value: Any, minimum: int, maximum: int = MAX_COUNT)
 @attrs.frozen
 class AttentionLayer:
     """An attention layer: full attention when ``window`` is None, else SWA over ``window`` tokens
-    (sink tokens excluded) with ``sink_tokens`` sink tokens that are never released."""
+    (sink tokens excluded) with ``sink_tokens`` sink tokens that are never released.
+    ``tokens_per_block``: this layer's own block size (None: the config's ``tokens_per_block``); see
+    :class:`Config` for what a block size per life cycle means."""
 
     window: int | None = None
     sink_tokens: int = 0
+    tokens_per_block: int | None = None
 
 
 @attrs.frozen
@@ -108,6 +111,8 @@ def _validate_layer(index: int, layer: Any) -> None:
     if layer.window is not None:
         _require_int(f"layers[{index}].window", layer.window, 1)
     _require_int(f"layers[{index}].sink_tokens", layer.sink_tokens, 0)
+    if layer.tokens_per_block is not None:
+        _require_int(f"layers[{index}].tokens_per_block", layer.tokens_per_block, 1)
     if layer.sink_tokens and layer.window is None:
         raise ConfigError(f"layers[{index}].sink_tokens", layer.sink_tokens, "sink tokens need a window")
 
@@ -268,7 +273,21 @@ def _semantics(value: Any) -> Semantics:
 
 @attrs.frozen
 class Config:
-    """Everything a manager is built from. Invalid values raise :class:`ConfigError` here."""
+    """Everything a manager is built from. Invalid values raise :class:`ConfigError` here.
+
+    Block sizes: ``tokens_per_block`` is every life cycle's, except an attention layer's own
+    ``AttentionLayer.tokens_per_block`` (vLLM's hybrid models may give full attention a larger block
+    than the SWA layers). Layers with equal window, sinks and block size share a life cycle; each
+    life cycle counts its blocks, stale and live ranges, floor and sink blocks in its own ``t``. A
+    pool group may serve life cycles of different block sizes: a slot is one page, holding one block
+    of whichever life cycle takes it (as vLLM serves every KV-cache group, whatever its block size,
+    from one block pool of equal-byte pages), and its minimum is the sum of its life cycles' shares,
+    each in its own ``t``. Full attention's share with sizes that differ is the blocks of its own
+    ``t`` spanned when each SWA life cycle first holds its floor
+    (:func:`~.floors.full_share_in_blocks`; with one size, the largest SWA floor as before). A
+    cache hit (``HitRule.COMMON_PREFIX``) is cut to a multiple of the least common multiple of the
+    attention life cycles' block sizes (:func:`~.cache_hit.alignment`). SSM layers have no block
+    size of their own (one state page)."""
 
     tokens_per_block: int
     layers: tuple[Layer, ...] = attrs.field(converter=_tuple_of("layers"))
@@ -299,7 +318,9 @@ class Config:
             "layers": [
                 {"kind": "ssm"}
                 if isinstance(layer, SsmLayer)
-                else {"kind": "attention", "window": layer.window, "sink_tokens": layer.sink_tokens}
+                else {"kind": "attention", "window": layer.window, "sink_tokens": layer.sink_tokens,
+                      # written only when set: traces of one block size stay as they were
+                      **({} if layer.tokens_per_block is None else {"tokens_per_block": layer.tokens_per_block})}
                 for layer in self.layers
             ],
             "pool_groups": None if self.pool_groups is None else list(self.pool_groups),
@@ -327,13 +348,14 @@ class Config:
         for i, raw in enumerate(raw_layers):
             if not isinstance(raw, dict) or raw.get("kind") not in ("attention", "ssm"):
                 raise ConfigError(f"config.layers[{i}]", raw, "must be an object with kind 'attention' or 'ssm'")
-            extra = set(raw) - ({"kind"} if raw["kind"] == "ssm" else {"kind", "window", "sink_tokens"})
+            extra = set(raw) - ({"kind"} if raw["kind"] == "ssm" else {"kind", "window", "sink_tokens", "tokens_per_block"})
             if extra:
                 raise ConfigError(f"config.layers[{i}]", raw, f"unknown fields {sorted(map(_key, extra))[:5]}")
             if raw["kind"] == "ssm":
                 layers.append(SsmLayer())
             else:
-                layers.append(AttentionLayer(window=raw.get("window"), sink_tokens=raw.get("sink_tokens", 0)))
+                layers.append(AttentionLayer(window=raw.get("window"), sink_tokens=raw.get("sink_tokens", 0),
+                                             tokens_per_block=raw.get("tokens_per_block")))
         for key in ("pool_groups", "slots"):
             if data.get(key) is not None and not isinstance(data[key], list):
                 raise ConfigError(f"config.{key}", data[key], "must be a list or null")
@@ -368,6 +390,16 @@ class Layout:
     def num_pool_groups(self) -> int:
         return len(self.min_slots)
 
+    @property
+    def block_sizes(self) -> tuple[int, ...]:
+        """Each life cycle's tokens per block (its own, else the config's)."""
+        return tuple(lc.block_size(self.tokens_per_block) for lc in self.life_cycles)
+
+    @property
+    def mixed_block_sizes(self) -> bool:
+        """Whether some life cycle has a block size of its own."""
+        return any(lc.tokens_per_block is not None for lc in self.life_cycles)
+
     def life_cycles_of(self, pool_group: int) -> tuple[int, ...]:
         return tuple(i for i, g in enumerate(self.pool_group_of) if g == pool_group)
 
@@ -375,9 +407,10 @@ class Layout:
 def _life_cycle_of(layer: Layer, t: int) -> LifeCycle:
     if isinstance(layer, SsmLayer):
         return LifeCycle(LifeCycleKind.SSM)
+    own = None if layer.tokens_per_block in (None, t) else layer.tokens_per_block  # canonical: None is t
     if layer.window is None:
-        return LifeCycle(LifeCycleKind.FULL)
-    return LifeCycle(LifeCycleKind.SWA, layer.window, sink_blocks_for(layer.sink_tokens, t))
+        return LifeCycle(LifeCycleKind.FULL, tokens_per_block=own)
+    return LifeCycle(LifeCycleKind.SWA, layer.window, sink_blocks_for(layer.sink_tokens, own or t), own)
 
 
 def build_layout(config: Config) -> Layout:
@@ -409,14 +442,14 @@ def build_layout(config: Config) -> Layout:
     # reference mutant) keeps its six-argument form for every other semantics.
     e = config.semantics.eviction_interval
     interval = {"eviction_interval": e} if e != 1 else {}
-    full_share: int | None = None  # the same for every full-attention life cycle: computed once
+    full_share: dict[int | None, int] = {}  # the same for every full-attention life cycle of one t: computed once
     for lc, g in zip(life_cycles, pool_group_of):
         if lc.kind is LifeCycleKind.FULL:
-            if full_share is None:
-                full_share = life_cycle_min_slots(
+            if lc.tokens_per_block not in full_share:
+                full_share[lc.tokens_per_block] = life_cycle_min_slots(
                     lc, t, config.floor_rule, life_cycles, in_flight, lookahead, **interval
                 )
-            min_slots[g] += full_share
+            min_slots[g] += full_share[lc.tokens_per_block]
         else:
             min_slots[g] += life_cycle_min_slots(lc, t, config.floor_rule, life_cycles, in_flight, lookahead, **interval)
 

@@ -128,7 +128,7 @@ class _ReleasedOnHistory(Manager):
     """Releases on ``h`` instead of ``h - k``: the tokens in flight are ignored."""
 
     def _stale(self, lc: Any, history: int) -> tuple[int, int]:
-        return lifecycle.stale_range(history, self.tokens_per_block, lc.window, lc.sink_blocks)
+        return lifecycle.stale_range(history, lc.block_size(self.tokens_per_block), lc.window, lc.sink_blocks)
 
 
 class _ReleasedOneEarly(Manager):
@@ -136,7 +136,7 @@ class _ReleasedOneEarly(Manager):
 
     def _stale(self, lc: Any, history: int) -> tuple[int, int]:
         released_on = lifecycle.released_history(history, self._in_flight) + 1
-        return lifecycle.stale_range(released_on, self.tokens_per_block, lc.window, lc.sink_blocks)
+        return lifecycle.stale_range(released_on, lc.block_size(self.tokens_per_block), lc.window, lc.sink_blocks)
 
 
 class _SinksReleased(Manager):
@@ -144,7 +144,7 @@ class _SinksReleased(Manager):
 
     def _stale(self, lc: Any, history: int) -> tuple[int, int]:
         released_on = lifecycle.released_history(history, self._in_flight)
-        return lifecycle.stale_range(released_on, self.tokens_per_block, lc.window, 0)
+        return lifecycle.stale_range(released_on, lc.block_size(self.tokens_per_block), lc.window, 0)
 
 
 # ----------------------------------------------------------------------------- eviction interval
