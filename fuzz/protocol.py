@@ -59,6 +59,7 @@ __all__ = [
     "DEFAULT_PARTS",
     "ALL_SEMANTICS",
     "ALL_SEMANTICS_EVICTION",
+    "ALL_SEMANTICS_MIXED",
     "REFERENCE_CAPABILITIES",
 ]
 
@@ -152,6 +153,8 @@ class Capabilities:
     another's committed prefix, ``Semantics.prefix_sharing`` on) and ``eviction_interval`` (SGLang's
     eviction intervals above 1, ``Semantics.eviction_interval``): each is a campaign of its own
     (``oracle-sharing``, ``oracle-eviction``), so the plain oracle campaign's draws stay as they were.
+    ``mixed_block_sizes``: attention layers may carry a block size of their own
+    (``AttentionLayer.tokens_per_block``), drawn in the ``oracle-mixed`` campaign.
     ``needs_gpu``: informational; the factory itself raises if the GPU is missing. ``adapter_set``:
     parts whose values the adapter sets itself rather than reads from the backend (e.g. a capacity the
     engine keeps no number for): reports name them, and they are never compared. ``notes``: what else a
@@ -182,6 +185,7 @@ class Capabilities:
     # Under all_semantics: eviction intervals above 1 (Semantics.eviction_interval, SGLang's) and draft
     # slots (Semantics.lookahead_tokens) are drawn too.
     eviction_interval: bool = False
+    mixed_block_sizes: bool = False  # attention layers with block sizes of their own (AttentionLayer.tokens_per_block)
 
     def __attrs_post_init__(self) -> None:
         required = {Operation.CREATE, Operation.RESUME, Operation.RESIZE}
@@ -237,7 +241,8 @@ class Capabilities:
         )
         if self.all_semantics:
             drawn_too = [name for name, on in (("prefix sharing", self.prefix_sharing),
-                                               ("eviction intervals", self.eviction_interval)) if on]
+                                               ("eviction intervals", self.eviction_interval),
+                                               ("mixed block sizes", self.mixed_block_sizes)) if on]
             semantics = "semantics [any, drawn per example" + "".join(f"; {d}" for d in drawn_too) + "]"
         return f"operations [{ops}]; observations [{parts}]; layers [{kinds}]; {semantics}" + (
             f"; {', '.join(flags)}" if flags else ""
@@ -254,11 +259,15 @@ ALL_SEMANTICS = Capabilities(all_semantics=True)
 ALL_SEMANTICS_SHARING = Capabilities(all_semantics=True, prefix_sharing=True)
 #: Every semantics, eviction intervals above 1 drawn too: the oracle.
 ALL_SEMANTICS_EVICTION = Capabilities(all_semantics=True, eviction_interval=True)
+#: Every semantics (prefix sharing and eviction intervals too) and a block size per life cycle: the oracle.
+ALL_SEMANTICS_MIXED = Capabilities(all_semantics=True, prefix_sharing=True, eviction_interval=True,
+                                   mixed_block_sizes=True)
 #: Everything, exactly, physical identity included: the seeded bugs of the reference.
 EXACT_WITH_IDENTITY = Capabilities(observations={p: Comparison.EXACT for p in Part})
 #: The reference manager: everything, exactly, physical identity included, under every semantics.
 REFERENCE_CAPABILITIES = Capabilities(
-    observations={p: Comparison.EXACT for p in Part}, all_semantics=True, prefix_sharing=True, eviction_interval=True
+    observations={p: Comparison.EXACT for p in Part}, all_semantics=True, prefix_sharing=True, eviction_interval=True,
+    mixed_block_sizes=True,
 )
 
 

@@ -66,6 +66,8 @@ REGISTRY: dict[str, Registered] = {
                                   status="fuzzed against the reference in CI (eviction intervals, tests/test_eviction_interval.py)"),
     "oracle-sharing": Registered("swafloor.fuzz.backends.oracle:oracle_sharing",
                                  status="fuzzed against the reference in CI (prefix sharing, tests/test_sharing_campaign.py)"),
+    "oracle-mixed": Registered("swafloor.fuzz.backends.oracle:oracle_mixed",
+                               status="fuzzed against the reference in CI (block sizes per life cycle, tests/test_block_sizes.py)"),
     **_MUTANTS,
     "vllm": Registered("swafloor.fuzz.backends.vllm:vllm", needs="vLLM, in its own venv (scripts/vllm-venv)",
                        status="fuzzed in CI, in the vLLM venv (tests/test_vllm.py)"),
