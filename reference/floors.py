@@ -129,7 +129,9 @@ def life_cycle_min_slots(
     without drafts, :func:`swa_floor` with neither). ``t``: the config's tokens per block; a life cycle
     with a block size of its own (``LifeCycle.tokens_per_block``) counts in that. Full attention's
     share is :func:`full_attention_floor` of the largest SWA share, each first converted to blocks of
-    full attention's own size (:func:`full_share_in_blocks`; the same number where the sizes agree)."""
+    full attention's own size (:func:`full_share_in_blocks`; the same number where the sizes agree).
+    With one SWA life cycle it also evaluates on solver terms and numpy arrays (the window, sinks and
+    block sizes of the life cycles may be terms; the rule, tokens in flight, drafts and interval not)."""
     if rule is FloorRule.LEGACY:
         return legacy_floor()
     if life_cycle.kind is LifeCycleKind.SWA:
@@ -140,8 +142,8 @@ def life_cycle_min_slots(
         for lc in all_life_cycles:
             if lc.kind is LifeCycleKind.SWA:
                 t_i = lc.block_size(t)
-                share = _swa_share(t_i, lc, in_flight, lookahead, eviction_interval)
-                shares.append(share if t_i == t_full else full_share_in_blocks(share, t_i, t_full))
+                # in blocks of t_full (the share itself where t_i == t_full: theorem mixed-pool-group-tight)
+                shares.append(full_share_in_blocks(_swa_share(t_i, lc, in_flight, lookahead, eviction_interval), t_i, t_full))
         return full_attention_floor(max(shares, default=0))
     return 1  # SSM: one state page per request
 
