@@ -154,7 +154,9 @@ class Capabilities:
     eviction intervals above 1, ``Semantics.eviction_interval``): each is a campaign of its own
     (``oracle-sharing``, ``oracle-eviction``), so the plain oracle campaign's draws stay as they were.
     ``mixed_block_sizes``: attention layers may carry a block size of their own
-    (``AttentionLayer.tokens_per_block``), drawn in the ``oracle-mixed`` campaign.
+    (``AttentionLayer.tokens_per_block``), drawn in the ``oracle-mixed`` campaign; with
+    ``full_attention_block_multiples`` only full attention layers get one, the config's ``t`` times one
+    of those multiples (``vllm-prefix-mixed``).
     ``needs_gpu``: informational; the factory itself raises if the GPU is missing. ``adapter_set``:
     parts whose values the adapter sets itself rather than reads from the backend (e.g. a capacity the
     engine keeps no number for): reports name them, and they are never compared. ``notes``: what else a
@@ -186,6 +188,9 @@ class Capabilities:
     # slots (Semantics.lookahead_tokens) are drawn too.
     eviction_interval: bool = False
     mixed_block_sizes: bool = False  # attention layers with block sizes of their own (AttentionLayer.tokens_per_block)
+    # With mixed_block_sizes: () draws any block size per attention layer; else SWA layers keep the
+    # config's t and full attention layers get t times one of these (vLLM: full attention at 2t or 4t).
+    full_attention_block_multiples: tuple[int, ...] = attrs.field(default=(), converter=tuple)
 
     def __attrs_post_init__(self) -> None:
         required = {Operation.CREATE, Operation.RESUME, Operation.RESIZE}

@@ -147,7 +147,13 @@ def configs(draw, caps: Capabilities = EXACT_EVERYTHING, tokens_per_block=TOKENS
         n = draw(st.integers(1, MAX_LAYERS))
         layer = layers(t, caps)
         chosen = [draw(layer) for _ in range(n)]
-    if caps.mixed_block_sizes:  # each attention layer: the config's block size, or one of its own
+    if caps.mixed_block_sizes and caps.full_attention_block_multiples:  # full attention at t times a multiple
+        multiple = st.sampled_from(caps.full_attention_block_multiples)
+        if len(chosen) < MAX_LAYERS and not any(isinstance(x, AttentionLayer) and x.window is None for x in chosen):
+            chosen.append(AttentionLayer(window=None))  # the subject: full attention beside the windows
+        chosen = [attrs.evolve(layer, tokens_per_block=t * draw(multiple))
+                  if isinstance(layer, AttentionLayer) and layer.window is None else layer for layer in chosen]
+    elif caps.mixed_block_sizes:  # each attention layer: the config's block size, or one of its own
         own = st.one_of(st.none(), st.sampled_from(MIXED_TOKENS_PER_BLOCK))
         chosen = [attrs.evolve(layer, tokens_per_block=draw(own)) if isinstance(layer, AttentionLayer) else layer
                   for layer in chosen]
