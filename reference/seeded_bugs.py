@@ -110,7 +110,8 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               (), (ORACLE,), covers="block sizes per life cycle (layers[i].tokens_per_block)"),
     SeededBug("full-share-same-size-only", "full attention's share counts only the SWA life cycles of its own "
               "block size (the others' floors dropped, not converted)",
-              (), (ORACLE,), covers="sizing, block sizes per life cycle"),
+              ("mixed-pool-group-sufficient", "mixed-pool-group-tight"), (ORACLE,),
+              covers="sizing, block sizes per life cycle"),
     SeededBug("hit-aligned-to-t", "a common-prefix hit aligned to the config's block size, not to the lcm of "
               "the life cycles' block sizes", (), (ORACLE,), covers="semantics.hit_rule, block sizes per life cycle"),
     SeededBug("cache-freed-ignored", "freed blocks keep nothing: no cached content and no hit on a freed block",
