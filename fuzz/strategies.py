@@ -147,13 +147,14 @@ def configs(draw, caps: Capabilities = EXACT_EVERYTHING, tokens_per_block=TOKENS
         n = draw(st.integers(1, MAX_LAYERS))
         layer = layers(t, caps)
         chosen = [draw(layer) for _ in range(n)]
-    if caps.mixed_block_sizes and caps.full_attention_block_multiples:  # full attention at t times a multiple
+    windowed = any(isinstance(x, AttentionLayer) and x.window is not None for x in chosen)
+    if caps.mixed_block_sizes and caps.full_attention_block_multiples and windowed:  # full attention at t times a multiple
         multiple = st.sampled_from(caps.full_attention_block_multiples)
         if len(chosen) < MAX_LAYERS and not any(isinstance(x, AttentionLayer) and x.window is None for x in chosen):
             chosen.append(AttentionLayer(window=None))  # the subject: full attention beside the windows
         chosen = [attrs.evolve(layer, tokens_per_block=t * draw(multiple))
                   if isinstance(layer, AttentionLayer) and layer.window is None else layer for layer in chosen]
-    elif caps.mixed_block_sizes:  # each attention layer: the config's block size, or one of its own
+    elif caps.mixed_block_sizes and not caps.full_attention_block_multiples:  # each attention layer: the config's block size, or one of its own
         own = st.one_of(st.none(), st.sampled_from(MIXED_TOKENS_PER_BLOCK))
         chosen = [attrs.evolve(layer, tokens_per_block=draw(own)) if isinstance(layer, AttentionLayer) else layer
                   for layer in chosen]
@@ -161,6 +162,8 @@ def configs(draw, caps: Capabilities = EXACT_EVERYTHING, tokens_per_block=TOKENS
         attention = [k for k in (LifeCycleKind.SWA, LifeCycleKind.FULL) if k in caps.layer_kinds][0]
         chosen[0] = AttentionLayer(window=draw(windows(t, caps.min_window)) if attention is LifeCycleKind.SWA else None)
     semantics_ = draw(semantics(caps))  # the reference side runs the same semantics
+    if caps.all_semantics and caps.mixed_block_sizes and semantics_.cache_freed:  # vLLM's retention mask, or not
+        semantics_ = attrs.evolve(semantics_, cache_aligned=draw(st.booleans()))
     base = Config(tokens_per_block=t, layers=chosen, semantics=semantics_)
     life_cycles = len(build_layout(base).life_cycles)
 

@@ -207,7 +207,15 @@ class Semantics:
     decoding (vLLM's ``num_lookahead_tokens``): every decode step asks capacity ``h + 1 + k``, blocks
     are released on history as with the tokens in flight, so the minimum is
     :func:`~.floors.lookahead_floor` (the in-flight floor at ``in_flight_tokens + k``); the manager
-    itself serves whatever capacity a step asks, so only the minimum changes."""
+    itself serves whatever capacity a step asks, so only the minimum changes. ``cache_aligned`` (needs
+    ``cache_freed``): the cache keeps only what a hit whose length is a multiple of the alignment (the
+    lcm of the block sizes, :func:`~.cache_hit.alignment`) can take: block ``b`` of a life cycle of
+    ``t`` tokens per block, with ``L`` the smallest such length ``>= (b + 1) * t``, is named once the
+    request's first ``L`` tokens count as computed (not ``(b + 1) * t``: vLLM's hybrid coordinator
+    caches up to the computed tokens rounded down to its scheduler block size), and only when a hit of
+    ``L`` tokens looks it up (the ``common-prefix`` rule's blocks at ``L``: vLLM's retention mask for
+    its sliding-window groups). With one block size and windows of two or more tokens it changes
+    nothing."""
 
     in_flight_tokens: int = attrs.field(default=0, validator=_non_negative_int("semantics.in_flight_tokens"))
     free_stale: FreeStale = attrs.field(
@@ -226,6 +234,7 @@ class Semantics:
     hit_rule: HitRule = attrs.field(default=HitRule.PER_BLOCK, converter=_enum_of("semantics.hit_rule", HitRule))
     cache_scheduled: bool = attrs.field(default=False, validator=_bool_field("semantics.cache_scheduled"))
     lookahead_tokens: int = attrs.field(default=0, validator=_non_negative_int("semantics.lookahead_tokens"))
+    cache_aligned: bool = attrs.field(default=False, validator=_bool_field("semantics.cache_aligned"))
 
     def __attrs_post_init__(self) -> None:
         if self.cache_freed and not self.prefix_sharing:
@@ -234,6 +243,8 @@ class Semantics:
             raise ConfigError("semantics.hit_rule", self.hit_rule.value, "needs semantics.cache_freed")
         if self.cache_scheduled and not self.cache_freed:
             raise ConfigError("semantics.cache_scheduled", self.cache_scheduled, "needs semantics.cache_freed")
+        if self.cache_aligned and not self.cache_freed:
+            raise ConfigError("semantics.cache_aligned", self.cache_aligned, "needs semantics.cache_freed")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -249,6 +260,7 @@ class Semantics:
             **({"hit_rule": self.hit_rule.value} if self.hit_rule is not HitRule.PER_BLOCK else {}),
             **({"cache_scheduled": True} if self.cache_scheduled else {}),
             **({"lookahead_tokens": self.lookahead_tokens} if self.lookahead_tokens else {}),  # absent: 0
+            **({"cache_aligned": True} if self.cache_aligned else {}),
         }
 
     @classmethod
@@ -258,6 +270,7 @@ class Semantics:
         known = (
             "in_flight_tokens", "free_stale", "suspend", "first_resume_copy", "release_order",
             "eviction_interval", "prefix_sharing", "cache_freed", "hit_rule", "cache_scheduled", "lookahead_tokens",
+            "cache_aligned",
         )
         for key in data:
             if key not in known:

@@ -1088,6 +1088,9 @@ class Manager:
         False: blocks not held now may still be named by a later call. O(blocks named)."""
         if not req.named:
             req.named = [0] * len(req.held)
+        aligned_only = self.semantics.cache_aligned
+        if aligned_only:  # only what an aligned hit can take: the computed tokens rounded down to the alignment
+            computed -= computed % self._hit_alignment()
         for lc_index, held in enumerate(req.held):
             t = self._t[lc_index]
             full = computed // t
@@ -1095,10 +1098,22 @@ class Manager:
                 continue
             pool = self._pools[self._group_of[lc_index]]
             for b in range(req.named[lc_index], full):
-                if b in held:
+                if b in held and (not aligned_only or self._reachable(lc_index, b)):
                     pool.name(held[b], (lc_index, _root(req, b, t), b))
             if advance:
                 req.named[lc_index] = full
+
+    def _reachable(self, lc_index: int, b: int) -> bool:
+        """Whether some hit whose length is a multiple of the alignment reads block ``b`` of the life
+        cycle (``cache_aligned``): the smallest such length ending past it, ``L``, looks it up
+        (:meth:`_hit_length_fits`: its blocks at ``(L, L)``, else its block before ``L``); longer ones
+        start their windows no earlier."""
+        if self.layout.life_cycles[lc_index].window is None:
+            return True
+        t, a = self._t[lc_index], self._hit_alignment()
+        L = -(-(b + 1) * t // a) * a
+        ranges = self.required_ranges(lc_index, L, L)
+        return any(lo <= b < hi for lo, hi in ranges) if ranges else b == L // t - 1
 
     def _release_all(self, req: _Request) -> None:
         for lc_index, held in enumerate(req.held):

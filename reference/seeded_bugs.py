@@ -114,6 +114,8 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               covers="sizing, block sizes per life cycle"),
     SeededBug("hit-aligned-to-t", "a common-prefix hit aligned to the config's block size, not to the lcm of "
               "the life cycles' block sizes", (), (ORACLE,), covers="semantics.hit_rule, block sizes per life cycle"),
+    SeededBug("cache-aligned-swapped", "every freed block cached where only those an aligned hit reads "
+              "should be, and back", (), (ORACLE,), covers="semantics.cache_aligned"),
     SeededBug("cache-freed-ignored", "freed blocks keep nothing: no cached content and no hit on a freed block",
               (), (ORACLE,), covers="semantics.cache_freed"),
     SeededBug("hit-rule-swapped", "the other hit rule: one hit length for every life cycle where each has its "

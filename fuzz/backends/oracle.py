@@ -247,6 +247,7 @@ class OracleManager:
         self.cache = semantics.cache_freed
         self.common_prefix = semantics.hit_rule.value == "common-prefix"
         self.scheduled = semantics.cache_scheduled
+        self.aligned_only = semantics.cache_aligned
         self.blank = list(self.totals)
         self.freed_slots: list[dict[int, tuple | None]] = [{} for _ in range(groups)]
         self.kept: list[dict[tuple, list[int]]] = [{} for _ in range(groups)]
@@ -418,15 +419,37 @@ class OracleManager:
 
     def _learn(self, req: _Request, done: int) -> None:
         """The pages ``req`` holds whose every position lies below ``done`` become findable by their
-        content (in the order they do)."""
+        content (in the order they do). ``cache_aligned``: only below the longest length up to ``done``
+        that ends on a whole block of every attention geometry, and only pages a hit reads."""
+        if self.aligned_only:
+            sizes = [g.t for g in self.geometries if g.kind != "ssm"]
+            while any(done % size for size in sizes):
+                done -= 1
         for i, (geometry, pages) in enumerate(zip(self.geometries, req.pages)):
             if geometry.kind == "ssm":
                 continue
             for b in sorted(pages):
                 page = pages[b]
+                if self.aligned_only and not self._read_by_a_hit(i, b):
+                    continue
                 if page not in self.known and b * geometry.t + geometry.t <= done:
                     self.known.add(page)
                     self.findable[self.group_of[i]].setdefault(self.content[page], []).append(page)
+
+    def _read_by_a_hit(self, i: int, b: int) -> bool:
+        """``cache_aligned``: whether a hit ending on a whole block of every attention geometry
+        reads block ``b`` of geometry ``i``: the first such length past the block (found by stepping
+        token by token), and the blocks its first uncomputed token reads (or, reading none, the block
+        just before it)."""
+        geometry = self.geometries[i]
+        if geometry.kind != "swa":
+            return True
+        sizes = [g.t for g in self.geometries if g.kind != "ssm"]
+        length = (b + 1) * geometry.t
+        while any(length % size for size in sizes):
+            length += 1
+        read = _held(geometry, length, length, geometry.t, self.in_flight) or {length // geometry.t - 1}
+        return b in read
 
     def _move_cached(self, req: _Request, targets: list[frozenset[int]], hits: list[dict[int, tuple]] | None,
                      history: int, hold: range | None) -> None:

@@ -197,6 +197,15 @@ class _HitRuleSwapped(Manager):
         super().__init__(config, release_order)
 
 
+class _CacheAlignedSwapped(Manager):
+    """Every freed block cached where only those an aligned hit reads should be, and back."""
+
+    def __init__(self, config: Config, release_order: Any = None):
+        if config.semantics.cache_freed:
+            config = _with_semantics(config, cache_aligned=not config.semantics.cache_aligned)
+        super().__init__(config, release_order)
+
+
 class _CacheScheduledSwapped(Manager):
     """A block's content counts as computed when scheduled where it should be when committed, and back."""
 
@@ -530,6 +539,7 @@ _MAKERS: dict[str, Callable[[Config], Manager]] = {
     "one-block-size": _OneBlockSize,
     "full-share-same-size-only": _sized(_full_share_same_size_only),
     "hit-aligned-to-t": _HitAlignedToT,
+    "cache-aligned-swapped": _CacheAlignedSwapped,
     "hit-rule-swapped": _HitRuleSwapped,
     "cache-scheduled-swapped": _CacheScheduledSwapped,
 }
@@ -545,6 +555,7 @@ _BACKEND = {
     "one-block-size": "oracle-mixed",
     "full-share-same-size-only": "oracle-mixed",
     "hit-aligned-to-t": "oracle-mixed",
+    "cache-aligned-swapped": "oracle-mixed",
 }
 #: The capabilities a mutant's backend declares: those of the oracle campaign that must kill it.
 _CAPABILITIES = {"oracle-sharing": ALL_SEMANTICS_SHARING, "oracle-mixed": ALL_SEMANTICS_MIXED}

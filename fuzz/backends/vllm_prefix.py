@@ -222,13 +222,16 @@ def vllm_prefix_any_window(config: Config) -> VllmPrefixBackend:
 def capabilities_mixed():
     """:func:`capabilities`, with full attention at 2t or 4t beside SWA layers at t (vLLM's hybrid
     models): every group from one block pool, hashes at t, hits aligned to the lcm."""
-    return attrs.evolve(capabilities(), mixed_block_sizes=True, full_attention_block_multiples=(2, 4))
+    return attrs.evolve(capabilities(), mixed_block_sizes=True, full_attention_block_multiples=(2, 4),
+                        semantics=attrs.evolve(semantics(), cache_aligned=True))
 
 
 class VllmPrefixMixedBackend(VllmPrefixBackend):
     """``vllm-prefix`` with a block size per KV-cache group (``AttentionLayer.tokens_per_block``): the
     config's ``t`` is vLLM's ``hash_block_size`` (it must divide every group's block size) and the
-    scheduler's block size the lcm. A group of ``k * t`` tokens per block names a block by the hash of
+    scheduler's block size the lcm. With block sizes that differ vLLM's sliding-window groups cache only
+    the blocks an aligned hit can read (its retention mask: ``Semantics.cache_aligned``; with one
+    size every block of a window of two or more tokens). A group of ``k * t`` tokens per block names a block by the hash of
     its last hash block (vLLM 0.32 on), so a cached block is the block ``(j + 1) / k - 1`` of hash block
     ``j``."""
 
