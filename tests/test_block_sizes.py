@@ -191,3 +191,41 @@ def test_the_oracle_mixed_campaign_passes_on_the_ci_profile():
     result = run_campaign("oracle-mixed", examples=600, seed=PROFILES["ci"].seed, profile="ci", out_dir=None)
     assert result.divergence is None
     assert result.served >= 570
+
+
+# ----------------------------------------------------------------------------- the cache keeps what an aligned hit takes
+def test_cache_aligned_needs_cache_freed_and_round_trips():
+    with pytest.raises(ConfigError, match="semantics.cache_aligned"):
+        Semantics(cache_aligned=True)
+    aligned = Semantics(prefix_sharing=True, cache_freed=True, cache_aligned=True)
+    assert Semantics.from_dict(aligned.to_dict()) == aligned
+    assert "cache_aligned" not in CACHING.to_dict()
+
+
+def _cached_after(semantics: Semantics, committed: int) -> tuple:
+    config = Config(tokens_per_block=1, layers=[AttentionLayer(window=2), AttentionLayer(tokens_per_block=4)],
+                    pool_groups=(0, 0), slots=(30,), semantics=semantics)
+    m = Manager(config)
+    m.create("a")
+    m.resume("a")
+    assert m.resize("a", committed, 0).ok
+    m.commit("a", committed)
+    m.close("a")
+    m.check()
+    return m.snapshot().cached
+
+
+def test_cache_aligned_keeps_only_what_an_aligned_hit_takes():
+    """SWA at t = 1 (W = 2) beside full attention at t = 4: of 6 committed tokens an aligned hit takes at
+    most 4 (the lcm), reading SWA block 3 (its window's block before token 4) and full block 0; without
+    the option every whole block is cached."""
+    plain = _cached_after(CACHING, 6)
+    aligned = _cached_after(attrs_evolve(CACHING, cache_aligned=True), 6)
+    assert {(lc, b) for lc, b, _ in plain} == {(0, b) for b in range(6)} | {(1, 0)}
+    assert {(lc, b) for lc, b, _ in aligned} == {(0, 3), (1, 0)}
+
+
+def attrs_evolve(instance, **changes):
+    import attrs
+
+    return attrs.evolve(instance, **changes)
