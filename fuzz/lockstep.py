@@ -99,9 +99,10 @@ class Liveness:
         t = layout.tokens_per_block
         max_capacity = None
         for lc in fixed.life_cycles:
-            if lc.kind is LifeCycleKind.FULL:
+            if lc.kind is LifeCycleKind.FULL:  # each in its own block size; the smallest reach counts
                 share = life_cycle_min_slots(lc, t, FloorRule.FIXED, fixed.life_cycles, in_flight)
-                max_capacity = full_attention_max_capacity(t, share)
+                reach = full_attention_max_capacity(lc.block_size(t), share)
+                max_capacity = reach if max_capacity is None else min(max_capacity, reach)
         return applies, max_capacity
 
     def covers(self, capacity: int, advance: int = 0) -> bool:

@@ -25,6 +25,7 @@ see what the configured semantics did (a recompute suspend resets both lengths t
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from typing import Any, Callable
@@ -37,7 +38,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition,
 from .compare import Divergence, Result
 from .lockstep import Lockstep
 from .protocol import Operation, Part, Unsupported
-from .strategies import configs, default_semantics, has_swa, horizon
+from .strategies import block_sizes, configs, default_semantics, has_swa, horizon
 from .trace import Step, Trace
 
 __all__ = ["DivergenceFound", "Stats", "build_machine", "MAX_OPEN_REQUESTS", "BATCH_ROUNDS"]
@@ -200,6 +201,9 @@ def build_machine(
             self.prefixed: set[str] = set()  # created under sharing, not yet resumed
             self.horizon = horizon(config)
             self.t = config.tokens_per_block
+            sizes = block_sizes(config)
+            if len(sizes) > 1:  # mixed block sizes: prompts and steps in whole blocks of the lcm, or of t
+                self.t = data.draw(st.sampled_from((math.lcm(*sizes), self.t)), label="whole-block unit")
             self.create(data, in_build=True)
             self._apply(Step.resume("r0"))
 

@@ -60,6 +60,7 @@ __all__ = [
     "ALL_SEMANTICS",
     "ALL_SEMANTICS_EVICTION",
     "ALL_SEMANTICS_EAGLE",
+    "ALL_SEMANTICS_MIXED",
     "REFERENCE_CAPABILITIES",
 ]
 
@@ -153,6 +154,10 @@ class Capabilities:
     another's committed prefix, ``Semantics.prefix_sharing`` on) and ``eviction_interval`` (SGLang's
     eviction intervals above 1, ``Semantics.eviction_interval``): each is a campaign of its own
     (``oracle-sharing``, ``oracle-eviction``), so the plain oracle campaign's draws stay as they were.
+    ``mixed_block_sizes``: attention layers may carry a block size of their own
+    (``AttentionLayer.tokens_per_block``), drawn in the ``oracle-mixed`` campaign; with
+    ``full_attention_block_multiples`` only full attention layers get one, the config's ``t`` times one
+    of those multiples (``vllm-prefix-mixed``).
     ``needs_gpu``: informational; the factory itself raises if the GPU is missing. ``adapter_set``:
     parts whose values the adapter sets itself rather than reads from the backend (e.g. a capacity the
     engine keeps no number for): reports name them, and they are never compared. ``notes``: what else a
@@ -187,6 +192,10 @@ class Capabilities:
     # (Semantics.lookahead_tokens) drawn on every config, freed blocks cached, one hit length: a
     # campaign of its own (oracle-eagle), so the sharing campaign's draws stay as they were.
     eagle: bool = False
+    mixed_block_sizes: bool = False  # attention layers with block sizes of their own (AttentionLayer.tokens_per_block)
+    # With mixed_block_sizes: () draws any block size per attention layer; else SWA layers keep the
+    # config's t and full attention layers get t times one of these (vLLM: full attention at 2t or 4t).
+    full_attention_block_multiples: tuple[int, ...] = attrs.field(default=(), converter=tuple)
 
     def __attrs_post_init__(self) -> None:
         required = {Operation.CREATE, Operation.RESUME, Operation.RESIZE}
@@ -243,7 +252,8 @@ class Capabilities:
         if self.all_semantics:
             drawn_too = [name for name, on in (("prefix sharing", self.prefix_sharing),
                                                ("eviction intervals", self.eviction_interval),
-                                               ("EAGLE hits and draft slots", self.eagle)) if on]
+                                               ("EAGLE hits and draft slots", self.eagle),
+                                               ("mixed block sizes", self.mixed_block_sizes)) if on]
             semantics = "semantics [any, drawn per example" + "".join(f"; {d}" for d in drawn_too) + "]"
         return f"operations [{ops}]; observations [{parts}]; layers [{kinds}]; {semantics}" + (
             f"; {', '.join(flags)}" if flags else ""
@@ -263,11 +273,15 @@ ALL_SEMANTICS_EVICTION = Capabilities(all_semantics=True, eviction_interval=True
 #: Every semantics with prefix sharing, the EAGLE hit rule and draft slots (no sinks: the EAGLE hit
 #: rule has none): the oracle.
 ALL_SEMANTICS_EAGLE = Capabilities(all_semantics=True, prefix_sharing=True, eagle=True, sinks=False)
+#: Every semantics (prefix sharing and eviction intervals too) and a block size per life cycle: the oracle.
+ALL_SEMANTICS_MIXED = Capabilities(all_semantics=True, prefix_sharing=True, eviction_interval=True,
+                                   mixed_block_sizes=True)
 #: Everything, exactly, physical identity included: the seeded bugs of the reference.
 EXACT_WITH_IDENTITY = Capabilities(observations={p: Comparison.EXACT for p in Part})
 #: The reference manager: everything, exactly, physical identity included, under every semantics.
 REFERENCE_CAPABILITIES = Capabilities(
-    observations={p: Comparison.EXACT for p in Part}, all_semantics=True, prefix_sharing=True, eviction_interval=True
+    observations={p: Comparison.EXACT for p in Part}, all_semantics=True, prefix_sharing=True, eviction_interval=True,
+    mixed_block_sizes=True,
 )
 
 

@@ -28,11 +28,15 @@ from .protocol import EXACT_EVERYTHING, Capabilities
 
 __all__ = [
     "TOKENS_PER_BLOCK", "windows", "layers", "semantics", "distinct_life_cycles", "configs", "horizon", "has_swa",
-    "default_semantics",
+    "default_semantics", "block_sizes", "MIXED_TOKENS_PER_BLOCK",
 ]
 
 TOKENS_PER_BLOCK = (1, 2, 3, 4, 8, 16, 32, 64, 128)
 MAX_LAYERS = 4
+#: Block sizes of a campaign with a block size per life cycle (``Capabilities.mixed_block_sizes``):
+#: small, so that windows of a few blocks of the largest stay cheap for the oracle, with multiples
+#: (vLLM's full attention at 2t or 4t) and coprime pairs (an lcm above both).
+MIXED_TOKENS_PER_BLOCK = (1, 2, 3, 4, 8)
 
 
 @functools.lru_cache(maxsize=None)
@@ -144,6 +148,8 @@ def _per_group(low: int, high: int, groups: int) -> st.SearchStrategy:
 @st.composite
 def configs(draw, caps: Capabilities = EXACT_EVERYTHING, tokens_per_block=TOKENS_PER_BLOCK):
     """A valid config the capabilities allow, with a tight pool."""
+    if caps.mixed_block_sizes:
+        tokens_per_block = MIXED_TOKENS_PER_BLOCK
     t = draw(st.sampled_from(tokens_per_block))
     if draw(st.integers(0, 3)) == 3:  # a quarter: three or four distinct life cycles
         chosen = list(draw(distinct_life_cycles(t, caps)))
@@ -151,10 +157,23 @@ def configs(draw, caps: Capabilities = EXACT_EVERYTHING, tokens_per_block=TOKENS
         n = draw(st.integers(1, MAX_LAYERS))
         layer = layers(t, caps)
         chosen = [draw(layer) for _ in range(n)]
+    windowed = any(isinstance(x, AttentionLayer) and x.window is not None for x in chosen)
+    if caps.mixed_block_sizes and caps.full_attention_block_multiples and windowed:  # full attention at t times a multiple
+        multiple = st.sampled_from(caps.full_attention_block_multiples)
+        if len(chosen) < MAX_LAYERS and not any(isinstance(x, AttentionLayer) and x.window is None for x in chosen):
+            chosen.append(AttentionLayer(window=None))  # the subject: full attention beside the windows
+        chosen = [attrs.evolve(layer, tokens_per_block=t * draw(multiple))
+                  if isinstance(layer, AttentionLayer) and layer.window is None else layer for layer in chosen]
+    elif caps.mixed_block_sizes and not caps.full_attention_block_multiples:  # each attention layer: the config's block size, or one of its own
+        own = st.one_of(st.none(), st.sampled_from(MIXED_TOKENS_PER_BLOCK))
+        chosen = [attrs.evolve(layer, tokens_per_block=draw(own)) if isinstance(layer, AttentionLayer) else layer
+                  for layer in chosen]
     if all(isinstance(layer, SsmLayer) for layer in chosen):
         attention = [k for k in (LifeCycleKind.SWA, LifeCycleKind.FULL) if k in caps.layer_kinds][0]
         chosen[0] = AttentionLayer(window=draw(windows(t, caps.min_window)) if attention is LifeCycleKind.SWA else None)
     semantics_ = draw(semantics(caps))  # the reference side runs the same semantics
+    if caps.all_semantics and caps.mixed_block_sizes and semantics_.cache_freed:  # vLLM's retention mask, or not
+        semantics_ = attrs.evolve(semantics_, cache_aligned=draw(st.booleans()))
     base = Config(tokens_per_block=t, layers=chosen, semantics=semantics_)
     life_cycles = len(build_layout(base).life_cycles)
 
@@ -199,6 +218,13 @@ def default_semantics(config: Config) -> bool:
     return config.semantics == Semantics()
 
 
+def block_sizes(config: Config) -> tuple[int, ...]:
+    """The distinct block sizes of a config's attention layers, the config's own included, sorted."""
+    own = {layer.tokens_per_block for layer in config.layers
+           if isinstance(layer, AttentionLayer) and layer.tokens_per_block is not None}
+    return tuple(sorted(own | {config.tokens_per_block}))
+
+
 def has_swa(config: Config) -> bool:
     """Whether a config has a sliding-window life cycle (the subject of every comparison)."""
     return any(isinstance(layer, AttentionLayer) and layer.window is not None for layer in config.layers)
@@ -206,8 +232,8 @@ def has_swa(config: Config) -> bool:
 
 def horizon(config: Config) -> int:
     """A history past which nothing new happens for any layer: sinks, the largest window (plus the
-    tokens in flight) and two blocks (for reused-history draws)."""
-    t = config.tokens_per_block
+    tokens in flight) and two blocks (for reused-history draws); blocks of the largest block size."""
+    t = max(block_sizes(config))
     reach = 0
     for layer in config.layers:
         if isinstance(layer, AttentionLayer) and layer.window is not None:

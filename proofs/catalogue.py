@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from swafloor.reference import arith, cache_hit, floors, lifecycle, peers, sharing
+from swafloor.reference.lifecycle import LifeCycle, LifeCycleKind
 
 from . import replay
 from .symbolic import BLOCK_SIZE, TOKENS, H, STEP, S, T, W, Var, all_of, any_of, implies, negate, upto
@@ -695,6 +696,116 @@ def hit_null_accounting(t, W, q, P, u):
     )
 
 
+# ----------------------------------------------------------------------------- block sizes per life cycle
+W_MIX = upto("W", "window in tokens", 1, 20, "W <= 20", TOKENS)
+H_MIX = upto("h", "history: tokens already computed", 0, lambda env: (env["S"] + 3) * 8 + env["W"] + 2,
+             "h <= (S + 3)*8 + W + 2", TOKENS)
+#: (SWA, full attention) block sizes: constants in each goal part, so every division is by a numeral
+#: and the arithmetic linear (with both sizes symbolic, Z3 and cvc5 answer unknown at 30 s). vLLM gives
+#: full attention 2t or 4t; the other pairs check smaller full blocks and coprime sizes.
+MIXED_SIZES = ((1, 1), (2, 2), (1, 2), (2, 4), (2, 8), (4, 8), (1, 4), (2, 1), (4, 2), (8, 2), (2, 3), (3, 2), (3, 4))
+#: Tokens in flight, constants in each goal part (the share functions take them concrete).
+MIXED_IN_FLIGHT = (0, 1)
+
+
+def _mixed_group(t_swa, t_full, W, S, k):
+    """(SWA share, full attention share, the pool group's minimum) of one SWA life cycle at ``t_swa`` and
+    full attention at ``t_full``, from floors.mixed_min_slots (apart, then in one pool group)."""
+    life_cycles = (LifeCycle(LifeCycleKind.SWA, W, S), LifeCycle(LifeCycleKind.FULL))
+    swa_share, full_share = floors.mixed_min_slots(life_cycles, (t_swa, t_full), (0, 1), in_flight=k)
+    (together,) = floors.mixed_min_slots(life_cycles, (t_swa, t_full), (0, 0), in_flight=k)
+    return swa_share, full_share, together
+
+
+def _mixed_step(h, t_swa, t_full, W, S, k):
+    """Blocks the pool group holds on a decode step at history h (capacity h + 1, released on h - k)."""
+    return _live(lifecycle.released_history(h, k), h + 1, t_swa, W, S) + _full(h, h + 1, t_full)
+
+
+def _per_mix(goal):
+    def parts(*args):
+        return tuple(part for i, j in MIXED_SIZES for k in MIXED_IN_FLIGHT for part in goal(i, j, k, *args))
+    return parts
+
+
+def _mixed_sufficient(t_swa, t_full, k, W, S, h):
+    swa_share, full_share, minimum = _mixed_group(t_swa, t_full, W, S, k)
+    served = floors.full_attention_max_capacity(t_full, full_share)
+    return (
+        minimum == swa_share + full_share,  # a pool group mixing block sizes: the sum of its shares
+        # the full share serves every decode step up to the one at which the SWA life cycle first holds its floor
+        floors.first_floor_history(t_swa, W, S, k) + 1 <= served,
+        implies(h + 1 <= served, _mixed_step(h, t_swa, t_full, W, S, k) <= minimum),
+    )
+
+
+def _mixed_sufficient_lemmas(t_swa, t_full, k, W, S, h):
+    """Each life cycle within its own share: the SWA one at every history, full attention while served."""
+    swa_share, full_share, _ = _mixed_group(t_swa, t_full, W, S, k)
+    return (
+        _live(lifecycle.released_history(h, k), h + 1, t_swa, W, S) <= swa_share,
+        implies(h + 1 <= floors.full_attention_max_capacity(t_full, full_share), _full(h, h + 1, t_full) <= full_share),
+    )
+
+
+def _mixed_tight(t_swa, t_full, k, W, S):
+    swa_share, full_share, minimum = _mixed_group(t_swa, t_full, W, S, k)
+    h = floors.first_floor_history(t_swa, W, S, k)
+    return (
+        _live(lifecycle.released_history(h, k), h + 1, t_swa, W, S) == swa_share,
+        _full(h, h + 1, t_full) == full_share,  # no smaller full share serves that step
+        _mixed_step(h, t_swa, t_full, W, S, k) == minimum,  # one slot fewer fails there
+        implies(t_swa == t_full, full_share == swa_share),  # one block size: the largest SWA floor
+    )
+
+
+def mixed_pool_group_sufficient(W, S, h):
+    return _per_mix(_mixed_sufficient)(W, S, h)
+
+
+def mixed_pool_group_lemmas(W, S, h):
+    return _per_mix(_mixed_sufficient_lemmas)(W, S, h)
+
+
+def mixed_pool_group_tight(W, S):
+    return _per_mix(_mixed_tight)(W, S)
+
+
+W1_MH = upto("W1", "window of the first life cycle (tokens)", 1, 5, "W1 <= 5", TOKENS)
+W2_MH = upto("W2", "window of the second life cycle (tokens)", 1, 5, "W2 <= 5", TOKENS)
+R1_MH = upto("r1", "first block of the first life cycle's cached run", 0, 2, "r1 <= 2")
+D1_MH = upto("d1", "its length in blocks", 0, 4, "d1 <= 4")
+R2_MH = upto("r2", "first block of the second life cycle's cached run", 0, 1, "r2 <= 1")
+D2_MH = upto("d2", "its length in blocks", 0, 3, "d2 <= 3")
+M_MH = upto("M", "longest reusable length (tokens)", 0, 24, "M <= 24", TOKENS)
+L0_MH = upto("L", "the hit length the search stands at (tokens)", 0, lambda env: env["M"], "L <= M", TOKENS)
+#: Block sizes of the two life cycles: constants per part (divisions by numerals: linear arithmetic).
+HIT_MIXED_SIZES = ((1, 1), (1, 2), (2, 1), (2, 4), (4, 2), (2, 8), (2, 3), (3, 2), (1, 4), (3, 4))
+
+
+def _hit_mixed(t1, t2, W1, W2, e, r1, d1, r2, d2, M, L):
+    """One step of cache_hit.longest_hit's search over two life cycles of block sizes t1 and t2 (the
+    alignment A their lcm, cache_hit.alignment): from L, each life cycle's best hit in its run with the
+    reusable length capped at L plus its drafter's block, the smaller of the two."""
+    A = cache_hit.alignment((t1, t2))
+    h1 = cache_hit.run_hit(r1, r1 + d1, t1, W1, A // t1, e, arith.imin(M, L + e * t1))
+    h2 = cache_hit.run_hit(r2, r2 + d2, t2, W2, A // t2, e, arith.imin(M, L + e * t2))
+    new = arith.imin(h1, h2)
+    return _each(
+        all_of(e <= 1, L <= M),
+        arith.fmod(new, A) == 0,  # a multiple of the lcm of the block sizes, so of each
+        new <= L,  # the search only descends (it stops)
+        # where it stops (new == L) the hit is valid for both life cycles: aligned, within M with the
+        # drafter's block, and every block each window reads in its cached run (never a null block)
+        implies(new == L, all_of(cache_hit.valid_in_run(L, r1, r1 + d1, t1, W1, A // t1, e, M),
+                                 cache_hit.valid_in_run(L, r2, r2 + d2, t2, W2, A // t2, e, M))),
+    )
+
+
+def hit_mixed_valid(W1, W2, e, r1, d1, r2, d2, M, L):
+    return tuple(part for t1, t2 in HIT_MIXED_SIZES for part in _hit_mixed(t1, t2, W1, W2, e, r1, d1, r2, d2, M, L))
+
+
 # ----------------------------------------------------------------------------- the catalogue
 CATALOGUE: tuple[Theorem, ...] = (
     Theorem(
@@ -1085,6 +1196,47 @@ CATALOGUE: tuple[Theorem, ...] = (
         PROVED,
         (T_HIT, W_HIT, HIT_BLOCKS, POOL, USED),
         hit_null_accounting,
+    ),
+)
+
+
+CATALOGUE += (
+    Theorem(
+        "mixed-pool-group-sufficient",
+        "A pool group serving an SWA life cycle of block size t_s and full attention of block size t_f ((t_s, t_f) "
+        "in (1,1), (2,2), (1,2), (2,4), (2,8), (4,8), (1,4), (2,1), (4,2), (8,2), (2,3), (3,2), (3,4), constants "
+        "of the goal; W, S and h unbounded; a slot is one page whatever block it holds) with k in "
+        "{0, 1} tokens in flight: its minimum (floors.mixed_min_slots) is the SWA floor in t_s plus full "
+        "attention's share in t_f, full_attention_floor(full_share_in_blocks(SWA floor, t_s, t_f)); that share "
+        "serves every decode step up to the one at which the SWA life cycle first holds its floor, and every "
+        "decode step it serves (capacity h + 1 <= t_f * full share) fits the minimum.",
+        PROVED,
+        (W_MIX, S, H_MIX),
+        mixed_pool_group_sufficient,
+        lemmas=(mixed_pool_group_lemmas,),
+    ),
+    Theorem(
+        "mixed-pool-group-tight",
+        "At the first history at which the SWA life cycle holds its floor (floors.first_floor_history in t_s), "
+        "the decode step holds exactly the SWA share and exactly full attention's share (in t_f): the pool "
+        "group holds exactly its minimum, so one slot fewer fails there and no smaller full share serves; with "
+        "one block size full attention's share is the SWA floor (the one-size rule).",
+        PROVED,
+        (W_MIX, S),
+        mixed_pool_group_tight,
+    ),
+    Theorem(
+        "hit-mixed-valid",
+        "Two attention life cycles of block sizes t1 and t2 ((t1, t2) in (1,1), (1,2), (2,1), (2,4), (4,2), (2,8), "
+        "(2,3), (3,2), (1,4), (3,4), constants of the goal; windows, runs, M and L unbounded), each with a cached "
+        "run of blocks, EAGLE e in {0, 1}: a step of cache_hit.longest_hit's search "
+        "(from L, each life cycle's run_hit with the alignment lcm(t1, t2) and the reusable length capped at "
+        "min(M, L + e*t_i), the smaller of the two) is a multiple of the lcm, never above L, and where it stops "
+        "(the step returns L) L is a valid hit for both life cycles (cache_hit.valid_in_run: within M with the "
+        "drafter's block, and every block each window reads in its own cached run: never a null block).",
+        PROVED,
+        (W1_MH, W2_MH, EAGLE, R1_MH, D1_MH, R2_MH, D2_MH, M_MH, L0_MH),
+        hit_mixed_valid,
     ),
 )
 

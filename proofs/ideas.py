@@ -185,4 +185,21 @@ IDEAS: dict[str, str] = {
         "The null entries are the blocks before the window's first, which for W >= 2 is the stale range at L; "
         "the null block is outside both the free and the used count, so free + used = P - 1."
     ),
+    "mixed-pool-group-sufficient": (
+        "Each life cycle stays within its own share (the lemmas): the SWA life cycle within its in-flight floor "
+        "in t_s at every history (in-flight-sufficient), full attention within ceil(c/t_f) <= its share while "
+        "c <= t_f * share; the group holds their sum. The SWA life cycle first holds F at capacity "
+        "(F-1)*t_s + 1, which the ceiling full_share_in_blocks keeps within t_f * share."
+    ),
+    "mixed-pool-group-tight": (
+        "Until the first block goes stale nothing is released, so at h = (F-1)*t_s the SWA step holds "
+        "ceil(((F-1)*t_s + 1)/t_s) = F blocks and full attention ceil(((F-1)*t_s + 1)/t_f), its share: the sum "
+        "is the minimum; with t_s = t_f the ceiling is F."
+    ),
+    "hit-mixed-valid": (
+        "Each run_hit is a multiple of its A / t_i blocks of t_i, so of A, and the minimum of two multiples is "
+        "one; each is at most its cap less the drafter's block, so at most L. Where the minimum is L, the life "
+        "cycle whose run_hit is larger also returns exactly L (it cannot exceed its cap L + e*t_i less e*t_i), "
+        "and run_hit is valid in its run (hit-valid), so L is valid for both."
+    ),
 }

@@ -217,6 +217,18 @@ def _eviction_floor_without_block() -> list[Patch]:
     return [(floors, "eviction_floor", eviction_floor)]
 
 
+def _full_share_same_size_only() -> list[Patch]:
+    real = floors.life_cycle_min_slots
+
+    def life_cycle_min_slots(life_cycle, t, rule, all_life_cycles, *args, **kwargs):
+        if life_cycle.kind is lifecycle.LifeCycleKind.FULL:  # SWA life cycles of another block size dropped
+            t_full = life_cycle.block_size(t)
+            all_life_cycles = [lc for lc in all_life_cycles if lc.block_size(t) == t_full]
+        return real(life_cycle, t, rule, all_life_cycles, *args, **kwargs)
+
+    return [(floors, "life_cycle_min_slots", life_cycle_min_slots)]
+
+
 #: The patch of each seeded bug (swafloor.reference.seeded_bugs) that is seeded in the formulas.
 PATCHES: dict[str, Callable[[], list[Patch]]] = {
     "no-inflight-token": _no_inflight_token,
@@ -240,6 +252,7 @@ PATCHES: dict[str, Callable[[], list[Patch]]] = {
     "align-before-pop": _align_before_pop,
     "null-counted-free": _null_counted_free,
     "eviction-floor-without-block": _eviction_floor_without_block,
+    "full-share-same-size-only": _full_share_same_size_only,
 }
 
 

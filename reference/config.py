@@ -60,10 +60,13 @@ def _require_int(field: str, value: Any, minimum: int, maximum: int = MAX_COUNT)
 @attrs.frozen
 class AttentionLayer:
     """An attention layer: full attention when ``window`` is None, else SWA over ``window`` tokens
-    (sink tokens excluded) with ``sink_tokens`` sink tokens that are never released."""
+    (sink tokens excluded) with ``sink_tokens`` sink tokens that are never released.
+    ``tokens_per_block``: this layer's own block size (None: the config's ``tokens_per_block``); see
+    :class:`Config` for what a block size per life cycle means."""
 
     window: int | None = None
     sink_tokens: int = 0
+    tokens_per_block: int | None = None
 
 
 @attrs.frozen
@@ -108,6 +111,8 @@ def _validate_layer(index: int, layer: Any) -> None:
     if layer.window is not None:
         _require_int(f"layers[{index}].window", layer.window, 1)
     _require_int(f"layers[{index}].sink_tokens", layer.sink_tokens, 0)
+    if layer.tokens_per_block is not None:
+        _require_int(f"layers[{index}].tokens_per_block", layer.tokens_per_block, 1)
     if layer.sink_tokens and layer.window is None:
         raise ConfigError(f"layers[{index}].sink_tokens", layer.sink_tokens, "sink tokens need a window")
 
@@ -209,7 +214,15 @@ class Semantics:
     ``eagle`` (needs ``hit_rule`` common-prefix): speculative decoding with an EAGLE drafter: a first
     resume's hit is :func:`~.cache_hit.longest_hit` with the pop (the block after the hit must be
     found too and lie within the reused tokens: the engine matched it and gave it back for the
-    drafter to recompute); defined for windows without sink tokens."""
+    drafter to recompute); defined for windows without sink tokens. ``cache_aligned`` (needs
+    ``cache_freed``): the cache keeps only what a hit whose length is a multiple of the alignment (the
+    lcm of the block sizes, :func:`~.cache_hit.alignment`) can take: block ``b`` of a life cycle of
+    ``t`` tokens per block, with ``L`` the smallest such length ``>= (b + 1) * t``, is named once the
+    request's first ``L`` tokens count as computed (not ``(b + 1) * t``: vLLM's hybrid coordinator
+    caches up to the computed tokens rounded down to its scheduler block size), and only when a hit of
+    ``L`` tokens looks it up (the ``common-prefix`` rule's blocks at ``L``: vLLM's retention mask for
+    its sliding-window groups). With one block size and windows of two or more tokens it changes
+    nothing."""
 
     in_flight_tokens: int = attrs.field(default=0, validator=_non_negative_int("semantics.in_flight_tokens"))
     free_stale: FreeStale = attrs.field(
@@ -229,6 +242,7 @@ class Semantics:
     cache_scheduled: bool = attrs.field(default=False, validator=_bool_field("semantics.cache_scheduled"))
     lookahead_tokens: int = attrs.field(default=0, validator=_non_negative_int("semantics.lookahead_tokens"))
     eagle: bool = attrs.field(default=False, validator=_bool_field("semantics.eagle"))
+    cache_aligned: bool = attrs.field(default=False, validator=_bool_field("semantics.cache_aligned"))
 
     def __attrs_post_init__(self) -> None:
         if self.cache_freed and not self.prefix_sharing:
@@ -239,6 +253,8 @@ class Semantics:
             raise ConfigError("semantics.cache_scheduled", self.cache_scheduled, "needs semantics.cache_freed")
         if self.eagle and self.hit_rule is not HitRule.COMMON_PREFIX:
             raise ConfigError("semantics.eagle", self.eagle, "needs semantics.hit_rule common-prefix")
+        if self.cache_aligned and not self.cache_freed:
+            raise ConfigError("semantics.cache_aligned", self.cache_aligned, "needs semantics.cache_freed")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -255,6 +271,7 @@ class Semantics:
             **({"cache_scheduled": True} if self.cache_scheduled else {}),
             **({"lookahead_tokens": self.lookahead_tokens} if self.lookahead_tokens else {}),  # absent: 0
             **({"eagle": True} if self.eagle else {}),  # absent: off
+            **({"cache_aligned": True} if self.cache_aligned else {}),
         }
 
     @classmethod
@@ -265,6 +282,7 @@ class Semantics:
             "in_flight_tokens", "free_stale", "suspend", "first_resume_copy", "release_order",
             "eviction_interval", "prefix_sharing", "cache_freed", "hit_rule", "cache_scheduled", "lookahead_tokens",
             "eagle",
+            "cache_aligned",
         )
         for key in data:
             if key not in known:
@@ -280,7 +298,21 @@ def _semantics(value: Any) -> Semantics:
 
 @attrs.frozen
 class Config:
-    """Everything a manager is built from. Invalid values raise :class:`ConfigError` here."""
+    """Everything a manager is built from. Invalid values raise :class:`ConfigError` here.
+
+    Block sizes: ``tokens_per_block`` is every life cycle's, except an attention layer's own
+    ``AttentionLayer.tokens_per_block`` (vLLM's hybrid models may give full attention a larger block
+    than the SWA layers). Layers with equal window, sinks and block size share a life cycle; each
+    life cycle counts its blocks, stale and live ranges, floor and sink blocks in its own ``t``. A
+    pool group may serve life cycles of different block sizes: a slot is one page, holding one block
+    of whichever life cycle takes it (as vLLM serves every KV-cache group, whatever its block size,
+    from one block pool of equal-byte pages), and its minimum is the sum of its life cycles' shares,
+    each in its own ``t``. Full attention's share with sizes that differ is the blocks of its own
+    ``t`` spanned when each SWA life cycle first holds its floor
+    (:func:`~.floors.full_share_in_blocks`; with one size, the largest SWA floor as before). A
+    cache hit (``HitRule.COMMON_PREFIX``) is cut to a multiple of the least common multiple of the
+    attention life cycles' block sizes (:func:`~.cache_hit.alignment`). SSM layers have no block
+    size of their own (one state page)."""
 
     tokens_per_block: int
     layers: tuple[Layer, ...] = attrs.field(converter=_tuple_of("layers"))
@@ -314,7 +346,9 @@ class Config:
             "layers": [
                 {"kind": "ssm"}
                 if isinstance(layer, SsmLayer)
-                else {"kind": "attention", "window": layer.window, "sink_tokens": layer.sink_tokens}
+                else {"kind": "attention", "window": layer.window, "sink_tokens": layer.sink_tokens,
+                      # written only when set: traces of one block size stay as they were
+                      **({} if layer.tokens_per_block is None else {"tokens_per_block": layer.tokens_per_block})}
                 for layer in self.layers
             ],
             "pool_groups": None if self.pool_groups is None else list(self.pool_groups),
@@ -342,13 +376,14 @@ class Config:
         for i, raw in enumerate(raw_layers):
             if not isinstance(raw, dict) or raw.get("kind") not in ("attention", "ssm"):
                 raise ConfigError(f"config.layers[{i}]", raw, "must be an object with kind 'attention' or 'ssm'")
-            extra = set(raw) - ({"kind"} if raw["kind"] == "ssm" else {"kind", "window", "sink_tokens"})
+            extra = set(raw) - ({"kind"} if raw["kind"] == "ssm" else {"kind", "window", "sink_tokens", "tokens_per_block"})
             if extra:
                 raise ConfigError(f"config.layers[{i}]", raw, f"unknown fields {sorted(map(_key, extra))[:5]}")
             if raw["kind"] == "ssm":
                 layers.append(SsmLayer())
             else:
-                layers.append(AttentionLayer(window=raw.get("window"), sink_tokens=raw.get("sink_tokens", 0)))
+                layers.append(AttentionLayer(window=raw.get("window"), sink_tokens=raw.get("sink_tokens", 0),
+                                             tokens_per_block=raw.get("tokens_per_block")))
         for key in ("pool_groups", "slots"):
             if data.get(key) is not None and not isinstance(data[key], list):
                 raise ConfigError(f"config.{key}", data[key], "must be a list or null")
@@ -383,6 +418,16 @@ class Layout:
     def num_pool_groups(self) -> int:
         return len(self.min_slots)
 
+    @property
+    def block_sizes(self) -> tuple[int, ...]:
+        """Each life cycle's tokens per block (its own, else the config's)."""
+        return tuple(lc.block_size(self.tokens_per_block) for lc in self.life_cycles)
+
+    @property
+    def mixed_block_sizes(self) -> bool:
+        """Whether some life cycle has a block size of its own."""
+        return any(lc.tokens_per_block is not None for lc in self.life_cycles)
+
     def life_cycles_of(self, pool_group: int) -> tuple[int, ...]:
         return tuple(i for i, g in enumerate(self.pool_group_of) if g == pool_group)
 
@@ -390,9 +435,10 @@ class Layout:
 def _life_cycle_of(layer: Layer, t: int) -> LifeCycle:
     if isinstance(layer, SsmLayer):
         return LifeCycle(LifeCycleKind.SSM)
+    own = None if layer.tokens_per_block in (None, t) else layer.tokens_per_block  # canonical: None is t
     if layer.window is None:
-        return LifeCycle(LifeCycleKind.FULL)
-    return LifeCycle(LifeCycleKind.SWA, layer.window, sink_blocks_for(layer.sink_tokens, t))
+        return LifeCycle(LifeCycleKind.FULL, tokens_per_block=own)
+    return LifeCycle(LifeCycleKind.SWA, layer.window, sink_blocks_for(layer.sink_tokens, own or t), own)
 
 
 def build_layout(config: Config) -> Layout:
@@ -424,14 +470,14 @@ def build_layout(config: Config) -> Layout:
     # reference mutant) keeps its six-argument form for every other semantics.
     e = config.semantics.eviction_interval
     interval = {"eviction_interval": e} if e != 1 else {}
-    full_share: int | None = None  # the same for every full-attention life cycle: computed once
+    full_share: dict[int | None, int] = {}  # the same for every full-attention life cycle of one t: computed once
     for lc, g in zip(life_cycles, pool_group_of):
         if lc.kind is LifeCycleKind.FULL:
-            if full_share is None:
-                full_share = life_cycle_min_slots(
+            if lc.tokens_per_block not in full_share:
+                full_share[lc.tokens_per_block] = life_cycle_min_slots(
                     lc, t, config.floor_rule, life_cycles, in_flight, lookahead, **interval
                 )
-            min_slots[g] += full_share
+            min_slots[g] += full_share[lc.tokens_per_block]
         else:
             min_slots[g] += life_cycle_min_slots(lc, t, config.floor_rule, life_cycles, in_flight, lookahead, **interval)
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import enum
 from typing import Any, Iterable, Sequence
 
+import attrs
+
 from .arith import cdiv, fdiv, imax
 from .lifecycle import LifeCycle, LifeCycleKind, released_history, window_span_blocks
 
@@ -22,6 +24,7 @@ __all__ = [
     "in_flight_floor",
     "lookahead_floor",
     "mixed_full_attention_floor",
+    "full_share_in_blocks",
     "mixed_min_slots",
     "legacy_floor",
     "full_attention_floor",
@@ -123,16 +126,24 @@ def life_cycle_min_slots(
     """One life cycle's share of its pool group's minimum under ``rule``, with ``in_flight`` tokens
     in flight, ``lookahead`` draft slots and an eviction interval (the fixed rule's SWA floor is
     :func:`eviction_floor` above interval 1, else :func:`lookahead_floor`, :func:`in_flight_floor`
-    without drafts, :func:`swa_floor` with neither)."""
+    without drafts, :func:`swa_floor` with neither). ``t``: the config's tokens per block; a life cycle
+    with a block size of its own (``LifeCycle.tokens_per_block``) counts in that. Full attention's
+    share is :func:`full_attention_floor` of the largest SWA share, each first converted to blocks of
+    full attention's own size (:func:`full_share_in_blocks`; the same number where the sizes agree).
+    With one SWA life cycle it also evaluates on solver terms and numpy arrays (the window, sinks and
+    block sizes of the life cycles may be terms; the rule, tokens in flight, drafts and interval not)."""
     if rule is FloorRule.LEGACY:
         return legacy_floor()
     if life_cycle.kind is LifeCycleKind.SWA:
-        return _swa_share(t, life_cycle, in_flight, lookahead, eviction_interval)
+        return _swa_share(life_cycle.block_size(t), life_cycle, in_flight, lookahead, eviction_interval)
     if life_cycle.kind is LifeCycleKind.FULL:
-        shares = [
-            _swa_share(t, lc, in_flight, lookahead, eviction_interval)
-            for lc in all_life_cycles if lc.kind is LifeCycleKind.SWA
-        ]
+        t_full = life_cycle.block_size(t)
+        shares = []
+        for lc in all_life_cycles:
+            if lc.kind is LifeCycleKind.SWA:
+                t_i = lc.block_size(t)
+                # in blocks of t_full (the share itself where t_i == t_full: theorem mixed-pool-group-tight)
+                shares.append(full_share_in_blocks(_swa_share(t_i, lc, in_flight, lookahead, eviction_interval), t_i, t_full))
         return full_attention_floor(max(shares, default=0))
     return 1  # SSM: one state page per request
 
@@ -149,6 +160,15 @@ def _swa_share(t: int, life_cycle: LifeCycle, in_flight: int, lookahead: int = 0
     return lookahead_floor(t, life_cycle.window, life_cycle.sink_blocks, lookahead, in_flight)
 
 
+def full_share_in_blocks(swa_floor_blocks: Any, t_swa: Any, t_full: Any) -> Any:
+    """Blocks of ``t_full`` tokens that full attention holds when an SWA life cycle of ``t_swa`` tokens
+    per block first holds its floor of ``F`` blocks: nothing is released before then, so the SWA life
+    cycle holds every block its capacity spans and first holds ``F`` at capacity ``(F - 1) * t_swa + 1``
+    (:func:`first_floor_history` plus the token in flight); full attention spans ``ceil(((F - 1) *
+    t_swa + 1) / t_full)`` blocks there. With ``t_swa == t_full`` it is ``F``."""
+    return cdiv((swa_floor_blocks - 1) * t_swa + 1, t_full)
+
+
 def mixed_full_attention_floor(t_full: Any, swa: Iterable[tuple[Any, Any, Any]], reach: Any = 0) -> Any:
     """Full attention's minimum when life cycles have block sizes of their own: it must serve the
     longest history at which some SWA life cycle ``(t_i, W_i, S_i)`` first holds its floor (all life
@@ -156,11 +176,10 @@ def mixed_full_attention_floor(t_full: Any, swa: Iterable[tuple[Any, Any, Any]],
     ``t_full``: ``max(1, max_i ceil((first_floor_history_i + 1) / t_full))``. With one block size this
     is :func:`full_attention_floor` of the largest SWA floor. ``reach``: tokens in flight plus draft
     slots (the SWA floors are then :func:`in_flight_floor` at ``reach``)."""
-    best: Any = 1
+    best: Any = 0
     for t_i, window, sink_blocks in swa:
-        first = first_floor_history(t_i, window, sink_blocks, reach)
-        best = imax(best, cdiv(first + 1, t_full))
-    return best
+        best = imax(best, full_share_in_blocks(in_flight_floor(t_i, window, sink_blocks, reach), t_i, t_full))
+    return full_attention_floor(best)
 
 
 def mixed_min_slots(
@@ -171,30 +190,18 @@ def mixed_min_slots(
     in_flight: int = 0,
     lookahead: int = 0,
 ) -> tuple[int, ...]:
-    """Per pool group minimum slots when each life cycle has its own block size (pools of one block
-    size per pool group: every life cycle of a group must share its ``t``): the sum of the group's
-    life cycles' shares, each SWA floor with its own ``t`` (:func:`lookahead_floor`), full attention at
-    :func:`mixed_full_attention_floor`, SSM one page. Concrete arguments; a layout-level function (the
-    :class:`~.config.Config` keeps one block size)."""
+    """Per pool group minimum slots when each life cycle has its own block size: the sum of the
+    group's life cycles' :func:`life_cycle_min_slots`, each with its own ``t`` (SWA at
+    :func:`lookahead_floor`, full attention at :func:`mixed_full_attention_floor`, SSM one page). A
+    pool group may mix block sizes (a slot is one page, whatever block it holds; see
+    :class:`~.config.Config`). Concrete arguments; what :func:`~.config.build_layout` computes for a
+    config whose layers carry these block sizes."""
     if not (len(life_cycles) == len(block_sizes) == len(pool_group_of)):
         raise ValueError("mixed_min_slots: one block size and one pool group per life cycle")
-    groups = max(pool_group_of, default=-1) + 1
-    group_t: dict[int, int] = {}
-    for t, g in zip(block_sizes, pool_group_of):
-        if group_t.setdefault(g, t) != t:
-            raise ValueError(f"mixed_min_slots: pool group {g} mixes block sizes {group_t[g]} and {t}")
-    reach = in_flight + lookahead
-    swa = [(t, lc.window, lc.sink_blocks) for lc, t in zip(life_cycles, block_sizes) if lc.kind is LifeCycleKind.SWA]
-    minimum = [0] * groups
-    for lc, t, g in zip(life_cycles, block_sizes, pool_group_of):
-        if rule is FloorRule.LEGACY:
-            minimum[g] += legacy_floor()
-        elif lc.kind is LifeCycleKind.SWA:
-            minimum[g] += _swa_share(t, lc, in_flight, lookahead)
-        elif lc.kind is LifeCycleKind.FULL:
-            minimum[g] += mixed_full_attention_floor(t, swa, reach) if swa else 1
-        else:
-            minimum[g] += 1
+    sized = [attrs.evolve(lc, tokens_per_block=t) for lc, t in zip(life_cycles, block_sizes)]
+    minimum = [0] * (max(pool_group_of, default=-1) + 1)
+    for lc, t, g in zip(sized, block_sizes, pool_group_of):
+        minimum[g] += life_cycle_min_slots(lc, t, rule, sized, in_flight, lookahead)
     return tuple(minimum)
 
 

@@ -176,18 +176,26 @@ class LifeCycle:
     kind: LifeCycleKind
     window: int | None = None
     sink_blocks: int = 0
+    # Its own tokens per block; None: the config's (every life cycle of a config with one block size).
+    # A layout sets it only where it differs from the config's, so one-size layouts are as before.
+    tokens_per_block: int | None = None
 
     @property
     def is_attention(self) -> bool:
         return self.kind is not LifeCycleKind.SSM
 
+    def block_size(self, default: int) -> int:
+        """This life cycle's tokens per block: its own, else ``default`` (the config's)."""
+        return default if self.tokens_per_block is None else self.tokens_per_block
+
     def live_indices(self, h: int, capacity: int, t: int) -> tuple[int, ...]:
         """Block indices this life cycle holds for a request at ``(h, c)``; SSM holds one state page."""
         if self.kind is LifeCycleKind.SSM:
             return (0,)
-        return live_block_indices(h, capacity, t, self.window, self.sink_blocks)
+        return live_block_indices(h, capacity, self.block_size(t), self.window, self.sink_blocks)
 
     def describe(self) -> str:
+        own = "" if self.tokens_per_block is None else f"t={self.tokens_per_block}"
         if self.kind is LifeCycleKind.SWA:
-            return f"swa(window={self.window}, sink_blocks={self.sink_blocks})"
-        return self.kind.value
+            return f"swa(window={self.window}, sink_blocks={self.sink_blocks}{', ' + own if own else ''})"
+        return self.kind.value + (f"({own})" if own else "")

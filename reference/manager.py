@@ -285,11 +285,13 @@ class _Request:
     held: list[dict[int, int]]  # per life cycle: block index -> slot id
     resumed: bool = False  # was it ever active (a suspension that keeps slots keeps what it held)
     share_with: str | None = None  # the request whose committed prefix it was created on
-    prefix_blocks: int = 0  # the whole blocks of that prefix: cache hits at the first resume
+    prefix_blocks: int = 0  # the whole blocks (of the config's t) of that prefix: cache hits at the first resume
+    prefix_tokens: int = 0  # that prefix in tokens (each life cycle's whole blocks of it are looked up)
     hit_blocks: int = 0  # the blocks its first resume took as hits
     named: list = attrs.Factory(list)  # caching: per life cycle, the blocks whose content was named so far
-    # Where each block's content was first computed: ``(end block, request id)`` segments, the last
-    # open-ended (``None``): block b's content is that of the first segment whose end is above b.
+    # Where each token's content was first computed: ``(end token, request id)`` segments, the last
+    # open-ended (``None``): token p's is that of the first segment whose end is above p, and a block's
+    # content is its last token's (see _root).
     roots: tuple = ()
     snapshot: Any = None  # the last RequestSnapshot, valid while ``snapshot_key`` is current
     snapshot_key: Any = None
@@ -460,6 +462,12 @@ class Manager:
         self._cache = config.semantics.cache_freed
         self._pools = [_Pool(n, cache=self._cache) for n in self.layout.slots]
         self._group_of = self.layout.pool_group_of
+        self._t = self.layout.block_sizes  # per life cycle, its tokens per block
+        attention_t = [t for t, lc in zip(self._t, self.layout.life_cycles) if lc.kind is not LifeCycleKind.SSM]
+        # a common-prefix hit ends on a whole block of every attention life cycle
+        self._alignment = cache_hit.alignment(attention_t)
+        self._least_t = min(self._t)
+        self._sizes = tuple(sorted(set(self._t)))  # the distinct block sizes
         self._requests: dict[str, _Request] = {}
         # Steps that change no block are recognised from the cache in _Request, unless a subclass
         # (a seeded bug) redefines which blocks are required.
@@ -476,7 +484,12 @@ class Manager:
     # ----------------------------------------------------------------- observation
     @property
     def tokens_per_block(self) -> int:
+        """The config's tokens per block (a life cycle with a block size of its own uses that)."""
         return self.layout.tokens_per_block
+
+    def block_size(self, life_cycle: int) -> int:
+        """Tokens per block of life cycle ``life_cycle``."""
+        return self._t[life_cycle]
 
     def required_ranges(self, life_cycle: int, history: int, capacity: int) -> Ranges:
         """The blocks a life cycle must hold at ``(history, capacity)``, as ranges: every allocated
@@ -484,7 +497,7 @@ class Manager:
         lc = self.layout.life_cycles[life_cycle]
         if lc.kind is LifeCycleKind.SSM:
             return _SSM_PAGE
-        allocated = lifecycle.allocated_blocks(capacity, self.layout.tokens_per_block)
+        allocated = lifecycle.allocated_blocks(capacity, self._t[life_cycle])
         if lc.window is None:
             return ((0, allocated),) if allocated > 0 else ()
         start, end = self._stale(lc, history)
@@ -493,7 +506,7 @@ class Manager:
     def _stale(self, lc: Any, history: int) -> tuple[int, int]:
         """The stale range of an SWA life cycle at ``history``: released on ``max(0, history - k)``."""
         released_on = lifecycle.released_history(history, self._in_flight)
-        return lifecycle.stale_range(released_on, self.layout.tokens_per_block, lc.window, lc.sink_blocks)
+        return lifecycle.stale_range(released_on, lc.block_size(self.tokens_per_block), lc.window, lc.sink_blocks)
 
     def required_blocks(self, life_cycle: int, history: int, capacity: int) -> tuple[int, ...]:
         """The blocks a life cycle must hold at ``(history, capacity)``, one by one (O(blocks))."""
@@ -562,17 +575,17 @@ class Manager:
         snapshots after every step; most steps change one request). O(held ranges)."""
         key = (req.state, req.capacity, req.history, tuple(req.ranges))
         if req.snapshot_key != key:
-            tables = self._tables(req, lifecycle.allocated_blocks(req.capacity, self.tokens_per_block))
+            tables = self._tables(req, req.capacity)
             req.snapshot = RequestSnapshot(req.request_id, req.state, req.capacity, req.history, tables)
             req.snapshot_key = key
         return req.snapshot
 
-    def _tables(self, req: _Request, allocated: int) -> tuple[BlockTable, ...]:
-        """Per life cycle, the ranges of the blocks held among the ``allocated`` blocks the capacity
-        spans (SSM: its one page)."""
+    def _tables(self, req: _Request, capacity: int) -> tuple[BlockTable, ...]:
+        """Per life cycle, the ranges of the blocks held among the blocks ``capacity`` spans in its
+        own block size (SSM: its one page)."""
         return tuple(
-            BlockTable(1 if lc.kind is LifeCycleKind.SSM else allocated, ranges)
-            for lc, ranges in zip(self.layout.life_cycles, req.ranges)
+            BlockTable(1 if lc.kind is LifeCycleKind.SSM else lifecycle.allocated_blocks(capacity, t), ranges)
+            for lc, t, ranges in zip(self.layout.life_cycles, self._t, req.ranges)
         )
 
     def _holds_blocks(self, req: _Request) -> bool:
@@ -626,7 +639,8 @@ class Manager:
             assert set(pool.sharers) <= used, f"pool group {g}: shared slots {sorted(set(pool.sharers) - used)} not owned"
 
     def __repr__(self) -> str:
-        lines = [f"Manager(t={self.tokens_per_block}, release_order={self.release_order.value})"]
+        sizes = "" if not self.layout.mixed_block_sizes else f", block sizes={list(self._t)}"
+        lines = [f"Manager(t={self.tokens_per_block}{sizes}, release_order={self.release_order.value})"]
         for g, pool in enumerate(self._pools):
             lcs = ", ".join(self.layout.life_cycles[i].describe() for i in self.layout.life_cycles_of(g))
             lines.append(f"  pool group {g} [{lcs}]: {pool.free}/{pool.total} free")
@@ -666,9 +680,9 @@ class Manager:
         n = len(self.layout.life_cycles)
         # (with freed blocks cached, any reused prefix is looked up: its content may have been computed
         # by a request created on this one's prefix)
-        prefix = reused_history // self.layout.tokens_per_block if share_with is not None or self._cache else 0
+        prefix = reused_history if share_with is not None or self._cache else 0  # tokens
         roots: tuple = ((None, request_id),)
-        if share_with is not None and prefix:
+        if share_with is not None and prefix >= self._least_t:
             inherited = []
             for end, root in self._requests[share_with].roots:
                 inherited.append((prefix if end is None else min(end, prefix), root))
@@ -686,7 +700,8 @@ class Manager:
             held=[{} for _ in range(n)],
             evicted_on=[reused_history] * n,
             share_with=share_with if self.semantics.prefix_sharing else None,
-            prefix_blocks=prefix,
+            prefix_blocks=prefix // self.tokens_per_block,
+            prefix_tokens=prefix,
             roots=roots,
         )
 
@@ -695,7 +710,7 @@ class Manager:
         req = self._get(request_id, RequestState.SUSPENDED)
         extra = self._copy_needs(req)
         plan = self._plan(req, req.history, req.capacity)
-        looks_up = req.share_with is not None or (self._cache and req.prefix_blocks > 0)
+        looks_up = req.share_with is not None or (self._cache and req.prefix_tokens >= self._least_t)
         points = self._points
         hits = self._hits(req, plan) if looks_up and not req.resumed else None
         copies = list(extra)
@@ -740,7 +755,7 @@ class Manager:
         if req.pending_copy and self.semantics.first_resume_copy:
             for lc_index, lc in enumerate(self.layout.life_cycles):
                 needs_copy = req.history > 0 if lc.kind is LifeCycleKind.SSM else lifecycle.partial_block(
-                    req.history, self.tokens_per_block
+                    req.history, self._t[lc_index]
                 )
                 extra[self._group_of[lc_index]] += int(needs_copy)
         return extra
@@ -759,7 +774,7 @@ class Manager:
                 continue
             theirs = source.held[lc_index]
             for lo, hi in step[0]:
-                for b in range(lo, min(hi, req.prefix_blocks)):
+                for b in range(lo, min(hi, req.prefix_tokens // self._t[lc_index])):
                     if b in theirs:
                         hits[lc_index][b] = theirs[b]
         return hits
@@ -770,18 +785,20 @@ class Manager:
         hits: list[dict[int, int]] = [{} for _ in plan]
 
         def found(lc_index: int, b: int) -> int | None:  # the slot first named with that content
-            return self._pools[self._group_of[lc_index]].first((lc_index, _root(req, b), b))
+            return self._pools[self._group_of[lc_index]].first((lc_index, _root(req, b, self._t[lc_index]), b))
 
-        limit = req.prefix_blocks
+        limit = req.prefix_tokens  # tokens: each life cycle looks up its whole blocks below it
         if self.semantics.eagle:
-            limit = self._eagle_hit(req, found) // self.tokens_per_block
+            limit = self._eagle_hit(req, found)
         elif self.semantics.hit_rule is HitRule.COMMON_PREFIX:
-            limit = next(j for j in range(req.prefix_blocks, -1, -1) if self._hit_length_fits(j, found))
+            # one hit length for all, a multiple of the alignment (the lcm of the block sizes)
+            a = self._hit_alignment()
+            limit = next(L for L in range(limit - limit % a, -1, -a) if self._hit_length_fits(L, found))
         for lc_index, step in enumerate(plan):
             if step is None or self.layout.life_cycles[lc_index].kind is LifeCycleKind.SSM:
                 continue
             for lo, hi in step[0]:
-                for b in range(lo, min(hi, limit)):
+                for b in range(lo, min(hi, limit // self._t[lc_index])):
                     slot = found(lc_index, b)
                     if slot is not None:
                         hits[lc_index][b] = slot
@@ -789,14 +806,15 @@ class Manager:
 
     def _eagle_hit(self, req: _Request, found: Any) -> int:
         """The hit (tokens) of a first resume under ``Semantics.eagle``: :func:`.cache_hit.longest_hit`
-        over which prefix blocks each attention life cycle finds, its reusable length the reused
-        history."""
+        over which prefix blocks each attention life cycle finds (in its own block size), its reusable
+        length the reused history."""
         patterns, sizes, windows = [], [], []
         for lc_index, lc in enumerate(self.layout.life_cycles):
             if lc.kind is LifeCycleKind.SSM:
                 continue
-            patterns.append([found(lc_index, b) is not None for b in range(req.prefix_blocks)])
-            sizes.append(self.tokens_per_block)
+            t = self._t[lc_index]
+            patterns.append([found(lc_index, b) is not None for b in range(req.prefix_tokens // t)])
+            sizes.append(t)
             windows.append(lc.window if lc.kind is LifeCycleKind.SWA else None)
         return cache_hit.longest_hit(patterns, sizes, windows, True, req.history) if patterns else 0
 
@@ -820,17 +838,23 @@ class Manager:
         if end is not None:
             self._name(req, end)
 
-    def _hit_length_fits(self, j: int, found: Any) -> bool:
-        """Whether ``j`` whole blocks can be one hit for every attention life cycle (``HitRule.
-        COMMON_PREFIX``): each finds every block it holds at history and capacity ``j * t`` (its live
-        blocks there), or, holding none there, block ``j - 1``."""
-        if j == 0:
+    def _hit_alignment(self) -> int:
+        """The tokens a common-prefix hit is a multiple of: the least common multiple of the attention
+        life cycles' block sizes (:func:`~.cache_hit.alignment`; with one block size, ``t``)."""
+        return self._alignment
+
+    def _hit_length_fits(self, L: int, found: Any) -> bool:
+        """Whether a hit of ``L`` tokens (a multiple of every attention life cycle's block size) fits
+        every attention life cycle (``HitRule.COMMON_PREFIX``): each finds every block it holds at
+        history and capacity ``L`` (its live blocks there), or, holding none there, its block before
+        ``L``."""
+        if L == 0:
             return True
         for lc_index, lc in enumerate(self.layout.life_cycles):
             if lc.kind is LifeCycleKind.SSM:
                 continue
-            needed = list(_blocks(self.required_ranges(lc_index, j * self.tokens_per_block, j * self.tokens_per_block)))
-            if any(found(lc_index, b) is None for b in needed or [j - 1]):
+            needed = list(_blocks(self.required_ranges(lc_index, L, L)))
+            if any(found(lc_index, b) is None for b in needed or [L // self._t[lc_index] - 1]):
                 return False
         return True
 
@@ -877,8 +901,7 @@ class Manager:
         req.capacity, req.history, req.released_to = capacity, history, history
         if self._cache:  # the blocks this call reserved (or allocated below the history it ends on)
             if req.named:  # blocks a smaller capacity cut off are named again when held again
-                spanned = lifecycle.allocated_blocks(capacity, self.tokens_per_block)
-                req.named = [min(n, spanned) for n in req.named]
+                req.named = [min(n, lifecycle.allocated_blocks(capacity, t)) for n, t in zip(req.named, self._t)]
             self._name_step(req, history, capacity)
         self._refresh(req)
         return OK
@@ -963,13 +986,16 @@ class Manager:
         first history at which some window's stale range moves on. Each bound is found by searching the
         reference's own functions (no formula restated), in O(log distance) evaluations, and only when
         the request has left the box the cache describes."""
-        t = self.layout.tokens_per_block
+        sizes = self._sizes
         c = req.capacity
         if not req.capacity_from <= c < req.capacity_below:
             guess = req.capacity_below - req.capacity_from
-            allocated = lifecycle.allocated_blocks(c, t)
+
+            def spans(x: int) -> tuple[int, ...]:  # the blocks capacity x spans, in each block size
+                return tuple(lifecycle.allocated_blocks(x, t) for t in sizes)
+
             req.capacity_from = c
-            req.capacity_below = _first_change(lambda x: lifecycle.allocated_blocks(x, t), c, allocated, guess=guess)
+            req.capacity_below = _first_change(spans, c, spans(c), guess=guess)
         h = req.released_to
         if not req.history_from <= h < req.history_below:
             guess = req.history_below - req.history_from if req.history_below != _NEVER else 0
@@ -994,10 +1020,10 @@ class Manager:
         (:func:`~.floors.eviction_due`) keeps the history it last freed on."""
         if self._interval == 1:
             return [history] * len(req.ranges)
-        t, k, e = self.tokens_per_block, self._in_flight, self._interval
+        k, e = self._in_flight, self._interval
         points = []
         for lc_index, lc in enumerate(self.layout.life_cycles):
-            r = req.evicted_on[lc_index]
+            r, t = req.evicted_on[lc_index], self._t[lc_index]
             if lc.window is None or r >= history or floors.eviction_due(history, r, t, lc.window, lc.sink_blocks, k, e):
                 points.append(history)
             else:
@@ -1014,7 +1040,7 @@ class Manager:
             if step is None or lc.kind is LifeCycleKind.SSM or lc.window is None:
                 kept.append(None)
                 continue
-            start, end = lifecycle.stale_range(released_on, self.tokens_per_block, lc.window, lc.sink_blocks)
+            start, end = lifecycle.stale_range(released_on, self._t[lc_index], lc.window, lc.sink_blocks)
             kept.append(ranges_minus(step[1], ranges_minus(step[1], _ranges((start, end)))))
         return kept
 
@@ -1098,19 +1124,34 @@ class Manager:
         ``computed`` (committed, or under ``cache_scheduled`` reserved) is named, once per block index
         (a block not held when it became computed, out of the window, is never named). ``advance``
         False: blocks not held now may still be named by a later call. O(blocks named)."""
-        t = self.tokens_per_block
         if not req.named:
             req.named = [0] * len(req.held)
-        full = computed // t
+        aligned_only = self.semantics.cache_aligned
+        if aligned_only:  # only what an aligned hit can take: the computed tokens rounded down to the alignment
+            computed -= computed % self._hit_alignment()
         for lc_index, held in enumerate(req.held):
+            t = self._t[lc_index]
+            full = computed // t
             if self.layout.life_cycles[lc_index].kind is LifeCycleKind.SSM or req.named[lc_index] >= full:
                 continue
             pool = self._pools[self._group_of[lc_index]]
             for b in range(req.named[lc_index], full):
-                if b in held:
-                    pool.name(held[b], (lc_index, _root(req, b), b))
+                if b in held and (not aligned_only or self._reachable(lc_index, b)):
+                    pool.name(held[b], (lc_index, _root(req, b, t), b))
             if advance:
                 req.named[lc_index] = full
+
+    def _reachable(self, lc_index: int, b: int) -> bool:
+        """Whether some hit whose length is a multiple of the alignment reads block ``b`` of the life
+        cycle (``cache_aligned``): the smallest such length ending past it, ``L``, looks it up
+        (:meth:`_hit_length_fits`: its blocks at ``(L, L)``, else its block before ``L``); longer ones
+        start their windows no earlier."""
+        if self.layout.life_cycles[lc_index].window is None:
+            return True
+        t, a = self._t[lc_index], self._hit_alignment()
+        L = -(-(b + 1) * t // a) * a
+        ranges = self.required_ranges(lc_index, L, L)
+        return any(lo <= b < hi for lo, hi in ranges) if ranges else b == L // t - 1
 
     def _release_all(self, req: _Request) -> None:
         for lc_index, held in enumerate(req.held):
@@ -1123,10 +1164,12 @@ class Manager:
         req.named = []  # blocks it holds again are named again
 
 
-def _root(req: _Request, b: int) -> str:
-    """The request that first computed the content of ``req``'s block ``b``."""
+def _root(req: _Request, b: int, t: int) -> str:
+    """The request that first computed the content of ``req``'s block ``b`` of ``t`` tokens: the one
+    that computed its last token (a token's content is that of every token before it too)."""
+    last = (b + 1) * t - 1
     for end, root in req.roots:
-        if end is None or b < end:
+        if end is None or last < end:
             return root
     return req.request_id
 

@@ -105,6 +105,17 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               (), (ORACLE,), covers="semantics.eviction_interval"),
     SeededBug("lookahead-ignored", "pools sized as if there were no draft slots (lookahead tokens read as 0)",
               (), (ORACLE,), covers="semantics.lookahead_tokens"),
+    SeededBug("one-block-size", "every life cycle in the config's block size: a layer's own "
+              "tokens_per_block ignored (pools bumped to that layout's minimum)",
+              (), (ORACLE,), covers="block sizes per life cycle (layers[i].tokens_per_block)"),
+    SeededBug("full-share-same-size-only", "full attention's share counts only the SWA life cycles of its own "
+              "block size (the others' floors dropped, not converted)",
+              ("mixed-pool-group-sufficient", "mixed-pool-group-tight"), (ORACLE,),
+              covers="sizing, block sizes per life cycle"),
+    SeededBug("hit-aligned-to-t", "a common-prefix hit aligned to the config's block size, not to the lcm of "
+              "the life cycles' block sizes", (), (ORACLE,), covers="semantics.hit_rule, block sizes per life cycle"),
+    SeededBug("cache-aligned-swapped", "every freed block cached where only those an aligned hit reads "
+              "should be, and back", (), (ORACLE,), covers="semantics.cache_aligned"),
     SeededBug("cache-freed-ignored", "freed blocks keep nothing: no cached content and no hit on a freed block",
               (), (ORACLE,), covers="semantics.cache_freed"),
     SeededBug("hit-rule-swapped", "the other hit rule: one hit length for every life cycle where each has its "

@@ -170,16 +170,21 @@ def test_mixed_min_slots_is_the_need_up_to_the_first_floor(t_swa, t_full, window
     life_cycles = [swa, LifeCycle(LifeCycleKind.FULL), LifeCycle(LifeCycleKind.SSM)]
     ts = [t_swa, t_full, t_swa]
     horizon = floors.first_floor_history(t_swa, window, sinks) + 1
-    for groups in ([0, 1, 2], [0, 1, 0]):
+    for groups in ([0, 1, 2], [0, 1, 0], [0, 0, 0]):
         assert floors.mixed_min_slots(life_cycles, ts, groups) == tuple(_brute_group_need(life_cycles, ts, groups, horizon))
     # one block size: the same minimum as the layout of a Config
     config = Config(tokens_per_block=t_swa, layers=[AttentionLayer(window=window, sink_tokens=sinks * t_swa), AttentionLayer()])
     assert floors.mixed_min_slots(life_cycles[:2], [t_swa, t_swa], [0, 1]) == build_layout(config).min_slots
 
 
-def test_mixed_min_slots_refuses_two_block_sizes_in_one_pool_group():
-    with pytest.raises(ValueError, match="mixes block sizes"):
-        floors.mixed_min_slots([LifeCycle(LifeCycleKind.SWA, 4, 0), LifeCycle(LifeCycleKind.FULL)], [2, 4], [0, 0])
+def test_mixed_min_slots_lets_a_pool_group_mix_block_sizes():
+    """A slot is one page whatever block it holds (vLLM: one block pool for every KV-cache group), so a
+    pool group of an SWA life cycle at t=2 and full attention at t=4 needs the sum of their shares."""
+    life_cycles = [LifeCycle(LifeCycleKind.SWA, 4, 0), LifeCycle(LifeCycleKind.FULL)]
+    apart = floors.mixed_min_slots(life_cycles, [2, 4], [0, 1])
+    assert floors.mixed_min_slots(life_cycles, [2, 4], [0, 0]) == (sum(apart),)
+    horizon = floors.first_floor_history(2, 4, 0) + 1
+    assert (sum(apart),) == tuple(_brute_group_need(life_cycles, [2, 4], [0, 0], horizon))
 
 
 # ----------------------------------------------------------------------------- seeded hit bugs, caught

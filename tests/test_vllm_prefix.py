@@ -61,6 +61,26 @@ def test_eagle_ci_campaign_passes_with_hits(tmp_path):
     assert report["created_sharing"] > report["on_prefix"] > report["hits"] > 0
 
 
+MIXED_EXAMPLES = 1500  # vllm-prefix-mixed (full attention at 2t or 4t): about 75 s of campaign on this machine
+
+
+def test_mixed_block_sizes_ci_campaign_passes_with_hits(tmp_path):
+    """``vllm-prefix-mixed``: full attention at a larger block size than the SWA layers, one block pool,
+    hits aligned to the lcm, the cache keeping only what an aligned hit can take (issue 23)."""
+    _need_venv()
+    proc = _run(["-m", "swafloor", "fuzz", "--backend", "vllm-prefix-mixed", "--profile", "ci", "--examples",
+                 str(MIXED_EXAMPLES), "--json", "--out", str(tmp_path)], tmp_path)
+    stdout, stderr = proc.communicate(timeout=TIMEOUT)
+    try:
+        report = json.loads(stdout)
+    except ValueError:
+        raise AssertionError(f"no JSON report from swafloor fuzz --backend vllm-prefix-mixed:\n{stderr[-4000:]}") from None
+    assert proc.returncode == 0 and report["result"] == "pass", json.dumps(report.get("divergence"), indent=1)[:4000]
+    assert report["backend"] == "vllm-prefix-mixed" and report["examples"] >= MIXED_EXAMPLES
+    assert report["discard_rate"] <= 0.05 and report["targets"]["met"], report
+    assert report["hit_rate"] >= 0.3 and report["targets"]["hits_met"], report
+
+
 def test_regression_traces_replay_as_they_expect(tmp_path):
     _need_venv()
     assert REGRESSIONS, "no tests/regressions/vllm-prefix-*.json"
@@ -72,7 +92,7 @@ def test_regression_traces_replay_as_they_expect(tmp_path):
     expects = set()
     for row in rows:
         name = Path(row["file"]).name
-        assert row["backend"] in ("vllm-prefix", "vllm-prefix-any-window", "vllm-prefix-eagle"), name
+        assert row["backend"] in ("vllm-prefix", "vllm-prefix-any-window", "vllm-prefix-eagle", "vllm-prefix-mixed"), name
         assert row["found"] and row["found"].get("class") and row["found"].get("verdict"), f"{name}: class and verdict"
         expects.add(row["expect"])
         got = row["divergence"]

@@ -37,6 +37,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import inspect
+import math
 import re
 import sys
 import types
@@ -248,14 +249,17 @@ class Release:
         return cls(**_arguments(cls, known, cls.__name__))
 
     def manager(self, t: int, windows: list[int | None], num_blocks: int, *, max_model_len: int, in_flight: int,
-                caching: bool = False, eagle: bool = False) -> Any:
+                caching: bool = False, eagle: bool = False, block_sizes: list[int] | None = None) -> Any:
         """A ``KVCacheManager`` with prefix caching off (``caching``: on): one group per window (None: full
         attention), every group drawn from one pool of ``num_blocks`` blocks; ``eagle``: ``use_eagle=True``
-        (a release without it raises :class:`Unsupported`)."""
+        (a release without it raises :class:`Unsupported`). ``block_sizes``: each group's own block size
+        (default ``t`` for all); ``t`` is then the hash block size (it must divide each) and the
+        scheduler's block size their lcm, as vLLM's hybrid models set them."""
         v = self.v
+        sizes = [t] * len(windows) if block_sizes is None else list(block_sizes)
         groups = []
-        for i, window in enumerate(windows):
-            spec = self._spec(v["SlidingWindowSpec"] if window is not None else v["FullAttentionSpec"], t, window)
+        for i, (window, size) in enumerate(zip(windows, sizes)):
+            spec = self._spec(v["SlidingWindowSpec"] if window is not None else v["FullAttentionSpec"], size, window)
             groups.append(v["KVCacheGroupSpec"](**_arguments(
                 v["KVCacheGroupSpec"], dict(layer_names=[f"layer.{i}"], kv_cache_spec=spec), "KVCacheGroupSpec")))
         config = v["KVCacheConfig"](**_arguments(v["KVCacheConfig"], dict(
@@ -263,8 +267,8 @@ class Release:
         manager_class = v["KVCacheManager"]
         tokens = max(1, in_flight)  # sizes only vLLM's admission cap, never used here
         known = dict(
-            kv_cache_config=config, max_model_len=max_model_len, enable_caching=caching, scheduler_block_size=t,
-            hash_block_size=t, max_in_flight_tokens=tokens, max_num_batched_tokens=tokens,
+            kv_cache_config=config, max_model_len=max_model_len, enable_caching=caching,
+            scheduler_block_size=math.lcm(*sizes) if sizes else t, hash_block_size=t, max_in_flight_tokens=tokens, max_num_batched_tokens=tokens,
         )
         params = _parameters(manager_class.__init__)
         if eagle:

@@ -270,7 +270,7 @@ class _HitHoldsNullBlocks(Manager):
             wanted = set(_manager_blocks(plan[lc_index][0])) if plan[lc_index] is not None else set()
             for b in range(req.prefix_blocks):
                 if b not in wanted and b not in hits[lc_index]:
-                    slot = pool.first((lc_index, _manager_root(req, b), b))
+                    slot = pool.first((lc_index, _manager_root(req, b, self.block_size(lc_index)), b))
                     if slot is not None:
                         hits[lc_index][b] = slot
         return hits

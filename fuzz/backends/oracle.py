@@ -42,12 +42,19 @@ keep no page and the never-used ones (taking one of them loses nothing), then th
 cached longest ago; a release lets go of a request's blocks from its last one back.
 
 Speculative decoding (``eagle``, ``lookahead_tokens``; the ``oracle-eagle`` campaign): a first resume's
-hit length is the most whole blocks ``j`` such that, in every attention layer, each block the position
-``j * t`` reads (or, reading none, the block before it) and block ``j`` itself (the block the engine
-matched and gave back for the drafter) has a findable page, and block ``j`` lies within the reused
-tokens. Of a step's new positions all but one may be drafts, at most ``lookahead``: the last ones; with
-``cache_scheduled`` only the positions before the drafts become findable, and a resize with no new
-position makes nothing findable.
+hit length ``L`` is the longest that ends on a whole block of every attention layer and such that, in
+every attention layer of ``t`` tokens per block, each block the position ``L`` reads (or, reading none,
+the block before it) and block ``L / t`` itself (the block the engine matched and gave back for the
+drafter) has a findable page, and that block lies within the reused tokens. Of a step's new positions
+all but one may be drafts, at most ``lookahead``: the last ones; with ``cache_scheduled`` only the
+positions before the drafts become findable, and a resize with no new position makes nothing findable.
+
+Block sizes: an attention layer may have a block size of its own (``AttentionLayer.tokens_per_block``);
+a geometry is then also its block size, and every block of it (allocated, held, sink, copied, cached)
+is counted in its own size. Full attention's minimum is the blocks of its size that a decode step's
+capacity spans at the first history where a windowed geometry holds its peak (found by walking the
+histories). A hit under the common-prefix rule ends on a whole block of every attention geometry
+(its length is a multiple of each one's size).
 
 Only the reference's value types are shared (config, snapshot, outcome, errors), so the two can be
 compared with ``==``.
@@ -80,7 +87,8 @@ from swafloor.reference import (
 )
 
 from ..adapter import ManagerBackend
-from ..protocol import ALL_SEMANTICS, ALL_SEMANTICS_EAGLE, ALL_SEMANTICS_EVICTION, ALL_SEMANTICS_SHARING, Limits, factory
+from ..protocol import (ALL_SEMANTICS, ALL_SEMANTICS_EAGLE, ALL_SEMANTICS_EVICTION, ALL_SEMANTICS_MIXED,
+                        ALL_SEMANTICS_SHARING, Limits, factory)
 
 __all__ = ["OracleManager", "oracle", "decode_peak"]
 
@@ -95,6 +103,7 @@ class _Geometry:
     kind: str  # "swa", "full" or "ssm"
     window: int | None = None
     sink_blocks: frozenset[int] = frozenset()
+    t: int = 1  # tokens per block
 
 
 def _sink_blocks(sink_tokens: int, t: int) -> frozenset[int]:
@@ -142,6 +151,27 @@ def decode_peak(t: int, window: int, sink_blocks: frozenset[int], in_flight: int
     return max(len(_held(geometry, h, h + 1 + lookahead, t, in_flight)) for h in range(horizon + 1))
 
 
+def first_peak_capacity(t: int, window: int, sink_blocks: frozenset[int], in_flight: int = 0,
+                        lookahead: int = 0, interval: int = 1) -> int:
+    """The capacity of the first decode step (from history 0, drafts included) at which a windowed
+    geometry holds its peak (:func:`decode_peak` or :func:`decode_peak_interval`), found by walking."""
+    geometry = _Geometry("swa", window, sink_blocks, t)
+    if interval > 1:
+        peak = decode_peak_interval(t, window, sink_blocks, in_flight, interval, lookahead)
+        cursor = past_sinks = len(range(0, (max(sink_blocks, default=-1) + 1) * t))
+    else:
+        peak, cursor = decode_peak(t, window, sink_blocks, in_flight, lookahead), None
+    h = 0
+    while True:
+        if interval > 1:
+            oldest = h - in_flight + 1 - window
+            if oldest >= cursor + interval:
+                cursor = max(past_sinks, max(p for p in range(0, oldest + 1, t)))
+        if len(_held(geometry, h, h + 1 + lookahead, t, in_flight, cursor)) == peak:
+            return h + 1 + lookahead
+        h += 1
+
+
 @functools.lru_cache(maxsize=4096)
 def decode_peak_interval(
     t: int, window: int, sink_blocks: frozenset[int], in_flight: int, interval: int, lookahead: int = 0
@@ -184,7 +214,7 @@ class OracleManager:
     """A manager that tracks live token positions and derives blocks from them."""
 
     def __init__(self, config: Config):
-        self.t = config.tokens_per_block
+        self.t = config.tokens_per_block  # the config's; a geometry's own size wins (geometry.t)
         semantics = config.semantics
         self.in_flight = semantics.in_flight_tokens
         self.lazy = semantics.free_stale is FreeStale.AT_ALLOCATE
@@ -227,6 +257,7 @@ class OracleManager:
         self.common_prefix = semantics.hit_rule.value == "common-prefix"
         self.scheduled = semantics.cache_scheduled
         self.eagle = semantics.eagle
+        self.aligned_only = semantics.cache_aligned
         self.blank = list(self.totals)
         self.freed_slots: list[dict[int, tuple | None]] = [{} for _ in range(groups)]
         self.kept: list[dict[tuple, list[int]]] = [{} for _ in range(groups)]
@@ -240,10 +271,11 @@ class OracleManager:
     # ------------------------------------------------------------------ sizing
     def _geometry(self, layer: AttentionLayer | SsmLayer) -> _Geometry:
         if isinstance(layer, SsmLayer):
-            return _Geometry("ssm")
+            return _Geometry("ssm", t=self.t)
+        t = self.t if layer.tokens_per_block is None else layer.tokens_per_block
         if layer.window is None:
-            return _Geometry("full")
-        return _Geometry("swa", layer.window, _sink_blocks(layer.sink_tokens, self.t))
+            return _Geometry("full", t=t)
+        return _Geometry("swa", layer.window, _sink_blocks(layer.sink_tokens, t), t)
 
     def _share(self, geometry: _Geometry, rule: FloorRule) -> int:
         """One geometry's part of its pool group's minimum."""
@@ -251,14 +283,18 @@ class OracleManager:
             return 1
         if geometry.kind == "swa":
             return self._peak(geometry)
-        # Full attention sees the same sequence as every windowed layer: at least the largest peak.
-        peaks = [self._peak(g) for g in self.geometries if g.kind == "swa"]
+        # Full attention sees the same sequence as every windowed layer: at least the largest peak; in
+        # blocks of its own size, what it spans where each windowed geometry first holds its peak.
+        peaks = [self._peak(g) if g.t == geometry.t else
+                 len(_allocated(first_peak_capacity(g.t, g.window, g.sink_blocks, self.in_flight, self.lookahead,
+                                                    self.interval), geometry.t))
+                 for g in self.geometries if g.kind == "swa"]
         return max([1, *peaks])
 
     def _peak(self, g: _Geometry) -> int:
         if self.interval > 1:
-            return decode_peak_interval(self.t, g.window, g.sink_blocks, self.in_flight, self.interval, self.lookahead)
-        return decode_peak(self.t, g.window, g.sink_blocks, self.in_flight, self.lookahead)
+            return decode_peak_interval(g.t, g.window, g.sink_blocks, self.in_flight, self.interval, self.lookahead)
+        return decode_peak(g.t, g.window, g.sink_blocks, self.in_flight, self.lookahead)
 
     # ------------------------------------------------------------------ helpers
     def _get(self, request_id: Hashable, state: RequestState | None = None) -> _Request:
@@ -280,12 +316,12 @@ class OracleManager:
 
     def _targets(self, history: int, capacity: int, req: _Request | None = None) -> list[frozenset[int]]:
         if self.interval == 1 or req is None:
-            return [_held(g, history, capacity, self.t, self.in_flight) for g in self.geometries]
+            return [_held(g, history, capacity, g.t, self.in_flight) for g in self.geometries]
         self._moved = self._cursors(req.cursors, history)
-        return [_held(g, history, capacity, self.t, self.in_flight, c) for g, c in zip(self.geometries, self._moved)]
+        return [_held(g, history, capacity, g.t, self.in_flight, c) for g, c in zip(self.geometries, self._moved)]
 
     def _past_sinks(self, geometry: _Geometry) -> int:
-        return len(range(0, (max(geometry.sink_blocks, default=-1) + 1) * self.t))
+        return len(range(0, (max(geometry.sink_blocks, default=-1) + 1) * geometry.t))
 
     def _cursors(self, cursors: list[int], history: int) -> list[int]:
         """Where each windowed geometry's cursor stands after an eviction check at ``history``."""
@@ -294,7 +330,7 @@ class OracleManager:
             if geometry.kind == "swa":
                 oldest = history - self.in_flight + 1 - geometry.window
                 if oldest >= cursor + self.interval:
-                    block_start = max(p for p in range(0, oldest + 1, self.t))
+                    block_start = max(p for p in range(0, oldest + 1, geometry.t))
                     cursor = max(self._past_sinks(geometry), block_start)
             moved.append(cursor)
         return moved
@@ -310,7 +346,7 @@ class OracleManager:
             if geometry.kind == "swa":
                 oldest = history - self.in_flight + 1 - geometry.window
                 if oldest >= 0:
-                    cursor = max(cursor, max(p for p in range(0, oldest + 1, self.t)))
+                    cursor = max(cursor, max(p for p in range(0, oldest + 1, geometry.t)))
             cursors.append(cursor)
         return cursors
 
@@ -353,7 +389,8 @@ class OracleManager:
         return (req.name, position)
 
     def _block_content(self, req: _Request, i: int, b: int) -> tuple:
-        return (i, tuple(self._origin(req, p) for p in range(b * self.t, b * self.t + self.t)))
+        t = self.geometries[i].t
+        return (i, tuple(self._origin(req, p) for p in range(b * t, b * t + t)))
 
     def _let_go(self, req: _Request, i: int, b: int, history: int) -> None:
         holders, pages = self.holders[self.group_of[i]], req.pages[i]
@@ -392,15 +429,37 @@ class OracleManager:
 
     def _learn(self, req: _Request, done: int) -> None:
         """The pages ``req`` holds whose every position lies below ``done`` become findable by their
-        content (in the order they do)."""
+        content (in the order they do). ``cache_aligned``: only below the longest length up to ``done``
+        that ends on a whole block of every attention geometry, and only pages a hit reads."""
+        if self.aligned_only:
+            sizes = [g.t for g in self.geometries if g.kind != "ssm"]
+            while any(done % size for size in sizes):
+                done -= 1
         for i, (geometry, pages) in enumerate(zip(self.geometries, req.pages)):
             if geometry.kind == "ssm":
                 continue
             for b in sorted(pages):
                 page = pages[b]
-                if page not in self.known and b * self.t + self.t <= done:
+                if self.aligned_only and not self._read_by_a_hit(i, b):
+                    continue
+                if page not in self.known and b * geometry.t + geometry.t <= done:
                     self.known.add(page)
                     self.findable[self.group_of[i]].setdefault(self.content[page], []).append(page)
+
+    def _read_by_a_hit(self, i: int, b: int) -> bool:
+        """``cache_aligned``: whether a hit ending on a whole block of every attention geometry
+        reads block ``b`` of geometry ``i``: the first such length past the block (found by stepping
+        token by token), and the blocks its first uncomputed token reads (or, reading none, the block
+        just before it)."""
+        geometry = self.geometries[i]
+        if geometry.kind != "swa":
+            return True
+        sizes = [g.t for g in self.geometries if g.kind != "ssm"]
+        length = (b + 1) * geometry.t
+        while any(length % size for size in sizes):
+            length += 1
+        read = _held(geometry, length, length, geometry.t, self.in_flight) or {length // geometry.t - 1}
+        return b in read
 
     def _move_cached(self, req: _Request, targets: list[frozenset[int]], hits: list[dict[int, tuple]] | None,
                      history: int, hold: range | None) -> None:
@@ -410,7 +469,7 @@ class OracleManager:
         later = []
         for i, (old, new) in enumerate(zip(req.held, targets)):
             for b in sorted(old - new, reverse=True):
-                if hold is not None and b in hold:  # left the window in this call: freed after it allocates
+                if hold is not None and b in hold[i]:  # left the window in this call: freed after it allocates
                     later.append((i, b))
                 else:
                     self._let_go(req, i, b, history)
@@ -471,7 +530,7 @@ class OracleManager:
             if geometry.kind == "ssm":
                 continue
             for b in new - req.held[i]:
-                inside = all(p < req.prefix for p in range(b * self.t, b * self.t + self.t))
+                inside = all(p < req.prefix for p in range(b * geometry.t, b * geometry.t + geometry.t))
                 if inside and b in source.held[i]:
                     hits[i][b] = source.pages[i][b]
         return hits
@@ -485,44 +544,52 @@ class OracleManager:
             pages = self.findable[self.group_of[i]].get(self._block_content(req, i, b))
             return pages[0] if pages else None
 
-        # the tokens a hit may cover: the reused ones, in whole blocks
-        reach = len(range(0, req.prefix - self.t + 1, self.t)) if req.prefix >= self.t else 0
+        # the tokens a hit may cover: the reused ones; each geometry takes its blocks wholly below
+        reach = req.prefix
+        attention = [g for g in self.geometries if g.kind != "ssm"]
         if self.eagle:
-            # EAGLE: the hit's tokens, then one whole block more that the engine matched and gave back
-            # for the drafter to recompute: every layer must find that block too, within the reused
-            # tokens; the hit's first uncomputed token reads its window (no token is in flight yet)
-            def fits_eagle(j: int) -> bool:
-                if j == 0:
+            # EAGLE: the hit's tokens (ending on a whole block of each layer), then in every layer one
+            # whole block more that the engine matched and gave back for the drafter to recompute:
+            # every layer must find that block too, within the reused tokens; the hit's first
+            # uncomputed token reads its window (no token is in flight yet)
+            def fits_eagle(length: int) -> bool:
+                if length == 0:
                     return True
-                if (j + 1) * self.t > req.prefix:
+                if any(length % g.t or length + g.t > req.prefix for g in attention):
                     return False
                 for i, geometry in enumerate(self.geometries):
                     if geometry.kind == "ssm":
                         continue
-                    read = (_held(geometry, j * self.t, j * self.t, self.t, 0) or {j - 1}) | {j}
+                    j = length // geometry.t
+                    read = (_held(geometry, length, length, geometry.t, 0) or {j - 1}) | {j}
                     if any(page_of(i, b) is None for b in read):
                         return False
                 return True
 
-            reach = max(j for j in range(reach + 1) if fits_eagle(j))
+            reach = max(length for length in range(reach + 1) if fits_eagle(length))
         elif self.common_prefix:
-            # one hit length for every layer: the longest whose tokens after it find, in every layer,
-            # each block they read (or, reading none, the block just before it)
-            def fits(j: int) -> bool:
+            # one hit length for every layer, ending on a whole block of each: the longest whose tokens
+            # after it find, in every layer, each block they read (or, reading none, the block just
+            # before it)
+            def fits(length: int) -> bool:
+                if length == 0:
+                    return True
+                if any(length % g.t for g in attention):
+                    return False
                 for i, geometry in enumerate(self.geometries):
-                    if geometry.kind == "ssm" or j == 0:
+                    if geometry.kind == "ssm":
                         continue
-                    read = _held(geometry, j * self.t, j * self.t, self.t, self.in_flight) or {j - 1}
+                    read = _held(geometry, length, length, geometry.t, self.in_flight) or {length // geometry.t - 1}
                     if any(page_of(i, b) is None for b in read):
                         return False
                 return True
 
-            reach = max(j for j in range(reach + 1) if fits(j))
+            reach = max(length for length in range(reach + 1) if fits(length))
         for i, (geometry, new) in enumerate(zip(self.geometries, targets)):
             if geometry.kind == "ssm":
                 continue
             for b in sorted(new - req.held[i]):
-                if b < reach:
+                if (b + 1) * geometry.t <= reach:
                     page = page_of(i, b)
                     if page is not None:
                         hits[i][b] = page
@@ -587,7 +654,7 @@ class OracleManager:
                 # Reused history ending inside a block: that block is copied into a private slot
                 # while its source is still held (SSM: the state snapshot is copied).
                 h = req.history
-                copies = h > 0 if geometry.kind == "ssm" else h > 0 and (h - 1) // self.t == h // self.t
+                copies = h > 0 if geometry.kind == "ssm" else h > 0 and (h - 1) // geometry.t == h // geometry.t
                 needed[self.group_of[i]] += int(copies)
                 copy_slots[self.group_of[i]] += int(copies)
         outcome = self._shortfalls(needed, freed)
@@ -626,12 +693,12 @@ class OracleManager:
         moved = self._moved if self.interval > 1 else None
         needed = [0] * len(self.totals)
         freed = [0] * len(self.totals)
-        allocated = _allocated(capacity, self.t)
+        allocated = [_allocated(capacity, g.t) for g in self.geometries]
         for i, (old, new) in enumerate(zip(req.held, targets)):
             needed[self.group_of[i]] += len(new - old)
             gone = old - new
             if self.hold:  # only blocks past the new capacity are freed before allocating
-                gone = {b for b in gone if b not in allocated}
+                gone = {b for b in gone if b not in allocated[i]}
             freed[self.group_of[i]] += self._freed(req, i, gone)
         outcome = self._shortfalls(needed, freed)
         if outcome.ok:
@@ -679,7 +746,7 @@ class OracleManager:
         """A request's tables: every allocated block, and which of them are held (as ranges)."""
         tables = []
         for geometry, held in zip(self.geometries, req.held):
-            blocks = range(1) if geometry.kind == "ssm" else _allocated(req.capacity, self.t)
+            blocks = range(1) if geometry.kind == "ssm" else _allocated(req.capacity, geometry.t)
             tables.append(BlockTable.from_blocks(len(blocks), held))  # every held block is an allocated one
         return tuple(tables)
 
@@ -695,8 +762,8 @@ class OracleManager:
             key = (req.state, req.capacity, req.history, *req.held)
             last = req.shown
             if last is None or last[0] != key:  # the same sets compare by identity, at no cost
-                spanned = len(_allocated(req.capacity, self.t))
-                if last is not None and last[0][3:] == key[3:] and len(_allocated(last[0][1], self.t)) == spanned:
+                spanned = [len(_allocated(req.capacity, g.t)) for g in self.geometries]
+                if last is not None and last[0][3:] == key[3:] and [len(_allocated(last[0][1], g.t)) for g in self.geometries] == spanned:
                     tables = last[1].tables  # the same blocks held and allocated
                 else:
                     tables = self._tables(req)
@@ -748,4 +815,11 @@ def oracle_sharing(config: Config) -> ManagerBackend:
 @factory(ALL_SEMANTICS_EAGLE, name="oracle-eagle", limits=Limits(max_window_tokens=4096, max_capacity_tokens=10**6))
 def oracle_eagle(config: Config) -> ManagerBackend:
     """The oracle under prefix sharing with the EAGLE hit rule and draft slots."""
+    return ManagerBackend(OracleManager(config))
+
+
+@factory(ALL_SEMANTICS_MIXED, name="oracle-mixed", limits=Limits(max_window_tokens=4096, max_capacity_tokens=10**6))
+def oracle_mixed(config: Config) -> ManagerBackend:
+    """The oracle with a block size per life cycle (attention layers with block sizes of their own),
+    under every semantics, prefix sharing and eviction intervals included."""
     return ManagerBackend(OracleManager(config))

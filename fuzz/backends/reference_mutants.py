@@ -46,7 +46,8 @@ from swafloor.reference.seeded_bugs import ORACLE, SEEDED_BUGS
 
 from ..adapter import ManagerBackend
 from .mutants import _SharedFreedEarly
-from ..protocol import ALL_SEMANTICS, ALL_SEMANTICS_EAGLE, ALL_SEMANTICS_SHARING, BackendRecord, UnknownBackend, factory
+from ..protocol import (ALL_SEMANTICS, ALL_SEMANTICS_EAGLE, ALL_SEMANTICS_MIXED, ALL_SEMANTICS_SHARING, BackendRecord,
+                        UnknownBackend, factory)
 
 __all__ = ["PREFIX", "REFERENCE_MUTANTS", "ReferenceMutant", "names", "resolve_mutant"]
 
@@ -130,7 +131,7 @@ class _ReleasedOnHistory(Manager):
     """Releases on ``h`` instead of ``h - k``: the tokens in flight are ignored."""
 
     def _stale(self, lc: Any, history: int) -> tuple[int, int]:
-        return lifecycle.stale_range(history, self.tokens_per_block, lc.window, lc.sink_blocks)
+        return lifecycle.stale_range(history, lc.block_size(self.tokens_per_block), lc.window, lc.sink_blocks)
 
 
 class _ReleasedOneEarly(Manager):
@@ -138,7 +139,7 @@ class _ReleasedOneEarly(Manager):
 
     def _stale(self, lc: Any, history: int) -> tuple[int, int]:
         released_on = lifecycle.released_history(history, self._in_flight) + 1
-        return lifecycle.stale_range(released_on, self.tokens_per_block, lc.window, lc.sink_blocks)
+        return lifecycle.stale_range(released_on, lc.block_size(self.tokens_per_block), lc.window, lc.sink_blocks)
 
 
 class _SinksReleased(Manager):
@@ -146,7 +147,7 @@ class _SinksReleased(Manager):
 
     def _stale(self, lc: Any, history: int) -> tuple[int, int]:
         released_on = lifecycle.released_history(history, self._in_flight)
-        return lifecycle.stale_range(released_on, self.tokens_per_block, lc.window, 0)
+        return lifecycle.stale_range(released_on, lc.block_size(self.tokens_per_block), lc.window, 0)
 
 
 # ----------------------------------------------------------------------------- eviction interval
@@ -196,6 +197,15 @@ class _HitRuleSwapped(Manager):
         if config.semantics.cache_freed:
             other = HitRule.COMMON_PREFIX if config.semantics.hit_rule is HitRule.PER_BLOCK else HitRule.PER_BLOCK
             config = _with_semantics(config, hit_rule=other)
+        super().__init__(config, release_order)
+
+
+class _CacheAlignedSwapped(Manager):
+    """Every freed block cached where only those an aligned hit reads should be, and back."""
+
+    def __init__(self, config: Config, release_order: Any = None):
+        if config.semantics.cache_freed:
+            config = _with_semantics(config, cache_aligned=not config.semantics.cache_aligned)
         super().__init__(config, release_order)
 
 
@@ -515,6 +525,37 @@ def _full_share_one(original, lc, t, rule, all_lcs, k):
     return 1 if lc.kind is LifeCycleKind.FULL else original(lc, t, rule, all_lcs, k)
 
 
+def _full_share_same_size_only(original, lc, t, rule, all_lcs, k):
+    if lc.kind is LifeCycleKind.FULL:  # only the SWA life cycles of full attention's own block size count
+        t_full = lc.block_size(t)
+        return original(lc, t, rule, tuple(x for x in all_lcs if x.block_size(t) == t_full), k)
+    return original(lc, t, rule, all_lcs, k)
+
+
+# ----------------------------------------------------------------------------- block sizes per life cycle
+class _OneBlockSize(Manager):
+    """Every life cycle counts its blocks (allocated, stale, copied, named, hit) in the config's block
+    size; the pools are sized as the reference sizes them."""
+
+    def __init__(self, config: Config, release_order: Any = None):
+        super().__init__(config, release_order)
+        t = self.tokens_per_block
+        self._t = (t,) * len(self.layout.life_cycles)
+        self._alignment = self._least_t = t
+        self._sizes = (t,)
+
+    def _stale(self, lc: Any, history: int) -> tuple[int, int]:
+        released_on = lifecycle.released_history(history, self._in_flight)
+        return lifecycle.stale_range(released_on, self.tokens_per_block, lc.window, lc.sink_blocks)
+
+
+class _HitAlignedToT(Manager):
+    """A common-prefix hit aligned to the config's block size instead of the lcm of the life cycles'."""
+
+    def _hit_alignment(self) -> int:
+        return self.tokens_per_block
+
+
 #: How each seeded bug of the reference list (campaign ORACLE in swafloor.reference.seeded_bugs) is
 #: built: the mutated manager from a config. Its name, what it covers and what it changes are the list's.
 _MAKERS: dict[str, Callable[[Config], Manager]] = {
@@ -550,6 +591,10 @@ _MAKERS: dict[str, Callable[[Config], Manager]] = {
     "shared-freed-when-stale-for-one": _SharedFreedEarly,
     "lookahead-ignored": _LookaheadIgnored,
     "cache-freed-ignored": _CacheFreedIgnored,
+    "one-block-size": _OneBlockSize,
+    "full-share-same-size-only": _sized(_full_share_same_size_only),
+    "hit-aligned-to-t": _HitAlignedToT,
+    "cache-aligned-swapped": _CacheAlignedSwapped,
     "hit-rule-swapped": _HitRuleSwapped,
     "cache-scheduled-swapped": _CacheScheduledSwapped,
     "eagle-pops-first-block": _EaglePopsFirstBlock,
@@ -569,7 +614,14 @@ _BACKEND = {
     "eagle-pops-first-block": "oracle-eagle",
     "eagle-ignored": "oracle-eagle",
     "draft-slots-named": "oracle-eagle",
+    "one-block-size": "oracle-mixed",
+    "full-share-same-size-only": "oracle-mixed",
+    "hit-aligned-to-t": "oracle-mixed",
+    "cache-aligned-swapped": "oracle-mixed",
 }
+#: The capabilities a mutant's backend declares: those of the oracle campaign that must kill it.
+_CAPABILITIES = {"oracle-sharing": ALL_SEMANTICS_SHARING, "oracle-eagle": ALL_SEMANTICS_EAGLE,
+                 "oracle-mixed": ALL_SEMANTICS_MIXED}
 
 _MUTANTS = tuple(
     ReferenceMutant(bug.name, bug.covers, bug.description, _MAKERS[bug.name], backend=_BACKEND.get(bug.name, "oracle"))
@@ -586,9 +638,7 @@ def names() -> tuple[str, ...]:
 
 
 def _factory(mutant: ReferenceMutant):
-    caps = {"oracle-sharing": ALL_SEMANTICS_SHARING, "oracle-eagle": ALL_SEMANTICS_EAGLE}.get(mutant.backend, ALL_SEMANTICS)
-
-    @factory(caps, name=PREFIX + mutant.name)
+    @factory(_CAPABILITIES.get(mutant.backend, ALL_SEMANTICS), name=PREFIX + mutant.name)
     def make(config: Config) -> ManagerBackend:
         return ManagerBackend(mutant.make(config))
 

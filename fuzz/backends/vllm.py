@@ -175,8 +175,10 @@ class VllmBackend:
             check_in_flight(v)
         # The release's constructors and calls, adapted by inspection (see _vllm_compat.Release).
         self.vllm = release = release_of(v)
+        # a block size per life cycle (only where the layout has them: vllm-prefix-mixed)
+        sizes = {"block_sizes": list(layout.block_sizes)} if layout.mixed_block_sizes else {}
         self.manager = release.manager(t, windows, self.pool_slots + 1, max_model_len=MAX_MODEL_LEN, in_flight=in_flight,
-                                       caching=self.caching, **({"eagle": True} if self.eagle else {}))
+                                       caching=self.caching, **({"eagle": True} if self.eagle else {}), **sizes)
         self.pool = self.manager.block_pool
         self.status = v["RequestStatus"]
         self.requests: dict[Hashable, _Request] = {}

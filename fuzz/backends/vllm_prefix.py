@@ -37,14 +37,14 @@ from typing import Any, Hashable
 
 import attrs
 
-from swafloor.reference import Config, Outcome, RequestError, Semantics, SlotMap
+from swafloor.reference import Config, Outcome, RequestError, Semantics, SlotMap, build_layout
 
 from ..protocol import Operation, Unsupported, factory
 from ._vllm_compat import release_of
 from .vllm import MAX_MODEL_LEN, VllmBackend, capabilities as vllm_capabilities, load, semantics as vllm_semantics
 
 __all__ = ["VllmPrefixBackend", "VllmPrefixEagleBackend", "vllm_prefix", "vllm_prefix_eagle", "semantics", "capabilities",
-           "LOOKAHEAD"]
+           "LOOKAHEAD", "VllmPrefixMixedBackend", "vllm_prefix_mixed", "capabilities_mixed"]
 
 
 def semantics() -> Semantics:
@@ -264,3 +264,42 @@ class VllmPrefixEagleBackend(VllmPrefixBackend):
 def vllm_prefix_eagle(config: Config) -> VllmPrefixEagleBackend:
     """vLLM's v1 block manager with prefix caching, ``use_eagle`` and draft (lookahead) slots."""
     return VllmPrefixEagleBackend(config)
+# ----------------------------------------------------------------------------- mixed block sizes
+def capabilities_mixed():
+    """:func:`capabilities`, with full attention at 2t or 4t beside SWA layers at t (vLLM's hybrid
+    models): every group from one block pool, hashes at t, hits aligned to the lcm."""
+    return attrs.evolve(capabilities(), mixed_block_sizes=True, full_attention_block_multiples=(2, 4),
+                        semantics=attrs.evolve(semantics(), cache_aligned=True))
+
+
+class VllmPrefixMixedBackend(VllmPrefixBackend):
+    """``vllm-prefix`` with a block size per KV-cache group (``AttentionLayer.tokens_per_block``): the
+    config's ``t`` is vLLM's ``hash_block_size`` (it must divide every group's block size) and the
+    scheduler's block size the lcm. With block sizes that differ vLLM's sliding-window groups cache only
+    the blocks an aligned hit can read (its retention mask: ``Semantics.cache_aligned``; with one
+    size every block of a window of two or more tokens). A group of ``k * t`` tokens per block names a block by the hash of
+    its last hash block (vLLM 0.32 on), so a cached block is the block ``(j + 1) / k - 1`` of hash block
+    ``j``."""
+
+    def __init__(self, config: Config):
+        layout = build_layout(config)
+        t = layout.tokens_per_block
+        if any(size % t for size in layout.block_sizes):
+            raise Unsupported(f"vllm-prefix-mixed: block sizes {list(layout.block_sizes)}: the config's t = {t} "
+                              "(vLLM's hash block size) must divide each")
+        self.factors = tuple(size // t for size in layout.block_sizes)
+        super().__init__(config)
+
+    def slots(self) -> SlotMap:
+        view = super().slots()
+        cached = {}
+        for block_id, (group, j, root) in view.cached[0].items():
+            k = self.factors[group] if group is not None and group < len(self.factors) else 1
+            cached[block_id] = (group, None if j is None else (j + 1) // k - 1, root)
+        return attrs.evolve(view, cached=(cached,))
+
+
+@factory(capabilities_mixed(), name="vllm-prefix-mixed", prepare=load_prefix)
+def vllm_prefix_mixed(config: Config) -> VllmPrefixMixedBackend:
+    """``vllm-prefix`` with full attention at a larger block size (2t or 4t) than the SWA layers (t)."""
+    return VllmPrefixMixedBackend(config)
