@@ -1,0 +1,96 @@
+"""Run in SGLang's venv: the ``sglang-radix`` ci campaign, then the same campaign with a bug planted in
+SGLang's radix path, each in this one process (SGLang is imported once), printing one JSON object:
+``{"clean": report, "plants": {name: report}, "sglang_hits": counts}``.
+
+    .venv-sglang/bin/python -m swafloor.fuzz.sglang_radix_check --examples 120 --out DIR [--plant NAME ...]
+
+The plants (each replaces one SGLang function in this process only, restored afterwards):
+
+- ``radix-cut-one-page-late``: ``free_swa_out_of_window_slots`` on the radix path (prefix sharing on)
+  cuts one page past SGLang's margin and without it (``pre_len - (w - P)``): a page the window still
+  reads is freed. Expected: a divergence on ``tables`` at a resize.
+- ``match-hands-next-page``: the tree's ``prefix_device_indices`` (the matched prefix's KV indices a
+  new request's row takes) hands out each index one page on. Expected: a divergence on ``data`` at a
+  resume (the row reads another page's token ids).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import sys
+from typing import Any, Callable
+
+PLANTS = ("radix-cut-one-page-late", "match-hands-next-page")
+
+
+def _plant(name: str) -> Callable[[], None]:
+    """Plant ``name``; returns what undoes it."""
+    import sglang.srt.mem_cache.common as common
+    from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
+
+    if name == "radix-cut-one-page-late":
+        original = common.free_swa_out_of_window_slots
+
+        def planted(req: Any, pre_len: int, **kw: Any) -> None:
+            if kw.get("supports_prefix_sharing", True):
+                kw["sliding_window_size"] = max(kw["sliding_window_size"] - kw["page_size"], 0)
+                kw["supports_prefix_sharing"] = False
+            original(req, pre_len, **kw)
+
+        common.free_swa_out_of_window_slots = planted
+        return lambda: setattr(common, "free_swa_out_of_window_slots", original)
+    if name == "match-hands-next-page":
+        original = UnifiedRadixCache.prefix_device_indices
+
+        def planted(self: Any, req: Any) -> Any:
+            return original(self, req) + self.page_size
+
+        UnifiedRadixCache.prefix_device_indices = planted
+        return lambda: setattr(UnifiedRadixCache, "prefix_device_indices", original)
+    raise SystemExit(f"--plant {name!r}: one of {', '.join(PLANTS)}")
+
+
+def _campaign(examples: int, out: str) -> tuple[int, dict]:
+    from swafloor.cli import main
+
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        code = main(["fuzz", "--backend", "sglang-radix", "--profile", "ci", "--examples", str(examples), "--json",
+                     "--out", out])
+    return code, json.loads(buffer.getvalue())
+
+
+def run(examples: int, out: str, plants: list[str]) -> dict:
+    from swafloor.fuzz.backends import sglang_radix
+
+    sglang_radix.import_radix()
+    code, clean = _campaign(examples, out)
+    counts = dict(sglang_radix.STATS)
+    result: dict[str, Any] = {"clean": {"exit": code, **clean}, "sglang_hits": counts, "plants": {}}
+    for name in plants:
+        undo = _plant(name)
+        try:
+            code, report = _campaign(examples, out)
+        finally:
+            undo()
+        result["plants"][name] = {"exit": code, **report}
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m swafloor.fuzz.sglang_radix_check")
+    parser.add_argument("--examples", type=int, default=120)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--plant", action="append", choices=PLANTS, default=None)
+    args = parser.parse_args(argv)
+    result = run(args.examples, args.out, list(PLANTS) if args.plant is None else args.plant)
+    json.dump(result, sys.stdout)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
