@@ -1,0 +1,82 @@
+"""SGLang's SWA allocator with its radix cache (``sglang-radix``) under differential test, in the venv
+``scripts/sglang-venv`` makes (run in a subprocess; without that venv: a failure in CI, a skip elsewhere,
+as tests/test_sglang.py).
+
+One subprocess (``python -m swafloor.fuzz.sglang_radix_check``) imports SGLang once and runs:
+
+- the ci profile (seed 0) cut to ``EXAMPLES`` examples: it passes, with the generator on target (the
+  sharing generator's hit rate at least 30%) and SGLang's own tree hitting on most looked-up prompts;
+- the same campaign with each of two bugs planted in SGLang's radix path: both are exit 1 with a
+  divergence at the step that shows them (``tables`` at a resize for a radix cut one page late,
+  ``data`` at a resume for a match handing out the next page), never a pass and never a crash.
+
+The hit rates are printed (``pytest -s``). The whole ci profile is run by hand:
+``.venv-sglang/bin/swafloor fuzz --backend sglang-radix --profile ci``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = Path(os.environ.get("SWAFLOOR_SGLANG_VENV") or ROOT / ".venv-sglang")
+PYTHON = VENV / "bin" / "python"
+TIMEOUT = 900
+EXAMPLES = 120  # the clean campaign's examples (the planted ones stop at their first divergence)
+
+
+def _need_venv() -> None:
+    if PYTHON.exists() and (VENV / ".swafloor-sglang-complete").exists():
+        return
+    message = f"the SGLang venv {VENV} is missing or incomplete: make it with scripts/sglang-venv"
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory):
+    _need_venv()
+    out = tmp_path_factory.mktemp("sglang-radix")
+    env = {**os.environ, "PYTHONPATH": "", "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.run(
+        [str(PYTHON), "-m", "swafloor.fuzz.sglang_radix_check", "--examples", str(EXAMPLES), "--out", str(out)],
+        cwd=out, env=env, capture_output=True, text=True, timeout=TIMEOUT,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout)
+
+
+def test_ci_profile_passes_with_sharing_on_target(checked):
+    clean = checked["clean"]
+    assert clean["exit"] == 0 and clean["result"] == "pass", json.dumps(clean.get("divergence"), indent=1)[:4000]
+    assert clean["backend"] == "sglang-radix" and clean["against"] == "reference"
+    assert (clean["profile"], clean["seed"]) == ("ci", 0) and clean["examples"] >= EXAMPLES
+    assert clean["discard_rate"] <= 0.05 and clean["swa_share"] >= 0.5, clean
+    assert clean["targets"]["met"] is True and clean["targets"]["hits_met"] is True, clean["targets"]
+    hits = checked["sglang_hits"]
+    print(f"\nsglang-radix, {clean['examples']} examples, {clean['steps']} steps: reference hit rate "
+          f"{clean['hit_rate']:.1%} of {clean['created_sharing']} requests created under sharing; SGLang's tree hit "
+          f"{hits['hits']} of the {hits['looked_up']} prompts it looked up ({hits['hit_tokens']} tokens), "
+          f"{hits['tree_evictions']} tree evictions; SWA share {clean['swa_share']:.1%}")
+    # SGLang's own tree is exercised: most looked-up prompts hit, and it evicts.
+    assert hits["looked_up"] > 50 and hits["hits"] >= 0.3 * hits["looked_up"], hits
+    assert hits["tree_evictions"] > 0, hits
+
+
+@pytest.mark.parametrize("plant, op, field", [
+    ("radix-cut-one-page-late", "resize", "tables"),
+    ("match-hands-next-page", "resume", "data"),
+])
+def test_a_bug_planted_in_sglangs_radix_path_is_a_divergence_at_its_step(checked, plant, op, field):
+    report = checked["plants"][plant]
+    assert report["exit"] == 1 and report["result"] == "divergence", report
+    divergence = report["divergence"]
+    assert divergence["step"]["op"] == op and divergence["field"].startswith(field), divergence
+    assert not (isinstance(divergence["backend"], dict) and divergence["backend"].get("kind") == "crash"), divergence
+    assert "crash" not in divergence["reason"], divergence
