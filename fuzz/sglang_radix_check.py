@@ -1,8 +1,11 @@
 """Run in SGLang's venv: the ``sglang-radix`` ci campaign, then the same campaign with a bug planted in
 SGLang's radix path, each in this one process (SGLang is imported once), printing one JSON object:
-``{"clean": report, "plants": {name: report}, "sglang_hits": counts}``.
+``{"clean": report, "plants": {name: report}, "sglang_hits": counts, "replays": [...]}``.
 
-    .venv-sglang/bin/python -m swafloor.fuzz.sglang_radix_check --examples 120 --out DIR [--plant NAME ...]
+    .venv-sglang/bin/python -m swafloor.fuzz.sglang_radix_check --examples 120 --out DIR [--plant NAME ...] \
+        [--replay TRACE ...]
+
+``--replay``: saved traces replayed first, each with what SGLang's tree did on it (``STATS`` counts).
 
 The plants (each replaces one SGLang function in this process only, restored afterwards):
 
@@ -63,13 +66,30 @@ def _campaign(examples: int, out: str) -> tuple[int, dict]:
     return code, json.loads(buffer.getvalue())
 
 
-def run(examples: int, out: str, plants: list[str]) -> dict:
+def _replay(path: str) -> dict:
+    from swafloor.fuzz.backends import sglang_radix
+    from swafloor.fuzz.replay import replay
+    from swafloor.fuzz.trace import load
+
+    trace = load(path)
+    before = dict(sglang_radix.STATS)
+    found = replay(trace)
+    d = found.divergence
+    return {"file": path, "backend": trace.backend, "expect": trace.expect, "steps": len(trace.steps),
+            "steps_run": found.steps_run, "divergence": None if d is None else d.to_dict(), "found": trace.found,
+            "sglang": {k: sglang_radix.STATS[k] - before[k] for k in before}}
+
+
+def run(examples: int, out: str, plants: list[str], replays: list[str] = ()) -> dict:
     from swafloor.fuzz.backends import sglang_radix
 
     sglang_radix.import_radix()
+    replayed = [_replay(path) for path in replays]
+    before = dict(sglang_radix.STATS)
     code, clean = _campaign(examples, out)
-    counts = dict(sglang_radix.STATS)
-    result: dict[str, Any] = {"clean": {"exit": code, **clean}, "sglang_hits": counts, "plants": {}}
+    counts = {k: sglang_radix.STATS[k] - before[k] for k in before}
+    result: dict[str, Any] = {"clean": {"exit": code, **clean}, "sglang_hits": counts, "plants": {},
+                              "replays": replayed}
     for name in plants:
         undo = _plant(name)
         try:
@@ -85,8 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--examples", type=int, default=120)
     parser.add_argument("--out", required=True)
     parser.add_argument("--plant", action="append", choices=PLANTS, default=None)
+    parser.add_argument("--replay", nargs="*", default=[])
     args = parser.parse_args(argv)
-    result = run(args.examples, args.out, list(PLANTS) if args.plant is None else args.plant)
+    result = run(args.examples, args.out, list(PLANTS) if args.plant is None else args.plant, args.replay)
     json.dump(result, sys.stdout)
     print()
     return 0

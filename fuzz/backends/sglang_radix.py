@@ -12,8 +12,8 @@ an id used nowhere else, appended as the request's capacity grows (as sampled to
 Driven in the scheduler's order, with SGLang's own functions:
 
 - ``resume(r)`` (admission and prefill): a ``ReqToTokenPool`` row; on a first resume with a prompt
-  (history ``h > 0``) ``match_kv_cache`` looks its ids up in the tree (SGLang matches at most
-  ``h - 1`` tokens: one is always recomputed), the hit's KV indices go into the row and the tree is
+  (history ``h > 0``) the request's own ``init_next_round_input(tree)`` looks its ids up in the tree
+  (``match_kv_cache``, at most ``h - 1`` tokens: one is always recomputed), the hit's KV indices go into the row and the tree is
   locked on the node it ended on (``tree.lock``); the rest of the capacity is allocated (tree eviction
   first, ``evict_from_tree_cache``, as ``alloc_paged_token_slots_extend`` does), then the prompt is
   published to the tree (``tree.checkpoint``: what ``checkpoint_kv_cache`` does after a prefill).
@@ -370,10 +370,10 @@ class SglangRadixBackend:
                 raise Unsupported("out of SGLang request rows")
             prefix = 0
             if first and h > 0:
-                base._loaded["match_kv_cache"](r, unit.tree, token_ids=array("q", req.tokens[:h]))
+                r.init_next_round_input(unit.tree)  # match_kv_cache on its prompt, at most h - 1 tokens
                 prefix = r.prefix_len
+                assert r.kv.cache_protected_len == prefix, (r.kv.cache_protected_len, prefix)
                 r.lock = unit.tree.lock(r.last_node)
-                r.kv.cache_protected_len = prefix
                 if prefix:  # the hit's KV indices go into the row (alloc_for_extend's prefix)
                     unit.rows.req_to_token[r.kv.req_pool_idx, :prefix] = unit.tree.prefix_device_indices(r).to(
                         unit.rows.req_to_token.dtype)
