@@ -15,6 +15,9 @@ The plants (each replaces one SGLang function in this process only, restored aft
 - ``match-hands-next-page``: the tree's ``prefix_device_indices`` (the matched prefix's KV indices a
   new request's row takes) hands out each index one page on. Expected: a divergence on ``data`` at a
   resume (the row reads another page's token ids).
+- ``lock-takes-nothing``: the tree's ``lock`` (a request's hold on its matched or published prefix)
+  locks nothing, so tree eviction may free a prefix a running request still reads. Expected: a
+  divergence on ``data`` once a freed page is handed to another request and written.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import json
 import sys
 from typing import Any, Callable
 
-PLANTS = ("radix-cut-one-page-late", "match-hands-next-page")
+PLANTS = ("radix-cut-one-page-late", "match-hands-next-page", "lock-takes-nothing")
 
 
 def _plant(name: str) -> Callable[[], None]:
@@ -53,6 +56,10 @@ def _plant(name: str) -> Callable[[], None]:
 
         UnifiedRadixCache.prefix_device_indices = planted
         return lambda: setattr(UnifiedRadixCache, "prefix_device_indices", original)
+    if name == "lock-takes-nothing":
+        original = UnifiedRadixCache.lock
+        UnifiedRadixCache.lock = lambda self, node_id, skip_lock_components=(): None
+        return lambda: setattr(UnifiedRadixCache, "lock", original)
     raise SystemExit(f"--plant {name!r}: one of {', '.join(PLANTS)}")
 
 
