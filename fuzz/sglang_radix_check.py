@@ -23,8 +23,6 @@ The plants (each replaces one SGLang function in this process only, restored aft
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
 import sys
 from typing import Any, Callable
@@ -64,19 +62,18 @@ def _plant(name: str) -> Callable[[], None]:
 
 
 def _campaign(examples: int, out: str) -> tuple[int, dict]:
-    from swafloor.cli import main
+    """The ci campaign (seed 0), as ``swafloor fuzz --json`` reports it: (exit code, report)."""
+    from .runner import run_campaign
 
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):
-        code = main(["fuzz", "--backend", "sglang-radix", "--profile", "ci", "--examples", str(examples), "--json",
-                     "--out", out])
-    return code, json.loads(buffer.getvalue())
+    result = run_campaign("sglang-radix", profile="ci", examples=examples, seed=0, out_dir=out)
+    report = json.loads(json.dumps(result.to_dict(), default=str))
+    return (0 if result.divergence is None else 1), report  # swafloor fuzz's exit code
 
 
 def _replay(path: str) -> dict:
-    from swafloor.fuzz.backends import sglang_radix
-    from swafloor.fuzz.replay import replay
-    from swafloor.fuzz.trace import load
+    from .backends import sglang_radix
+    from .replay import replay
+    from .trace import load
 
     trace = load(path)
     before = dict(sglang_radix.STATS)
@@ -88,7 +85,7 @@ def _replay(path: str) -> dict:
 
 
 def run(examples: int, out: str, plants: list[str], replays: list[str] = ()) -> dict:
-    from swafloor.fuzz.backends import sglang_radix
+    from .backends import sglang_radix
 
     sglang_radix.import_radix()
     replayed = [_replay(path) for path in replays]

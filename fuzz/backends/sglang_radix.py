@@ -73,14 +73,14 @@ from swafloor.reference import (
 )
 
 from ..protocol import BackendCheckFailed, Capabilities, Operation, Part, Unsupported, factory
-from . import sglang as base
+from .sglang import MAX_CONTEXT as _ROW, MAX_REQUESTS as _ROWS, _loaded, import_sglang, semantics as _sglang_semantics
 
 __all__ = ["SglangRadixBackend", "sglang_radix", "semantics", "capabilities", "import_radix", "STATS", "MARGIN"]
 
 #: Tokens SGLang's pools have beyond the reference's (its tree is evicted as if they had none).
-MARGIN = base.MAX_CONTEXT * base.MAX_REQUESTS
-MAX_CONTEXT = base.MAX_CONTEXT
-MAX_REQUESTS = base.MAX_REQUESTS
+MAX_CONTEXT = _ROW
+MAX_REQUESTS = _ROWS
+MARGIN = MAX_CONTEXT * MAX_REQUESTS
 #: SGLang's own hit counts: requests whose first resume looked a prompt up, and those that hit.
 STATS = {"looked_up": 0, "hits": 0, "hit_tokens": 0, "tree_evictions": 0}
 
@@ -89,7 +89,7 @@ _BUILT: dict[tuple[int, int, int, int], list[list[Any]]] = {}
 
 def import_radix() -> dict[str, Any]:
     """SGLang's allocator parts (:func:`.sglang.import_sglang`) and its radix cache (once)."""
-    s = base.import_sglang()
+    s = import_sglang()
     if "UnifiedRadixCache" not in s:
         try:
             from sglang.srt.managers.schedule_batch import FINISH_LENGTH, Req, ReqKvInfo
@@ -110,7 +110,7 @@ def import_radix() -> dict[str, Any]:
 def semantics() -> Semantics:
     """The reference semantics ``sglang-radix`` is compared against: SGLang's allocator (evicting every
     token) with prefix sharing and freed blocks cached (a finished request's blocks stay hittable)."""
-    return attrs.evolve(base.semantics(1), prefix_sharing=True, cache_freed=True)
+    return attrs.evolve(_sglang_semantics(1), prefix_sharing=True, cache_freed=True)
 
 
 NOTES = (
@@ -203,7 +203,7 @@ class SglangRadixBackend:
     def _take(self, key: tuple[int, int, int, int]) -> list[Any]:
         """A (allocator, rows, tree, pool) no live backend owns, reset (``tree.reset()``, the allocator's
         ``clear()``, the rows' ``clear()``), built when there is none."""
-        s = base._loaded
+        s = _loaded
         entries = _BUILT.setdefault(key, [])
         for entry in entries:
             if entry[4]() is None:
@@ -252,13 +252,13 @@ class SglangRadixBackend:
     def _evict_tree(self, unit: _Unit, tokens: int) -> None:
         """The scheduler's tree eviction before allocating ``tokens``, on pools of the reference's size."""
         before = unit.allocator.full_available_size(), unit.allocator.swa_available_size()
-        base._loaded["evict_from_tree_cache"](unit.tree, tokens + MARGIN)
+        _loaded["evict_from_tree_cache"](unit.tree, tokens + MARGIN)
         if (unit.allocator.full_available_size(), unit.allocator.swa_available_size()) != before:
             STATS["tree_evictions"] += 1
 
     def _allocate(self, unit: _Unit, r: Any, old: int, new: int) -> None:
         """Allocate ``[old, new)`` of ``r``'s row (tree eviction first) and write the token ids there."""
-        s = base._loaded
+        s = _loaded
         torch = s["torch"]
         P, alloc = self.t, unit.allocator
         row = unit.rows.req_to_token[r.kv.req_pool_idx]
@@ -283,7 +283,7 @@ class SglangRadixBackend:
 
     def _write(self, unit: _Unit, req: _Request, r: Any, lo: int, hi: int) -> None:
         """The forward pass's writes: each token's id into the KV buffers at the row's places."""
-        torch = base._loaded["torch"]
+        torch = _loaded["torch"]
         if hi <= lo:
             return
         locs = unit.rows.req_to_token[r.kv.req_pool_idx, lo:hi].to(torch.int64)
@@ -300,7 +300,7 @@ class SglangRadixBackend:
         h, allocated = req.history, r.kv.kv_allocated_len
         r.kv.kv_committed_len = h
         if finished:
-            r.finished_reason = base._loaded["FINISH_LENGTH"](length=len(r.output_ids))
+            r.finished_reason = _loaded["FINISH_LENGTH"](length=len(r.output_ids))
             r.refresh_fill_ids()
             tree.checkpoint(r, up_to=h)
         if r.kv.cache_protected_len < h:
@@ -316,7 +316,7 @@ class SglangRadixBackend:
 
     # ------------------------------------------------------------------ data plane
     def _check_data(self) -> None:
-        torch = base._loaded["torch"]
+        torch = _loaded["torch"]
         for rid, req in self.requests.items():
             if req.state is not RequestState.ACTIVE or not req.allocated:
                 continue
@@ -353,7 +353,7 @@ class SglangRadixBackend:
             tokens = [next(self.fresh) for _ in range(reused_history)]
         if sum(1 for q in self.requests.values() if q.state is not RequestState.CLOSED) >= MAX_REQUESTS - 1:
             raise Unsupported(f"more than {MAX_REQUESTS - 1} open requests")
-        s = base._loaded
+        s = _loaded
         reqs = [s["Req"](f"{request_id}", "", array("q", tokens), s["SamplingParams"](max_new_tokens=MAX_CONTEXT))
                 for _ in self.units]
         self.requests[request_id] = _Request(request_id, list(tokens), reqs, share_with is not None or reused_history > 0)
@@ -440,7 +440,7 @@ class SglangRadixBackend:
 
     # ------------------------------------------------------------------ observation
     def observe(self) -> dict[Part, Any]:
-        torch = base._loaded["torch"]
+        torch = _loaded["torch"]
         P = self.t
         lcs = self.layout.life_cycles
         lengths: dict[Hashable, tuple[Any, int, int]] = {}
