@@ -111,3 +111,19 @@ def test_regression_traces_replay_as_they_expect(checked):
         tree = row["sglang"]
         assert {k: tree[k] for k in TREE[name]} == TREE[name], f"{name}: SGLang's tree did {tree}"
     assert checked["replays"][-1]["sglang"]["tree_evictions"] > 0  # tree-evicted (sorted last)
+
+
+def test_outside_its_venv_the_backend_refuses_cleanly_naming_the_script():
+    """Where SGLang is missing, building sglang-radix raises Unsupported naming scripts/sglang-venv."""
+    import importlib.util
+
+    from swafloor.fuzz.backends import resolve
+    from swafloor.fuzz.protocol import Unsupported
+    from swafloor.reference import AttentionLayer, Config
+
+    config = Config(4, [AttentionLayer(window=5), AttentionLayer()])
+    if importlib.util.find_spec("sglang") is not None:  # run inside SGLang's venv: it builds
+        assert resolve("sglang-radix").factory(config) is not None
+        return
+    with pytest.raises(Unsupported, match="scripts/sglang-venv"):
+        resolve("sglang-radix").factory(config)
