@@ -13,8 +13,9 @@ Driven in the scheduler's order, with SGLang's own functions:
 
 - ``resume(r)`` (admission and prefill): a ``ReqToTokenPool`` row; on a first resume with a prompt
   (history ``h > 0``) the request's own ``init_next_round_input(tree)`` looks its ids up in the tree
-  (``match_kv_cache``, at most ``h - 1`` tokens: one is always recomputed), the hit's KV indices go into the row and the tree is
-  locked on the node it ended on (``tree.lock``); the rest of the capacity is allocated (tree eviction
+  (``match_kv_cache``, at most ``h - 1`` tokens: one is always recomputed), the hit's KV indices
+  (``tree.prefix_device_indices``) go into the row and the tree is locked on the node it ended on
+  (``tree.lock``); the rest of the capacity is allocated (tree eviction
   first, ``evict_from_tree_cache``, as ``alloc_paged_token_slots_extend`` does), then the prompt is
   published to the tree (``tree.checkpoint``: what ``checkpoint_kv_cache`` does after a prefill).
 - ``resize(r, c, h)`` (a decode or extend step): ``tree.evict_sliding_windows(req, h)`` (SGLang's
@@ -61,7 +62,6 @@ blocks cached), and why one-sided:
 from __future__ import annotations
 
 import itertools
-import time
 import weakref
 from array import array
 from typing import Any, Hashable
@@ -94,7 +94,7 @@ def import_radix() -> dict[str, Any]:
         try:
             from sglang.srt.managers.schedule_batch import FINISH_LENGTH, Req, ReqKvInfo
             from sglang.srt.mem_cache.cache_init_params import CacheInitParams
-            from sglang.srt.mem_cache.common import evict_from_tree_cache, match_kv_cache
+            from sglang.srt.mem_cache.common import evict_from_tree_cache
             from sglang.srt.mem_cache.unified_cache.components import ComponentType
             from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
             from sglang.srt.sampling.sampling_params import SamplingParams
@@ -103,7 +103,7 @@ def import_radix() -> dict[str, Any]:
                               "made by scripts/sglang-venv") from exc
         s.update(UnifiedRadixCache=UnifiedRadixCache, CacheInitParams=CacheInitParams, ComponentType=ComponentType,
                  Req=Req, ReqKvInfo=ReqKvInfo, FINISH_LENGTH=FINISH_LENGTH, SamplingParams=SamplingParams,
-                 match_kv_cache=match_kv_cache, evict_from_tree_cache=evict_from_tree_cache)
+                 evict_from_tree_cache=evict_from_tree_cache)
     return s
 
 
@@ -336,7 +336,8 @@ class SglangRadixBackend:
                 if bad.numel():
                     p = int(mapped[int(bad[0])])
                     raise BackendCheckFailed("data", f"request {rid!r} token {p}: its SWA KV page holds id "
-                                             f"{got[int(bad[0])]:.0f}, not its own {want[p]:.0f} (SWA slot {int(swa[p])})")
+                                             f"{got[int(bad[0])]:.0f}, not its own {want[p]:.0f} "
+                                             f"(SWA slot {int(swa[p])})")
 
     # ------------------------------------------------------------------ operations
     def create(self, request_id: Hashable, reused_history: int = 0, share_with: Hashable = None) -> None:
@@ -356,7 +357,8 @@ class SglangRadixBackend:
         s = _loaded
         reqs = [s["Req"](f"{request_id}", "", array("q", tokens), s["SamplingParams"](max_new_tokens=MAX_CONTEXT))
                 for _ in self.units]
-        self.requests[request_id] = _Request(request_id, list(tokens), reqs, share_with is not None or reused_history > 0)
+        shared = share_with is not None or reused_history > 0
+        self.requests[request_id] = _Request(request_id, list(tokens), reqs, shared)
 
     def resume(self, request_id: Hashable) -> Outcome:
         req = self._get(request_id, RequestState.SUSPENDED)
