@@ -77,10 +77,14 @@ from .sglang import MAX_CONTEXT as _ROW, MAX_REQUESTS as _ROWS, _loaded, import_
 
 __all__ = ["SglangRadixBackend", "sglang_radix", "semantics", "capabilities", "import_radix", "STATS", "MARGIN"]
 
-#: Tokens SGLang's pools have beyond the reference's (its tree is evicted as if they had none).
 MAX_CONTEXT = _ROW
 MAX_REQUESTS = _ROWS
-MARGIN = MAX_CONTEXT * MAX_REQUESTS
+#: Requests open at once (the generator's own limit, fuzz/machine.py's MAX_OPEN_REQUESTS; more is refused).
+OPEN_LIMIT = 4
+#: Tokens SGLang's pools have beyond the reference's. Sound: tree eviction runs before every allocation, so
+#: SGLang goes past the reference's size only when nothing in the tree can be evicted, when every page in
+#: use is in some open request's row (its own or its locked prefix): at most OPEN_LIMIT rows of MAX_CONTEXT.
+MARGIN = OPEN_LIMIT * MAX_CONTEXT
 #: SGLang's own hit counts: requests whose first resume looked a prompt up, and those that hit.
 STATS = {"looked_up": 0, "hits": 0, "hit_tokens": 0, "tree_evictions": 0}
 
@@ -184,7 +188,7 @@ class SglangRadixBackend:
             raise Unsupported("a window of 1 token: SGLang's window (W - 1) would be empty")
         swa = [i for i, lc in enumerate(lcs) if lc.kind is LifeCycleKind.SWA]
         full = [i for i, lc in enumerate(lcs) if lc.kind is LifeCycleKind.FULL]
-        big = MAX_CONTEXT * MAX_REQUESTS  # a side that never runs short (never compared)
+        big = MARGIN  # a side that never runs short (never compared): its tree-eviction budget holds every row
         pairs: list[tuple[int | None, int | None]] = [(i, full[0] if (k == 0 and full) else None)
                                                       for k, i in enumerate(swa)]
         if not swa:
@@ -352,8 +356,8 @@ class SglangRadixBackend:
             tokens = source.tokens[:reused_history]
         else:
             tokens = [next(self.fresh) for _ in range(reused_history)]
-        if sum(1 for q in self.requests.values() if q.state is not RequestState.CLOSED) >= MAX_REQUESTS - 1:
-            raise Unsupported(f"more than {MAX_REQUESTS - 1} open requests")
+        if sum(1 for q in self.requests.values() if q.state is not RequestState.CLOSED) >= OPEN_LIMIT:
+            raise Unsupported(f"more than {OPEN_LIMIT} open requests (the margin's bound, MARGIN)")
         s = _loaded
         reqs = [s["Req"](f"{request_id}", "", array("q", tokens), s["SamplingParams"](max_new_tokens=MAX_CONTEXT))
                 for _ in self.units]
