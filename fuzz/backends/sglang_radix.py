@@ -35,7 +35,9 @@ protocol close with capacity above history breaks, so its steps are called one b
 Pools: SGLang allocates from pools ``MARGIN`` tokens larger than the reference's, and evicts its tree
 as if they had the reference's size (every tree eviction asks for ``MARGIN`` tokens more than
 SGLang's scheduler would). Tree eviction therefore runs exactly when it would on the reference's
-pools, and SGLang never runs out where the reference does not.
+pools, and SGLang never runs out: it goes past the reference's size only when nothing in the tree
+can be evicted, when every page in use lies in an open request's row, and at most ``OPEN_LIMIT`` (4,
+the generator's limit; more are refused) rows of ``MAX_CONTEXT`` tokens are open.
 
 How it is compared (against the reference with SGLang's semantics plus prefix sharing and freed
 blocks cached), and why one-sided:
