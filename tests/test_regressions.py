@@ -16,8 +16,9 @@ from swafloor.fuzz.replay import replay
 from swafloor.fuzz.trace import load
 
 REGRESSIONS = Path(__file__).resolve().parent / "regressions"
-# vllm-*.json need vLLM: tests/test_vllm.py replays them in the venv scripts/vllm-venv makes.
-FILES = sorted(p for p in REGRESSIONS.glob("*.json") if not p.name.startswith("vllm-"))
+# vllm-*.json need vLLM: tests/test_vllm.py replays them in the venv scripts/vllm-venv makes;
+# sglang-*.json need SGLang: tests/test_sglang_radix.py replays them in the venv scripts/sglang-venv makes.
+FILES = sorted(p for p in REGRESSIONS.glob("*.json") if not p.name.startswith(("vllm-", "sglang-")))
 
 
 def test_every_mutant_has_a_regression_trace():

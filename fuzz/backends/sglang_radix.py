@@ -1,0 +1,481 @@
+"""The ``sglang-radix`` backend: SGLang's SWA allocator together with its radix prefix cache
+(``UnifiedRadixCache`` with a full and an SWA component, SGLang 0.5.23), driven on a CPU through the
+protocol on the prefix-sharing traces, with real token ids.
+
+What is built, per SWA life cycle of the config (as :mod:`.sglang` does): an ``SWAKVPool``, its
+``SWATokenToKVPoolAllocator`` (page size ``P = t``), a ``ReqToTokenPool`` and one
+``UnifiedRadixCache`` over them, its SWA component's ``sliding_window_size`` the model's window minus
+1. Each request is a real SGLang ``Req`` per tree, carrying token ids: a request created on another's
+prefix (``create(r, k, share_with=s)``) starts with the first ``k`` ids of ``s``; every other token is
+an id used nowhere else, appended as the request's capacity grows (as sampled tokens are).
+
+Driven in the scheduler's order, with SGLang's own functions:
+
+- ``resume(r)`` (admission and prefill): a ``ReqToTokenPool`` row; on a first resume with a prompt
+  (history ``h > 0``) the request's own ``init_next_round_input(tree)`` looks its ids up in the tree
+  (``match_kv_cache``, at most ``h - 1`` tokens: one is always recomputed), the hit's KV indices
+  (``tree.prefix_device_indices``) go into the row and the tree is locked on the node it ended on
+  (``tree.lock``); the rest of the capacity is allocated (tree eviction
+  first, ``evict_from_tree_cache``, as ``alloc_paged_token_slots_extend`` does), then the prompt is
+  published to the tree (``tree.checkpoint``: what ``checkpoint_kv_cache`` does after a prefill).
+- ``resize(r, c, h)`` (a decode or extend step): ``tree.evict_sliding_windows(req, h)`` (SGLang's
+  ``free_swa_out_of_window_slots`` with ``supports_prefix_sharing=True``: the radix cut ``pre_len -
+  ceil_P(max(w, P))``, nothing below the tree-owned prefix), then tree eviction, then
+  ``alloc_decode`` / ``alloc_extend`` / ``alloc`` for ``[allocated, c)``.
+- ``commit(r, n)``: the KV of ``n`` more tokens is computed.
+- ``close(r)`` (the request finishes): ``release_kv_cache(checkpoint=True)``'s steps: the committed
+  tokens are inserted into the tree (``tree.checkpoint``), the row's own KV is freed
+  (``tree.free_kv_row``), the lock is released, the tail past the committed tokens is freed.
+- ``suspend(r)`` (retraction): ``release_kv_cache(checkpoint=False)``'s steps; the request then
+  recomputes from token 0 (a later resume has nothing to match: matching is at the first resume).
+
+(``release_kv_cache`` itself asserts that nothing is allocated past the committed tokens, which a
+protocol close with capacity above history breaks, so its steps are called one by one.)
+
+Pools: SGLang allocates from pools ``MARGIN`` tokens larger than the reference's, and evicts its tree
+as if they had the reference's size (every tree eviction asks for ``MARGIN`` tokens more than
+SGLang's scheduler would). Tree eviction therefore runs exactly when it would on the reference's
+pools, and SGLang never runs out: it goes past the reference's size only when nothing in the tree
+can be evicted, when every page in use lies in an open request's row, and at most ``OPEN_LIMIT`` (4,
+the generator's limit; more are refused) rows of ``MAX_CONTEXT`` tokens are open.
+
+How it is compared (against the reference with SGLang's semantics plus prefix sharing and freed
+blocks cached), and why one-sided:
+
+- ``outcome``: at-least. SGLang keeps more than the reference: its radix cut keeps ``ceil_P(max(w,
+  P))`` tokens behind the history (not ``w``) and the tree owns (and keeps) the SWA KV of a matched or
+  published prefix; its hits are the tree's (LRU eviction of leaves, full KV kept after the SWA KV is
+  evicted, a hit needs the window's SWA KV), not the reference's free queue. So it is sized larger
+  (above) and may be ok where the reference ran out, never the reverse.
+- ``tables``: at-least. Every block the reference holds live must be held by SGLang (its row's full
+  pages; an SWA page where its first token maps to an SWA slot): an SWA page freed too early fails
+  here. SGLang may hold more (the reasons above).
+- ``data`` (the adapter's own check, a ``BackendCheckFailed``): the adapter writes each token's id
+  into SGLang's KV buffers (full and SWA) where the allocator placed it; after every operation each
+  open request's row must read back its own ids: every full page, and every SWA page its mapping
+  still names. A hit on the wrong pages, or a page freed while a request (or the tree, for a
+  request's locked prefix) still reads it and handed to another request, fails here.
+- Not compared: ``pool_used`` (the reference's cache and SGLang's tree keep different blocks, in
+  either direction), physical identity (``slots``: the reference's slot order is vLLM's free queue),
+  cached content, hits. The hit rate of SGLang itself is counted in :data:`STATS` (printed by the
+  test) beside the reference's (the campaign's).
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from array import array
+from typing import Any, Hashable
+
+import attrs
+
+from swafloor.reference import (
+    Config, LifeCycleKind, Outcome, RequestError, RequestState, Semantics, build_layout,
+)
+
+from ..protocol import BackendCheckFailed, Capabilities, Operation, Part, Unsupported, factory
+from .sglang import MAX_CONTEXT as _ROW, MAX_REQUESTS as _ROWS, _loaded, import_sglang, semantics as _sglang_semantics
+
+__all__ = ["SglangRadixBackend", "sglang_radix", "semantics", "capabilities", "import_radix", "STATS", "MARGIN"]
+
+MAX_CONTEXT = _ROW
+MAX_REQUESTS = _ROWS
+#: Requests open at once (the generator's own limit, fuzz/machine.py's MAX_OPEN_REQUESTS; more is refused).
+OPEN_LIMIT = 4
+#: Tokens SGLang's pools have beyond the reference's. Sound: tree eviction runs before every allocation, so
+#: SGLang goes past the reference's size only when nothing in the tree can be evicted, when every page in
+#: use is in some open request's row (its own or its locked prefix): at most OPEN_LIMIT rows of MAX_CONTEXT.
+MARGIN = OPEN_LIMIT * MAX_CONTEXT
+#: SGLang's own hit counts: requests whose first resume looked a prompt up, and those that hit.
+STATS = {"looked_up": 0, "hits": 0, "hit_tokens": 0, "tree_evictions": 0}
+
+_BUILT: dict[tuple[int, int, int, int], list[list[Any]]] = {}
+
+
+def import_radix() -> dict[str, Any]:
+    """SGLang's allocator parts (:func:`.sglang.import_sglang`) and its radix cache (once)."""
+    s = import_sglang()
+    if "UnifiedRadixCache" not in s:
+        try:
+            from sglang.srt.managers.schedule_batch import FINISH_LENGTH, Req, ReqKvInfo
+            from sglang.srt.mem_cache.cache_init_params import CacheInitParams
+            from sglang.srt.mem_cache.common import evict_from_tree_cache
+            from sglang.srt.mem_cache.unified_cache.components import ComponentType
+            from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
+            from sglang.srt.sampling.sampling_params import SamplingParams
+        except ImportError as exc:
+            raise Unsupported(f"SGLang's radix cache is not importable here ({exc}); run sglang-radix in the venv "
+                              "made by scripts/sglang-venv") from exc
+        s.update(UnifiedRadixCache=UnifiedRadixCache, CacheInitParams=CacheInitParams, ComponentType=ComponentType,
+                 Req=Req, ReqKvInfo=ReqKvInfo, FINISH_LENGTH=FINISH_LENGTH, SamplingParams=SamplingParams,
+                 evict_from_tree_cache=evict_from_tree_cache)
+    return s
+
+
+def semantics() -> Semantics:
+    """The reference semantics ``sglang-radix`` is compared against: SGLang's allocator (evicting every
+    token) with prefix sharing and freed blocks cached (a finished request's blocks stay hittable)."""
+    return attrs.evolve(_sglang_semantics(1), prefix_sharing=True, cache_freed=True)
+
+
+NOTES = (
+    "SGLang's pools are larger than the reference's by a margin and its tree is evicted as if they were "
+    "not: outcome and tables are at-least (its radix cut keeps ceil_P(max(w,P)) tokens, the tree keeps a "
+    "matched or published prefix's SWA KV, its hits are the LRU tree's)",
+    "data: every open request's row reads back its own token ids from SGLang's KV buffers (full pages, "
+    "and SWA pages still mapped) after every operation",
+    "not compared: pool_used, slots, cached content, hits (SGLang's hit rate is counted apart)",
+    "matched at the first resume only (a retracted request recomputes with nothing to match)",
+)
+
+
+def capabilities() -> Capabilities:
+    return Capabilities(
+        operations=[Operation.CREATE, Operation.RESUME, Operation.RESIZE, Operation.COMMIT, Operation.SUSPEND,
+                    Operation.CLOSE],
+        observations={Part.OUTCOME: "at-least", Part.TABLES: "at-least"},
+        adapter_set=[Part.POOL_TOTALS, Part.LENGTHS],
+        layer_kinds=[LifeCycleKind.SWA, LifeCycleKind.FULL],
+        sinks=False,
+        shared_pool_groups=False,
+        reused_history=False,  # a prompt comes with the first request (the sharing generator) or a source
+        legacy_floor=True,
+        commit_before_allocate=True,
+        capacity_cuts=False,
+        semantics=semantics(),
+        prefix_sharing=True,
+        min_window=2,  # SGLang's window is W - 1 tokens: a window of 1 is no window at all
+        notes=NOTES,
+    )
+
+
+class _Unit:
+    """One tree: an allocator, its row pool and a ``UnifiedRadixCache``, pairing an SWA life cycle
+    (or none) with the full life cycle (or none)."""
+
+    def __init__(self, entry: list[Any], swa_lc: int | None, full_lc: int | None, window: int):
+        self.allocator, self.rows, self.tree, self.pool = entry[0], entry[1], entry[2], entry[3]
+        self.swa_lc, self.full_lc, self.window = swa_lc, full_lc, window
+
+
+class _Request:
+    def __init__(self, rid: Hashable, tokens: list[int], reqs: list[Any], shared: bool):
+        self.rid = rid
+        self.tokens = tokens
+        self.reqs = reqs  # one SGLang Req per unit
+        self.allocated = 0
+        self.history = len(tokens)
+        self.state = RequestState.SUSPENDED
+        self.resumed = False
+        self.shared = shared
+
+
+class SglangRadixBackend:
+    """SGLang's SWA allocator with its radix cache behind the protocol (see the module docstring)."""
+
+    def __init__(self, config: Config):
+        s = import_radix()
+        layout = build_layout(config)
+        self.t = P = layout.tokens_per_block
+        self.layout = layout
+        lcs = layout.life_cycles
+        if any(lc.kind is LifeCycleKind.SSM for lc in lcs):
+            raise Unsupported("SGLang's SWA allocator has no SSM state")
+        if any(lc.sink_blocks for lc in lcs):
+            raise Unsupported("SGLang keeps no sink tokens")
+        if len(set(layout.pool_group_of)) != len(lcs):
+            raise Unsupported("SGLang gives each pool (SWA, full) its own pages")
+        if any(lc.window is not None and lc.window < 2 for lc in lcs):
+            raise Unsupported("a window of 1 token: SGLang's window (W - 1) would be empty")
+        swa = [i for i, lc in enumerate(lcs) if lc.kind is LifeCycleKind.SWA]
+        full = [i for i, lc in enumerate(lcs) if lc.kind is LifeCycleKind.FULL]
+        big = MARGIN  # a side that never runs short (never compared): its tree-eviction budget holds every row
+        pairs: list[tuple[int | None, int | None]] = [(i, full[0] if (k == 0 and full) else None)
+                                                      for k, i in enumerate(swa)]
+        if not swa:
+            pairs.append((None, full[0]))
+        self.units: list[_Unit] = []
+        for swa_lc, full_lc in pairs:
+            size_full = layout.slots[layout.pool_group_of[full_lc]] * P if full_lc is not None else big
+            size_swa = layout.slots[layout.pool_group_of[swa_lc]] * P if swa_lc is not None else big
+            window = lcs[swa_lc].window if swa_lc is not None else MAX_CONTEXT  # full only: an SWA side never evicting
+            entry = self._take((size_full + MARGIN, size_swa + MARGIN, P, window - 1))
+            self.units.append(_Unit(entry, swa_lc, full_lc, window))
+        self.requests: dict[Hashable, _Request] = {}
+        self.fresh = itertools.count(1)
+
+    # ------------------------------------------------------------------ building
+    def _take(self, key: tuple[int, int, int, int]) -> list[Any]:
+        """A (allocator, rows, tree, pool) no live backend owns, reset (``tree.reset()``, the allocator's
+        ``clear()``, the rows' ``clear()``), built when there is none."""
+        s = _loaded
+        entries = _BUILT.setdefault(key, [])
+        for entry in entries:
+            if entry[4]() is None:
+                break
+        else:
+            size_full, size_swa, P, w = key
+            torch = s["torch"]
+            pool = s["SWAKVPool"](
+                size=size_full, size_swa=size_swa, page_size=P, dtype=torch.float32, head_num=1, head_dim=1,
+                swa_attention_layer_ids=[0], full_attention_layer_ids=[1], device="cpu",
+            )
+            allocator = s["Allocator"](size_full, size_swa, P, torch.float32, "cpu", pool, need_sort=False)
+            rows = s["ReqToTokenPool"](MAX_REQUESTS, MAX_CONTEXT, "cpu", False)
+            params = s["CacheInitParams"](
+                disable=False, req_to_token_pool=rows, token_to_kv_pool_allocator=allocator, page_size=P,
+                sliding_window_size=w, tree_components=(s["ComponentType"].FULL, s["ComponentType"].SWA),
+            )
+            entry = [allocator, rows, s["UnifiedRadixCache"](params), pool, None]
+            entries.append(entry)
+        entry[4] = weakref.ref(self)
+        entry[2].reset()
+        entry[0].clear()
+        entry[1].clear()
+        return entry
+
+    def _get(self, rid: Hashable, *states: RequestState) -> _Request:
+        req = self.requests.get(rid)
+        if req is None:
+            raise RequestError(rid, "request_id", rid, "unknown request")
+        if req.state is RequestState.CLOSED:
+            raise RequestError(rid, "state", "closed", "request is closed")
+        if states and req.state not in states:
+            raise RequestError(rid, "state", req.state.value, "not allowed in this state")
+        return req
+
+    # ------------------------------------------------------------------ SGLang's steps
+    def _ids(self, req: _Request, upto: int) -> None:
+        """The request's token ids reach ``upto``: fresh ids appended (sampled tokens)."""
+        missing = upto - len(req.tokens)
+        if missing > 0:
+            new = [next(self.fresh) for _ in range(missing)]
+            req.tokens.extend(new)
+            for r in req.reqs:
+                r.output_ids.extend(new)
+
+    def _evict_tree(self, unit: _Unit, tokens: int) -> None:
+        """The scheduler's tree eviction before allocating ``tokens``, on pools of the reference's size."""
+        before = unit.allocator.full_available_size(), unit.allocator.swa_available_size()
+        _loaded["evict_from_tree_cache"](unit.tree, tokens + MARGIN)
+        if (unit.allocator.full_available_size(), unit.allocator.swa_available_size()) != before:
+            STATS["tree_evictions"] += 1
+
+    def _allocate(self, unit: _Unit, r: Any, old: int, new: int) -> None:
+        """Allocate ``[old, new)`` of ``r``'s row (tree eviction first) and write the token ids there."""
+        s = _loaded
+        torch = s["torch"]
+        P, alloc = self.t, unit.allocator
+        row = unit.rows.req_to_token[r.kv.req_pool_idx]
+        n = new - old
+        last = torch.tensor([int(row[old - 1]) if old > 0 else -1], dtype=torch.int64)
+        pre = torch.tensor([old], dtype=torch.int64)
+        seq = torch.tensor([new], dtype=torch.int64)
+        if P == 1:
+            self._evict_tree(unit, n)
+            out = alloc.alloc(n)
+        elif n == 1:
+            self._evict_tree(unit, P)  # alloc_paged_token_slots_decode: a page per request
+            out = alloc.alloc_decode(seq, seq, last)
+        else:
+            demand = alloc.get_extend_allocation_demand(pre, seq, conservative_num_tokens=n + P, shard_size=1)
+            self._evict_tree(unit, demand)
+            out = alloc.alloc_extend(pre, pre, seq, seq, last, n)
+        if out is None:
+            raise AssertionError(f"SGLang's allocator returned None for {n} tokens with {MARGIN} tokens of margin")
+        row[old:new] = out.to(row.dtype)
+        r.kv.kv_allocated_len = new
+
+    def _write(self, unit: _Unit, req: _Request, r: Any, lo: int, hi: int) -> None:
+        """The forward pass's writes: each token's id into the KV buffers at the row's places."""
+        torch = _loaded["torch"]
+        if hi <= lo:
+            return
+        locs = unit.rows.req_to_token[r.kv.req_pool_idx, lo:hi].to(torch.int64)
+        ids = torch.tensor(req.tokens[lo:hi], dtype=torch.float32).view(-1, 1, 1)
+        unit.pool.full_kv_pool.k_buffer[0][locs] = ids
+        swa = unit.allocator.full_to_swa_index_mapping[locs]
+        live = swa > 0
+        unit.pool.swa_kv_pool.k_buffer[0][swa[live]] = ids[live]
+
+    def _release(self, unit: _Unit, req: _Request, r: Any, finished: bool) -> None:
+        """``release_kv_cache``'s steps (see the module docstring): insert the committed tokens when
+        finished, free the row's own KV, unlock, free the tail, give the row back."""
+        tree, P = unit.tree, self.t
+        h, allocated = req.history, r.kv.kv_allocated_len
+        r.kv.kv_committed_len = h
+        if finished:
+            r.finished_reason = _loaded["FINISH_LENGTH"](length=len(r.output_ids))
+            r.refresh_fill_ids()
+            tree.checkpoint(r, up_to=h)
+        if r.kv.cache_protected_len < h:
+            tree.free_kv_row(r.kv, [(r.kv.cache_protected_len, h)])
+        tree.unlock(r.lock)
+        r.lock = None
+        tail = -(-h // P) * P
+        if tail < allocated:
+            tree.free_kv_row(r.kv, [(tail, allocated)])
+        tree.on_release(r, checkpointed=finished)
+        unit.rows.free(r)
+        r.kv.mark_kv_released()
+
+    # ------------------------------------------------------------------ data plane
+    def _check_data(self) -> None:
+        torch = _loaded["torch"]
+        for rid, req in self.requests.items():
+            if req.state is not RequestState.ACTIVE or not req.allocated:
+                continue
+            want = torch.tensor(req.tokens[: req.allocated], dtype=torch.float32)
+            for unit, r in zip(self.units, req.reqs):
+                locs = unit.rows.req_to_token[r.kv.req_pool_idx, : req.allocated].to(torch.int64)
+                got = unit.pool.full_kv_pool.k_buffer[0][locs].view(-1)
+                bad = (got != want).nonzero().view(-1)
+                if bad.numel():
+                    p = int(bad[0])
+                    raise BackendCheckFailed("data", f"request {rid!r} token {p}: its full KV page holds id "
+                                             f"{got[p]:.0f}, not its own {want[p]:.0f} (slot {int(locs[p])})")
+                swa = unit.allocator.full_to_swa_index_mapping[locs]
+                mapped = (swa > 0).nonzero().view(-1)
+                got = unit.pool.swa_kv_pool.k_buffer[0][swa[mapped]].view(-1)
+                bad = (got != want[mapped]).nonzero().view(-1)
+                if bad.numel():
+                    p = int(mapped[int(bad[0])])
+                    raise BackendCheckFailed("data", f"request {rid!r} token {p}: its SWA KV page holds id "
+                                             f"{got[int(bad[0])]:.0f}, not its own {want[p]:.0f} "
+                                             f"(SWA slot {int(swa[p])})")
+
+    # ------------------------------------------------------------------ operations
+    def create(self, request_id: Hashable, reused_history: int = 0, share_with: Hashable = None) -> None:
+        if request_id in self.requests:
+            raise RequestError(request_id, "request_id", request_id, "already exists")
+        if share_with is not None:
+            source = self.requests.get(share_with)
+            if source is None:
+                raise RequestError(request_id, "share_with", share_with, "must name an existing request")
+            if reused_history > source.history and source.state is not RequestState.CLOSED:
+                raise RequestError(request_id, "reused_history", reused_history, "exceeds the source's history")
+            tokens = source.tokens[:reused_history]
+        else:
+            tokens = [next(self.fresh) for _ in range(reused_history)]
+        if sum(1 for q in self.requests.values() if q.state is not RequestState.CLOSED) >= OPEN_LIMIT:
+            raise Unsupported(f"more than {OPEN_LIMIT} open requests (the margin's bound, MARGIN)")
+        s = _loaded
+        reqs = [s["Req"](f"{request_id}", "", array("q", tokens), s["SamplingParams"](max_new_tokens=MAX_CONTEXT))
+                for _ in self.units]
+        shared = share_with is not None or reused_history > 0
+        self.requests[request_id] = _Request(request_id, list(tokens), reqs, shared)
+
+    def resume(self, request_id: Hashable) -> Outcome:
+        req = self._get(request_id, RequestState.SUSPENDED)
+        h = req.history
+        first = not req.resumed
+        if req.shared and first and h > 0:
+            STATS["looked_up"] += 1
+        hit = None
+        for unit, r in zip(self.units, req.reqs):
+            if unit.rows.alloc([r]) is None:
+                raise Unsupported("out of SGLang request rows")
+            prefix = 0
+            if first and h > 0:
+                r.init_next_round_input(unit.tree)  # match_kv_cache on its prompt, at most h - 1 tokens
+                prefix = r.prefix_len
+                assert r.kv.cache_protected_len == prefix, (r.kv.cache_protected_len, prefix)
+                r.lock = unit.tree.lock(r.last_node)
+                if prefix:  # the hit's KV indices go into the row (alloc_for_extend's prefix)
+                    unit.rows.req_to_token[r.kv.req_pool_idx, :prefix] = unit.tree.prefix_device_indices(r).to(
+                        unit.rows.req_to_token.dtype)
+                hit = prefix if hit is None else min(hit, prefix)
+            else:
+                r.lock = None
+            if h > prefix:
+                self._allocate(unit, r, prefix, h)
+                self._write(unit, req, r, prefix, h)
+            r.kv.kv_allocated_len = h
+            r.kv.kv_committed_len = h
+            if h > 0:
+                r.refresh_fill_ids()
+                unit.tree.checkpoint(r, up_to=h)  # the prefill's KV is published (checkpoint_kv_cache)
+        if hit and req.shared:
+            STATS["hits"] += 1
+            STATS["hit_tokens"] += hit
+        req.allocated = h
+        req.state = RequestState.ACTIVE
+        req.resumed = True
+        self._check_data()
+        return Outcome(True)
+
+    def resize(self, request_id: Hashable, capacity: int, history: int) -> Outcome:
+        req = self._get(request_id, RequestState.ACTIVE)
+        if history > req.history:
+            req.history = history
+        if capacity > MAX_CONTEXT:
+            raise Unsupported(f"capacity {capacity} above the adapter's row length {MAX_CONTEXT}")
+        for unit, r in zip(self.units, req.reqs):
+            r.kv.kv_committed_len = req.history
+            unit.tree.evict_sliding_windows(r, req.history)
+        if capacity > req.allocated:
+            self._ids(req, capacity)
+            for unit, r in zip(self.units, req.reqs):
+                self._allocate(unit, r, req.allocated, capacity)
+                self._write(unit, req, r, req.allocated, capacity)
+            req.allocated = capacity
+        self._check_data()
+        return Outcome(True)
+
+    def commit(self, request_id: Hashable, tokens: int) -> None:
+        req = self._get(request_id, RequestState.ACTIVE)
+        req.history += tokens
+        for r in req.reqs:
+            r.kv.kv_committed_len = req.history
+
+    def suspend(self, request_id: Hashable) -> None:
+        req = self._get(request_id, RequestState.ACTIVE)
+        for unit, r in zip(self.units, req.reqs):
+            self._release(unit, req, r, finished=False)
+            r.reset_for_retract()
+        req.history = req.allocated = 0
+        req.state = RequestState.SUSPENDED
+        self._check_data()
+
+    def close(self, request_id: Hashable) -> None:
+        req = self._get(request_id)
+        if req.state is RequestState.ACTIVE:
+            for unit, r in zip(self.units, req.reqs):
+                self._release(unit, req, r, finished=True)
+        req.state = RequestState.CLOSED
+        self._check_data()
+
+    # ------------------------------------------------------------------ observation
+    def observe(self) -> dict[Part, Any]:
+        torch = _loaded["torch"]
+        P = self.t
+        lcs = self.layout.life_cycles
+        lengths: dict[Hashable, tuple[Any, int, int]] = {}
+        tables: dict[Hashable, tuple[tuple[int | None, ...], ...]] = {}
+        for rid, req in self.requests.items():
+            if req.state is RequestState.CLOSED:
+                continue
+            lengths[rid] = (req.state, req.allocated, req.history)
+            blocks = -(-req.allocated // P)
+            held: list[set[int]] = [set() for _ in lcs]
+            if req.state is RequestState.ACTIVE and req.allocated:
+                for unit, r in zip(self.units, req.reqs):
+                    firsts = unit.rows.req_to_token[r.kv.req_pool_idx, : req.allocated : P].to(torch.int64)
+                    if unit.full_lc is not None:
+                        held[unit.full_lc] = set(range(len(firsts)))
+                    if unit.swa_lc is not None:
+                        swa = unit.allocator.full_to_swa_index_mapping[firsts].tolist()
+                        held[unit.swa_lc] = {b for b, i in enumerate(swa) if i > 0}
+            tables[rid] = tuple(tuple(b if b in h else None for b in range(blocks)) for h in held)
+        return {
+            Part.POOL_TOTALS: tuple(self.layout.slots),
+            Part.LENGTHS: lengths,
+            Part.TABLES: tables,
+        }
+
+
+@factory(capabilities(), name="sglang-radix", prepare=import_radix)
+def sglang_radix(config: Config) -> SglangRadixBackend:
+    """SGLang's SWA allocator with its radix prefix cache (UnifiedRadixCache, FULL + SWA components)."""
+    return SglangRadixBackend(config)

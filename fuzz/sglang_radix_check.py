@@ -1,0 +1,121 @@
+"""Run in SGLang's venv: the ``sglang-radix`` ci campaign, then the same campaign with a bug planted in
+SGLang's radix path, each in this one process (SGLang is imported once), printing one JSON object:
+``{"clean": report, "plants": {name: report}, "sglang_hits": counts, "replays": [...]}``.
+
+    .venv-sglang/bin/python -m swafloor.fuzz.sglang_radix_check --examples 120 --out DIR [--plant NAME ...] \
+        [--replay TRACE ...]
+
+``--replay``: saved traces replayed first, each with what SGLang's tree did on it (``STATS`` counts).
+
+The plants (each replaces one SGLang function in this process only, restored afterwards):
+
+- ``radix-cut-one-page-late``: ``free_swa_out_of_window_slots`` on the radix path (prefix sharing on)
+  cuts one page past SGLang's margin and without it (``pre_len - (w - P)``): a page the window still
+  reads is freed. Expected: a divergence on ``tables`` at a resize.
+- ``match-hands-next-page``: the tree's ``prefix_device_indices`` (the matched prefix's KV indices a
+  new request's row takes) hands out each index one page on. Expected: a divergence on ``data`` at a
+  resume (the row reads another page's token ids).
+- ``lock-takes-nothing``: the tree's ``lock`` (a request's hold on its matched or published prefix)
+  locks nothing, so tree eviction may free a prefix a running request still reads. Expected: a
+  divergence on ``data`` once a freed page is handed to another request and written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Callable
+
+PLANTS = ("radix-cut-one-page-late", "match-hands-next-page", "lock-takes-nothing")
+
+
+def _plant(name: str) -> Callable[[], None]:
+    """Plant ``name``; returns what undoes it."""
+    import sglang.srt.mem_cache.common as common
+    from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
+
+    if name == "radix-cut-one-page-late":
+        original = common.free_swa_out_of_window_slots
+
+        def planted(req: Any, pre_len: int, **kw: Any) -> None:
+            if kw.get("supports_prefix_sharing", True):
+                kw["sliding_window_size"] = max(kw["sliding_window_size"] - kw["page_size"], 0)
+                kw["supports_prefix_sharing"] = False
+            original(req, pre_len, **kw)
+
+        common.free_swa_out_of_window_slots = planted
+        return lambda: setattr(common, "free_swa_out_of_window_slots", original)
+    if name == "match-hands-next-page":
+        original = UnifiedRadixCache.prefix_device_indices
+
+        def planted(self: Any, req: Any) -> Any:
+            return original(self, req) + self.page_size
+
+        UnifiedRadixCache.prefix_device_indices = planted
+        return lambda: setattr(UnifiedRadixCache, "prefix_device_indices", original)
+    if name == "lock-takes-nothing":
+        original = UnifiedRadixCache.lock
+        UnifiedRadixCache.lock = lambda self, node_id, skip_lock_components=(): None
+        return lambda: setattr(UnifiedRadixCache, "lock", original)
+    raise SystemExit(f"--plant {name!r}: one of {', '.join(PLANTS)}")
+
+
+def _campaign(examples: int, out: str) -> tuple[int, dict]:
+    """The ci campaign (seed 0), as ``swafloor fuzz --json`` reports it: (exit code, report)."""
+    from .runner import run_campaign
+
+    result = run_campaign("sglang-radix", profile="ci", examples=examples, seed=0, out_dir=out)
+    report = json.loads(json.dumps(result.to_dict(), default=str))
+    return (0 if result.divergence is None else 1), report  # swafloor fuzz's exit code
+
+
+def _replay(path: str) -> dict:
+    from .backends import sglang_radix
+    from .replay import replay
+    from .trace import load
+
+    trace = load(path)
+    before = dict(sglang_radix.STATS)
+    found = replay(trace)
+    d = found.divergence
+    return {"file": path, "backend": trace.backend, "expect": trace.expect, "steps": len(trace.steps),
+            "steps_run": found.steps_run, "divergence": None if d is None else d.to_dict(), "found": trace.found,
+            "sglang": {k: sglang_radix.STATS[k] - before[k] for k in before}}
+
+
+def run(examples: int, out: str, plants: list[str], replays: list[str] = ()) -> dict:
+    from .backends import sglang_radix
+
+    sglang_radix.import_radix()
+    replayed = [_replay(path) for path in replays]
+    before = dict(sglang_radix.STATS)
+    code, clean = _campaign(examples, out)
+    counts = {k: sglang_radix.STATS[k] - before[k] for k in before}
+    result: dict[str, Any] = {"clean": {"exit": code, **clean}, "sglang_hits": counts, "plants": {},
+                              "replays": replayed}
+    for name in plants:
+        undo = _plant(name)
+        try:
+            code, report = _campaign(examples, out)
+        finally:
+            undo()
+        result["plants"][name] = {"exit": code, **report}
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m swafloor.fuzz.sglang_radix_check")
+    parser.add_argument("--examples", type=int, default=120)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--plant", action="append", choices=PLANTS, default=None)
+    parser.add_argument("--replay", nargs="*", default=[])
+    args = parser.parse_args(argv)
+    result = run(args.examples, args.out, list(PLANTS) if args.plant is None else args.plant, args.replay)
+    json.dump(result, sys.stdout)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

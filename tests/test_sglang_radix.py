@@ -1,0 +1,129 @@
+"""SGLang's SWA allocator with its radix cache (``sglang-radix``) under differential test, in the venv
+``scripts/sglang-venv`` makes (run in a subprocess; without that venv: a failure in CI, a skip elsewhere,
+as tests/test_sglang.py).
+
+One subprocess (``python -m swafloor.fuzz.sglang_radix_check``) imports SGLang once and runs:
+
+- the ci profile (seed 0) cut to ``EXAMPLES`` examples: it passes, with the generator on target (the
+  sharing generator's hit rate at least 30%) and SGLang's own tree hitting on most looked-up prompts;
+- every ``tests/regressions/sglang-radix-*.json`` replays as it expects, naming its class and verdict,
+  with SGLang's tree hitting (or, evicted first, missing) as the trace is built to show;
+- the same campaign with each of three bugs planted in SGLang's radix path: each is exit 1 with a
+  divergence at the step that shows it (``tables`` at a resize for a radix cut one page late,
+  ``data`` at a resume for a match handing out the next page, ``tables`` or ``data`` for a tree lock
+  that locks nothing), never a pass and never a crash.
+
+The hit rates are printed (``pytest -s``). The whole ci profile is run by hand:
+``.venv-sglang/bin/swafloor fuzz --backend sglang-radix --profile ci``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = Path(os.environ.get("SWAFLOOR_SGLANG_VENV") or ROOT / ".venv-sglang")
+PYTHON = VENV / "bin" / "python"
+TIMEOUT = 900
+EXAMPLES = 120  # the clean campaign's examples (the planted ones stop at their first divergence)
+REGRESSIONS = sorted((ROOT / "tests" / "regressions").glob("sglang-radix-*.json"))
+# What SGLang's tree must do on each trace (t = P = 4): a prompt of h tokens hits at most h - 1 of them,
+# page-floored (one token is always recomputed); the hit needs the window's SWA KV still in the tree.
+TREE = {
+    "sglang-radix-hit-on-finished.json": {"hits": 1, "hit_tokens": 4},  # 8-token prompt: floor_4(7)
+    "sglang-radix-hit-on-live-source.json": {"hits": 1, "hit_tokens": 8},  # 12-token prompt: floor_4(11)
+    "sglang-radix-tree-evicted.json": {"hits": 0, "hit_tokens": 0},  # the source's pages evicted first
+}
+
+
+def _need_venv() -> None:
+    if PYTHON.exists() and (VENV / ".swafloor-sglang-complete").exists():
+        return
+    message = f"the SGLang venv {VENV} is missing or incomplete: make it with scripts/sglang-venv"
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory):
+    _need_venv()
+    out = tmp_path_factory.mktemp("sglang-radix")
+    env = {**os.environ, "PYTHONPATH": "", "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.run(
+        [str(PYTHON), "-m", "swafloor.fuzz.sglang_radix_check", "--examples", str(EXAMPLES), "--out", str(out),
+         "--replay", *map(str, REGRESSIONS)],
+        cwd=out, env=env, capture_output=True, text=True, timeout=TIMEOUT,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout)
+
+
+def test_ci_profile_passes_with_sharing_on_target(checked):
+    clean = checked["clean"]
+    assert clean["exit"] == 0 and clean["result"] == "pass", json.dumps(clean.get("divergence"), indent=1)[:4000]
+    assert clean["backend"] == "sglang-radix" and clean["against"] == "reference"
+    assert (clean["profile"], clean["seed"]) == ("ci", 0) and clean["examples"] >= EXAMPLES
+    assert clean["discard_rate"] <= 0.05 and clean["swa_share"] >= 0.5, clean
+    assert clean["targets"]["met"] is True and clean["targets"]["hits_met"] is True, clean["targets"]
+    hits = checked["sglang_hits"]
+    print(f"\nsglang-radix, {clean['examples']} examples, {clean['steps']} steps: reference hit rate "
+          f"{clean['hit_rate']:.1%} of {clean['created_sharing']} requests created under sharing; SGLang's tree hit "
+          f"{hits['hits']} of the {hits['looked_up']} prompts it looked up ({hits['hit_tokens']} tokens), "
+          f"{hits['tree_evictions']} tree evictions; SWA share {clean['swa_share']:.1%}")
+    # SGLang's own tree is exercised: a share of the looked-up prompts hit (37% on seed 0: a prompt
+    # hits at most h - 1 tokens, page-floored), and it evicts.
+    assert hits["looked_up"] > 50 and hits["hits"] >= 0.25 * hits["looked_up"], hits
+    assert hits["tree_evictions"] > 0, hits
+
+
+@pytest.mark.parametrize("plant, ops, fields", [
+    ("radix-cut-one-page-late", {"resize"}, ("tables",)),
+    ("match-hands-next-page", {"resume"}, ("data",)),
+    # a prefix the tree no longer holds for its reader is evicted when another request needs pages:
+    # the reader's page is gone (tables) or, handed on and written, reads another id (data)
+    ("lock-takes-nothing", {"resume", "resize"}, ("tables", "data")),
+])
+def test_a_bug_planted_in_sglangs_radix_path_is_a_divergence_at_its_step(checked, plant, ops, fields):
+    report = checked["plants"][plant]
+    assert report["exit"] == 1 and report["result"] == "divergence", report
+    divergence = report["divergence"]
+    assert divergence["step"]["op"] in ops and divergence["field"].startswith(fields), divergence
+    assert not (isinstance(divergence["backend"], dict) and divergence["backend"].get("kind") == "crash"), divergence
+    assert "crash" not in divergence["reason"], divergence
+
+
+def test_regression_traces_replay_as_they_expect(checked):
+    assert {p.name for p in REGRESSIONS} == set(TREE), "a trace without its expected tree behaviour"
+    rows = checked["replays"]
+    assert len(rows) == len(REGRESSIONS)
+    for row in rows:
+        name = Path(row["file"]).name
+        assert row["backend"] == "sglang-radix", name
+        assert row["found"] and row["found"].get("class") and row["found"].get("verdict"), f"{name}: class and verdict"
+        assert row["expect"] == "match" and row["divergence"] is None, f"{name}: {json.dumps(row['divergence'])[:2000]}"
+        assert row["steps_run"] == row["steps"], name
+        tree = row["sglang"]
+        assert {k: tree[k] for k in TREE[name]} == TREE[name], f"{name}: SGLang's tree did {tree}"
+    assert checked["replays"][-1]["sglang"]["tree_evictions"] > 0  # tree-evicted (sorted last)
+
+
+def test_outside_its_venv_the_backend_refuses_cleanly_naming_the_script():
+    """Where SGLang is missing, building sglang-radix raises Unsupported naming scripts/sglang-venv."""
+    import importlib.util
+
+    from swafloor.fuzz.backends import resolve
+    from swafloor.fuzz.protocol import Unsupported
+    from swafloor.reference import AttentionLayer, Config
+
+    config = Config(4, [AttentionLayer(window=5), AttentionLayer()])
+    if importlib.util.find_spec("sglang") is not None:  # run inside SGLang's venv: it builds
+        assert resolve("sglang-radix").factory(config) is not None
+        return
+    with pytest.raises(Unsupported, match="scripts/sglang-venv"):
+        resolve("sglang-radix").factory(config)
