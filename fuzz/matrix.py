@@ -96,8 +96,10 @@ class Engine:
     probe: str  # "module:function" returning the probe's dict (run in the cell's process)
     strip_compiled: bool = False  # delete the release's compiled modules after installing it
     #: packages to add when the import fails on something no module of extra_modules gives (the folder,
-    #: what was already added) -> packages, or None
-    fallback: Callable[[Path, list[str]], list[str] | None] | None = None
+    #: what was already added, the probe's error) -> packages, or None
+    fallback: Callable[[Path, list[str], str], list[str] | None] | None = None
+    #: packages installed with every release, in one pip run after it (the folder) -> packages
+    with_release: Callable[[Path], list[str]] | None = None
 
     @property
     def venv_marker(self) -> str:
@@ -336,7 +338,7 @@ def _add_extras(release: str, venv: VllmVenv, folder: Path, extras: list[str], p
         if module in modules and modules[module] not in extras:
             adding = modules[module]
         else:
-            more = engine.fallback(folder, extras) if engine.fallback is not None else None
+            more = engine.fallback(folder, extras, str(found.get("error", ""))) if engine.fallback is not None else None
             if not more:
                 break
             adding = " ".join(more)
@@ -360,7 +362,10 @@ def _install(release: str, venv: VllmVenv, cache: Path, progress: Callable[[str]
         if engine.strip_compiled:
             for so in (partial / engine.name).rglob("*.so"):  # compiled kernels: never loaded by the block manager
                 so.unlink()
-        _add_extras(release, venv, partial, [], progress)
+        first = engine.with_release(partial) if engine.with_release is not None else []
+        if first:
+            _pip(venv, partial, first)
+        _add_extras(release, venv, partial, list(first), progress)
         if _marker(folder, engine) is None:  # a complete folder only ever appears by this rename
             shutil.rmtree(folder, ignore_errors=True)
             partial.rename(folder)
