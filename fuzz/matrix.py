@@ -1,4 +1,6 @@
-"""The ``vllm`` backends on every vLLM release: ``swafloor matrix vllm``.
+"""The ``vllm`` backends on every vLLM release: ``swafloor matrix vllm`` (and, with the engine as a
+parameter, :class:`Engine`, the SGLang backends on SGLang's releases: ``swafloor matrix sglang``, whose
+releases, extra modules and import probe are in :mod:`swafloor.fuzz.sglang_matrix`).
 
 Each release is installed once (``pip install --no-deps --target``) into a cache folder,
 ``~/.cache/swafloor/vllm/X`` (``$SWAFLOOR_CACHE`` or ``$XDG_CACHE_HOME`` move it; ``--cache`` too),
@@ -282,6 +284,11 @@ def _marker(folder: Path, engine: Engine | None = None) -> list[str] | None:
     return lines if lines[0] == engine.recipe else None
 
 
+def _extras(lines: list[str]) -> list[str]:
+    """The packages a marker lists as added beside the release."""
+    return [x for x in lines[2:] if x and not x.startswith(("probe: ", "table: "))]
+
+
 def _table(engine: Engine | None = None) -> str:
     modules = (engine or VLLM).extra_modules
     return "table: " + hashlib.sha256(json.dumps(modules, sort_keys=True).encode()).hexdigest()[:12]
@@ -317,7 +324,7 @@ def install(release: str, venv: VllmVenv, cache: Path, progress: Callable[[str],
             return done
         lines = _marker(cache / release, engine)
         if lines is not None:  # complete it in place
-            extras = [x for x in lines[2:] if "==" in x]
+            extras = _extras(lines)
             return _add_extras(release, venv, cache / release, extras, progress)
         return _install(release, venv, cache, progress)
 
@@ -371,7 +378,7 @@ def _install(release: str, venv: VllmVenv, cache: Path, progress: Callable[[str]
             partial.rename(folder)
     finally:
         shutil.rmtree(partial, ignore_errors=True)
-    extras = [x for x in (_marker(folder, engine) or [])[2:] if "==" in x]
+    extras = _extras(_marker(folder, engine) or [])
     size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / 1e6
     progress(f"installed {engine.title} {release} in {time.perf_counter() - started:.0f} s ({size:.0f} MB)"
              + (f" (with {', '.join(extras)})" if extras else ""))

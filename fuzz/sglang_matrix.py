@@ -18,7 +18,7 @@ Each release is installed with ``pip install --no-deps --target`` into ``~/.cach
 beside the pinned SGLang venv's dependencies (``scripts/sglang-venv``); compiled modules are kept (the
 allocator path imports none of the CUDA ones). With it, in one pip run, go the packages of
 :data:`EXTRA_MODULES` (modules the import paths of some releases need and the pinned venv lacks, found
-by trying 0.5.14) and the release's own ``transformers==`` pin (what it was released against). When the
+by trying the releases) and the release's own ``transformers==`` pin (what it was released against). When the
 import then fails for want of another module :data:`EXTRA_MODULES` gives, that is added; when
 transformers' own check names a range for a package (``tokenizers>=a,<=b is required``), that
 requirement is added.
@@ -41,6 +41,7 @@ EXTRA_MODULES = {
     "openai": "openai==2.8.0", "partial_json_parser": "partial-json-parser==0.2.1.1.post7",
     "distro": "distro==1.9.0", "jiter": "jiter==0.12.0", "httpx": "httpx==0.28.1", "httpcore": "httpcore==1.0.9",
     "sniffio": "sniffio==1.3.1", "einops": "einops==0.8.1",
+    "xgrammar": "xgrammar==0.2.1",  # 0.5.16-0.5.19 import it at load (their function-call parser); their own pin
 }
 
 
