@@ -16,9 +16,9 @@ was the scheduler's).
 
 Each release is installed with ``pip install --no-deps --target`` into ``~/.cache/swafloor/sglang/X``
 beside the pinned SGLang venv's dependencies (``scripts/sglang-venv``); compiled modules are kept (the
-allocator path imports none of the CUDA ones). With it, in one pip run, go the packages of
+allocator path imports none of the CUDA ones). With it, in one pip run, go the small packages of
 :data:`EXTRA_MODULES` (modules the import paths of some releases need and the pinned venv lacks, found
-by trying the releases) and the release's own ``transformers==`` pin (what it was released against). When the
+by trying the releases; the large ``xgrammar`` only when the import asks for it) and the release's own ``transformers==`` pin (what it was released against). When the
 import then fails for want of another module :data:`EXTRA_MODULES` gives, that is added; when
 transformers' own check names a range for a package (``tokenizers>=a,<=b is required``), that
 requirement is added.
@@ -55,11 +55,17 @@ def _transformers_pin(folder: Path) -> str | None:
     return None
 
 
+#: Modules of :data:`EXTRA_MODULES` added only when a release's import asks for them (large: xgrammar
+#: is 114 MB installed); the others go with every release.
+ON_DEMAND = frozenset({"xgrammar"})
+
+
 def _with_release(folder: Path) -> list[str]:
-    """Installed with every release, in one pip run: the packages of :data:`EXTRA_MODULES` (none is in
-    the pinned venv) and the release's own transformers pin."""
+    """Installed with every release, in one pip run: the small packages of :data:`EXTRA_MODULES` (none
+    is in the pinned venv) and the release's own transformers pin."""
     pin = _transformers_pin(folder)
-    return list(dict.fromkeys(" ".join(EXTRA_MODULES.values()).split())) + ([pin] if pin else [])
+    small = " ".join(v for k, v in EXTRA_MODULES.items() if k not in ON_DEMAND)
+    return list(dict.fromkeys(small.split())) + ([pin] if pin else [])
 
 
 def _fallback(folder: Path, extras: list[str], error: str) -> list[str] | None:

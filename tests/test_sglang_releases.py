@@ -2,8 +2,9 @@
 
 The release is installed by the matrix's own code (cached under ~/.cache/swafloor/sglang), so a fresh
 machine downloads it once: 0.5.14's wheel (12 MB), its own transformers pin and the few modules its
-import path needs beyond the pinned venv (about 110 MB kept). Measured here (2 shared cores, wheels
-in pip's cache): install 46 s, the two cells 15 s. Like tests/test_sglang.py, the test needs the
+import path needs beyond the pinned venv (127 MB kept). Measured here (2 shared cores, load about 4):
+49 s from nothing (empty ~/.cache/swafloor, ``PIP_NO_CACHE_DIR=1``: install 30 s, cells about 20 s),
+22 s with the release cached. Like tests/test_sglang.py, the test needs the
 pinned SGLang venv: without it it fails in CI (``CI=true``) and is skipped, with the command that makes
 it, elsewhere.
 """
