@@ -1,11 +1,12 @@
 """The ``sglang`` backends on SGLang's releases: ``swafloor matrix sglang`` (the machinery is
 :mod:`swafloor.fuzz.matrix`'s, with :data:`SGLANG` as the engine).
 
-How the supported releases were chosen (read from each release's wheel on PyPI, 2026-12):
-``SWATokenToKVPoolAllocator`` and ``SWAKVPool`` exist from 0.4.10 (in ``mem_cache.allocator`` /
-``mem_cache.memory_pool``; from 0.5.8 in ``mem_cache.swa_memory_pool``, the allocator from 0.5.13 in
-``mem_cache.allocator.swa``). Before 0.5.8 SWA slots were freed only by the chunk cache during
-chunked prefill (``ChunkCache.evict_swa``), never at decode; from 0.5.8 to 0.5.13 the decode-time
+How the supported releases were chosen (read from the wheels on PyPI of 0.4.10.post2, 0.5.1.post3,
+0.5.3.post3, 0.5.5.post3, 0.5.7, 0.5.8.post1, 0.5.9 and every patch line from 0.5.10.post1, 2026-12):
+``SWATokenToKVPoolAllocator`` and ``SWAKVPool`` exist already in 0.4.10.post2, the oldest read (in
+``mem_cache.allocator`` / ``mem_cache.memory_pool``; from 0.5.8 in ``mem_cache.swa_memory_pool``, the
+allocator from 0.5.13 in ``mem_cache.allocator.swa``). Before 0.5.8 the only SWA eviction is the chunk
+cache's ``ChunkCache.evict_swa``, no decode-time one; from 0.5.8 to 0.5.13 the decode-time
 eviction is inline in the scheduler's ``ScheduleBatch._evict_swa``, not a function of ``mem_cache``;
 ``free_swa_out_of_window_slots`` (``mem_cache.common``), the piece the backends drive, appears in
 0.5.14. The supported list is every patch line from 0.5.14 to the pinned 0.5.23, each at its latest

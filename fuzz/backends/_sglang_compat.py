@@ -16,7 +16,7 @@ Nothing here reads a version string to decide anything (the version is only quot
   ``SWAKVPool`` (``mem_cache.swa_memory_pool``, else ``mem_cache.memory_pool``), ``ReqToTokenPool``
   and ``free_swa_out_of_window_slots`` (``mem_cache.common``). A release without one is
   :class:`Unsupported` naming it: before the function existed the eviction was inline in the
-  scheduler's ``ScheduleBatch._evict_swa`` (which does not import on a CPU), and before that there was
+  scheduler's ``ScheduleBatch._evict_swa`` (a method of the scheduler's batch, not driven), and before that there was
   no decode-time eviction at all.
 - constructors are called with the arguments their signatures name (``enable_kvcache_transpose``
   appears and goes, for instance).
@@ -152,7 +152,7 @@ def load(stand_in_torchvision: Callable[[], None]) -> dict[str, Any]:
                 raise
             except Unsupported as exc:
                 raise Unsupported(f"{exc}: its SWA eviction is inline in the scheduler (ScheduleBatch._evict_swa, "
-                                  "not importable on a CPU) or absent; the adapter drives the function") from None
+                                  "not driven) or absent; the adapter drives the function") from None
             try:
                 parts["free_kv_row_segments"] = _find("free_kv_row_segments", ("sglang.srt.mem_cache.common",))
             except Unsupported:
