@@ -1,4 +1,6 @@
-"""The ``vllm`` backends on every vLLM release: ``swafloor matrix vllm``.
+"""The ``vllm`` backends on every vLLM release: ``swafloor matrix vllm`` (and, with the engine as a
+parameter, :class:`Engine`, the SGLang backends on SGLang's releases: ``swafloor matrix sglang``, whose
+releases, extra modules and import probe are in :mod:`swafloor.fuzz.sglang_matrix`).
 
 Each release is installed once (``pip install --no-deps --target``) into a cache folder,
 ``~/.cache/swafloor/vllm/X`` (``$SWAFLOOR_CACHE`` or ``$XDG_CACHE_HOME`` move it; ``--cache`` too),
@@ -26,6 +28,7 @@ re-points it when run again).
 from __future__ import annotations
 
 import fcntl
+import importlib
 import hashlib
 import json
 import os
@@ -43,7 +46,8 @@ import attrs
 from swafloor.reference import SwafloorError
 
 __all__ = [
-    "RELEASES", "BACKENDS", "EXTRA_MODULES", "DEFAULT_EXAMPLES", "MatrixError", "Cell", "VllmVenv",
+    "RELEASES", "BACKENDS", "EXTRA_MODULES", "DEFAULT_EXAMPLES", "MatrixError", "Cell", "VllmVenv", "Engine", "VLLM",
+    "engine_named",
     "release_key", "select_releases", "cache_root", "install", "find_venv", "run_cell", "run_release", "replay_cell", "replay_traces",
     "bisect", "domain",
 ]
@@ -75,6 +79,62 @@ MARKER = ".swafloor-vllm-release"
 RECIPE = "swafloor-vllm-release/1"
 CELL_TIMEOUT = 1800  # seconds for one cell's subprocess: a hang still ends
 
+
+@attrs.frozen
+class Engine:
+    """What the matrix needs to know of one engine: its releases, backends, cache, venv and import probe.
+    :data:`VLLM` is the vLLM one; ``swafloor.fuzz.sglang_matrix.SGLANG`` SGLang's."""
+
+    name: str  # the command's engine argument, the cache's sub-folder, the distribution on PyPI
+    title: str  # for messages: vLLM, SGLang
+    releases: tuple[str, ...]
+    backends: tuple[str, ...]
+    default_backends: tuple[str, ...]
+    extra_modules: dict[str, str]
+    first_why: str  # why releases[0] is the first supported release
+    venv_script: str
+    venv_env: str
+    venv_dir: str
+    probe: str  # "module:function" returning the probe's dict (run in the cell's process)
+    strip_compiled: bool = False  # delete the release's compiled modules after installing it
+    #: packages to add when the import fails on something no module of extra_modules gives (the folder,
+    #: what was already added, the probe's error) -> packages, or None
+    fallback: Callable[[Path, list[str], str], list[str] | None] | None = None
+    #: packages installed with every release, in one pip run after it (the folder) -> packages
+    with_release: Callable[[Path], list[str]] | None = None
+
+    @property
+    def venv_marker(self) -> str:
+        return f".swafloor-{self.name}-complete"
+
+    @property
+    def marker(self) -> str:
+        return MARKER if self.name == "vllm" else f".swafloor-{self.name}-release"
+
+    @property
+    def recipe(self) -> str:
+        return RECIPE if self.name == "vllm" else f"swafloor-{self.name}-release/1"
+
+
+VLLM = Engine(
+    name="vllm", title="vLLM", releases=RELEASES, backends=BACKENDS, default_backends=DEFAULT_BACKENDS,
+    extra_modules=EXTRA_MODULES,
+    first_why="the first release whose v1 manager has a sliding-window manager (SlidingWindowSpec)",
+    venv_script="scripts/vllm-venv", venv_env="SWAFLOOR_VLLM_VENV", venv_dir=".venv-vllm",
+    probe="swafloor.fuzz.matrix:_probe_main", strip_compiled=True,
+)
+
+
+def engine_named(name: str) -> Engine:
+    """The engine of ``swafloor matrix NAME``."""
+    if name == "vllm":
+        return VLLM
+    if name == "sglang":
+        from .sglang_matrix import SGLANG
+
+        return SGLANG
+    raise MatrixError(f"engine={name[:40]!r}: one of vllm, sglang")
+
 _VERSION = re.compile(r"^[0-9]+(\.[0-9]+){1,3}(\.?post[0-9]+)?$")
 
 
@@ -89,21 +149,24 @@ def release_key(version: str) -> tuple[int, ...]:
     return tuple(numbers + [0] * (4 - len(numbers))) + (int(post) if post else -1,)
 
 
-def _check_version(text: str, field: str) -> str:
+def _check_version(text: str, field: str, engine: "Engine | None" = None) -> str:
     if not isinstance(text, str) or not _VERSION.match(text) or len(text) > 30:
-        raise MatrixError(f"{field}={text[:40]!r}: not a vLLM release number (like 0.9.2 or 0.8.5.post1)")
+        example = "0.9.2 or 0.8.5.post1" if engine is None or engine.name == "vllm" else "0.5.14 or 0.5.15.post1"
+        raise MatrixError(f"{field}={text[:40]!r}: not a {(engine or VLLM).title} release number (like {example})")
     return text
 
 
-def select_releases(spec: str | None) -> tuple[str, ...]:
+def select_releases(spec: str | None, engine: "Engine | None" = None) -> tuple[str, ...]:
     """``A..B`` (the supported releases from A to B, either end may be left out), a comma-separated
     list (any release numbers), or None (every supported release)."""
+    engine = engine or VLLM
+    RELEASES = engine.releases  # noqa: N806
     if spec is None or spec == "..":
         return RELEASES
     if ".." in spec.replace("...", "\0"):
         low, _, high = spec.partition("..")
-        lo = release_key(_check_version(low, "--releases")) if low else (0,)
-        hi = release_key(_check_version(high, "--releases")) if high else (10**9,)
+        lo = release_key(_check_version(low, "--releases", engine)) if low else (0,)
+        hi = release_key(_check_version(high, "--releases", engine)) if high else (10**9,)
         chosen = tuple(r for r in RELEASES if lo <= release_key(r) <= hi)
         if not chosen:
             raise MatrixError(f"--releases={spec!r}: no supported release in that range ({RELEASES[0]}..{RELEASES[-1]})")
@@ -112,15 +175,14 @@ def select_releases(spec: str | None) -> tuple[str, ...]:
     if not all(items):
         raise MatrixError(f"--releases={spec[:60]!r}: an empty item")
     for item in items:
-        _check_version(item, "--releases")
+        _check_version(item, "--releases", engine)
         if release_key(item) < release_key(RELEASES[0]):
-            raise MatrixError(f"--releases={item!r}: before {RELEASES[0]}, the first release whose v1 manager has "
-                              "a sliding-window manager (SlidingWindowSpec)")
+            raise MatrixError(f"--releases={item!r}: before {RELEASES[0]}, {engine.first_why}")
     return tuple(sorted(dict.fromkeys(items), key=release_key))
 
 
 def domain(names: Iterable[str] = DEFAULT_BACKENDS) -> str:
-    """The generated domain of the vLLM backends, in one line (what their campaigns never exercise):
+    """The generated domain of the backends (the vLLM ones by default), in one line (what their campaigns never exercise):
     what every one keeps out, then what only some do."""
     from .backends import resolve
     from .runner import domain_of
@@ -140,29 +202,36 @@ def _checkout() -> Path:
 class VllmVenv:
     path: Path
     python: Path
-    pinned: str  # the vLLM release the venv holds
+    pinned: str  # the release the venv holds
+    engine: str = "vllm"  # whose venv: vllm, sglang
+
+    @property
+    def spec(self) -> Engine:
+        return engine_named(self.engine)
 
 
-def find_venv(option: str | Path | None = None) -> VllmVenv:
-    """The pinned vLLM venv: ``option``, else ``$SWAFLOOR_VLLM_VENV``, else this checkout's ``.venv-vllm``.
-    Raises :class:`MatrixError` (one line) when it is missing, incomplete, or runs another checkout."""
-    where = Path(option or os.environ.get("SWAFLOOR_VLLM_VENV") or _checkout() / ".venv-vllm")
+def find_venv(option: str | Path | None = None, engine: Engine | None = None) -> VllmVenv:
+    """The engine's pinned venv (vLLM's by default): ``option``, else its ``$SWAFLOOR_..._VENV``, else this
+    checkout's ``.venv-vllm`` / ``.venv-sglang``. Raises :class:`MatrixError` (one line) when it is
+    missing, incomplete, or runs another checkout."""
+    engine = engine or VLLM
+    where = Path(option or os.environ.get(engine.venv_env) or _checkout() / engine.venv_dir)
     python = where / "bin" / "python"
-    if not python.exists() or not (where / ".swafloor-vllm-complete").exists():
-        raise MatrixError(f"the vLLM venv {where} is missing or incomplete: make it with scripts/vllm-venv "
-                          "(or name one with --vllm-venv)")
+    if not python.exists() or not (where / engine.venv_marker).exists():
+        raise MatrixError(f"the {engine.title} venv {where} is missing or incomplete: make it with {engine.venv_script} "
+                          f"(or name one with --{engine.name}-venv)")
     probe = ("import importlib.metadata as m, os, swafloor.fuzz.matrix as x; "
-             "print(m.version('vllm')); print(os.path.realpath(x.__file__))")
+             f"print(m.version({engine.name!r})); print(os.path.realpath(x.__file__))")
     out = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, env=_env(None), cwd="/",
                          timeout=300)
     if out.returncode != 0:
-        raise MatrixError(f"the vLLM venv {where} does not run swafloor: {_last_line(out.stderr)}")
+        raise MatrixError(f"the {engine.title} venv {where} does not run swafloor: {_last_line(out.stderr)}")
     pinned, module = out.stdout.split("\n")[:2]
     here = os.path.realpath(__file__)
     if module.strip() != here:
-        raise MatrixError(f"the vLLM venv {where} runs swafloor from {Path(module).parent.parent}, not this checkout "
-                          f"({_checkout()}): run scripts/vllm-venv here to re-point it")
-    return VllmVenv(where, python, pinned.strip())
+        raise MatrixError(f"the {engine.title} venv {where} runs swafloor from {Path(module).parent.parent}, not this "
+                          f"checkout ({_checkout()}): run {engine.venv_script} here to re-point it")
+    return VllmVenv(where, python, pinned.strip(), engine.name)
 
 
 def _env(release_dir: Path | None) -> dict[str, str]:
@@ -179,17 +248,18 @@ def _last_line(text: str) -> str:
 
 
 # ----------------------------------------------------------------------------- installing a release
-def cache_root(option: str | Path | None = None) -> Path:
+def cache_root(option: str | Path | None = None, engine: str = "vllm") -> Path:
     if option:
         return Path(option)
     if os.environ.get("SWAFLOOR_CACHE"):
-        return Path(os.environ["SWAFLOOR_CACHE"]) / "vllm"
+        return Path(os.environ["SWAFLOOR_CACHE"]) / engine
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "swafloor" / "vllm"
+    return Path(base) / "swafloor" / engine
 
 
 def _probe(venv: VllmVenv, folder: Path) -> dict[str, Any]:
-    out = subprocess.run([str(venv.python), "-m", "swafloor.fuzz.matrix", "probe"], capture_output=True, text=True,
+    out = subprocess.run([str(venv.python), "-m", "swafloor.fuzz.matrix", "probe", "--engine", venv.engine],
+                         capture_output=True, text=True,
                          env=_env(folder), cwd=str(folder), timeout=600)
     try:
         return json.loads(out.stdout.strip().splitlines()[-1])
@@ -205,29 +275,36 @@ def _pip(venv: VllmVenv, target: Path, packages: Sequence[str]) -> None:
         raise MatrixError(f"pip install {' '.join(packages)} failed: {_last_line(out.stderr)}")
 
 
-def _marker(folder: Path) -> list[str] | None:
-    marker = folder / MARKER
+def _marker(folder: Path, engine: Engine | None = None) -> list[str] | None:
+    engine = engine or VLLM
+    marker = folder / engine.marker
     if not marker.exists():
         return None
     lines = marker.read_text(encoding="utf-8").split("\n")
-    return lines if lines[0] == RECIPE else None
+    return lines if lines[0] == engine.recipe else None
 
 
-def _table() -> str:
-    return "table: " + hashlib.sha256(json.dumps(EXTRA_MODULES, sort_keys=True).encode()).hexdigest()[:12]
+def _extras(lines: list[str]) -> list[str]:
+    """The packages a marker lists as added beside the release."""
+    return [x for x in lines[2:] if x and not x.startswith(("probe: ", "table: "))]
 
 
-def _stale(lines: list[str]) -> bool:
+def _table(engine: Engine | None = None) -> str:
+    modules = (engine or VLLM).extra_modules
+    return "table: " + hashlib.sha256(json.dumps(modules, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _stale(lines: list[str], engine: Engine | None = None) -> bool:
     """Whether an install whose import failed was made with another :data:`EXTRA_MODULES` (or recorded
     no probe): it is then completed in place."""
     probe = next((line for line in lines if line.startswith("probe: ")), None)
-    return probe is None or (probe != "probe: ok" and _table() not in lines)
+    return probe is None or (probe != "probe: ok" and _table(engine) not in lines)
 
 
-def installed(release: str, cache: Path) -> Path | None:
+def installed(release: str, cache: Path, engine: Engine | None = None) -> Path | None:
     """The release's folder when it is installed and complete."""
-    lines = _marker(cache / release)
-    return cache / release if lines is not None and not _stale(lines) else None
+    lines = _marker(cache / release, engine)
+    return cache / release if lines is not None and not _stale(lines, engine) else None
 
 
 def install(release: str, venv: VllmVenv, cache: Path, progress: Callable[[str], None] = lambda s: None) -> Path | None:
@@ -235,60 +312,75 @@ def install(release: str, venv: VllmVenv, cache: Path, progress: Callable[[str],
     install whose import wanted a module :data:`EXTRA_MODULES` now gives is completed in place."""
     if release == venv.pinned:
         return None
-    done = installed(release, cache)
+    engine = venv.spec
+    done = installed(release, cache, engine)
     if done is not None:
         return done
     cache.mkdir(parents=True, exist_ok=True)
     with open(cache / f".{release}.lock", "w") as lock:  # one install of a release at a time
         fcntl.flock(lock, fcntl.LOCK_EX)
-        done = installed(release, cache)
+        done = installed(release, cache, engine)
         if done is not None:
             return done
-        lines = _marker(cache / release)
+        lines = _marker(cache / release, engine)
         if lines is not None:  # complete it in place
-            extras = [x for x in lines[2:] if "==" in x]
+            extras = _extras(lines)
             return _add_extras(release, venv, cache / release, extras, progress)
         return _install(release, venv, cache, progress)
 
 
 def _add_extras(release: str, venv: VllmVenv, folder: Path, extras: list[str], progress: Callable[[str], None]) -> Path:
-    """Add the modules the release's import wants from :data:`EXTRA_MODULES`, then write the marker."""
+    """Add the modules the release's import wants from the engine's extra modules (:data:`EXTRA_MODULES`
+    for vLLM), then write the marker."""
+    engine = venv.spec
+    modules = engine.extra_modules
     outcome = "ok"
-    for _ in range(len(EXTRA_MODULES) + 1):
+    for _ in range(len(modules) + 3):
         found = _probe(venv, folder)
         if found.get("ok"):
             outcome = "ok"
             break
         module = found.get("missing")
         outcome = f"missing {module}" if module else "fails"
-        if module not in EXTRA_MODULES or EXTRA_MODULES[module] in extras:
-            break
-        progress(f"vLLM {release} imports {module}: adding {EXTRA_MODULES[module]}")
-        _pip(venv, folder, EXTRA_MODULES[module].split())
-        extras.append(EXTRA_MODULES[module])
-    (folder / MARKER).write_text("\n".join([RECIPE, f"vllm=={release}", *extras, f"probe: {outcome}", _table()])
-                                 + "\n", encoding="utf-8")
+        if module in modules and modules[module] not in extras:
+            adding = modules[module]
+        else:
+            more = engine.fallback(folder, extras, str(found.get("error", ""))) if engine.fallback is not None else None
+            if not more:
+                break
+            adding = " ".join(more)
+        progress(f"{engine.title} {release} imports {module or 'fails'}: adding {adding}")
+        _pip(venv, folder, adding.split())
+        extras.append(adding)
+    (folder / engine.marker).write_text("\n".join([engine.recipe, f"{engine.name}=={release}", *extras,
+                                                   f"probe: {outcome}", _table(engine)]) + "\n", encoding="utf-8")
     return folder
 
 
 def _install(release: str, venv: VllmVenv, cache: Path, progress: Callable[[str], None]) -> Path:
+    engine = venv.spec
     folder = cache / release
     partial = cache / f".{release}.partial-{os.getpid()}"
     shutil.rmtree(partial, ignore_errors=True)
     started = time.perf_counter()
-    progress(f"installing vLLM {release} into {folder}")
+    progress(f"installing {engine.title} {release} into {folder}")
     try:
-        _pip(venv, partial, [f"vllm=={release}"])
-        for so in (partial / "vllm").rglob("*.so"):  # compiled kernels: never loaded by the block manager
-            so.unlink()
-        _add_extras(release, venv, partial, [], progress)
-        if _marker(folder) is None:  # a complete folder only ever appears by this rename
+        _pip(venv, partial, [f"{engine.name}=={release}"])
+        if engine.strip_compiled:
+            for so in (partial / engine.name).rglob("*.so"):  # compiled kernels: never loaded by the block manager
+                so.unlink()
+        first = engine.with_release(partial) if engine.with_release is not None else []
+        if first:
+            _pip(venv, partial, first)
+        _add_extras(release, venv, partial, list(first), progress)
+        if _marker(folder, engine) is None:  # a complete folder only ever appears by this rename
             shutil.rmtree(folder, ignore_errors=True)
             partial.rename(folder)
     finally:
         shutil.rmtree(partial, ignore_errors=True)
-    extras = [x for x in (_marker(folder) or [])[2:] if "==" in x]
-    progress(f"installed vLLM {release} in {time.perf_counter() - started:.0f} s"
+    extras = _extras(_marker(folder, engine) or [])
+    size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / 1e6
+    progress(f"installed {engine.title} {release} in {time.perf_counter() - started:.0f} s ({size:.0f} MB)"
              + (f" (with {', '.join(extras)})" if extras else ""))
     return folder
 
@@ -309,7 +401,8 @@ class Cell:
     steps: int = 0
     seconds: float = 0.0
     discard_rate: float | None = None
-    vllm: str | None = None  # the version the cell imported
+    vllm: str | None = None  # the version the cell imported (vLLM)
+    sglang: str | None = None  # the version the cell imported (SGLang)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in attrs.asdict(self).items() if v is not None}
@@ -358,8 +451,8 @@ def run_release(release: str, backends: Sequence[str], venv: VllmVenv, cache: Pa
         return [Cell(release, b, "error", why=f"install failed: {exc}"[:300]) for b in backends]
     cell_out = out_dir / release
     cell_out.mkdir(parents=True, exist_ok=True)
-    args = ["cell", "--release", release, "--examples", str(examples), "--seed", str(seed), "--out",
-            str(cell_out.resolve())]
+    args = ["cell", "--engine", venv.engine, "--release", release, "--examples", str(examples), "--seed", str(seed),
+            "--out", str(cell_out.resolve())]
     for backend in backends:
         args += ["--backend", backend]
     data, stderr = _run_child(venv, folder, args)
@@ -384,7 +477,7 @@ def replay_traces(release: str, trace_files: Sequence[Path], venv: VllmVenv, cac
         folder = install(release, venv, cache, progress)
     except (MatrixError, subprocess.SubprocessError, OSError) as exc:
         return [{"release": release, "verdict": "error", "why": f"install failed: {exc}"[:300]} for _ in trace_files]
-    args = ["replay", "--release", release, *(str(Path(t).resolve()) for t in trace_files)]
+    args = ["replay", "--engine", venv.engine, "--release", release, *(str(Path(t).resolve()) for t in trace_files)]
     if backend:
         args += ["--backend", backend]
     data, stderr = _run_child(venv, folder, args)
@@ -430,15 +523,15 @@ def bisect(releases: Sequence[str], verdict_of: Callable[[str], str]) -> dict[st
 
 
 # ----------------------------------------------------------------------------- inside a cell's process
-def _imported_release(release: str) -> str | None:
-    """None when the vLLM imported here is ``release``; else what is wrong (one line)."""
+def _imported_release(release: str, engine: str = "vllm") -> str | None:
+    """None when the engine imported here (vLLM by default) is ``release``; else what is wrong (one line)."""
+    import importlib
     import importlib.metadata
 
-    import vllm
-
-    got = importlib.metadata.version("vllm")
+    module = importlib.import_module(engine)
+    got = importlib.metadata.version(engine)
     if got != release:
-        return f"imported vLLM {got} from {Path(vllm.__path__[0]).parent}, not {release}"
+        return f"imported {engine_named(engine).title} {got} from {Path(module.__path__[0]).parent}, not {release}"
     return None
 
 
@@ -464,7 +557,7 @@ def _cell_main(release: str, backend: str, args) -> dict[str, Any]:
         resolved.run_prepare()
     except Unsupported as exc:
         return {**base, "result": "unsupported", "why": str(exc)}
-    wrong = _imported_release(release)
+    wrong = _imported_release(release, args.engine)
     if wrong:
         return {**base, "result": "error", "why": wrong}
     try:
@@ -474,7 +567,7 @@ def _cell_main(release: str, backend: str, args) -> dict[str, Any]:
     except Error as exc:
         return {**base, "result": "error", "why": f"{type(exc).__name__}: {exc}"[:300]}
     data = {**base, "result": result.result, "examples": result.examples, "steps": result.steps,
-            "discard_rate": round(result.discard_rate, 4), "vllm": release}
+            "discard_rate": round(result.discard_rate, 4), args.engine: release}
     if result.divergence is not None:
         d = result.divergence
         data.update(part=d.field.split("[")[0], step_index=d.step_index,
@@ -499,7 +592,7 @@ def _replay_main(args, path: Path) -> dict[str, Any]:
         resolve(name).run_prepare()
     except Unsupported as exc:
         return {"release": args.release, "verdict": "unsupported", "why": str(exc)}
-    wrong = _imported_release(args.release)
+    wrong = _imported_release(args.release, args.engine)
     if wrong:
         return {"release": args.release, "verdict": "error", "why": wrong}
     try:
@@ -531,16 +624,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m swafloor.fuzz.matrix")
     sub = parser.add_subparsers(dest="what", required=True)
     cell = sub.add_parser("cell")
+    cell.add_argument("--engine", default="vllm", choices=("vllm", "sglang"))
     cell.add_argument("--release", required=True)
-    cell.add_argument("--backend", required=True, choices=BACKENDS, action="append")
+    cell.add_argument("--backend", required=True, action="append")
     cell.add_argument("--examples", type=int, default=DEFAULT_EXAMPLES)
     cell.add_argument("--seed", type=int, default=SEED)
     cell.add_argument("--out", type=Path, required=True)
     rep = sub.add_parser("replay")
+    rep.add_argument("--engine", default="vllm", choices=("vllm", "sglang"))
     rep.add_argument("--release", required=True)
-    rep.add_argument("--backend", choices=BACKENDS)
+    rep.add_argument("--backend")
     rep.add_argument("trace", type=Path, nargs="+")
-    sub.add_parser("probe")
+    probe = sub.add_parser("probe")
+    probe.add_argument("--engine", default="vllm", choices=("vllm", "sglang"))
     args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # the parent reports an interruption
     real_stdout = sys.stdout
@@ -551,7 +647,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.what == "replay":
             data = _replays_main(args)
         else:
-            data = _probe_main()
+            module, _, function = engine_named(args.engine).probe.partition(":")
+            data = getattr(importlib.import_module(module), function)()
     finally:
         sys.stdout = real_stdout
     print(json.dumps(data), flush=True)

@@ -4,6 +4,7 @@ tests/test_vllm_releases.py, in the vLLM venv."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -153,3 +154,122 @@ def test_bisect_skips_releases_that_cannot_run_the_trace():
     found = matrix.bisect(releases, verdicts.__getitem__)
     assert found["changes"] and found["first"] == releases[6] and found["before"] == releases[3]
     assert set(found["skipped"]) <= {releases[4], releases[5]} and found["skipped"]
+
+
+# ----------------------------------------------------------------------------- swafloor matrix sglang
+def test_sglang_releases_and_selection():
+    from swafloor.fuzz import sglang_matrix
+
+    sg = matrix.engine_named("sglang")
+    assert sg.releases == sglang_matrix.RELEASES and sg.backends == ("sglang", "sglang-lazy")
+    assert sg.releases[0] == "0.5.14" and sg.releases[-1] == "0.5.23"
+    assert list(sg.releases) == sorted(sg.releases, key=matrix.release_key)
+    # one per patch line, 0.5.14 .. 0.5.23
+    assert sorted({matrix.release_key(r)[2] for r in sg.releases}) == list(range(14, 24))
+    assert matrix.select_releases(None, sg) == sg.releases
+    assert matrix.select_releases("0.5.20..", sg) == ("0.5.20", "0.5.21", "0.5.22", "0.5.23")
+    assert matrix.select_releases("..0.5.15.post1", sg) == ("0.5.14", "0.5.15.post1")
+    assert matrix.select_releases("0.5.15,0.5.14", sg) == ("0.5.14", "0.5.15")
+    with pytest.raises(matrix.MatrixError, match="free_swa_out_of_window_slots"):
+        matrix.select_releases("0.5.13.post1", sg)
+    with pytest.raises(matrix.MatrixError, match="SGLang release number"):
+        matrix.select_releases("x", sg)
+    assert matrix.select_releases(None) == matrix.RELEASES  # vLLM's stays the default
+    assert matrix.cache_root(None, "sglang").name == "sglang" and matrix.cache_root().name == "vllm"
+    with pytest.raises(matrix.MatrixError):
+        matrix.engine_named("trt")
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--releases", "0.5.13"], "before 0.5.14"),
+    (["--releases", "bad"], "--releases='bad'"),
+    (["--backends", "sglang,vllm"], "each must be one of sglang, sglang-lazy"),
+    (["--vllm-venv", "/x"], "--vllm-venv is for swafloor matrix vllm"),
+    (["--sglang-venv", "/nonexistent/venv"], "make it with scripts/sglang-venv"),
+])
+def test_sglang_bad_arguments_exit_2_with_one_line(argv, needle, tmp_path):
+    out = subprocess.run([sys.executable, "-m", "swafloor", "matrix", "sglang", *argv], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=120)
+    assert out.returncode == 2, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], out.stderr
+    assert out.stdout == ""
+
+
+def test_sglang_json_report(monkeypatch, capsys, tmp_path):
+    """The handler's JSON, with the venv and the cells stood in for: the engine, its default backends,
+    its venv and cache, and exit 1 on a divergence."""
+    from swafloor import cli
+
+    venv = matrix.VllmVenv(tmp_path, tmp_path / "python", "0.5.23", "sglang")
+    seen = {}
+
+    def find_venv(option=None, engine=None):
+        seen["venv"] = (option, engine.name)
+        return venv
+
+    def run_release(release, backends, venv_, cache, out_dir, **kwargs):
+        seen.setdefault("cache", cache)
+        if release == "0.5.23":
+            return [matrix.Cell(release, b, "divergence", part="tables", step_index=3, trace_file="t.json", sglang=release)
+                    for b in backends]
+        return [matrix.Cell(release, b, "pass", examples=7, sglang=release) for b in backends]
+
+    monkeypatch.setattr(matrix, "find_venv", find_venv)
+    monkeypatch.setattr(matrix, "run_release", run_release)
+    code = cli.main(["matrix", "sglang", "--releases", "0.5.22,0.5.23", "--examples", "7", "--json",
+                     "--sglang-venv", str(tmp_path), "--out", str(tmp_path / "out")])
+    out = capsys.readouterr()
+    report = json.loads(out.out)
+    assert code == 1 and seen["venv"] == (str(tmp_path), "sglang") and seen["cache"].name == "sglang"
+    assert report["engine"] == "sglang" and report["backends"] == ["sglang", "sglang-lazy"]
+    assert report["releases"] == ["0.5.22", "0.5.23"] and report["pinned"] == "0.5.23" and report["examples"] == 7
+    assert report["command"] == "swafloor matrix sglang --releases 0.5.22,0.5.23 --examples 7"
+    assert report["domain"] == matrix.domain(["sglang", "sglang-lazy"])
+    assert [(c["release"], c["backend"], c["result"]) for c in report["cells"]] == [
+        ("0.5.22", "sglang", "pass"), ("0.5.22", "sglang-lazy", "pass"),
+        ("0.5.23", "sglang", "divergence"), ("0.5.23", "sglang-lazy", "divergence")]
+    assert report["cells"][2]["sglang"] == "0.5.23" and "vllm" not in report["cells"][2]
+
+
+def test_sglang_eviction_flags_follow_the_function_signature():
+    """No prefix sharing, said as each release's ``free_swa_out_of_window_slots`` takes it; the interval
+    only where the function has one (else ``sglang-lazy`` is unsupported, naming it)."""
+    from swafloor.fuzz.backends._sglang_compat import Evictor
+    from swafloor.fuzz.protocol import Unsupported
+
+    def v14(req, pre_len, *, sliding_window_size, page_size, req_to_token_pool, token_to_kv_pool_allocator,
+            drop_page_margin=False):
+        return None
+
+    def v18(req, pre_len, *, sliding_window_size, page_size, req_to_token_pool, token_to_kv_pool_allocator,
+            is_chunk_cache=False, retain_floor=None):
+        return None
+
+    def v23(req, pre_len, *, sliding_window_size, page_size, req_to_token_pool, token_to_kv_pool_allocator,
+            supports_prefix_sharing=True, retain_floor=None, eviction_interval=1):
+        return None
+
+    assert Evictor(v14, 1).flags == {"drop_page_margin": True}
+    assert Evictor(v18, 1).flags == {"is_chunk_cache": True}
+    assert Evictor(v23, 128).flags == {"supports_prefix_sharing": False, "eviction_interval": 128}
+    for old in (v14, v18):
+        with pytest.raises(Unsupported, match="no eviction_interval"):
+            Evictor(old, 128)
+
+
+def test_sglang_install_recipe(tmp_path):
+    """What goes with a release: the extra modules and the release's own transformers pin (from its
+    METADATA); a transformers range check adds that requirement once."""
+    from swafloor.fuzz import sglang_matrix
+
+    meta = tmp_path / "sglang-0.5.14.dist-info"
+    meta.mkdir()
+    (meta / "METADATA").write_text("Name: sglang\nRequires-Dist: transformers==5.8.1\nRequires-Dist: torch\n")
+    first = sglang_matrix._with_release(tmp_path)
+    assert first[-1] == "transformers==5.8.1" and "openai==2.8.0" in first and len(first) == len(set(first))
+    assert not any(x.startswith("xgrammar") for x in first)  # large: only when the import asks for it
+    error = "ImportError: tokenizers>=0.22.0,<=0.23.0 is required for a normal functioning of this module"
+    assert sglang_matrix._fallback(tmp_path, first, error) == ["tokenizers>=0.22.0,<=0.23.0"]
+    assert sglang_matrix._fallback(tmp_path, first + ["tokenizers>=0.22.0,<=0.23.0"], error) is None
+    assert sglang_matrix._fallback(tmp_path, first, "ImportError: something else") is None

@@ -129,36 +129,38 @@ def _stand_in_torchvision() -> None:
 
 
 def import_sglang() -> dict[str, Any]:
-    """Import the parts of SGLang the backend uses (once)."""
+    """Import the parts of SGLang the backend uses (once), where this release puts them
+    (``_sglang_compat``)."""
     if not _loaded:
+        import importlib.util
+
+        from . import _sglang_compat
+
         started = time.perf_counter()
         try:
-            _stand_in_torchvision()  # imports transformers: outside SGLang's venv that may be missing too
-            import torch
-            from sglang.srt.mem_cache.allocator.swa import SWATokenToKVPoolAllocator
-            from sglang.srt.mem_cache.common import free_kv_row_segments, free_swa_out_of_window_slots
-            from sglang.srt.mem_cache.memory_pool import ReqToTokenPool
-            from sglang.srt.mem_cache.swa_memory_pool import SWAKVPool
-        except ImportError as exc:
+            found = importlib.util.find_spec("sglang")
+        except (ImportError, ValueError):
+            found = None
+        if found is None:
             raise Unsupported(
-                f"SGLang is not importable here ({exc}); run the SGLang backends in the venv made by scripts/sglang-venv"
-            ) from exc
-        import sglang
-
+                "SGLang is not importable here (no module named 'sglang'); run the SGLang backends in the venv made by "
+                "scripts/sglang-venv"
+            )
+        parts = _sglang_compat.load(_stand_in_torchvision)
         # The adapter's tensors are a few pages long: one intra-op thread. More only wait on each other
         # (measured: a ci campaign ran twice as fast with one thread on a shared 2-core machine).
-        torch.set_num_threads(1)
-        _loaded.update(
-            torch=torch,
-            Allocator=SWATokenToKVPoolAllocator,
-            free_swa_out_of_window_slots=free_swa_out_of_window_slots,
-            free_kv_row_segments=free_kv_row_segments,
-            ReqToTokenPool=ReqToTokenPool,
-            SWAKVPool=SWAKVPool,
-            version=sglang.__version__,
-            seconds=time.perf_counter() - started,
-        )
+        parts["torch"].set_num_threads(1)
+        _loaded.update(parts, seconds=time.perf_counter() - started)
     return _loaded
+
+
+def _prepare_lazy() -> dict[str, Any]:
+    """``sglang-lazy``'s preparation: SGLang imported, and its eviction function takes an interval."""
+    from . import _sglang_compat
+
+    parts = import_sglang()
+    _sglang_compat.Evictor(parts["free_swa_out_of_window_slots"], DEFAULT_EVICTION_INTERVAL)
+    return parts
 
 
 def semantics(eviction_interval: int) -> Semantics:
@@ -204,6 +206,14 @@ class _Kv:
         self.component_evicted_seqlens: dict[Any, int] = {}
 
     @property
+    def swa_evicted_seqlen(self) -> int:  # what releases before the component map read and write
+        return self.component_evicted_seqlens.get(_loaded["swa_component"], 0)
+
+    @swa_evicted_seqlen.setter
+    def swa_evicted_seqlen(self, length: int) -> None:
+        self.component_evicted_seqlens[_loaded["swa_component"]] = length
+
+    @property
     def holds_kv(self) -> bool:
         return self.req_pool_idx is not None
 
@@ -228,16 +238,39 @@ class _Req:
         self.state = RequestState.SUSPENDED
 
     class _Shim:
+        """The request ``free_swa_out_of_window_slots`` is given: ``kv`` (newer releases), and the same
+        fields on the request itself (older ones), one store."""
+
+        swa_evict_floor = 0
+
         def __init__(self, kv: _Kv):
             self.kv = kv
+
+        @property
+        def req_pool_idx(self) -> int | None:
+            return self.kv.req_pool_idx
+
+        @property
+        def cache_protected_len(self) -> int:
+            return self.kv.cache_protected_len
+
+        @property
+        def swa_evicted_seqlen(self) -> int:
+            return self.kv.swa_evicted_seqlen
+
+        @swa_evicted_seqlen.setter
+        def swa_evicted_seqlen(self, length: int) -> None:
+            self.kv.swa_evicted_seqlen = length
 
 
 class SglangBackend:
     """SGLang's SWA allocator behind the protocol (see the module docstring)."""
 
     def __init__(self, config: Config, eviction_interval: int = 1, precheck: bool = True):
+        from . import _sglang_compat
+
         s = import_sglang()
-        torch = s["torch"]
+        self._evictor = _sglang_compat.Evictor(s["free_swa_out_of_window_slots"], eviction_interval)
         layout = build_layout(config)
         self.t = P = layout.tokens_per_block
         self.e = eviction_interval
@@ -284,14 +317,17 @@ class SglangBackend:
             if entry[2]() is None:
                 break
         else:
+            from ._sglang_compat import build
+
             size_full, size_swa, P = key
             torch = s["torch"]
-            pool = s["SWAKVPool"](
-                size=size_full, size_swa=size_swa, page_size=P, dtype=torch.float16, head_num=1, head_dim=1,
-                swa_attention_layer_ids=[0], full_attention_layer_ids=[1], device="cpu",
-            )
-            allocator = s["Allocator"](size_full, size_swa, P, torch.float16, "cpu", pool, need_sort=False)
-            entry = [allocator, s["ReqToTokenPool"](MAX_REQUESTS, MAX_CONTEXT, "cpu", False), None]
+            common = dict(size=size_full, size_swa=size_swa, page_size=P, dtype=torch.float16, device="cpu")
+            pool = build(s["SWAKVPool"], dict(common, head_num=1, head_dim=1, swa_attention_layer_ids=[0],
+                                              full_attention_layer_ids=[1], enable_kvcache_transpose=False), "SWAKVPool")
+            allocator = build(s["Allocator"], dict(common, kvcache=pool, need_sort=False), "SWATokenToKVPoolAllocator")
+            rows = build(s["ReqToTokenPool"], dict(size=MAX_REQUESTS, max_context_len=MAX_CONTEXT, device="cpu",
+                                                   enable_memory_saver=False), "ReqToTokenPool")
+            entry = [allocator, rows, None]
             entries.append(entry)
         entry[2] = weakref.ref(self)
         entry[0].clear()
@@ -311,20 +347,16 @@ class SglangBackend:
         return self.rows[a].req_to_token[req.kvs[a].req_pool_idx]
 
     def _evict(self, req: _Req, pre_len: int) -> None:
-        s = _loaded
         for a, window in enumerate(self.windows):
             if window is None:
                 continue
-            s["free_swa_out_of_window_slots"](
+            self._evictor(
                 _Req._Shim(req.kvs[a]), pre_len, sliding_window_size=window - 1, page_size=self.t,
                 req_to_token_pool=self.rows[a], token_to_kv_pool_allocator=self.allocators[a],
-                supports_prefix_sharing=False, eviction_interval=self.e,
             )
 
     def _evicted(self, a: int, req: _Req) -> int:
-        from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
-
-        return req.kvs[a].get_evicted_seqlen(ComponentType.SWA)
+        return req.kvs[a].swa_evicted_seqlen
 
     def _pages(self, old: int, new: int) -> int:
         P = self.t
@@ -341,10 +373,14 @@ class SglangBackend:
             elif not alloc.new_pages_available(pages, pages):
                 return False
         n = capacity - old
+        from ._sglang_compat import alloc_pages, paged_cpu
+
         for a, alloc in enumerate(self.allocators):
             row = self._row(a, req)
             if P == 1:
                 out = alloc.alloc(n)
+            elif not paged_cpu(alloc):  # this release's paged allocation is a Triton kernel only
+                out = alloc_pages(alloc, torch, row, old, capacity, P)
             else:
                 last = torch.tensor([int(row[old - 1]) if old > 0 else -1], dtype=torch.int64)
                 if n == 1:
@@ -365,10 +401,10 @@ class SglangBackend:
     def _free_row(self, req: _Req) -> None:
         for a, alloc in enumerate(self.allocators):
             if req.allocated:
+                from ._sglang_compat import release_row
+
                 indices = self._row(a, req)[: req.allocated].to(_loaded["torch"].int64)
-                _loaded["free_kv_row_segments"](
-                    alloc, [(indices, 0)], swa_evicted_seqlen=self._evicted(a, req) if self.windows[a] else 0
-                )
+                release_row(_loaded, alloc, indices, self._evicted(a, req) if self.windows[a] else 0)
             req.kvs[a].component_evicted_seqlens.clear()
         req.allocated = 0
 
@@ -495,7 +531,7 @@ def sglang(config: Config) -> SglangBackend:
     return SglangBackend(config, eviction_interval=1)
 
 
-@factory(capabilities(DEFAULT_EVICTION_INTERVAL), name="sglang-lazy", prepare=import_sglang)
+@factory(capabilities(DEFAULT_EVICTION_INTERVAL), name="sglang-lazy", prepare=_prepare_lazy)
 def sglang_lazy(config: Config) -> SglangBackend:
     """SGLang's SWA allocator at its default eviction interval (128 tokens)."""
     return SglangBackend(config, eviction_interval=DEFAULT_EVICTION_INTERVAL)

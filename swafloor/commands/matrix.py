@@ -1,8 +1,9 @@
-"""``swafloor matrix vllm``: the vLLM backends on every supported vLLM release.
+"""``swafloor matrix vllm|sglang``: an engine's backends on every supported release of it (vLLM, SGLang).
 
 Each release is installed once into a cache (``pip install --no-deps --target``) and run, one cell per
-release and backend, in a subprocess of the pinned vLLM venv's python (found with ``--vllm-venv``,
-``$SWAFLOOR_VLLM_VENV`` or this checkout's ``.venv-vllm``: the command runs from the main venv too),
+release and backend, in a subprocess of the engine's pinned venv's python (found with ``--vllm-venv``,
+``$SWAFLOOR_VLLM_VENV`` or this checkout's ``.venv-vllm``; ``--sglang-venv``, ``$SWAFLOOR_SGLANG_VENV``
+or ``.venv-sglang`` for SGLang: the command runs from the main venv too),
 the release's folder first on ``PYTHONPATH``: the same bounded campaign (ci profile, seed 0,
 ``--examples`` examples) on each. The table says pass, divergence (the first differing part; the
 shrunk trace is saved under ``--out``) or unsupported (one line why). ``--bisect TRACE`` replays one
@@ -24,26 +25,29 @@ from ._common import int_in, print_json, writable_dir
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("matrix", help="run the vLLM backends on every supported vLLM release")
-    p.add_argument("engine", choices=("vllm",), help="the engine whose releases to run (vllm)")
+    p = subparsers.add_parser("matrix", help="run an engine's backends on every supported release of it (vLLM, SGLang)")
+    p.add_argument("engine", choices=("vllm", "sglang"), help="the engine whose releases to run (vllm, sglang)")
     p.add_argument("--releases", default=None, metavar="A..B|X,Y",
                    help="the supported releases from A to B (either end may be left out), or a list of release "
                         "numbers (default: every supported release)")
-    p.add_argument("--backends", default="vllm,vllm-async,vllm-prefix", metavar="NAMES",
+    p.add_argument("--backends", default=None, metavar="NAMES",
                    help="comma-separated: vllm, vllm-async, vllm-no-reuse, vllm-prefix (default vllm, vllm-async, "
-                        "vllm-prefix; vllm-prefix from 0.11.2, where requests carry vLLM's block hasher)")
+                        "vllm-prefix; vllm-prefix from 0.11.2, where requests carry vLLM's block hasher); for sglang: "
+                        "sglang, sglang-lazy (default both)")
     p.add_argument("--examples", type=int_in(1, 100_000), default=None,
                    help="examples per cell (ci profile, seed 0; default 150)")
     p.add_argument("--bisect", default=None, metavar="TRACE",
                    help="replay a saved trace on the releases and find the first whose verdict changes")
     p.add_argument("--vllm-venv", default=None, metavar="DIR",
                    help="the pinned vLLM venv (default: $SWAFLOOR_VLLM_VENV, else .venv-vllm in this checkout)")
+    p.add_argument("--sglang-venv", default=None, metavar="DIR",
+                   help="the pinned SGLang venv (default: $SWAFLOOR_SGLANG_VENV, else .venv-sglang in this checkout)")
     p.add_argument("--cache", type=writable_dir, default=None, metavar="DIR",
-                   help="where releases are installed (default: ~/.cache/swafloor/vllm)")
+                   help="where releases are installed (default: ~/.cache/swafloor/ENGINE)")
     p.add_argument("--out", type=writable_dir, default=Path("fuzz-failures/matrix"), metavar="DIR",
                    help="where shrunk traces go, one folder per release (default ./fuzz-failures/matrix)")
     p.add_argument("--write-docs", action="store_true",
-                   help="also store the table in docs/vllm-matrix.json (rendered by swafloor docs build)")
+                   help="also store the table in docs/ENGINE-matrix.json (rendered by swafloor docs build)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=run)
 
@@ -70,12 +74,16 @@ def _table(cells, releases, backends) -> str:
 def run(args) -> int:
     from swafloor.fuzz import matrix
 
+    engine = matrix.engine_named(args.engine)
+    default_backends = ",".join(engine.default_backends)
+    given_backends = args.backends
+    args.backends = args.backends if args.backends is not None else default_backends
     backends = tuple(b.strip() for b in args.backends.split(","))
-    bad = [b for b in backends if b not in matrix.BACKENDS]
+    bad = [b for b in backends if b not in engine.backends]
     if bad or not backends:
-        raise _usage(f"--backends={args.backends[:60]!r}: each must be one of {', '.join(matrix.BACKENDS)}")
+        raise _usage(f"--backends={args.backends[:60]!r}: each must be one of {', '.join(engine.backends)}")
     try:
-        releases = matrix.select_releases(args.releases)
+        releases = matrix.select_releases(args.releases, engine)
     except matrix.MatrixError as exc:
         raise _usage(str(exc)) from None
     if args.bisect is not None:
@@ -90,17 +98,22 @@ def run(args) -> int:
             raise _usage(f"--bisect: TraceError: {exc}") from None
         if len(releases) < 2:
             raise _usage("--bisect needs at least two releases")
+    if engine.name != "vllm" and args.vllm_venv is not None:
+        raise _usage(f"--vllm-venv is for swafloor matrix vllm (use --{engine.name}-venv)")
+    if engine.name != "sglang" and args.sglang_venv is not None:
+        raise _usage(f"--sglang-venv is for swafloor matrix sglang (use --{engine.name}-venv)")
     try:
-        venv = matrix.find_venv(args.vllm_venv)
+        venv = (matrix.find_venv(args.vllm_venv) if engine.name == "vllm"
+                else matrix.find_venv(args.sglang_venv, engine))
     except matrix.MatrixError as exc:
         raise _usage(str(exc)) from None
-    cache = matrix.cache_root(args.cache)
+    cache = matrix.cache_root(args.cache, engine.name)
     examples = args.examples or matrix.DEFAULT_EXAMPLES
     if args.bisect is not None:
         return _bisect(args, releases, venv, cache, matrix)
     head = matrix.domain(backends)
     _say(f"{len(releases)} releases x {len(backends)} backends, profile {matrix.PROFILE}, seed {matrix.SEED}, "
-         f"{examples} examples per cell; vLLM venv {venv.path} (vLLM {venv.pinned}); cache {cache}")
+         f"{examples} examples per cell; {engine.title} venv {venv.path} ({engine.title} {venv.pinned}); cache {cache}")
     _say(head)
     cells = []
     started = time.perf_counter()
@@ -117,17 +130,17 @@ def run(args) -> int:
         return 130
     seconds = round(time.perf_counter() - started, 1)
     report = {
-        "engine": "vllm", "domain": head, "profile": matrix.PROFILE, "seed": matrix.SEED, "examples": examples,
+        "engine": engine.name, "domain": head, "profile": matrix.PROFILE, "seed": matrix.SEED, "examples": examples,
         "pinned": venv.pinned, "releases": list(releases), "backends": list(backends), "seconds": seconds,
-        "command": "swafloor matrix vllm" + (f" --releases {args.releases}" if args.releases else "")
-        + (f" --backends {args.backends}" if args.backends != "vllm,vllm-async,vllm-prefix" else "")
+        "command": f"swafloor matrix {engine.name}" + (f" --releases {args.releases}" if args.releases else "")
+        + (f" --backends {args.backends}" if given_backends is not None and args.backends != default_backends else "")
         + (f" --examples {examples}" if args.examples else ""),
         "cells": [c.to_dict() for c in cells],
     }
     if args.write_docs:
         from ..docs.sections import write_vllm_matrix
 
-        written = write_vllm_matrix(report)
+        written = write_vllm_matrix(report, engine.name)
         _say(f"stored in {written}")
     if args.json:
         print_json(report)
@@ -147,7 +160,7 @@ def _bisect(args, releases, venv, cache, matrix) -> int:
 
     trace = load(args.bisect)
     backends = tuple(b.strip() for b in args.backends.split(","))
-    backend = trace.backend if trace.backend in matrix.BACKENDS else backends[0]
+    backend = trace.backend if trace.backend in venv.spec.backends else backends[0]
     _say(f"bisecting {args.bisect} on {backend} over {releases[0]}..{releases[-1]} ({len(releases)} releases)")
 
     def verdict_of(release: str) -> str:

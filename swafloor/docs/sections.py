@@ -339,8 +339,9 @@ def pages_table() -> str:
 VLLM_MATRIX = "docs/vllm-matrix.json"
 
 
-def write_vllm_matrix(report: dict) -> str:
-    """Store a ``swafloor matrix vllm`` report (the measured table) where :func:`vllm_matrix` reads it.
+def write_vllm_matrix(report: dict, engine: str = "vllm") -> str:
+    """Store a ``swafloor matrix ENGINE`` report (the measured table) where :func:`vllm_matrix` (or
+    :func:`sglang_matrix`) reads it: ``docs/ENGINE-matrix.json``.
     The rows of the releases it ran replace those stored; other rows stay, with the run that made
     them (a run with another profile, seed, example count or pinned release starts the table anew)."""
     import json
@@ -350,7 +351,7 @@ def write_vllm_matrix(report: dict) -> str:
 
     from . import repository_root
 
-    path = repository_root() / VLLM_MATRIX
+    path = repository_root() / f"docs/{engine}-matrix.json"
     run = {"command": report["command"], "measured": time.strftime("%Y-%m-%d", time.gmtime()),
            "seconds": report["seconds"], "releases": report["releases"],
            "machine": f"{platform.machine()}, {os.cpu_count()} cores (shared), Python {platform.python_version()}"}
@@ -375,14 +376,14 @@ def write_vllm_matrix(report: dict) -> str:
     return str(path)
 
 
-def _release_traces() -> list[tuple[str, dict]]:
-    """The regression traces that pin a release's divergence: ``tests/regressions/vllm-X.Y.Z-*.json``."""
+def _release_traces(engine: str = "vllm") -> list[tuple[str, dict]]:
+    """The regression traces that pin a release's divergence: ``tests/regressions/ENGINE-X.Y.Z-*.json``."""
     import json
 
     from . import repository_root
 
     out = []
-    for path in sorted((repository_root() / "tests" / "regressions").glob("vllm-*.json")):
+    for path in sorted((repository_root() / "tests" / "regressions").glob(f"{engine}-*.json")):
         data = json.loads(path.read_text(encoding="utf-8"))
         if (data.get("found") or {}).get("release"):
             out.append((path.name, data))
@@ -397,16 +398,16 @@ def vllm_domain() -> str:
     return f"**{text[0].upper()}{text[1:]}.** Everything else the reference does is compared, exactly."
 
 
-def vllm_matrix() -> str:
+def vllm_matrix(engine: str = "vllm") -> str:
     """The release x backend table ``swafloor matrix vllm --write-docs`` stored, with each divergence
     class's verdict read from the regression traces that pin it."""
     import json
 
     from . import repository_root
 
-    path = repository_root() / VLLM_MATRIX
+    path = repository_root() / f"docs/{engine}-matrix.json"
     if not path.exists():
-        return "Not measured yet: `swafloor matrix vllm --write-docs`."
+        return f"Not measured yet: `swafloor matrix {engine} --write-docs`."
     data = json.loads(path.read_text(encoding="utf-8"))
     backends = data["backends"]
     cells = {(c["release"], c["backend"]): c for c in data["cells"]}
@@ -433,7 +434,7 @@ def vllm_matrix() -> str:
     ]
     for release in data["releases"]:
         lines.append(f"| {release} | " + " | ".join(show(cells.get((release, b))) for b in backends) + " |")
-    traces = _release_traces()
+    traces = _release_traces(engine)
     if traces:
         lines += ["", "| divergence class | release | backend | verdict | trace |", "|---|---|---|---|---|"]
         for name, t in traces:
@@ -441,6 +442,12 @@ def vllm_matrix() -> str:
             lines.append(f"| {found.get('class', '?')} | {found['release']} | `{t.get('backend')}` | "
                          f"{str(found.get('verdict', '?')).replace('|', '/')} | `{name}` (expects {t.get('expect')}) |")
     return "\n".join(lines)
+
+
+def sglang_matrix() -> str:
+    """The release x backend table ``swafloor matrix sglang --write-docs`` stored (docs/sglang-matrix.json),
+    with each divergence class's verdict read from the regression traces that pin it."""
+    return vllm_matrix("sglang")
 
 
 # ----------------------------------------------------------------------------- models
@@ -651,4 +658,5 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "seeded-bugs": seeded_bugs_table,
     "vllm-domain": vllm_domain,
     "vllm-matrix": vllm_matrix,
+    "sglang-matrix": sglang_matrix,
 }

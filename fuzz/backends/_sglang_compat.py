@@ -1,0 +1,265 @@
+"""What differs between SGLang releases, found by what the import finds: the ``sglang`` backends drive
+every release whose allocator has the SWA pieces they call (``swafloor matrix sglang``).
+
+Nothing here reads a version string to decide anything (the version is only quoted in messages).
+
+- importing: SGLang's multimodal helpers import torchvision (a stand-in, see ``sglang.py``); older
+  releases import ``sgl_kernel.kvcacheio`` (a CUDA extension) at load: where it is missing the adapter
+  puts an empty stand-in module in ``sys.modules`` (nothing on the allocator path calls it; it is the
+  adapter's, never observed). While SGLang imports, a model config name transformers already ships
+  may be registered again (older releases register their own ``qwen3_asr``; vLLM's compat tolerates
+  the same); where that transformers has no image processors (no torchvision), its
+  ``AutoImageProcessor`` is a stand-in whose ``register`` does nothing. A module missing from this environment raises
+  :class:`MissingModule` naming it.
+- the pieces, each looked up where releases put it: ``SWATokenToKVPoolAllocator``
+  (``mem_cache.allocator.swa``, else ``mem_cache.swa_memory_pool``, else ``mem_cache.allocator``),
+  ``SWAKVPool`` (``mem_cache.swa_memory_pool``, else ``mem_cache.memory_pool``), ``ReqToTokenPool``
+  and ``free_swa_out_of_window_slots`` (``mem_cache.common``). A release without one is
+  :class:`Unsupported` naming it: before the function existed the eviction was inline in the
+  scheduler's ``ScheduleBatch._evict_swa`` (a method of the scheduler's batch, not driven), and before that there was
+  no decode-time eviction at all.
+- constructors are called with the arguments their signatures name (``enable_kvcache_transpose``
+  appears and goes, for instance).
+- the eviction call, by the parameters ``free_swa_out_of_window_slots`` has: no prefix sharing is said
+  as ``supports_prefix_sharing=False``, ``is_chunk_cache=True`` or ``drop_page_margin=True`` (what the
+  scheduler passes with its chunk cache, the cache without sharing); ``eviction_interval`` where it is
+  a parameter. Where it is not, the interval is the scheduler's own (not driven): ``sglang-lazy`` is
+  :class:`Unsupported` there, ``sglang`` (every token) calls the function before each allocation.
+- the request's fields the function reads: ``req.kv.*`` (newer) or the same fields on the request
+  itself (older); the stand-in request has both, one store.
+- the free of a finished request: ``free_kv_row_segments`` where it exists, else the allocator's own
+  ``free`` of the row (what the chunk cache's ``cache_finished_req`` did then).
+- paged allocation: where the paged sub-allocators have a CPU path (``use_triton_kernels``) SGLang's
+  ``alloc_extend`` / ``alloc_decode`` run; where they are Triton kernels only, the adapter fills the
+  request's last page slot by slot and takes whole new pages from the two sub-allocators with their own
+  ``alloc`` (the pages the kernel would take: the head of each free list), then writes SGLang's
+  full-to-SWA mapping with the allocator's own ``set_full_to_swa_mapping`` (or the mapping tensor).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.machinery
+import importlib.metadata
+import inspect
+import sys
+import types
+from typing import Any, Callable
+
+from ..protocol import Unsupported
+from ._vllm_compat import MissingModule, _brief, _configs_registered_once
+
+__all__ = ["MissingModule", "load", "version", "build", "Evictor", "release_row", "paged_cpu", "alloc_pages"]
+
+
+def version() -> str:
+    """The installed SGLang's version, for messages only."""
+    try:
+        return importlib.metadata.version("sglang")
+    except importlib.metadata.PackageNotFoundError:
+        return "?"
+
+
+def _stand_in_kvcacheio() -> None:
+    """An empty ``sgl_kernel.kvcacheio`` where the real one is missing (older releases import it at load)."""
+    try:
+        importlib.import_module("sgl_kernel.kvcacheio")
+        return
+    except Exception:  # noqa: BLE001 - missing, or present but not loadable on a CPU
+        pass
+    for name in ("sgl_kernel", "sgl_kernel.kvcacheio"):
+        if name in sys.modules and getattr(sys.modules[name], "__swafloor_stand_in__", False) is False:
+            continue
+        mod = types.ModuleType(name)
+        mod.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=name == "sgl_kernel")
+        mod.__path__ = []  # type: ignore[attr-defined]
+        mod.__swafloor_stand_in__ = True  # type: ignore[attr-defined]
+        sys.modules[name] = mod
+    sys.modules["sgl_kernel"].kvcacheio = sys.modules["sgl_kernel.kvcacheio"]  # type: ignore[attr-defined]
+
+
+class _NoImageProcessors:
+    """The adapter's stand-in for transformers' ``AutoImageProcessor`` where that is a placeholder (no
+    torchvision): registering is a no-op, anything else raises."""
+
+    @staticmethod
+    def register(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    @classmethod
+    def from_pretrained(cls, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("AutoImageProcessor: torchvision is not installed in the SGLang venv (a stand-in)")
+
+
+def _image_processors_unregistered() -> None:
+    """Where transformers' ``AutoImageProcessor`` is its placeholder for want of torchvision (older
+    transformers pins), SGLang's multimodal configs, which register image processors at import, get
+    :class:`_NoImageProcessors` (no allocator code uses it). SGLang's package ``__init__`` runs first
+    (some releases put a fresh ``transformers`` in ``sys.modules`` there)."""
+    import sglang  # noqa: F401
+
+    transformers = sys.modules.get("transformers") or importlib.import_module("transformers")
+    try:
+        transformers.AutoImageProcessor.register  # noqa: B018
+        return
+    except ImportError:
+        transformers.AutoImageProcessor = _NoImageProcessors
+
+
+def _find(name: str, modules: tuple[str, ...]) -> Any:
+    """``name`` from the first of ``modules`` that has it; Unsupported naming it when none does."""
+    errors = []
+    for module in modules:
+        try:
+            found = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.split(".")[0] not in ("sglang", "sgl_kernel"):
+                raise MissingModule(exc.name.split(".")[0],
+                                    f"SGLang {version()} needs the module {exc.name!r}, not installed here") from exc
+            errors.append(f"no {module}")
+            continue
+        if hasattr(found, name):
+            return getattr(found, name)
+        errors.append(f"not in {module}")
+    raise Unsupported(f"SGLang {version()} has no {name} ({'; '.join(errors)})")
+
+
+_failed: list[Unsupported] = []
+
+
+def load(stand_in_torchvision: Callable[[], None]) -> dict[str, Any]:
+    """Import SGLang's pieces (see the module docstring)."""
+    if _failed:
+        raise _failed[0]
+    try:
+        stand_in_torchvision()
+        _stand_in_kvcacheio()
+        import torch
+
+        with _configs_registered_once():
+            _image_processors_unregistered()
+            parts = dict(
+                torch=torch,
+                Allocator=_find("SWATokenToKVPoolAllocator", (
+                    "sglang.srt.mem_cache.allocator.swa", "sglang.srt.mem_cache.swa_memory_pool",
+                    "sglang.srt.mem_cache.allocator")),
+                SWAKVPool=_find("SWAKVPool", ("sglang.srt.mem_cache.swa_memory_pool", "sglang.srt.mem_cache.memory_pool")),
+                ReqToTokenPool=_find("ReqToTokenPool", ("sglang.srt.mem_cache.memory_pool",)),
+            )
+            try:
+                parts["free_swa_out_of_window_slots"] = _find("free_swa_out_of_window_slots", ("sglang.srt.mem_cache.common",))
+            except MissingModule:
+                raise
+            except Unsupported as exc:
+                raise Unsupported(f"{exc}: its SWA eviction is inline in the scheduler (ScheduleBatch._evict_swa, "
+                                  "not driven) or absent; the adapter drives the function") from None
+            try:
+                parts["free_kv_row_segments"] = _find("free_kv_row_segments", ("sglang.srt.mem_cache.common",))
+            except Unsupported:
+                parts["free_kv_row_segments"] = None
+            try:
+                parts["swa_component"] = _find("ComponentType", (
+                    "sglang.srt.mem_cache.unified_cache.component_type",
+                    "sglang.srt.mem_cache.unified_cache_components.tree_component")).SWA
+            except Unsupported:
+                parts["swa_component"] = "swa"
+    except Unsupported as exc:
+        _failed.append(exc)
+        raise
+    except ImportError as exc:
+        name = getattr(exc, "name", None)
+        if isinstance(exc, ModuleNotFoundError) and name and name.split(".")[0] not in ("sglang",):
+            _failed.append(MissingModule(name.split(".")[0], f"SGLang {version()} needs the module {name!r}, not installed here"))
+        else:
+            _failed.append(Unsupported(f"SGLang {version()} does not import here: {_brief(exc)}"))
+        raise _failed[0] from exc
+    except Exception as exc:  # noqa: BLE001 - a release that does not import on this path
+        _failed.append(Unsupported(f"SGLang {version()} does not import here: {_brief(exc)}"))
+        raise _failed[0] from exc
+    import sglang
+
+    parts["version"] = getattr(sglang, "__version__", version())
+    return parts
+
+
+# ----------------------------------------------------------------------------- calls, by signature
+def _parameters(fn: Callable[..., Any]) -> dict[str, inspect.Parameter]:
+    try:
+        params = dict(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return {}
+    params.pop("self", None)
+    return {n: p for n, p in params.items() if p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)}
+
+
+def build(fn: Callable[..., Any], known: dict[str, Any], what: str) -> Any:
+    """Call ``fn`` with every parameter it has that ``known`` names; a required one ``known`` lacks is
+    :class:`Unsupported` naming it."""
+    chosen = {}
+    for name, p in _parameters(fn).items():
+        if name in known:
+            chosen[name] = known[name]
+        elif p.default is inspect.Parameter.empty:
+            raise Unsupported(f"SGLang {version()}'s {what} requires {name!r}, which this adapter cannot give")
+    return fn(**chosen)
+
+
+class Evictor:
+    """SGLang's ``free_swa_out_of_window_slots`` called as the scheduler calls it without prefix sharing."""
+
+    def __init__(self, fn: Callable[..., Any], eviction_interval: int):
+        params = _parameters(fn)
+        self.fn = fn
+        self.flags: dict[str, Any] = {}
+        if "supports_prefix_sharing" in params:
+            self.flags["supports_prefix_sharing"] = False
+        elif "is_chunk_cache" in params:
+            self.flags["is_chunk_cache"] = True
+        elif "drop_page_margin" in params:
+            self.flags["drop_page_margin"] = True
+        if "eviction_interval" in params:
+            self.flags["eviction_interval"] = eviction_interval
+        elif eviction_interval != 1:
+            raise Unsupported(f"SGLang {version()}'s free_swa_out_of_window_slots has no eviction_interval (the "
+                              "interval is its scheduler's, not driven)")
+
+    def __call__(self, req: Any, pre_len: int, **kwargs: Any) -> None:
+        self.fn(req, pre_len, **kwargs, **self.flags)
+
+
+def release_row(parts: dict[str, Any], allocator: Any, indices: Any, swa_evicted: int) -> None:
+    """Free a finished (or retracted) request's KV: ``free_kv_row_segments``, else the allocator's ``free``."""
+    if parts["free_kv_row_segments"] is not None:
+        parts["free_kv_row_segments"](allocator, [(indices, 0)], swa_evicted_seqlen=swa_evicted)
+    else:
+        allocator.free(indices)
+
+
+def paged_cpu(allocator: Any) -> bool:
+    """Whether the paged sub-allocators run ``alloc_extend`` / ``alloc_decode`` on a CPU."""
+    return hasattr(allocator.full_attn_allocator, "use_triton_kernels")
+
+
+def alloc_pages(allocator: Any, torch: Any, row: Any, old: int, new: int, P: int) -> Any:
+    """Slots for tokens ``[old, new)`` where the paged kernels are Triton only: the rest of the last page
+    (slot after slot), then whole pages from both sub-allocators (``alloc``), mapped full to SWA."""
+    tail = []
+    if old % P:
+        last = int(row[old - 1])
+        tail = list(range(last + 1, last + 1 + min(P - old % P, new - old)))
+    rest = new - old - len(tail)
+    pages = -(-rest // P)
+    if pages and not allocator.new_pages_available(pages, pages):
+        return None
+    parts = [torch.tensor(tail, dtype=torch.int64)]
+    if pages:
+        full = allocator.full_attn_allocator.alloc(pages * P)
+        swa = allocator.swa_attn_allocator.alloc(pages * P)
+        if full is None or swa is None:
+            return None
+        if hasattr(allocator, "set_full_to_swa_mapping"):
+            allocator.set_full_to_swa_mapping(full, swa)
+        else:
+            allocator.full_to_swa_index_mapping[full.to(torch.int64)] = swa.to(allocator.full_to_swa_index_mapping.dtype)
+        parts.append(full[:rest].to(torch.int64))
+    return torch.cat(parts)

@@ -1,0 +1,102 @@
+"""The ``sglang`` backends on SGLang's releases: ``swafloor matrix sglang`` (the machinery is
+:mod:`swafloor.fuzz.matrix`'s, with :data:`SGLANG` as the engine).
+
+How the supported releases were chosen (read from the wheels on PyPI of 0.4.10.post2, 0.5.1.post3,
+0.5.3.post3, 0.5.5.post3, 0.5.7, 0.5.8.post1, 0.5.9 and every patch line from 0.5.10.post1, 2026-12):
+``SWATokenToKVPoolAllocator`` and ``SWAKVPool`` exist already in 0.4.10.post2, the oldest read (in
+``mem_cache.allocator`` / ``mem_cache.memory_pool``; from 0.5.8 in ``mem_cache.swa_memory_pool``, the
+allocator from 0.5.13 in ``mem_cache.allocator.swa``). Before 0.5.8 the only SWA eviction is the chunk
+cache's ``ChunkCache.evict_swa``, no decode-time one; from 0.5.8 to 0.5.13 the decode-time
+eviction is inline in the scheduler's ``ScheduleBatch._evict_swa``, not a function of ``mem_cache``;
+``free_swa_out_of_window_slots`` (``mem_cache.common``), the piece the backends drive, appears in
+0.5.14. The supported list is every patch line from 0.5.14 to the pinned 0.5.23, each at its latest
+post-release; an older one is refused (exit 2, saying why). Within the list a piece a backend needs
+and a release lacks (found by trying, never by the release's number) makes that cell ``unsupported``,
+naming it: ``sglang-lazy`` needs the function's ``eviction_interval`` (0.5.21 on; before, the interval
+was the scheduler's).
+
+Each release is installed with ``pip install --no-deps --target`` into ``~/.cache/swafloor/sglang/X``
+beside the pinned SGLang venv's dependencies (``scripts/sglang-venv``); compiled modules are kept (the
+allocator path imports none of the CUDA ones). With it, in one pip run, go the small packages of
+:data:`EXTRA_MODULES` (modules the import paths of some releases need and the pinned venv lacks, found
+by trying the releases; the large ``xgrammar`` only when the import asks for it) and the release's own ``transformers==`` pin (what it was released against). When the
+import then fails for want of another module :data:`EXTRA_MODULES` gives, that is added; when
+transformers' own check names a range for a package (``tokenizers>=a,<=b is required``), that
+requirement is added.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from .matrix import Engine
+
+__all__ = ["RELEASES", "BACKENDS", "EXTRA_MODULES", "SGLANG"]
+
+RELEASES = ("0.5.14", "0.5.15.post1", "0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23")
+BACKENDS = ("sglang", "sglang-lazy")
+#: Modules some releases import that the pinned SGLang venv lacks, each with the pinned packages that give it.
+EXTRA_MODULES = {
+    "openai": "openai==2.8.0", "partial_json_parser": "partial-json-parser==0.2.1.1.post7",
+    "distro": "distro==1.9.0", "jiter": "jiter==0.12.0", "httpx": "httpx==0.28.1", "httpcore": "httpcore==1.0.9",
+    "sniffio": "sniffio==1.3.1", "einops": "einops==0.8.1",
+    "xgrammar": "xgrammar==0.2.1",  # 0.5.16-0.5.19 import it at load (their function-call parser); their own pin
+}
+
+
+def _transformers_pin(folder: Path) -> str | None:
+    """The release's own ``transformers==`` pin (from its METADATA)."""
+    for meta in folder.glob("sglang-*.dist-info/METADATA"):
+        for line in meta.read_text(encoding="utf-8", errors="replace").splitlines():
+            found = re.match(r"Requires-Dist: transformers==([0-9][0-9A-Za-z.]*)", line)
+            if found:
+                return f"transformers=={found.group(1)}"
+    return None
+
+
+#: Modules of :data:`EXTRA_MODULES` added only when a release's import asks for them (large: xgrammar
+#: is 114 MB installed); the others go with every release.
+ON_DEMAND = frozenset({"xgrammar"})
+
+
+def _with_release(folder: Path) -> list[str]:
+    """Installed with every release, in one pip run: the small packages of :data:`EXTRA_MODULES` (none
+    is in the pinned venv) and the release's own transformers pin."""
+    pin = _transformers_pin(folder)
+    small = " ".join(v for k, v in EXTRA_MODULES.items() if k not in ON_DEMAND)
+    return list(dict.fromkeys(small.split())) + ([pin] if pin else [])
+
+
+def _fallback(folder: Path, extras: list[str], error: str) -> list[str] | None:
+    """A version check of transformers' that names a range (``tokenizers>=a,<=b is required``): that
+    requirement (pip takes the newest release in it), once."""
+    found = re.search(r"([A-Za-z][A-Za-z0-9_.-]*(?:[<>=!]=?[0-9][0-9A-Za-z.]*,?)+) is required", error)
+    if not found:
+        return None
+    pin = found.group(1).rstrip(",")
+    return None if any(pin in x.split() for x in extras) else [pin]
+
+
+def _probe_main() -> dict[str, Any]:
+    from .backends import sglang
+    from .backends._sglang_compat import MissingModule
+    from .protocol import Unsupported
+
+    try:
+        sglang.import_sglang()
+    except MissingModule as exc:
+        return {"ok": False, "missing": exc.module, "error": str(exc)}
+    except Unsupported as exc:
+        return {"ok": False, "error": str(exc)}
+    return {"ok": True}
+
+
+SGLANG = Engine(
+    name="sglang", title="SGLang", releases=RELEASES, backends=BACKENDS, default_backends=BACKENDS,
+    extra_modules=EXTRA_MODULES,
+    first_why="the first release with free_swa_out_of_window_slots (decode-time SWA eviction as a function)",
+    venv_script="scripts/sglang-venv", venv_env="SWAFLOOR_SGLANG_VENV", venv_dir=".venv-sglang",
+    probe="swafloor.fuzz.sglang_matrix:_probe_main", fallback=_fallback, with_release=_with_release,
+)
