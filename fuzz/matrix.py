@@ -59,14 +59,16 @@ RELEASES = (
     "0.17.1", "0.18.1", "0.19.1", "0.20.2", "0.21.0", "0.22.1", "0.23.0", "0.24.0", "0.25.1", "0.26.0",
     "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0",
 )
-BACKENDS = ("vllm", "vllm-async", "vllm-no-reuse", "vllm-prefix", "vllm-prefix-eagle")
+BACKENDS = ("vllm", "vllm-async", "vllm-no-reuse", "vllm-prefix", "vllm-prefix-eagle", "vllm-prefix-mixed",
+            "vllm-prefix-eagle-mixed")
 #: What ``swafloor matrix vllm`` runs unless told otherwise (``vllm-prefix``: releases whose requests
 #: carry vLLM's block hasher, 0.11.2 on; older ones show it unsupported, saying why).
 DEFAULT_BACKENDS = ("vllm", "vllm-async", "vllm-prefix")
 #: Modules some releases import that the pinned venv lacks, each with the pinned packages that give it.
 EXTRA_MODULES = {
     "blake3": "blake3==1.0.11", "gguf": "gguf==0.19.0", "diskcache": "diskcache==5.6.3",
-    "mistral_common": "mistral-common==1.13.1 pycountry==26.2.16",  # it asks for pycountry by a RuntimeError "jsonschema": "jsonschema==4.26.0", "referencing": "referencing==0.37.0",
+    "mistral_common": "mistral-common==1.13.1 pycountry==26.2.16",  # it asks for pycountry by a RuntimeError
+    "jsonschema": "jsonschema==4.26.0", "referencing": "referencing==0.37.0",
     "rpds": "rpds-py==2026.9.1", "jsonschema_specifications": "jsonschema-specifications==2025.9.1",
     "pycountry": "pycountry==26.2.16", "tiktoken": "tiktoken==0.14.0", "setproctitle": "setproctitle==1.3.8",
     "pydantic_extra_types": "pydantic-extra-types==2.11.1",
@@ -125,15 +127,17 @@ VLLM = Engine(
 )
 
 
+#: Every engine of ``swafloor matrix``, by where its record lives (SGLang's module builds on this one,
+#: so it is found by name, not imported: the import graph stays one-way).
+ENGINES = {"vllm": "swafloor.fuzz.matrix:VLLM", "sglang": "swafloor.fuzz.sglang_matrix:SGLANG"}
+
+
 def engine_named(name: str) -> Engine:
     """The engine of ``swafloor matrix NAME``."""
-    if name == "vllm":
-        return VLLM
-    if name == "sglang":
-        from .sglang_matrix import SGLANG
-
-        return SGLANG
-    raise MatrixError(f"engine={name[:40]!r}: one of vllm, sglang")
+    if name not in ENGINES:
+        raise MatrixError(f"engine={name[:40]!r}: one of {', '.join(ENGINES)}")
+    module, _, attribute = ENGINES[name].partition(":")
+    return getattr(importlib.import_module(module), attribute)
 
 _VERSION = re.compile(r"^[0-9]+(\.[0-9]+){1,3}(\.?post[0-9]+)?$")
 

@@ -272,7 +272,8 @@ ALL_SEMANTICS_SHARING = Capabilities(all_semantics=True, prefix_sharing=True)
 ALL_SEMANTICS_EVICTION = Capabilities(all_semantics=True, eviction_interval=True)
 #: Every semantics with prefix sharing, the EAGLE hit rule and draft slots (no sinks: the EAGLE hit
 #: rule has none): the oracle.
-ALL_SEMANTICS_EAGLE = Capabilities(all_semantics=True, prefix_sharing=True, eagle=True, sinks=False)
+ALL_SEMANTICS_EAGLE = Capabilities(all_semantics=True, prefix_sharing=True, eagle=True, sinks=False,
+                                   mixed_block_sizes=True)
 #: Every semantics (prefix sharing and eviction intervals too) and a block size per life cycle: the oracle.
 ALL_SEMANTICS_MIXED = Capabilities(all_semantics=True, prefix_sharing=True, eviction_interval=True,
                                    mixed_block_sizes=True)

@@ -186,9 +186,11 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               ("hit-window-backed", "hit-valid", "hit-longest"), (ORACLE,), covers="semantics.eagle"),
     SeededBug("align-after-pop", "the hit is matched against the cached run after the EAGLE pop but aligned "
               "only afterwards: rounding down to the alignment moves the first uncomputed token's window before "
-              "the run, onto null blocks", ("hit-window-backed", "hit-valid")),
+              "the run, onto null blocks (in one pass over the runs; a manager that iterates to the longest hit's "
+              "fixed point, as the reference does, is unchanged by it)", ("hit-window-backed", "hit-valid")),
     SeededBug("align-before-pop", "the matched prefix is aligned first and the EAGLE pop taken after: the hit "
-              "is no multiple of the alignment when the block size is below it", ("hit-aligned", "hit-valid", "hit-longest")),
+              "is no multiple of the alignment when the block size is below it", ("hit-aligned", "hit-valid", "hit-longest"),
+              (ORACLE,), covers="semantics.eagle"),
     SeededBug("null-counted-free", "the pool's shared null block is counted as free (or evictable): a hit "
               "admitted on that count can be handed the null block", ("hit-null-accounting",), (ORACLE,),
               covers="pool accounting"),

@@ -168,7 +168,11 @@ def _fuzz_imports(path: Path) -> set[str]:
             base = package[: len(package) - (node.level - 1)]
             target = base + (node.module.split(".") if node.module else [])
             if not node.module:  # from .. import x: each name is a module or an attribute of the package
-                target = base
+                folder = ROOT.joinpath("fuzz", *base)
+                for alias in node.names:
+                    is_module = (folder / f"{alias.name}.py").exists() or (folder / alias.name / "__init__.py").exists()
+                    found.add(".".join(base + [alias.name] if is_module else base) or "fuzz")
+                continue
             found.add(".".join(target) if target else "fuzz")
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("swafloor.fuzz"):
             found.add(node.module.removeprefix("swafloor.fuzz").lstrip(".") or "fuzz")

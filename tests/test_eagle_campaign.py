@@ -93,13 +93,54 @@ def test_the_eagle_campaign_passes_and_hits():
     assert result.hits > 0 and result.on_prefix > result.hits
 
 
-@pytest.mark.parametrize("name", ["eagle-pops-first-block", "eagle-ignored", "draft-slots-named", "null-counted-free"])
+#: Examples each seeded bug's campaign gets (align-before-pop needs an alignment above a life cycle's
+#: block size and an EAGLE hit on it: caught at example 320 of the ci profile's seed).
+EXAMPLES = {"align-before-pop": 600}
+
+
+@pytest.mark.parametrize("name", ["eagle-pops-first-block", "eagle-ignored", "draft-slots-named", "null-counted-free",
+                                  "align-before-pop"])
 def test_the_campaign_catches_each_eagle_seeded_bug(name, tmp_path):
-    """Each seeded bug of issue 23 standing in for the reference is caught by its campaign (oracle-eagle;
-    the plain oracle for the null block, which every snapshot's free count shows)."""
+    """Each seeded bug of issue 23 standing in for the reference is caught by its campaign (oracle-eagle,
+    which draws block sizes per life cycle too; the plain oracle for the null block, which every
+    snapshot's free count shows)."""
     backend = "oracle" if name == "null-counted-free" else "oracle-eagle"
-    result = run_campaign(backend, examples=300, seed=PROFILES["ci"].seed, profile="ci", out_dir=tmp_path,
-                          against=f"reference-mutant:{name}")
+    result = run_campaign(backend, examples=EXAMPLES.get(name, 300), seed=PROFILES["ci"].seed, profile="ci",
+                          out_dir=tmp_path, against=f"reference-mutant:{name}")
     assert result.divergence is not None, f"{name} survived"
     saved = json.loads(Path(result.trace_file).read_text(encoding="utf-8"))
     assert saved["against"] == f"reference-mutant:{name}"
+
+
+def test_align_after_pop_changes_one_pass_but_not_the_longest_hit():
+    """``align-after-pop`` (the window checked before rounding down to the alignment) is a bug of one pass
+    over a life cycle's cached runs: ``run_hit`` then returns hits whose window starts before the run
+    (the theorems it flips). ``longest_hit`` iterates to a fixed point where every life cycle's popped
+    prefix is already aligned, so the bug cannot change what a manager that iterates returns: no
+    campaign can catch it there, and this bounded random check says so (it fails if either half stops
+    holding)."""
+    import random
+
+    from swafloor.proofs.mutations import MUTATIONS, applied
+    from swafloor.reference import cache_hit
+
+    mutation = next(m for m in MUTATIONS if m.name == "align-after-pop")
+    rng = random.Random(0)
+    one_pass_differs = 0
+    for _ in range(20_000):
+        sizes = rng.choice([(1, 2), (1, 4), (2, 4), (2, 3), (3, 2), (4, 8), (1, 2, 4)])
+        M = rng.randint(0, 24)
+        windows = [rng.choice([None, 1, 2, 3, 4, 5, 7, 9]) for _ in sizes]
+        cached = [[rng.random() < 0.75 for _ in range(M // t + 1)] for t in sizes]
+        eagle = rng.random() < 0.8
+        A = cache_hit.alignment(sizes)
+        runs = [(i, r) for i, blocks in enumerate(cached) for r in cache_hit.cached_runs(blocks)]
+        right = cache_hit.longest_hit(cached, sizes, windows, eagle, M)
+        one = [cache_hit.run_hit(r0, r1, sizes[i], windows[i], A // sizes[i], int(eagle), M) for i, (r0, r1) in runs]
+        with applied(mutation):
+            wrong = cache_hit.longest_hit(cached, sizes, windows, eagle, M)
+            one_wrong = [cache_hit.run_hit(r0, r1, sizes[i], windows[i], A // sizes[i], int(eagle), M)
+                         for i, (r0, r1) in runs]
+        assert wrong == right, (sizes, windows, cached, eagle, M)
+        one_pass_differs += one != one_wrong
+    assert one_pass_differs > 100

@@ -92,7 +92,8 @@ def test_regression_traces_replay_as_they_expect(tmp_path):
     expects = set()
     for row in rows:
         name = Path(row["file"]).name
-        assert row["backend"] in ("vllm-prefix", "vllm-prefix-any-window", "vllm-prefix-eagle", "vllm-prefix-mixed"), name
+        assert row["backend"] in ("vllm-prefix", "vllm-prefix-any-window", "vllm-prefix-eagle", "vllm-prefix-mixed",
+                                  "vllm-prefix-eagle-mixed"), name
         assert row["found"] and row["found"].get("class") and row["found"].get("verdict"), f"{name}: class and verdict"
         expects.add(row["expect"])
         got = row["divergence"]

@@ -84,6 +84,10 @@ REGISTRY: dict[str, Registered] = {
     "vllm-prefix-mixed": Registered("swafloor.fuzz.backends.vllm_prefix:vllm_prefix_mixed",
                                     needs="vLLM, in its own venv (scripts/vllm-venv)",
                                     status="fuzzed in CI, in the vLLM venv (tests/test_vllm_prefix.py)"),
+    "vllm-prefix-eagle-mixed": Registered("swafloor.fuzz.backends.vllm_prefix:vllm_prefix_eagle_mixed",
+                                          needs="vLLM, in its own venv (scripts/vllm-venv)",
+                                          status="diverges on the pinned release (semantics not modelled yet); CI replays "
+                                                 "tests/regressions/vllm-prefix-eagle-mixed-cache-past-boundary.json"),
     "vllm-prefix-any-window": Registered("swafloor.fuzz.backends.vllm_prefix:vllm_prefix_any_window",
                                          needs="vLLM, in its own venv (scripts/vllm-venv)",
                                          status="replays the trace that pins why vllm-prefix refuses a window of 1"),

@@ -235,6 +235,21 @@ class _EaglePopsFirstBlock(Manager):
             return super()._eagle_hit(req, found)
 
 
+def _run_hit_aligned_before_pop(r0: Any, r1: Any, t: Any, window: Any, a: Any, eagle: Any, M: Any) -> Any:
+    """The bug in :func:`~swafloor.reference.cache_hit.run_hit`: the matched prefix is aligned first and
+    the EAGLE pop taken after (the hit is no multiple of the alignment when ``a > 1``)."""
+    L = t * max(a * (min(r1, M // t) // a) - eagle, 0)
+    return L if L > 0 and cache_hit.hit_first_needed(L, t, window) >= r0 else 0
+
+
+class _AlignBeforePop(Manager):
+    """The EAGLE hit aligned before the pop instead of after it."""
+
+    def _eagle_hit(self, req: Any, found: Any) -> int:
+        with _swapped(cache_hit, "run_hit", _run_hit_aligned_before_pop):
+            return super()._eagle_hit(req, found)
+
+
 class _EagleIgnored(Manager):
     """``eagle`` read as off: the plain common-prefix hit, no block given back to the drafter."""
 
@@ -599,6 +614,7 @@ _MAKERS: dict[str, Callable[[Config], Manager]] = {
     "cache-scheduled-swapped": _CacheScheduledSwapped,
     "eagle-pops-first-block": _EaglePopsFirstBlock,
     "eagle-ignored": _EagleIgnored,
+    "align-before-pop": _AlignBeforePop,
     "draft-slots-named": _DraftSlotsNamed,
     "null-counted-free": _NullCountedFree,
 }
@@ -613,6 +629,7 @@ _BACKEND = {
     "cache-scheduled-swapped": "oracle-sharing",
     "eagle-pops-first-block": "oracle-eagle",
     "eagle-ignored": "oracle-eagle",
+    "align-before-pop": "oracle-eagle",
     "draft-slots-named": "oracle-eagle",
     "one-block-size": "oracle-mixed",
     "full-share-same-size-only": "oracle-mixed",

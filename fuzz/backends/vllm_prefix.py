@@ -44,7 +44,8 @@ from ._vllm_compat import release_of
 from .vllm import MAX_MODEL_LEN, VllmBackend, capabilities as vllm_capabilities, load, semantics as vllm_semantics
 
 __all__ = ["VllmPrefixBackend", "VllmPrefixEagleBackend", "vllm_prefix", "vllm_prefix_eagle", "semantics", "capabilities",
-           "LOOKAHEAD", "VllmPrefixMixedBackend", "vllm_prefix_mixed", "capabilities_mixed"]
+           "LOOKAHEAD", "VllmPrefixMixedBackend", "vllm_prefix_mixed", "capabilities_mixed", "VllmPrefixEagleMixedBackend",
+           "vllm_prefix_eagle_mixed", "capabilities_eagle_mixed"]
 
 
 def semantics() -> Semantics:
@@ -278,8 +279,9 @@ class VllmPrefixMixedBackend(VllmPrefixBackend):
     scheduler's block size the lcm. With block sizes that differ vLLM's sliding-window groups cache only
     the blocks an aligned hit can read (its retention mask: ``Semantics.cache_aligned``; with one
     size every block of a window of two or more tokens). A group of ``k * t`` tokens per block names a block by the hash of
-    its last hash block (vLLM 0.32 on), so a cached block is the block ``(j + 1) / k - 1`` of hash block
-    ``j``."""
+    its last hash block (vLLM 0.32 on), so a cached block named by hash block ``j`` is the block ``j // k``
+    that holds it (``(j + 1) / k - 1`` for a whole block; a partially filled block that a release caches
+    as a partial prefix entry is named by the last hash block it holds, and reads as the block it is)."""
 
     def __init__(self, config: Config):
         layout = build_layout(config)
@@ -295,7 +297,7 @@ class VllmPrefixMixedBackend(VllmPrefixBackend):
         cached = {}
         for block_id, (group, j, root) in view.cached[0].items():
             k = self.factors[group] if group is not None and group < len(self.factors) else 1
-            cached[block_id] = (group, None if j is None else (j + 1) // k - 1, root)
+            cached[block_id] = (group, None if j is None else j // k, root)
         return attrs.evolve(view, cached=(cached,))
 
 
@@ -303,3 +305,27 @@ class VllmPrefixMixedBackend(VllmPrefixBackend):
 def vllm_prefix_mixed(config: Config) -> VllmPrefixMixedBackend:
     """``vllm-prefix`` with full attention at a larger block size (2t or 4t) than the SWA layers (t)."""
     return VllmPrefixMixedBackend(config)
+
+
+# ----------------------------------------------------------------------------- EAGLE with mixed block sizes
+def capabilities_eagle_mixed():
+    """:func:`capabilities_mixed` under the EAGLE hit rule with :data:`LOOKAHEAD` draft slots: the hit is
+    aligned to the lcm and popped, in the order the release does it."""
+    base = capabilities_mixed()
+    return attrs.evolve(base, semantics=attrs.evolve(base.semantics, eagle=True, lookahead_tokens=LOOKAHEAD),
+                        notes=(*base.notes, f"use_eagle, {LOOKAHEAD} lookahead (draft) slots per step"))
+
+
+class VllmPrefixEagleMixedBackend(VllmPrefixMixedBackend):
+    """``vllm-prefix-mixed`` with ``use_eagle=True`` and draft slots, as :class:`VllmPrefixEagleBackend`."""
+
+    eagle = True
+
+    def _drafts(self, history: int, capacity: int) -> int:
+        return min(LOOKAHEAD, capacity - history - 1) if capacity > history else 0
+
+
+@factory(capabilities_eagle_mixed(), name="vllm-prefix-eagle-mixed", prepare=load_eagle)
+def vllm_prefix_eagle_mixed(config: Config) -> VllmPrefixEagleMixedBackend:
+    """``vllm-prefix-mixed`` with ``use_eagle`` and draft (lookahead) slots."""
+    return VllmPrefixEagleMixedBackend(config)

@@ -21,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 
+from ..fuzz.matrix import BACKENDS as VLLM_BACKENDS, DEFAULT_BACKENDS as VLLM_DEFAULT_BACKENDS
+from ..fuzz.sglang_matrix import BACKENDS as SGLANG_BACKENDS
 from ._common import int_in, print_json, writable_dir
 
 
@@ -31,9 +33,9 @@ def register(subparsers) -> None:
                    help="the supported releases from A to B (either end may be left out), or a list of release "
                         "numbers (default: every supported release)")
     p.add_argument("--backends", default=None, metavar="NAMES",
-                   help="comma-separated: vllm, vllm-async, vllm-no-reuse, vllm-prefix (default vllm, vllm-async, "
-                        "vllm-prefix; vllm-prefix from 0.11.2, where requests carry vLLM's block hasher); for sglang: "
-                        "sglang, sglang-lazy (default both)")
+                   help=f"comma-separated; for vllm: {', '.join(VLLM_BACKENDS)} (default "
+                        f"{', '.join(VLLM_DEFAULT_BACKENDS)}; the vllm-prefix ones need releases whose requests carry "
+                        f"vLLM's block hasher); for sglang: {', '.join(SGLANG_BACKENDS)} (default all)")
     p.add_argument("--examples", type=int_in(1, 100_000), default=None,
                    help="examples per cell (ci profile, seed 0; default 150)")
     p.add_argument("--bisect", default=None, metavar="TRACE",

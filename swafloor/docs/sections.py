@@ -369,11 +369,26 @@ def write_vllm_matrix(report: dict, engine: str = "vllm") -> str:
         "domain": domain(backends),
         "backends": backends,
         "releases": sorted(set(old["releases"]) | set(report["releases"]), key=release_key),
-        "runs": [r for r in old["runs"] if set(r["releases"]) - set(report["releases"])] + [run],
+        "runs": [r for r in old["runs"] if not _replaced(r, report)] + [{**run, "backends": list(report["backends"])}],
         "cells": sorted(cells, key=lambda c: (release_key(c["release"]), c["backend"])),
     }
     path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     return str(path)
+
+
+def _replaced(run: dict, report: dict) -> bool:
+    """Whether a stored run's every cell was run again by ``report`` (its releases and its backends: a
+    run stored before runs named their backends names them in its command, else ran the defaults)."""
+    backends = run.get("backends")
+    if backends is None:
+        command = run["command"].split()
+        if "--backends" in command:
+            backends = command[command.index("--backends") + 1].split(",")
+        else:
+            from swafloor.fuzz.matrix import engine_named
+
+            backends = list(engine_named(report["engine"]).default_backends)
+    return set(run["releases"]) <= set(report["releases"]) and set(backends) <= set(report["backends"])
 
 
 def _release_traces(engine: str = "vllm") -> list[tuple[str, dict]]:
