@@ -792,8 +792,7 @@ class Manager:
             limit = self._eagle_hit(req, found)
         elif self.semantics.hit_rule is HitRule.COMMON_PREFIX:
             # one hit length for all, a multiple of the alignment (the lcm of the block sizes)
-            a = self._hit_alignment()
-            limit = next(L for L in range(limit - limit % a, -1, -a) if self._hit_length_fits(L, found))
+            limit = self._longest_common_hit(limit, found)
         for lc_index, step in enumerate(plan):
             if step is None or self.layout.life_cycles[lc_index].kind is LifeCycleKind.SSM:
                 continue
@@ -843,20 +842,41 @@ class Manager:
         life cycles' block sizes (:func:`~.cache_hit.alignment`; with one block size, ``t``)."""
         return self._alignment
 
+    def _longest_common_hit(self, limit: int, found: Any) -> int:
+        """The longest hit of at most ``limit`` tokens, a multiple of the alignment, that fits every
+        attention life cycle (:meth:`_hit_length_fits`). A length that does not fit names a block it
+        needs and cannot find; every longer length down to that block's start needs it too, so the
+        search goes on from there: O(blocks looked up), where trying each length was quadratic."""
+        a = self._hit_alignment()
+        L = limit - limit % a
+        while L > 0:
+            missing = self._hit_missing(L, found)
+            if missing is None:
+                return L
+            t, b = missing
+            L = min(L - a, b * t - (b * t) % a)
+        return 0
+
     def _hit_length_fits(self, L: int, found: Any) -> bool:
         """Whether a hit of ``L`` tokens (a multiple of every attention life cycle's block size) fits
         every attention life cycle (``HitRule.COMMON_PREFIX``): each finds every block it holds at
         history and capacity ``L`` (its live blocks there), or, holding none there, its block before
         ``L``."""
-        if L == 0:
-            return True
+        return L == 0 or self._hit_missing(L, found) is None
+
+    def _hit_missing(self, L: int, found: Any) -> tuple[int, int] | None:
+        """For a hit of ``L > 0`` tokens (see :meth:`_hit_length_fits`): ``(t, b)``, the highest block
+        ``b`` (of ``t`` tokens) some attention life cycle needs and cannot find, or None when it fits."""
         for lc_index, lc in enumerate(self.layout.life_cycles):
             if lc.kind is LifeCycleKind.SSM:
                 continue
-            needed = list(_blocks(self.required_ranges(lc_index, L, L)))
-            if any(found(lc_index, b) is None for b in needed or [L // self._t[lc_index] - 1]):
-                return False
-        return True
+            t = self._t[lc_index]
+            ranges = self.required_ranges(lc_index, L, L) or ((L // t - 1, L // t),)
+            for lo, hi in reversed(ranges):
+                for b in range(hi - 1, lo - 1, -1):
+                    if found(lc_index, b) is None:
+                        return t, b
+        return None
 
     def hit_blocks(self, request_id: str) -> int:
         """The blocks the request's first resume took as cache hits (0 before it or without any)."""

@@ -21,6 +21,7 @@ from swafloor.reference import (
     Config,
     ConfigError,
     LifeCycleKind,
+    HitRule,
     Manager,
     Semantics,
     SsmLayer,
@@ -229,3 +230,34 @@ def attrs_evolve(instance, **changes):
     import attrs
 
     return attrs.evolve(instance, **changes)
+
+
+def test_longest_common_hit_jumps_to_what_trying_every_length_finds():
+    """The common-prefix search skips every length that needs a block it found missing: on random
+    patterns of findable blocks it returns what trying each aligned length from the top returns."""
+    import random
+
+    rng = random.Random(3)
+    layouts = [
+        [AttentionLayer(window=None), AttentionLayer(window=3)],
+        [AttentionLayer(window=5, tokens_per_block=1), AttentionLayer(window=None, tokens_per_block=4)],
+        [AttentionLayer(window=2), AttentionLayer(window=7, sink_tokens=2), SsmLayer()],
+        [AttentionLayer(window=9, tokens_per_block=3), AttentionLayer(window=4, tokens_per_block=2)],
+    ]
+    checked = 0
+    for layers in layouts:
+        sem = Semantics(prefix_sharing=True, cache_freed=True, hit_rule=HitRule.COMMON_PREFIX,
+                        in_flight_tokens=rng.choice([0, 1]))
+        manager = Manager(Config(2, layers, semantics=sem))
+        a = manager._hit_alignment()
+        for _ in range(300):
+            limit = rng.randint(0, 60)
+            present = {(i, b): rng.random() < 0.8 for i in range(len(layers)) for b in range(61)}
+
+            def found(i, b):
+                return 1 if present.get((i, b)) else None
+
+            brute = next(L for L in range(limit - limit % a, -1, -a) if manager._hit_length_fits(L, found))
+            assert manager._longest_common_hit(limit, found) == brute, (layers, limit)
+            checked += brute > 0
+    assert checked > 100
