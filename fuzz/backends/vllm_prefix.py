@@ -205,9 +205,14 @@ class VllmPrefixBackend(VllmBackend):
             key = self.pool.blocks[block_id].block_hash
             if key is None:
                 continue
-            b, root = self.content.get(bytes(get_hash(key)), (None, None))
+            b, root = self._named(bytes(get_hash(key)), get_group(key))
             cached[block_id] = (get_group(key), b, root)
         return attrs.evolve(view, cached=(cached,))
+
+    def _named(self, digest: bytes, group: Any) -> tuple[Any, Any]:
+        """The (hash block, request first computed for) a cached block's hash names; (None, None) when
+        no request's hash list has it."""
+        return self.content.get(digest, (None, None))
 
 
 @factory(capabilities(), name="vllm-prefix", prepare=load_prefix)
@@ -279,7 +284,8 @@ class VllmPrefixMixedBackend(VllmPrefixBackend):
     scheduler's block size the lcm. With block sizes that differ vLLM's sliding-window groups cache only
     the blocks an aligned hit can read (its retention mask: ``Semantics.cache_aligned``; with one
     size every block of a window of two or more tokens). A group of ``k * t`` tokens per block names a block by the hash of
-    its last hash block (vLLM 0.32 on), so a cached block named by hash block ``j`` is the block ``j // k``
+    its last hash block (vLLM 0.32 on; before, by its hash blocks' hashes concatenated, whose last part
+    is that hash), so a cached block named by hash block ``j`` is the block ``j // k``
     that holds it (``(j + 1) / k - 1`` for a whole block; a partially filled block that a release caches
     as a partial prefix entry is named by the last hash block it holds, and reads as the block it is)."""
 
@@ -291,6 +297,15 @@ class VllmPrefixMixedBackend(VllmPrefixBackend):
                               "(vLLM's hash block size) must divide each")
         self.factors = tuple(size // t for size in layout.block_sizes)
         super().__init__(config)
+
+    def _named(self, digest: bytes, group: Any) -> tuple[Any, Any]:
+        """A block of ``k`` hash blocks is keyed by the hash of its last hash block (vLLM 0.32 on), or by
+        its ``k`` hash blocks' hashes concatenated (before): the last of them names it either way."""
+        k = self.factors[group] if isinstance(group, int) and group < len(self.factors) else 1
+        found = self.content.get(digest)
+        if found is None and k > 1 and len(digest) % k == 0:
+            found = self.content.get(digest[-(len(digest) // k):])
+        return found if found is not None else (None, None)
 
     def slots(self) -> SlotMap:
         view = super().slots()
