@@ -26,36 +26,33 @@ EXAMPLES = 2000  # the whole ci profile (the issue: it passes the ci profile, in
 EAGLE_EXAMPLES = 400  # within CI's ~100 s budget on 2 cores (the whole profile passes: docs/backends.md)
 
 
-def test_ci_campaign_passes_with_hits(tmp_path):
+def _campaign(tmp_path, backend: str, examples: int) -> dict:
+    """``swafloor fuzz --backend BACKEND --profile ci --examples N --json`` in the vLLM venv: its report,
+    checked to be a pass of the ci profile's seed with at least ``examples`` examples."""
     _need_venv()
-    proc = _run(["-m", "swafloor", "fuzz", "--backend", "vllm-prefix", "--profile", "ci", "--examples",
-                 str(EXAMPLES), "--json", "--out", str(tmp_path)], tmp_path)
+    proc = _run(["-m", "swafloor", "fuzz", "--backend", backend, "--profile", "ci", "--examples", str(examples),
+                 "--json", "--out", str(tmp_path)], tmp_path)
     stdout, stderr = proc.communicate(timeout=TIMEOUT)
     try:
         report = json.loads(stdout)
     except ValueError:
-        raise AssertionError(f"no JSON report from swafloor fuzz --backend vllm-prefix:\n{stderr[-4000:]}") from None
+        raise AssertionError(f"no JSON report from swafloor fuzz --backend {backend}:\n{stderr[-4000:]}") from None
     assert proc.returncode == 0 and report["result"] == "pass", json.dumps(report.get("divergence"), indent=1)[:4000]
-    assert report["backend"] == "vllm-prefix" and (report["profile"], report["seed"]) == ("ci", 0)
-    assert report["examples"] >= EXAMPLES and report["steps"] > 10 * report["examples"]
-    assert report["discard_rate"] <= 0.05 and report["swa_share"] >= 0.5 and report["targets"]["met"], report
+    assert report["backend"] == backend and (report["profile"], report["seed"]) == ("ci", 0)
+    assert report["examples"] >= examples and report["discard_rate"] <= 0.05 and report["targets"]["met"], report
+    return report
+
+
+def test_ci_campaign_passes_with_hits(tmp_path):
+    report = _campaign(tmp_path, "vllm-prefix", EXAMPLES)
+    assert report["steps"] > 10 * report["examples"] and report["swa_share"] >= 0.5, report
     assert report["hit_rate"] >= 0.3 and report["targets"]["hits_met"], report
     assert report["created_sharing"] > report["on_prefix"] > report["hits"] > 0
 
 
 def test_eagle_ci_campaign_passes_with_hits(tmp_path):
-    _need_venv()
-    proc = _run(["-m", "swafloor", "fuzz", "--backend", "vllm-prefix-eagle", "--profile", "ci", "--examples",
-                 str(EAGLE_EXAMPLES), "--json", "--out", str(tmp_path)], tmp_path)
-    stdout, stderr = proc.communicate(timeout=TIMEOUT)
-    try:
-        report = json.loads(stdout)
-    except ValueError:
-        raise AssertionError(f"no JSON report from swafloor fuzz --backend vllm-prefix-eagle:\n{stderr[-4000:]}") from None
-    assert proc.returncode == 0 and report["result"] == "pass", json.dumps(report.get("divergence"), indent=1)[:4000]
-    assert report["backend"] == "vllm-prefix-eagle" and (report["profile"], report["seed"]) == ("ci", 0)
-    assert report["examples"] >= EAGLE_EXAMPLES and report["steps"] > 10 * report["examples"]
-    assert report["discard_rate"] <= 0.05 and report["swa_share"] >= 0.5 and report["targets"]["met"], report
+    report = _campaign(tmp_path, "vllm-prefix-eagle", EAGLE_EXAMPLES)
+    assert report["steps"] > 10 * report["examples"] and report["swa_share"] >= 0.5, report
     # A hit needs one whole block more under EAGLE (the one given back): fewer requests hit (12% over
     # the whole profile), but some must.
     assert report["created_sharing"] > report["on_prefix"] > report["hits"] > 0
@@ -67,17 +64,7 @@ MIXED_EXAMPLES = 1500  # vllm-prefix-mixed (full attention at 2t or 4t): about 7
 def test_mixed_block_sizes_ci_campaign_passes_with_hits(tmp_path):
     """``vllm-prefix-mixed``: full attention at a larger block size than the SWA layers, one block pool,
     hits aligned to the lcm, the cache keeping only what an aligned hit can take (issue 23)."""
-    _need_venv()
-    proc = _run(["-m", "swafloor", "fuzz", "--backend", "vllm-prefix-mixed", "--profile", "ci", "--examples",
-                 str(MIXED_EXAMPLES), "--json", "--out", str(tmp_path)], tmp_path)
-    stdout, stderr = proc.communicate(timeout=TIMEOUT)
-    try:
-        report = json.loads(stdout)
-    except ValueError:
-        raise AssertionError(f"no JSON report from swafloor fuzz --backend vllm-prefix-mixed:\n{stderr[-4000:]}") from None
-    assert proc.returncode == 0 and report["result"] == "pass", json.dumps(report.get("divergence"), indent=1)[:4000]
-    assert report["backend"] == "vllm-prefix-mixed" and report["examples"] >= MIXED_EXAMPLES
-    assert report["discard_rate"] <= 0.05 and report["targets"]["met"], report
+    report = _campaign(tmp_path, "vllm-prefix-mixed", MIXED_EXAMPLES)
     assert report["hit_rate"] >= 0.3 and report["targets"]["hits_met"], report
 
 

@@ -263,6 +263,19 @@ class _Req:
             self.kv.swa_evicted_seqlen = length
 
 
+def open_request(requests: dict, request_id: Hashable, states: tuple = ()) -> Any:
+    """The open request ``request_id`` of an adapter's ``requests`` (in one of ``states`` when given);
+    a typed error naming the field otherwise."""
+    req = requests.get(request_id)
+    if req is None:
+        raise RequestError(request_id, "request_id", request_id, "unknown request")
+    if req.state is RequestState.CLOSED:
+        raise RequestError(request_id, "state", "closed", "request is closed")
+    if states and req.state not in states:
+        raise RequestError(request_id, "state", req.state.value, "not allowed in this state")
+    return req
+
+
 class SglangBackend:
     """SGLang's SWA allocator behind the protocol (see the module docstring)."""
 
@@ -334,14 +347,7 @@ class SglangBackend:
         return entry[0], entry[1]
 
     def _get(self, request_id: Hashable, *states: RequestState) -> _Req:
-        req = self.requests.get(request_id)
-        if req is None:
-            raise RequestError(request_id, "request_id", request_id, "unknown request")
-        if req.state is RequestState.CLOSED:
-            raise RequestError(request_id, "state", "closed", "request is closed")
-        if states and req.state not in states:
-            raise RequestError(request_id, "state", req.state.value, "not allowed in this state")
-        return req
+        return open_request(self.requests, request_id, states)
 
     def _row(self, a: int, req: _Req) -> Any:
         return self.rows[a].req_to_token[req.kvs[a].req_pool_idx]

@@ -75,7 +75,8 @@ from swafloor.reference import (
 )
 
 from ..protocol import BackendCheckFailed, Capabilities, Operation, Part, Unsupported, factory
-from .sglang import MAX_CONTEXT as _ROW, MAX_REQUESTS as _ROWS, _loaded, import_sglang, semantics as _sglang_semantics
+from .sglang import MAX_CONTEXT as _ROW, MAX_REQUESTS as _ROWS, _loaded, import_sglang, open_request
+from .sglang import semantics as _sglang_semantics
 
 __all__ = ["SglangRadixBackend", "sglang_radix", "semantics", "capabilities", "import_radix", "STATS", "MARGIN"]
 
@@ -236,14 +237,7 @@ class SglangRadixBackend:
         return entry
 
     def _get(self, rid: Hashable, *states: RequestState) -> _Request:
-        req = self.requests.get(rid)
-        if req is None:
-            raise RequestError(rid, "request_id", rid, "unknown request")
-        if req.state is RequestState.CLOSED:
-            raise RequestError(rid, "state", "closed", "request is closed")
-        if states and req.state not in states:
-            raise RequestError(rid, "state", req.state.value, "not allowed in this state")
-        return req
+        return open_request(self.requests, rid, states)
 
     # ------------------------------------------------------------------ SGLang's steps
     def _ids(self, req: _Request, upto: int) -> None:

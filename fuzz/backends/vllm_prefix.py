@@ -255,15 +255,19 @@ def load_eagle() -> dict[str, Any]:
     return v
 
 
-class VllmPrefixEagleBackend(VllmPrefixBackend):
-    """``vllm-prefix`` with ``use_eagle=True``; a step of ``n`` new tokens asks its last ``min(k, n - 1)``
-    as ``num_lookahead_tokens`` (draft slots, ``k`` = :data:`LOOKAHEAD`) and the rest as scheduled tokens
+class _Eagle:
+    """``use_eagle=True``; a step of ``n`` new tokens asks its last ``min(k, n - 1)`` as
+    ``num_lookahead_tokens`` (draft slots, ``k`` = :data:`LOOKAHEAD`) and the rest as scheduled tokens
     (vLLM caches only up to those: ``Semantics.lookahead_tokens``)."""
 
     eagle = True
 
     def _drafts(self, history: int, capacity: int) -> int:
         return min(LOOKAHEAD, capacity - history - 1) if capacity > history else 0
+
+
+class VllmPrefixEagleBackend(_Eagle, VllmPrefixBackend):
+    """``vllm-prefix`` with ``use_eagle=True`` and draft slots (:class:`_Eagle`)."""
 
 
 @factory(eagle_capabilities(), name="vllm-prefix-eagle", prepare=load_eagle)
@@ -331,13 +335,8 @@ def capabilities_eagle_mixed():
                         notes=(*base.notes, f"use_eagle, {LOOKAHEAD} lookahead (draft) slots per step"))
 
 
-class VllmPrefixEagleMixedBackend(VllmPrefixMixedBackend):
-    """``vllm-prefix-mixed`` with ``use_eagle=True`` and draft slots, as :class:`VllmPrefixEagleBackend`."""
-
-    eagle = True
-
-    def _drafts(self, history: int, capacity: int) -> int:
-        return min(LOOKAHEAD, capacity - history - 1) if capacity > history else 0
+class VllmPrefixEagleMixedBackend(_Eagle, VllmPrefixMixedBackend):
+    """``vllm-prefix-mixed`` with ``use_eagle=True`` and draft slots (:class:`_Eagle`)."""
 
 
 @factory(capabilities_eagle_mixed(), name="vllm-prefix-eagle-mixed", prepare=load_eagle)
