@@ -14,7 +14,11 @@ from swafloor.proofs.symbolic import BLOCK_SIZE, TOKENS, H, T, W, all_of, upto
 from swafloor.proofs.theorem import Attempt, Theorem, goal_parts
 from swafloor.reference import floors, lifecycle
 
-NAMES = [t.name for t in catalogue.CATALOGUE]
+#: The theorems the block encoding covers: those with a block-size variable. The others enumerate
+#: their block sizes as constants of the goal (two sizes per pool group, which one variable cannot
+#: say) and run in the direct encoding (test_theorems_without_a_block_size_fall_back_to_direct).
+NAMES = [t.name for t in catalogue.CATALOGUE if any(v.unit == BLOCK_SIZE for v in t.variables)]
+FIXED_SIZES = {"mixed-pool-group-sufficient", "mixed-pool-group-tight", "hit-mixed-valid"}
 
 
 def _encode(theorem: Theorem) -> tuple[blockform.BlockEncoding, list]:
@@ -175,9 +179,24 @@ def test_forall_exists_decode_tight_is_decided_in_the_block_encoding(solver):
 
 
 def test_units_are_declared_where_the_encoding_needs_them():
-    """Every catalogue theorem has exactly one block-size variable, first (minimisation fixes it first)."""
+    """Every catalogue theorem but those with their block sizes as constants has exactly one block-size
+    variable, first (minimisation fixes it first)."""
+    assert {t.name for t in catalogue.CATALOGUE} - set(NAMES) == FIXED_SIZES
     for theorem in catalogue.CATALOGUE:
         units = [v.unit for v in theorem.variables]
+        if theorem.name in FIXED_SIZES:
+            assert BLOCK_SIZE not in units and TOKENS in units, theorem.name
+            continue
         assert units[0] == BLOCK_SIZE and units.count(BLOCK_SIZE) == 1, theorem.name
         assert TOKENS in units or theorem.name == "ceil-identity-at-zero", theorem.name
     assert upto("x", "made up", 0, 3, "x <= 3").unit == "count"
+
+
+@pytest.mark.parametrize("name", sorted(FIXED_SIZES))
+def test_theorems_without_a_block_size_fall_back_to_direct(name):
+    """Asked for the block encoding, a theorem with no block-size variable gets the direct one, saying why."""
+    theorem = catalogue.by_name(name)
+    with pytest.raises(blockform.Unsupported):
+        _encode(theorem)
+    encoded, reason = discharge._encode(theorem, discharge._backend("z3", 0), "blocks")
+    assert encoded.name == "direct" and "block encoding unsupported" in reason
