@@ -234,3 +234,17 @@ def test_swafloor_does_not_import_torch_until_a_dataplane_is_resolved():
         "b.resolve('dataplane:reference'); assert 'torch' in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "SWAFLOOR_DEVICE": "cpu"})
+
+
+def test_a_block_size_per_life_cycle_is_refused_and_never_drawn():
+    """The data plane's pages are blocks of the config's t: the reference draws block sizes per life cycle,
+    its data-plane wrap does not, and a config with one is refused naming why."""
+    from swafloor.fuzz.protocol import Unsupported
+
+    assert resolve("reference").capabilities.mixed_block_sizes
+    record = resolve("dataplane:reference")
+    assert not record.capabilities.mixed_block_sizes
+    config = Config(1, [AttentionLayer(window=3), AttentionLayer(window=None, tokens_per_block=2)])
+    with pytest.raises(Unsupported, match="block size per life cycle"):
+        record.factory(config)
+    record.factory(Config(1, [AttentionLayer(window=3), AttentionLayer(window=None)]))

@@ -80,8 +80,10 @@ def wrap(inner: BackendRecord, device: str, seed: int = 0, name: str | None = No
         from .tables import TABLE_ONLY
 
         notes = inner_caps.notes + ("data plane " + TABLE_ONLY,)
+    # one block size: the engine's KV pages are blocks of the config's t (no block size per life cycle)
     caps: Capabilities = attrs.evolve(inner_caps, observations=_observations(inner),
-                                      needs_gpu=device.startswith("cuda"), notes=notes, all_semantics=False)
+                                      needs_gpu=device.startswith("cuda"), notes=notes, all_semantics=False,
+                                      mixed_block_sizes=False, full_attention_block_multiples=())
     label = name or PREFIX + inner.name
 
     def make(config: Config):
@@ -91,6 +93,9 @@ def wrap(inner: BackendRecord, device: str, seed: int = 0, name: str | None = No
 
         if config.semantics.cache_freed:  # a freed slot is poisoned: its cached data is not modelled
             raise Unsupported(f"{label}: freed blocks cached (semantics.cache_freed): not modelled by the data plane")
+        if build_layout(config).mixed_block_sizes:
+            raise Unsupported(f"{label}: a block size per life cycle: the data plane's pages are blocks of the "
+                              f"config's t = {config.tokens_per_block}")
         backend = inner.factory(config)
         layout = build_layout(config)
         totals = layout.slots
