@@ -127,7 +127,7 @@ def test_align_after_pop_changes_one_pass_but_not_the_longest_hit():
     mutation = next(m for m in MUTATIONS if m.name == "align-after-pop")
     rng = random.Random(0)
     one_pass_differs = 0
-    for _ in range(20_000):
+    for _ in range(6_000):
         sizes = rng.choice([(1, 2), (1, 4), (2, 4), (2, 3), (3, 2), (4, 8), (1, 2, 4)])
         M = rng.randint(0, 24)
         windows = [rng.choice([None, 1, 2, 3, 4, 5, 7, 9]) for _ in sizes]
@@ -143,4 +143,4 @@ def test_align_after_pop_changes_one_pass_but_not_the_longest_hit():
                          for i, (r0, r1) in runs]
         assert wrong == right, (sizes, windows, cached, eagle, M)
         one_pass_differs += one != one_wrong
-    assert one_pass_differs > 100
+    assert one_pass_differs > 30

@@ -32,7 +32,7 @@ VENV = Path(os.environ.get("SWAFLOOR_SGLANG_VENV") or ROOT / ".venv-sglang")
 PYTHON = VENV / "bin" / "python"
 BACKENDS = ("sglang", "sglang-lazy")
 TIMEOUT = 900  # seconds for one subprocess; a hang still ends
-EXAMPLES = PROFILES["ci"].examples  # the whole ci profile per backend
+EXAMPLES = 1000  # the ci profile's first 1000 per backend (CI's budget; the whole profile passes by hand: docs/backends.md)
 
 
 def _need_venv() -> None:
@@ -57,7 +57,8 @@ def campaigns(tmp_path_factory):
     _need_venv()
     out = tmp_path_factory.mktemp("sglang-fuzz")
     running = {
-        name: _run(["-m", "swafloor", "fuzz", "--backend", name, "--profile", "ci", "--json", "--out", str(out)], out)
+        name: _run(["-m", "swafloor", "fuzz", "--backend", name, "--profile", "ci", "--examples", str(EXAMPLES), "--json",
+                    "--out", str(out)], out)
         for name in BACKENDS
     }
     results = {}
