@@ -24,8 +24,16 @@ class ManagerBackend:
     def create(self, request_id: Hashable, reused_history: int = 0, **sharing: Any) -> None:
         self.manager.create(request_id, reused_history=reused_history, **sharing)
 
-    def resume(self, request_id: Hashable) -> Outcome:
-        return self.manager.resume(request_id)
+    def resume(self, request_id: Hashable, **hit: Any) -> Outcome:
+        """``hit``: ``hit_tokens=N`` (a lost hit the backend took: see ``Capabilities.lost_hits``)."""
+        return self.manager.resume(request_id, **hit)
+
+    def longest_hit(self, request_id: Hashable) -> int | None:
+        """The manager's longest valid hit for the request's first resume (None: no such lookup)."""
+        return self.manager.longest_hit(request_id)
+
+    def hit_is_valid(self, request_id: Hashable, tokens: int) -> bool:
+        return self.manager.hit_is_valid(request_id, tokens)
 
     def resize(self, request_id: Hashable, capacity: int, history: int) -> Outcome:
         return self.manager.resize(request_id, capacity, history)

@@ -62,6 +62,16 @@ def _cached(view: SlotMap) -> list:
     return sorted(key for per_group in view.cached for key in per_group.values())
 
 
+class _Taking:
+    """A side whose ``resume`` passes a given hit on (see Lockstep._resume_taking_the_backends_hit)."""
+
+    def __init__(self, side: Backend, hit: dict):
+        self.side, self.hit = side, hit
+
+    def resume(self, request_id: str):
+        return self.side.resume(request_id, **self.hit)
+
+
 class BuildFailed(SwafloorError):
     """The reference side could not be built from the config (a harness or spec problem)."""
 
@@ -134,6 +144,8 @@ class Lockstep:
         self.keeps = config.semantics.suspend is SuspendMode.KEEP
         self.liveness = Liveness.of(config)
         self.slack_events = 0
+        # Lost hits (Capabilities.lost_hits): (step index, request, longest valid hit, hit taken), tokens.
+        self.lost_hits: list[tuple[int, str, int, int]] = []
         self.backend_seconds = 0.0
         self.reference_seconds = 0.0
         layout = build_layout(config)
@@ -162,6 +174,48 @@ class Lockstep:
             return
         self.backend_seconds += time.perf_counter() - started
         self.build_divergence = self._compare_observations(-1, None)
+
+    def _resume_taking_the_backends_hit(self, index: int, step: Step) -> tuple[Divergence | None, Result, Result]:
+        """A resume under ``Capabilities.lost_hits``: the backend first; where it was a first resume
+        that looked the cache up, the hit it took (``hit_tokens``) against the reference's longest valid
+        one: longer, or shorter and not valid, is a divergence (field ``hit``); shorter and valid is a
+        lost hit, recorded, and the reference takes that same hit; equal, the reference resumes as it
+        would. Returns (divergence or None, the reference's result, the backend's)."""
+        rid = step.request
+        started = time.perf_counter()
+        try:
+            longest = self.reference.longest_hit(rid)
+        except SwafloorError:  # not suspended, unknown...: the step's own error, compared as usual
+            longest = None
+        middle = time.perf_counter()
+        got_result = run_step(self.backend, step)
+        taken = None
+        if longest is not None and got_result.kind in ("ok", "out-of-slots"):
+            try:
+                taken = self.backend.hit_tokens(rid)
+            except Exception as exc:  # noqa: BLE001 - reading the backend is observing it
+                got_result = Result("crash", message=f"hit_tokens: {type(exc).__name__}: {exc}")
+        after = time.perf_counter()
+        self.backend_seconds += after - middle
+        found = None
+        if taken is not None and taken != longest:
+            valid = taken < longest and self.reference.hit_is_valid(rid, taken)
+            if not valid:
+                why = ("a hit longer than the longest valid one: the backend reuses what no valid hit may "
+                       "(a correctness bug)" if taken > longest else
+                       "a shorter hit that is not valid either (a block it needs is not cached, or it is off "
+                       "the alignment)")
+                found = Divergence(index, step, "hit", longest, taken, "at-most", why)
+            else:
+                self.lost_hits.append((index, str(rid), longest, taken))
+        hit = {"hit_tokens": taken} if taken is not None and taken != longest and found is None else {}
+        ref_result = run_step(self.reference, step) if not hit else self._resume_with(step, hit)
+        self.reference_seconds += (middle - started) + (time.perf_counter() - after)
+        return found, ref_result, got_result
+
+    def _resume_with(self, step: Step, hit: dict) -> Result:
+        """The reference's resume taking the backend's (lost) hit, classified as :func:`run_step` does."""
+        return run_step(_Taking(self.reference, hit), step)
 
     def _compare_observations(self, index: int, step: Step | None) -> Divergence | None:
         started = time.perf_counter()
@@ -286,12 +340,17 @@ class Lockstep:
             and self._lone(step.request)
             and self.liveness.covers(step.capacity, step.history - self.lengths[step.request][1])
         )
-        started = time.perf_counter()
-        ref_result = run_step(self.reference, step)
-        middle = time.perf_counter()
-        got_result = run_step(self.backend, step)
-        self.reference_seconds += middle - started
-        self.backend_seconds += time.perf_counter() - middle
+        if step.op is RESUME and self.caps.lost_hits:
+            found, ref_result, got_result = self._resume_taking_the_backends_hit(index, step)
+            if found is not None:
+                return found, ref_result
+        else:
+            started = time.perf_counter()
+            ref_result = run_step(self.reference, step)
+            middle = time.perf_counter()
+            got_result = run_step(self.backend, step)
+            self.reference_seconds += middle - started
+            self.backend_seconds += time.perf_counter() - middle
         divergence, slack = compare_results(index, step, ref_result, got_result, self.caps)
         if divergence is not None:
             return divergence, ref_result

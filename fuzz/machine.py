@@ -79,6 +79,10 @@ class Stats:
     created_sharing: int = 0  # requests created under prefix sharing semantics
     on_prefix: int = 0  # of those, created on another request's prefix
     hits: int = 0  # of those, requests whose first resume took at least one shared block
+    # First resumes that took a valid hit shorter than the longest (Capabilities.lost_hits), and the
+    # first of them: {"example", "step_index", "request", "longest", "taken", "trace"}.
+    lost_hits: int = 0
+    first_lost_hit: dict | None = None
     backend_seconds: float = 0.0
     reference_seconds: float = 0.0
     started: float = attrs.field(factory=time.perf_counter)
@@ -115,8 +119,11 @@ def build_machine(
         prefixed: Any = frozenset()
 
         def _apply(self, step: Step) -> Result:
+            before = len(self.lock.lost_hits)
             divergence, result = self.lock.apply(step)
             stats.steps += 1
+            if len(self.lock.lost_hits) > before:
+                self._lost_hit()
             if divergence is not None:
                 self._fail(divergence)
             if self.prefixed and step.op is Operation.RESUME and step.request in self.prefixed and result.ok:
@@ -147,6 +154,16 @@ def build_machine(
             if not cuts:
                 capacity = max(capacity, self.lock.lengths[rid][0])
             return self._apply(Step.resize(rid, capacity, history))
+
+        def _lost_hit(self) -> None:
+            """Count a lost hit; keep the first with its whole input (a trace that replays it)."""
+            stats.lost_hits += 1
+            if stats.first_lost_hit is None:
+                index, rid, longest, taken = self.lock.lost_hits[-1]
+                trace = Trace(config=self.lock.config, steps=tuple(self.lock.steps), backend=backend.name,
+                              against=against.name, expect="match")
+                stats.first_lost_hit = {"example": stats.examples + 1, "step_index": index, "request": rid,
+                                        "longest": longest, "taken": taken, "trace": trace}
 
         def _fail(self, divergence: Divergence) -> None:
             if stats.first_failure_example is None:

@@ -196,6 +196,12 @@ class Capabilities:
     # With mixed_block_sizes: () draws any block size per attention layer; else SWA layers keep the
     # config's t and full attention layers get t times one of these (vLLM: full attention at 2t or 4t).
     full_attention_block_multiples: tuple[int, ...] = attrs.field(default=(), converter=tuple)
+    # A first resume's hit compared one-sided: the backend may take a valid hit shorter than the
+    # reference's longest (a lost hit: the engine recomputes what it could have reused), read from its
+    # ``hit_tokens(request_id)`` after the resume; the reference then takes that same hit
+    # (``Manager.resume(..., hit_tokens=)``) and the campaign reports the lost hits apart. A longer hit,
+    # or a shorter one that is not valid, is a divergence (field ``hit``). Needs the common-prefix rule.
+    lost_hits: bool = False
 
     def __attrs_post_init__(self) -> None:
         required = {Operation.CREATE, Operation.RESUME, Operation.RESIZE}
@@ -221,6 +227,8 @@ class Capabilities:
             raise ValueError(f"Capabilities.adapter_set: {names} are set by the adapter, so they cannot be observations")
         if self.commit_before_allocate and Operation.COMMIT not in self.operations:
             raise ValueError("Capabilities.commit_before_allocate: needs the 'commit' operation")
+        if self.lost_hits and (self.all_semantics or self.semantics.hit_rule.value != "common-prefix"):
+            raise ValueError("Capabilities.lost_hits: needs one semantics with hit_rule common-prefix")
 
     def supports(self, operation: Operation) -> bool:
         return operation in self.operations
@@ -242,6 +250,7 @@ class Capabilities:
                 ("no capacity cuts", not self.capacity_cuts),
                 ("no sinks", not self.sinks),
                 ("no reused history", not self.reused_history),
+                ("lost hits reported apart", self.lost_hits),
             )
             if on
         ]

@@ -90,6 +90,8 @@ class ReplayResult:
     steps_run: int
     divergence: Divergence | None
     expect: str
+    # Lost hits (Capabilities.lost_hits): (step index, request, longest valid hit, hit taken), tokens.
+    lost_hits: tuple[tuple[int, str, int, int], ...] = ()
 
     @property
     def diverged(self) -> bool:
@@ -129,7 +131,7 @@ def replay(
             steps_run += 1
             if divergence is not None:
                 break
-    return ReplayResult(chosen.name, other.name, steps_run, divergence, trace.expect)
+    return ReplayResult(chosen.name, other.name, steps_run, divergence, trace.expect, tuple(lock.lost_hits))
 
 
 def replay_command(path: str, backend: str, against: str = "reference") -> str:

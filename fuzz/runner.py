@@ -110,6 +110,9 @@ class CampaignResult:
     created_sharing: int = 0  # requests created under prefix sharing semantics
     on_prefix: int = 0  # of those, created on another request's committed prefix
     hits: int = 0  # of those, requests whose first resume took a shared block (a cache hit)
+    lost_hits: int = 0  # first resumes (shrinking's included) that took a valid hit shorter than the longest
+    first_lost_hit: dict | None = None  # the first: example, step_index, request, longest, taken
+    lost_hit_file: Path | None = None  # its trace (it replays the lost hit; expects a match)
     import_seconds: float = 0.0  # resolving the backend and its prepare() (slow imports)
     backend_seconds: float = 0.0  # in the backend's operations, observations and builds
     reference_seconds: float = 0.0  # likewise on the side compared against
@@ -174,6 +177,10 @@ class CampaignResult:
             "reference_seconds": round(self.reference_seconds, 3),
             "backend_steps_per_second": self.steps_per_second(self.backend_seconds),
             "reference_steps_per_second": self.steps_per_second(self.reference_seconds),
+            **({"lost_hits": self.lost_hits,
+                "first_lost_hit": {**self.first_lost_hit,
+                                   "trace_file": None if self.lost_hit_file is None else str(self.lost_hit_file)}}
+               if self.first_lost_hit is not None else {}),
         }
         if self.backend_spec is not None and self.backend_spec != self.backend:
             extra["backend_spec"] = self.backend_spec
@@ -315,6 +322,13 @@ def run_campaign(
             path = save(trace, trace_path(Path(out_dir), trace, seed))
     except HypothesisException as exc:
         raise CampaignError(f"backend={backend_.name!r}: the campaign could not run: {type(exc).__name__}: {exc}") from exc
+    lost, lost_path = None, None
+    if stats.first_lost_hit is not None:  # a finding apart from divergences: its trace is kept too
+        lost = {k: v for k, v in stats.first_lost_hit.items() if k != "trace"}
+        if out_dir is not None:
+            lost_trace = attrs.evolve(stats.first_lost_hit["trace"], found={"seed": seed, "profile": chosen.name,
+                                                                            "examples": lost["example"]})
+            lost_path = save(lost_trace, Path(out_dir) / f"{backend_.name}-seed{seed}-lost-hit.json")
     return CampaignResult(
         backend=backend_name,
         against=against_name,
@@ -337,6 +351,9 @@ def run_campaign(
         created_sharing=stats.created_sharing,
         on_prefix=stats.on_prefix,
         hits=stats.hits,
+        lost_hits=stats.lost_hits,
+        first_lost_hit=lost,
+        lost_hit_file=lost_path,
         import_seconds=import_seconds,
         backend_seconds=stats.backend_seconds,
         reference_seconds=stats.reference_seconds,
@@ -350,6 +367,7 @@ def _fit_line(result: CampaignResult) -> str:
         return "-" if value is None else f"{value:,.0f}"
 
     verdict = "on target" if result.on_target else "OFF TARGET"
+    lost = result.first_lost_hit
     return (
         f"  generator fit: {result.discard_rate:.1%} of examples discarded as unsupported "
         f"({result.unsupported} of {result.unsupported + result.served}; target <= {MAX_DISCARD_RATE:.0%}), "
@@ -360,7 +378,13 @@ def _fit_line(result: CampaignResult) -> str:
            f"{result.hits / result.on_prefix if result.on_prefix else 0:.1%} of the {result.on_prefix} created on a prefix)"
            if result.created_sharing else "")
         + f": {verdict}\n"
-        f"  time: import {result.import_seconds:.1f} s (not in the campaign's); steps/s: "
+        + (f"  lost hits: {result.lost_hits} first resumes took a valid hit shorter than the longest (the engine "
+           f"recomputes what it could reuse; not a divergence); the first at example {lost['example']}, step "
+           f"{lost['step_index']}: resume({lost['request']!r}) took {lost['taken']} of {lost['longest']} tokens"
+           + (f"; replay: {replay_command(str(result.lost_hit_file), result.backend_spec or result.backend, result.against)}"
+              if result.lost_hit_file is not None else "") + "\n"
+           if lost is not None else "")
+        + f"  time: import {result.import_seconds:.1f} s (not in the campaign's); steps/s: "
         f"{result.backend} {rate(result.backend_seconds)}, {result.against} {rate(result.reference_seconds)}"
     )
 

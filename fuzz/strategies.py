@@ -174,6 +174,7 @@ def configs(draw, caps: Capabilities = EXACT_EVERYTHING, tokens_per_block=TOKENS
     semantics_ = draw(semantics(caps))  # the reference side runs the same semantics
     if caps.all_semantics and caps.mixed_block_sizes and semantics_.cache_freed:  # vLLM's retention mask, or not
         semantics_ = attrs.evolve(semantics_, cache_aligned=draw(st.booleans()))
+        semantics_ = attrs.evolve(semantics_, cache_prompt_tail=draw(st.booleans()))  # its partial prefix entries
     base = Config(tokens_per_block=t, layers=chosen, semantics=semantics_)
     life_cycles = len(build_layout(base).life_cycles)
 

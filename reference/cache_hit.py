@@ -51,6 +51,10 @@ __all__ = [
     "cached_runs",
     "longest_hit",
     "pool_free_blocks",
+    "cacheable_tokens",
+    "hit_read_blocks",
+    "retained_block",
+    "prompt_tail_tokens",
 ]
 
 
@@ -167,6 +171,49 @@ def longest_hit(cached: Sequence[Sequence[bool]], block_sizes: Sequence[int],
         if new == L:
             return L
         L = new
+
+
+def cacheable_tokens(computed: Any, t: Any, A: Any, eagle: Any) -> Any:
+    """Under ``cache_aligned``: how many of a request's ``computed`` tokens a life cycle of ``t`` tokens
+    per block caches. A hit is a multiple of the alignment ``A``, so the computed tokens rounded down
+    to it, ``aligned``; with EAGLE (``eagle = 1``) one block of the life cycle's own past that too
+    (the block a later hit matches and gives back to the drafter), never past ``computed``; and
+    nothing while ``aligned`` is 0 (no hit, so no block to give back either)."""
+    aligned = A * fdiv(computed, A)
+    return ite(aligned > 0, imin(computed, aligned + eagle * t), 0)
+
+
+def hit_read_blocks(t: Any, window: Any, A: Any, eagle: Any) -> Any:
+    """The blocks one hit of ``A`` tokens reads in a life cycle of ``t`` tokens per block (a multiple
+    of ``t`` divides ``A``): its needed blocks ``[hit_first_needed(A), A / t)`` and, with EAGLE, the
+    block the engine matched and gave back. Every longer aligned hit reads as many or more (its window
+    is not cut by position 0)."""
+    return fdiv(A, t) + eagle - hit_first_needed(A, t, window)
+
+
+def retained_block(b: Any, t: Any, window: Any, A: Any, eagle: Any) -> Any:
+    """Under ``cache_aligned``: whether block ``b`` of a life cycle of ``t`` tokens per block is kept
+    in the cache, i.e. whether some hit of ``L > 0`` tokens, a multiple of ``A``, reads it: blocks
+    ``[hit_first_needed(L), L / t + eagle)``. The shortest such ``L`` reaching the block,
+    ``L = A * max(1, ceil((b + 1 - eagle) * t / A))``, starts its window no later than any longer one,
+    so it decides. Full attention (``window`` None) keeps every block, and so does a life cycle where
+    one hit reads a whole alignment's worth of blocks or more (:func:`hit_read_blocks` at least
+    ``A / t``): vLLM's retention mask then keeps all, block 0 included even where, with EAGLE, no hit
+    reads it."""
+    if window is None:
+        return True
+    L = A * imax(1, fdiv((b + 1 - eagle) * t + A - 1, A))
+    reads = _and(hit_first_needed(L, t, window) <= b, b < fdiv(L, t) + eagle)
+    return _or(hit_read_blocks(t, window, A, eagle) >= fdiv(A, t), reads)
+
+
+def prompt_tail_tokens(prompt: Any, hash_t: Any, eagle: Any) -> Any:
+    """Under ``cache_prompt_tail``: the prefix, in tokens, that names the block a request's prompt
+    ends inside: the prompt's whole blocks of the hash size ``hash_t`` (the config's ``t``) within its
+    first ``prompt - 1`` tokens (what a resend of the prompt can reuse: its last token is computed
+    again), or within the whole prompt with EAGLE (the lookup reads one block further, then gives it
+    back)."""
+    return hash_t * fdiv(prompt - 1 + eagle, hash_t)
 
 
 def _and(a: Any, b: Any) -> Any:

@@ -216,13 +216,18 @@ class Semantics:
     found too and lie within the reused tokens: the engine matched it and gave it back for the
     drafter to recompute); defined for windows without sink tokens. ``cache_aligned`` (needs
     ``cache_freed``): the cache keeps only what a hit whose length is a multiple of the alignment (the
-    lcm of the block sizes, :func:`~.cache_hit.alignment`) can take: block ``b`` of a life cycle of
-    ``t`` tokens per block, with ``L`` the smallest such length ``>= (b + 1) * t``, is named once the
-    request's first ``L`` tokens count as computed (not ``(b + 1) * t``: vLLM's hybrid coordinator
-    caches up to the computed tokens rounded down to its scheduler block size), and only when a hit of
-    ``L`` tokens looks it up (the ``common-prefix`` rule's blocks at ``L``: vLLM's retention mask for
-    its sliding-window groups). With one block size and windows of two or more tokens it changes
-    nothing."""
+    lcm of the block sizes, :func:`~.cache_hit.alignment`) can take: a life cycle of ``t`` tokens per
+    block names only the blocks within its :func:`~.cache_hit.cacheable_tokens` of the computed ones
+    (vLLM's hybrid coordinator caches up to the computed tokens rounded down to its scheduler block
+    size, with ``eagle`` one block of the life cycle's own more, and nothing before the first
+    boundary), and of those only the ones a hit reads (:func:`~.cache_hit.retained_block`: vLLM's
+    retention mask for its sliding-window groups). With one block size and windows of two or more
+    tokens it changes nothing. ``cache_prompt_tail`` (needs ``cache_freed``): a full-attention life
+    cycle whose block size differs from the config's ``t`` (vLLM's hash block size) names the block a
+    request's prompt ends inside, while it fills, by the prompt's whole hash blocks (vLLM's partial
+    prefix entry, :func:`~.cache_hit.prompt_tail_tokens`): no hit reads that content, but a block
+    freed with it is cached (the end of the free queue); a request's prompt is its reused history and
+    the first token it computes itself."""
 
     in_flight_tokens: int = attrs.field(default=0, validator=_non_negative_int("semantics.in_flight_tokens"))
     free_stale: FreeStale = attrs.field(
@@ -243,6 +248,7 @@ class Semantics:
     lookahead_tokens: int = attrs.field(default=0, validator=_non_negative_int("semantics.lookahead_tokens"))
     eagle: bool = attrs.field(default=False, validator=_bool_field("semantics.eagle"))
     cache_aligned: bool = attrs.field(default=False, validator=_bool_field("semantics.cache_aligned"))
+    cache_prompt_tail: bool = attrs.field(default=False, validator=_bool_field("semantics.cache_prompt_tail"))
 
     def __attrs_post_init__(self) -> None:
         if self.cache_freed and not self.prefix_sharing:
@@ -255,6 +261,8 @@ class Semantics:
             raise ConfigError("semantics.eagle", self.eagle, "needs semantics.hit_rule common-prefix")
         if self.cache_aligned and not self.cache_freed:
             raise ConfigError("semantics.cache_aligned", self.cache_aligned, "needs semantics.cache_freed")
+        if self.cache_prompt_tail and not self.cache_freed:
+            raise ConfigError("semantics.cache_prompt_tail", self.cache_prompt_tail, "needs semantics.cache_freed")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -272,6 +280,7 @@ class Semantics:
             **({"lookahead_tokens": self.lookahead_tokens} if self.lookahead_tokens else {}),  # absent: 0
             **({"eagle": True} if self.eagle else {}),  # absent: off
             **({"cache_aligned": True} if self.cache_aligned else {}),
+            **({"cache_prompt_tail": True} if self.cache_prompt_tail else {}),
         }
 
     @classmethod
@@ -282,7 +291,7 @@ class Semantics:
             "in_flight_tokens", "free_stale", "suspend", "first_resume_copy", "release_order",
             "eviction_interval", "prefix_sharing", "cache_freed", "hit_rule", "cache_scheduled", "lookahead_tokens",
             "eagle",
-            "cache_aligned",
+            "cache_aligned", "cache_prompt_tail",
         )
         for key in data:
             if key not in known:

@@ -287,6 +287,7 @@ class _Request:
     share_with: str | None = None  # the request whose committed prefix it was created on
     prefix_blocks: int = 0  # the whole blocks (of the config's t) of that prefix: cache hits at the first resume
     prefix_tokens: int = 0  # that prefix in tokens (each life cycle's whole blocks of it are looked up)
+    prompt_tokens: int = 1  # its prompt: the reused history and the first token it computes itself
     hit_blocks: int = 0  # the blocks its first resume took as hits
     named: list = attrs.Factory(list)  # caching: per life cycle, the blocks whose content was named so far
     # Where each token's content was first computed: ``(end token, request id)`` segments, the last
@@ -388,10 +389,16 @@ class _Pool:
         return next(iter(slots)) if slots else None
 
     def name(self, slot: int, key: tuple) -> None:
-        """A held slot's block now counts as computed: its content is ``key`` (kept until evicted)."""
-        if slot not in self.content:
-            self.content[slot] = key
-            self.index.setdefault(key, {})[slot] = None
+        """A held slot's block now counts as computed: its content is ``key`` (kept until evicted). A
+        whole block's key, ``(life cycle, root, block)``, replaces the key of a prefix of it (a
+        ``cache_prompt_tail`` key, which carries its length in tokens as a fourth part)."""
+        old = self.content.get(slot)
+        if old is not None and (len(old) == 3 or len(key) == 4):
+            return
+        if old is not None:
+            self._uncache(old, slot)
+        self.content[slot] = key
+        self.index.setdefault(key, {})[slot] = None
 
     def cached_content(self) -> dict[int, tuple]:
         """The cached free slots and their content."""
@@ -477,6 +484,7 @@ class Manager:
         # history alone: the no-change cache (which assumes the latter) is then off.
         self._interval = config.semantics.eviction_interval
         self._points: list[int] = []  # the release points of the last plan (see _release_points)
+        self._taking: int | None = None  # a resume's given hit (tokens), while it runs (see resume)
         if self._interval > 1:
             self._fast = False
         self._planning: _Request | None = None  # the request whose plan _feasible is judging
@@ -537,7 +545,7 @@ class Manager:
             self._request_snapshot(req) for req in self._requests.values() if req.state is not RequestState.CLOSED
         )  # a closed request is gone, as in any backend; its id stays taken
         pools = tuple(PoolSnapshot(p.total, p.free) for p in self._pools)
-        cached = tuple(sorted((lc, b, root) for p in self._pools for lc, root, b in p.cached_content().values()))
+        cached = tuple(sorted((key[0], key[2], key[1]) for p in self._pools for key in p.cached_content().values()))
         return Snapshot(pools, requests, self._sharing() if any(p.sharers for p in self._pools) else (), cached)
 
     def _sharing(self) -> tuple[tuple[int, int, tuple[str, ...]], ...]:
@@ -567,7 +575,7 @@ class Manager:
             tuple((s, s + 1) for s in reversed(p.front)) + n + tuple((s, s + 1) for s in p.queue)
             for p, n in zip(self._pools, fresh)
         )  # the queue's order: what keeps nothing, the never-used ids, then the cached slots
-        cached = tuple({s: (lc, b, root) for s, (lc, root, b) in p.cached_content().items()} for p in self._pools)
+        cached = tuple({s: (key[0], key[2], key[1]) for s, key in p.cached_content().items()} for p in self._pools)
         return SlotMap(held, free, cached=cached)
 
     def _request_snapshot(self, req: _Request) -> RequestSnapshot:
@@ -682,7 +690,7 @@ class Manager:
         # by a request created on this one's prefix)
         prefix = reused_history if share_with is not None or self._cache else 0  # tokens
         roots: tuple = ((None, request_id),)
-        if share_with is not None and prefix >= self._least_t:
+        if share_with is not None and prefix > 0:
             inherited = []
             for end, root in self._requests[share_with].roots:
                 inherited.append((prefix if end is None else min(end, prefix), root))
@@ -702,17 +710,34 @@ class Manager:
             share_with=share_with if self.semantics.prefix_sharing else None,
             prefix_blocks=prefix // self.tokens_per_block,
             prefix_tokens=prefix,
+            prompt_tokens=reused_history + 1,
             roots=roots,
         )
 
-    def resume(self, request_id: str) -> Outcome:
-        """Activate a suspended request: allocate its live blocks (plus any first-resume copy)."""
+    def resume(self, request_id: str, *, hit_tokens: int | None = None) -> Outcome:
+        """Activate a suspended request: allocate its live blocks (plus any first-resume copy).
+
+        ``hit_tokens``: the first resume takes a hit of that many tokens instead of the longest valid
+        one (:meth:`longest_hit`): what an engine that lost a hit took, so both can go on alike. It
+        must be a valid hit (:meth:`hit_is_valid`) no longer than the longest, under the
+        ``common-prefix`` rule of a caching manager; else :class:`RequestError` names it, nothing
+        changed."""
         req = self._get(request_id, RequestState.SUSPENDED)
+        if hit_tokens is not None:
+            longest = self.longest_hit(request_id)
+            if longest is None or type(hit_tokens) is not int or not 0 <= hit_tokens <= longest \
+                    or not self.hit_is_valid(request_id, hit_tokens):
+                why = ("applies only to a first resume that looks up the cache under the common-prefix rule"
+                       if longest is None else f"must be a valid hit of at most the longest, {longest} tokens")
+                raise RequestError(request_id, "hit_tokens", hit_tokens, why)
         extra = self._copy_needs(req)
         plan = self._plan(req, req.history, req.capacity)
-        looks_up = req.share_with is not None or (self._cache and req.prefix_tokens >= self._least_t)
         points = self._points
-        hits = self._hits(req, plan) if looks_up and not req.resumed else None
+        self._taking = hit_tokens
+        try:
+            hits = self._hits(req, plan) if self._looks_up(req) else None
+        finally:
+            self._taking = None
         copies = list(extra)
         if hits is not None:
             for lc_index, found in enumerate(hits):
@@ -747,6 +772,38 @@ class Manager:
             self._name_step(req, req.history, req.capacity, resuming=True)
         self._refresh(req)
         return OK
+
+    def _looks_up(self, req: _Request) -> bool:
+        """Whether the next resume of ``req`` looks its prefix up (its first, on a shared prefix or a
+        reused history under ``cache_freed``)."""
+        return not req.resumed and (
+            req.share_with is not None or (self._cache and req.prefix_tokens >= self._least_t)
+        )
+
+    def longest_hit(self, request_id: str) -> int | None:
+        """The hit (tokens) the first resume of the suspended ``request_id`` would take now: the longest
+        valid one under the ``common-prefix`` rule of a caching manager (``cache_freed``); None where
+        no such lookup happens (another rule, no cache, not a first resume). Changes nothing."""
+        req = self._get(request_id, RequestState.SUSPENDED)
+        if not self._cache or self.semantics.hit_rule is not HitRule.COMMON_PREFIX or not self._looks_up(req):
+            return None
+        return self._hit_limit(req, self._finder(req))
+
+    def hit_is_valid(self, request_id: str, tokens: int) -> bool:
+        """Whether a first resume of the suspended ``request_id`` could take a hit of ``tokens`` now:
+        0, or a multiple of the alignment within the reused history whose every needed block is cached
+        in every attention life cycle (with ``eagle``, :func:`~.cache_hit.hit_valid`, the block given
+        back included; else :meth:`_hit_length_fits`). Changes nothing."""
+        req = self._get(request_id, RequestState.SUSPENDED)
+        if type(tokens) is not int or tokens < 0:
+            return False
+        if tokens == 0:
+            return True
+        found = self._finder(req)
+        if self.semantics.eagle:
+            patterns, sizes, windows = self._eagle_patterns(req, found)
+            return cache_hit.hit_valid(tokens, patterns, sizes, windows, True, req.history)
+        return tokens <= req.prefix_tokens and tokens % self._hit_alignment() == 0 and self._hit_length_fits(tokens, found)
 
     def _copy_needs(self, req: _Request) -> list[int]:
         """The first-resume copy slots per pool group: one per attention life cycle whose reused history
@@ -783,16 +840,8 @@ class Manager:
         """Under ``cache_freed``: per life cycle, the prefix's whole blocks the first resume must hold
         whose content some slot has (held, or cached free): the slot first named with it."""
         hits: list[dict[int, int]] = [{} for _ in plan]
-
-        def found(lc_index: int, b: int) -> int | None:  # the slot first named with that content
-            return self._pools[self._group_of[lc_index]].first((lc_index, _root(req, b, self._t[lc_index]), b))
-
-        limit = req.prefix_tokens  # tokens: each life cycle looks up its whole blocks below it
-        if self.semantics.eagle:
-            limit = self._eagle_hit(req, found)
-        elif self.semantics.hit_rule is HitRule.COMMON_PREFIX:
-            # one hit length for all, a multiple of the alignment (the lcm of the block sizes)
-            limit = self._longest_common_hit(limit, found)
+        found = self._finder(req)
+        limit = self._hit_limit(req, found) if self._taking is None else self._taking
         for lc_index, step in enumerate(plan):
             if step is None or self.layout.life_cycles[lc_index].kind is LifeCycleKind.SSM:
                 continue
@@ -803,10 +852,27 @@ class Manager:
                         hits[lc_index][b] = slot
         return hits
 
-    def _eagle_hit(self, req: _Request, found: Any) -> int:
-        """The hit (tokens) of a first resume under ``Semantics.eagle``: :func:`.cache_hit.longest_hit`
-        over which prefix blocks each attention life cycle finds (in its own block size), its reusable
-        length the reused history."""
+    def _finder(self, req: _Request) -> Any:
+        """``found(life cycle, block)``: the slot first named with the content of ``req``'s block, else None."""
+
+        def found(lc_index: int, b: int) -> int | None:
+            return self._pools[self._group_of[lc_index]].first((lc_index, _root(req, b, self._t[lc_index]), b))
+
+        return found
+
+    def _hit_limit(self, req: _Request, found: Any) -> int:
+        """The tokens below which a first resume takes what it finds: the reused prefix (``per-block``),
+        else the one hit length for all life cycles, a multiple of the alignment (the lcm of the block
+        sizes): :meth:`_eagle_hit` or :meth:`_longest_common_hit`."""
+        if self.semantics.eagle:
+            return self._eagle_hit(req, found)
+        if self.semantics.hit_rule is HitRule.COMMON_PREFIX:
+            return self._longest_common_hit(req.prefix_tokens, found)
+        return req.prefix_tokens
+
+    def _eagle_patterns(self, req: _Request, found: Any) -> tuple[list, list, list]:
+        """Per attention life cycle: which blocks of the reused prefix it finds (in its own block
+        size), its block size and its window (None: full attention)."""
         patterns, sizes, windows = [], [], []
         for lc_index, lc in enumerate(self.layout.life_cycles):
             if lc.kind is LifeCycleKind.SSM:
@@ -815,6 +881,13 @@ class Manager:
             patterns.append([found(lc_index, b) is not None for b in range(req.prefix_tokens // t)])
             sizes.append(t)
             windows.append(lc.window if lc.kind is LifeCycleKind.SWA else None)
+        return patterns, sizes, windows
+
+    def _eagle_hit(self, req: _Request, found: Any) -> int:
+        """The hit (tokens) of a first resume under ``Semantics.eagle``: :func:`.cache_hit.longest_hit`
+        over which prefix blocks each attention life cycle finds (in its own block size), its reusable
+        length the reused history."""
+        patterns, sizes, windows = self._eagle_patterns(req, found)
         return cache_hit.longest_hit(patterns, sizes, windows, True, req.history) if patterns else 0
 
     def _scheduled_end(self, history: int, capacity: int, resuming: bool = False) -> int | None:
@@ -1143,16 +1216,23 @@ class Manager:
         """Under ``cache_freed``: the content of every block ``req`` holds whose tokens all lie below
         ``computed`` (committed, or under ``cache_scheduled`` reserved) is named, once per block index
         (a block not held when it became computed, out of the window, is never named). ``advance``
-        False: blocks not held now may still be named by a later call. O(blocks named)."""
+        False: blocks not held now may still be named by a later call. ``cache_aligned``: a life cycle
+        names only its first :func:`~.cache_hit.cacheable_tokens` tokens' blocks, and only those an
+        aligned hit reads (:meth:`_reachable`). ``cache_prompt_tail``: see :meth:`_name_prompt_tail`.
+        O(blocks named)."""
         if not req.named:
             req.named = [0] * len(req.held)
         aligned_only = self.semantics.cache_aligned
-        if aligned_only:  # only what an aligned hit can take: the computed tokens rounded down to the alignment
-            computed -= computed % self._hit_alignment()
+        eagle, a = int(self.semantics.eagle), self._hit_alignment()
         for lc_index, held in enumerate(req.held):
             t = self._t[lc_index]
-            full = computed // t
-            if self.layout.life_cycles[lc_index].kind is LifeCycleKind.SSM or req.named[lc_index] >= full:
+            if self.layout.life_cycles[lc_index].kind is LifeCycleKind.SSM:
+                continue
+            upto = cache_hit.cacheable_tokens(computed, t, a, eagle) if aligned_only else computed
+            if self.semantics.cache_prompt_tail:
+                self._name_prompt_tail(req, lc_index, upto)
+            full = upto // t
+            if req.named[lc_index] >= full:
                 continue
             pool = self._pools[self._group_of[lc_index]]
             for b in range(req.named[lc_index], full):
@@ -1161,14 +1241,34 @@ class Manager:
             if advance:
                 req.named[lc_index] = full
 
+    def _name_prompt_tail(self, req: _Request, lc_index: int, upto: int) -> None:
+        """``cache_prompt_tail``: a full-attention life cycle whose block size differs from the config's
+        ``t`` (vLLM's hash block size) names the block its request's prompt ends inside by the prompt's
+        whole hash blocks (:func:`~.cache_hit.prompt_tail_tokens`, ``n`` tokens, a partial prefix entry)
+        once its first ``upto`` cacheable tokens reach them, while that block is not whole: a content
+        no hit reads (hits look whole blocks up), which the block keeps if freed before it fills and
+        which its whole content replaces when it does."""
+        lc, t = self.layout.life_cycles[lc_index], self._t[lc_index]
+        if lc.kind is not LifeCycleKind.FULL or t == self.tokens_per_block:
+            return
+        n = cache_hit.prompt_tail_tokens(req.prompt_tokens, self.tokens_per_block, int(self.semantics.eagle))
+        b = n // t
+        if 0 < n <= upto and n % t and b in req.held[lc_index]:
+            self._pools[self._group_of[lc_index]].name(req.held[lc_index][b], (lc_index, _root_of(req, n - 1), b, n))
+
     def _reachable(self, lc_index: int, b: int) -> bool:
         """Whether some hit whose length is a multiple of the alignment reads block ``b`` of the life
-        cycle (``cache_aligned``): the smallest such length ending past it, ``L``, looks it up
-        (:meth:`_hit_length_fits`: its blocks at ``(L, L)``, else its block before ``L``); longer ones
-        start their windows no earlier."""
-        if self.layout.life_cycles[lc_index].window is None:
+        cycle (``cache_aligned``), by the hit rule in force. Under ``eagle`` (:func:`~.cache_hit.longest_hit`'s
+        rule): :func:`~.cache_hit.retained_block`, the block a hit gives back counted as read. Else
+        the smallest such length ending past the block, ``L``, looks it up (:meth:`_hit_length_fits`:
+        its blocks at ``(L, L)``, else its block before ``L``); longer ones start their windows no
+        earlier."""
+        lc = self.layout.life_cycles[lc_index]
+        if lc.window is None:
             return True
         t, a = self._t[lc_index], self._hit_alignment()
+        if self.semantics.eagle:
+            return cache_hit.retained_block(b, t, lc.window, a, 1)
         L = -(-(b + 1) * t // a) * a
         ranges = self.required_ranges(lc_index, L, L)
         return any(lo <= b < hi for lo, hi in ranges) if ranges else b == L // t - 1
@@ -1187,9 +1287,13 @@ class Manager:
 def _root(req: _Request, b: int, t: int) -> str:
     """The request that first computed the content of ``req``'s block ``b`` of ``t`` tokens: the one
     that computed its last token (a token's content is that of every token before it too)."""
-    last = (b + 1) * t - 1
+    return _root_of(req, (b + 1) * t - 1)
+
+
+def _root_of(req: _Request, token: int) -> str:
+    """The request that first computed ``req``'s token at position ``token``."""
     for end, root in req.roots:
-        if end is None or last < end:
+        if end is None or token < end:
             return root
     return req.request_id
 

@@ -116,6 +116,8 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               "the life cycles' block sizes", (), (ORACLE,), covers="semantics.hit_rule, block sizes per life cycle"),
     SeededBug("cache-aligned-swapped", "every freed block cached where only those an aligned hit reads "
               "should be, and back", (), (ORACLE,), covers="semantics.cache_aligned"),
+    SeededBug("prompt-tail-swapped", "the block a prompt ends inside named by the prompt's whole hash blocks "
+              "where it should not be, and back", (), (ORACLE,), covers="semantics.cache_prompt_tail"),
     SeededBug("cache-freed-ignored", "freed blocks keep nothing: no cached content and no hit on a freed block",
               (), (ORACLE,), covers="semantics.cache_freed"),
     SeededBug("hit-rule-swapped", "the other hit rule: one hit length for every life cycle where each has its "

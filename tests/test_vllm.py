@@ -103,7 +103,7 @@ for path in sys.argv[1:]:
     print(json.dumps({
         "file": path, "backend": trace.backend, "expect": trace.expect, "steps": len(trace.steps),
         "steps_run": found.steps_run, "divergence": None if d is None else d.to_dict(),
-        "saved": trace.divergence, "found": trace.found,
+        "saved": trace.divergence, "found": trace.found, "lost_hits": [list(x) for x in found.lost_hits],
     }))
 """
 

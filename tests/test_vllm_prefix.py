@@ -9,9 +9,12 @@ Each test runs the vLLM venv's python in a subprocess; without that venv the tes
 - ``vllm-prefix-eagle`` (``use_eagle``, 3 lookahead slots a step) passes the ci profile's first
   :data:`EAGLE_EXAMPLES` examples (the whole profile, 2000 examples, passed in 407 s, see
   docs/fuzzing-engines.md), with hits; ``vllm-prefix-mixed`` its first :data:`MIXED_EXAMPLES`.
+- ``vllm-prefix-eagle-mixed`` (EAGLE beside full attention at 2t or 4t, hits compared one-sided:
+  ``Capabilities.lost_hits``) passes the ci profile's first :data:`EAGLE_MIXED_EXAMPLES` and reports
+  vLLM's lost hits apart, with a trace that replays the first of them.
 - Every ``tests/regressions/vllm-prefix-*.json`` replays as it expects, and names its divergence's
   class and verdict: a trace that expects a divergence shows the same one (part, kinds, step), a trace
-  that expects a match matches.
+  that expects a match matches, and one that saved lost hits shows the same ones.
 """
 
 from __future__ import annotations
@@ -68,6 +71,24 @@ def test_mixed_block_sizes_ci_campaign_passes_with_hits(tmp_path):
     assert report["hit_rate"] >= 0.3 and report["targets"]["hits_met"], report
 
 
+EAGLE_MIXED_EXAMPLES = 300  # vllm-prefix-eagle-mixed: the ci profile's first 300 (its first lost hit: example 151; 2000 pass)
+
+
+def test_eagle_mixed_ci_campaign_passes_and_reports_lost_hits(tmp_path):
+    """``vllm-prefix-eagle-mixed``: no divergence, and vLLM's lost hits (a valid hit shorter than the
+    longest: its sliding-window finder aligns before the EAGLE pop and again after) reported apart, the
+    first with a trace that replays it (issue 23)."""
+    report = _campaign(tmp_path, "vllm-prefix-eagle-mixed", EAGLE_MIXED_EXAMPLES)
+    assert report["created_sharing"] > report["on_prefix"] > report["hits"] > 0, report
+    first = report["first_lost_hit"]
+    assert report["lost_hits"] >= 1 and first["taken"] < first["longest"], report
+    proc = _run(["-c", REPLAY, first["trace_file"]], tmp_path)
+    stdout, stderr = proc.communicate(timeout=TIMEOUT)
+    row = json.loads(stdout.splitlines()[-1])
+    assert row["divergence"] is None and row["expect"] == "match", stderr[-2000:]
+    assert [first["step_index"], first["request"], first["longest"], first["taken"]] in row["lost_hits"], row
+
+
 def test_regression_traces_replay_as_they_expect(tmp_path):
     _need_venv()
     assert REGRESSIONS, "no tests/regressions/vllm-prefix-*.json"
@@ -84,6 +105,7 @@ def test_regression_traces_replay_as_they_expect(tmp_path):
         assert row["found"] and row["found"].get("class") and row["found"].get("verdict"), f"{name}: class and verdict"
         expects.add(row["expect"])
         got = row["divergence"]
+        assert row["lost_hits"] == row["found"].get("lost_hits", []), f"{name}: lost hits {row['lost_hits']}"
         if row["expect"] == "match":
             assert got is None, f"{name} diverges: {json.dumps(got)[:2000]}"
             assert row["steps_run"] == row["steps"]

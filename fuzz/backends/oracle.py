@@ -258,6 +258,10 @@ class OracleManager:
         self.scheduled = semantics.cache_scheduled
         self.eagle = semantics.eagle
         self.aligned_only = semantics.cache_aligned
+        self.prompt_tail = semantics.cache_prompt_tail
+        # Pages named by the prefix of their block that a request's prompt fills (cache_prompt_tail):
+        # no hit finds them, but one freed so is cached.
+        self.partial: set[tuple] = set()
         self.blank = list(self.totals)
         self.freed_slots: list[dict[int, tuple | None]] = [{} for _ in range(groups)]
         self.kept: list[dict[tuple, list[int]]] = [{} for _ in range(groups)]
@@ -402,7 +406,7 @@ class OracleManager:
         if not self.cache:
             return
         g = self.group_of[i]
-        if page in self.known:  # cached, even where another page has that content
+        if page in self.known or page in self.partial:  # cached, even where another page has that content
             self.entries += 1
             self.kept[g].setdefault(self.content[page], []).append(self.entries)
             self.freed_slots[g][self.entries] = page
@@ -424,42 +428,95 @@ class OracleManager:
         entry = next(iter(self.freed_slots[g]))
         page = self.freed_slots[g].pop(entry)
         self._forget(g, self.content[page], entry)
+        if page in self.partial:  # never findable
+            self.partial.discard(page)
+            return
         self.known.discard(page)
         self.findable[g][self.content[page]].remove(page)
 
     def _learn(self, req: _Request, done: int) -> None:
         """The pages ``req`` holds whose every position lies below ``done`` become findable by their
         content (in the order they do). ``cache_aligned``: only below the longest length up to ``done``
-        that ends on a whole block of every attention geometry, and only pages a hit reads."""
+        that ends on a whole block of every attention geometry (none while that length is 0), under
+        EAGLE each geometry one whole block of its own further (the block a later hit matches and gives
+        back), and only pages a hit reads. ``cache_prompt_tail``: see :meth:`_learn_prompt_tail`."""
+        aligned = done
         if self.aligned_only:
             sizes = [g.t for g in self.geometries if g.kind != "ssm"]
-            while any(done % size for size in sizes):
-                done -= 1
+            while any(aligned % size for size in sizes):
+                aligned -= 1
         for i, (geometry, pages) in enumerate(zip(self.geometries, req.pages)):
             if geometry.kind == "ssm":
                 continue
+            reach = done
+            if self.aligned_only:
+                reach = min(done, aligned + geometry.t) if self.eagle and aligned > 0 else aligned
             for b in sorted(pages):
                 page = pages[b]
                 if self.aligned_only and not self._read_by_a_hit(i, b):
                     continue
-                if page not in self.known and b * geometry.t + geometry.t <= done:
+                if page not in self.known and b * geometry.t + geometry.t <= reach:
+                    if page in self.partial:  # whole now: its whole content replaces the prefix's
+                        self.partial.discard(page)
+                        self.content[page] = self._block_content(req, i, b)
                     self.known.add(page)
                     self.findable[self.group_of[i]].setdefault(self.content[page], []).append(page)
+            if self.prompt_tail:
+                self._learn_prompt_tail(req, i, reach)
+
+    def _learn_prompt_tail(self, req: _Request, i: int, reach: int) -> None:
+        """``cache_prompt_tail``: a full-attention geometry whose block size is not the config's names
+        the block holding the position just past the prompt's last whole block of the config's size
+        (the prompt: the reused tokens and one more; its last position counted only under EAGLE) by
+        the positions of that block below it, once ``reach`` covers them, unless the block is findable
+        already. Such a page is no hit's: only what is cached when it is freed changes."""
+        geometry = self.geometries[i]
+        if geometry.kind != "full" or geometry.t == self.t:
+            return
+        limit = req.prefix + 1 if self.eagle else req.prefix
+        end = limit
+        while end % self.t:
+            end -= 1
+        b = end // geometry.t
+        page = req.pages[i].get(b)
+        if end == 0 or end > reach or end == b * geometry.t or page is None or page in self.known:
+            return
+        if page not in self.partial:
+            self.partial.add(page)
+            self.content[page] = (i, tuple(self._origin(req, p) for p in range(b * geometry.t, end)))
+
+    def _hit_reads(self, geometry: _Geometry, length: int) -> set[int]:
+        """The blocks of ``geometry`` a hit of ``length`` tokens (on a whole block of it) needs findable:
+        what its first uncomputed position reads (or, reading none, the block just before it); under
+        EAGLE (no token in flight then) also the block at ``length``, the one given back."""
+        j = length // geometry.t
+        if self.eagle:
+            return set(_held(geometry, length, length, geometry.t, 0) or {j - 1}) | {j}
+        return set(_held(geometry, length, length, geometry.t, self.in_flight) or {j - 1})
 
     def _read_by_a_hit(self, i: int, b: int) -> bool:
         """``cache_aligned``: whether a hit ending on a whole block of every attention geometry
-        reads block ``b`` of geometry ``i``: the first such length past the block (found by stepping
-        token by token), and the blocks its first uncomputed token reads (or, reading none, the block
-        just before it)."""
+        reads block ``b`` of geometry ``i``: the first such length whose reads reach the block (found by
+        stepping token by token), and the blocks it reads (:meth:`_hit_reads`). Under EAGLE, where one
+        hit far from position 0 reads as many blocks as the first such length spans or more, every
+        block is kept (vLLM's retention mask keeps them all then, even a block no hit reads)."""
         geometry = self.geometries[i]
         if geometry.kind != "swa":
             return True
         sizes = [g.t for g in self.geometries if g.kind != "ssm"]
-        length = (b + 1) * geometry.t
-        while any(length % size for size in sizes):
-            length += 1
-        read = _held(geometry, length, length, geometry.t, self.in_flight) or {length // geometry.t - 1}
-        return b in read
+
+        def aligned_from(length: int) -> int:
+            while any(length % size for size in sizes):
+                length += 1
+            return length
+
+        if self.eagle:
+            step = aligned_from(1)
+            far = aligned_from(geometry.window + geometry.t)
+            if len(self._hit_reads(geometry, far)) >= step // geometry.t:
+                return True
+        length = aligned_from(max(1, (b + 1 - (1 if self.eagle else 0)) * geometry.t))
+        return b in self._hit_reads(geometry, length)
 
     def _move_cached(self, req: _Request, targets: list[frozenset[int]], hits: list[dict[int, tuple]] | None,
                      history: int, hold: range | None) -> None:

@@ -209,6 +209,16 @@ class _CacheAlignedSwapped(Manager):
         super().__init__(config, release_order)
 
 
+class _PromptTailSwapped(Manager):
+    """The block a prompt ends inside named by the prompt's whole hash blocks where it should not be,
+    and back."""
+
+    def __init__(self, config: Config, release_order: Any = None):
+        if config.semantics.cache_freed:
+            config = _with_semantics(config, cache_prompt_tail=not config.semantics.cache_prompt_tail)
+        super().__init__(config, release_order)
+
+
 class _CacheScheduledSwapped(Manager):
     """A block's content counts as computed when scheduled where it should be when committed, and back."""
 
@@ -610,6 +620,7 @@ _MAKERS: dict[str, Callable[[Config], Manager]] = {
     "full-share-same-size-only": _sized(_full_share_same_size_only),
     "hit-aligned-to-t": _HitAlignedToT,
     "cache-aligned-swapped": _CacheAlignedSwapped,
+    "prompt-tail-swapped": _PromptTailSwapped,
     "hit-rule-swapped": _HitRuleSwapped,
     "cache-scheduled-swapped": _CacheScheduledSwapped,
     "eagle-pops-first-block": _EaglePopsFirstBlock,
@@ -635,6 +646,7 @@ _BACKEND = {
     "full-share-same-size-only": "oracle-mixed",
     "hit-aligned-to-t": "oracle-mixed",
     "cache-aligned-swapped": "oracle-mixed",
+    "prompt-tail-swapped": "oracle-mixed",
 }
 #: The capabilities a mutant's backend declares: those of the oracle campaign that must kill it.
 _CAPABILITIES = {"oracle-sharing": ALL_SEMANTICS_SHARING, "oracle-eagle": ALL_SEMANTICS_EAGLE,

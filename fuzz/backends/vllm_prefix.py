@@ -118,6 +118,7 @@ class VllmPrefixBackend(VllmBackend):
         self.tokens: dict[Hashable, list[int]] = {}
         self.roots: dict[Hashable, list[tuple[int | None, Hashable]]] = {}
         self.content: dict[bytes, tuple[int, Hashable]] = {}  # block hash -> (block index, first computed for)
+        self.hits_taken: dict[Hashable, int] = {}  # request -> the hit (tokens) its last lookup took
 
     def _root(self, rid: Hashable, b: int) -> Hashable:
         for end, root in self.roots[rid]:
@@ -178,6 +179,7 @@ class VllmPrefixBackend(VllmBackend):
             request.num_in_flight_tokens = 0
             found, hit, *_ = self.manager.get_computed_blocks(request)
             hit = min(hit, h)
+            self.hits_taken[request_id] = hit
             drafts = self._drafts(h, c)
             blocks = self.manager.allocate_slots(
                 request, c - h - drafts, num_new_computed_tokens=hit, new_computed_blocks=found,
@@ -196,6 +198,11 @@ class VllmPrefixBackend(VllmBackend):
 
     def suspend(self, request_id: Hashable) -> None:
         raise Unsupported("vllm-prefix does not drive preemption (see the module docstring)")
+
+    def hit_tokens(self, request_id: Hashable) -> int | None:
+        """The hit (tokens) the request's last resume took from vLLM's ``get_computed_blocks`` (None:
+        it looked nothing up): read by the harness under ``Capabilities.lost_hits``."""
+        return self.hits_taken.get(request_id)
 
     def slots(self) -> SlotMap:
         view = super().slots()
@@ -279,7 +286,7 @@ def capabilities_mixed():
     """:func:`capabilities`, with full attention at 2t or 4t beside SWA layers at t (vLLM's hybrid
     models): every group from one block pool, hashes at t, hits aligned to the lcm."""
     return attrs.evolve(capabilities(), mixed_block_sizes=True, full_attention_block_multiples=(2, 4),
-                        semantics=attrs.evolve(semantics(), cache_aligned=True))
+                        semantics=attrs.evolve(semantics(), cache_aligned=True, cache_prompt_tail=True))
 
 
 class VllmPrefixMixedBackend(VllmPrefixBackend):
@@ -332,7 +339,8 @@ def capabilities_eagle_mixed():
     aligned to the lcm and popped, in the order the release does it."""
     base = capabilities_mixed()
     return attrs.evolve(base, semantics=attrs.evolve(base.semantics, eagle=True, lookahead_tokens=LOOKAHEAD),
-                        notes=(*base.notes, f"use_eagle, {LOOKAHEAD} lookahead (draft) slots per step"))
+                        notes=(*base.notes, f"use_eagle, {LOOKAHEAD} lookahead (draft) slots per step"),
+                        lost_hits=True)
 
 
 class VllmPrefixEagleMixedBackend(_Eagle, VllmPrefixMixedBackend):
