@@ -76,6 +76,7 @@ class WorkerSummary:
     seconds: float
     result: str  # "pass", "divergence", or "stopped" (another worker found one first)
     replayed: bool | None = None  # when stopped: whether replaying the database diverged too
+    lost_hits: int = 0  # first resumes that took a valid hit shorter than the longest (Capabilities.lost_hits)
 
     def to_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)
@@ -144,6 +145,7 @@ class WorkersResult:
             "workers": len(self.workers),
             "seeds": [w.seed for w in self.workers],
             "per_worker": [w.to_dict() for w in self.workers],
+            **({"lost_hits": sum(w.lost_hits for w in self.workers)} if any(w.lost_hits for w in self.workers) else {}),
         }
         if self.first is not None:
             extra["first_worker"] = self.first_worker
@@ -241,7 +243,8 @@ def _worker(job: _Job, messages: Any, leader: Any, leader_done: Any, replayed: A
             replay = run_campaign(job.backend, job.against, examples=1, shrink=False, out_dir=None,
                                   search=False, database=database, **kwargs)
             summary = WorkerSummary(job.index, job.seed, stats.examples, stats.runs, stats.steps + replay.steps,
-                                    time.perf_counter() - started, "stopped", replay.divergence is not None)
+                                    time.perf_counter() - started, "stopped", replay.divergence is not None,
+                                    stats.lost_hits)
             messages.put(("done", job.index, summary, None))
             return
         assert result is not None
@@ -251,7 +254,7 @@ def _worker(job: _Job, messages: Any, leader: Any, leader_done: Any, replayed: A
 
             result = attrs.evolve(result, trace_file=save(result.trace, trace_path(Path(job.out_dir), result.trace, job.seed)))
         summary = WorkerSummary(job.index, job.seed, result.examples, result.runs, result.steps,
-                                time.perf_counter() - started, result.result)
+                                time.perf_counter() - started, result.result, lost_hits=result.lost_hits)
         messages.put(("done", job.index, summary, result if result.divergence is not None else None))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises WorkersError
         import traceback
@@ -415,6 +418,7 @@ def format_workers(result: WorkersResult) -> str:
     lines = [head]
     for w in result.workers:
         extra = "" if w.replayed is None else f", replayed the database: {'diverged' if w.replayed else 'no divergence'}"
+        extra += f", {w.lost_hits} lost hits (not divergences)" if w.lost_hits else ""
         lines.append(f"  worker {w.index} (seed {w.seed}): {w.result}, {w.examples} examples, {w.steps} steps, "
                      f"{w.seconds:.1f} s{extra}")
     if result.first is not None:

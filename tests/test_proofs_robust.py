@@ -1,5 +1,5 @@
-"""Every theorem meets its expectation under Z3 seeds 0 to 2 (direct encoding) and cvc5 seeds 0 to 2
-(block encoding; CI's budget: seeds 3 to 9 are `swafloor prove --solver both --seed N`, which passed 0 to 9 by hand), and a theorem with lemma hints does so whatever order its lemmas come in. The budget is Z3's resource limit per check (RLIMIT, about the
+"""Every theorem meets its expectation under Z3 seeds 0 and 1 (direct encoding) and cvc5 seeds 0 and 1
+(block encoding; CI's budget: seeds 2 to 9 are `swafloor prove --solver both --seed N`, which passed 0 to 9 by hand), and a theorem with lemma hints does so whatever order its lemmas come in. The budget is Z3's resource limit per check (RLIMIT, about the
 work the slowest check of the default 10 s run needs, several times over), not seconds, so the
 answers do not depend on the machine's load; the wall-clock limit is only a safety net. The sweep
 runs on two forked workers in one test (bounded CI time); every solver run is a fresh Z3 context."""
@@ -16,7 +16,7 @@ import pytest
 from swafloor.proofs import DEFAULT_RLIMIT, catalogue, discharge
 from swafloor.proofs.theorem import goal_parts
 
-SEEDS = range(3)
+SEEDS = range(2)
 RLIMIT = DEFAULT_RLIMIT["z3"]  # Z3 resource units per check: what `swafloor prove` gives it
 RLIMIT_CVC5 = DEFAULT_RLIMIT["cvc5"]  # cvc5 resource units per check
 SAFETY_S = 300.0
@@ -66,12 +66,12 @@ def _cvc5_installed() -> bool:
 def sweep():
     solvers = ("z3", "cvc5") if _cvc5_installed() else ("z3",)
     tasks = [(t.name, seed, None, s) for t in catalogue.CATALOGUE for seed in SEEDS for s in solvers]
-    tasks += [(name, seed, order, "z3") for name in WITH_LEMMAS for seed in (0, 2) for order in (-1, 1)]
+    tasks += [(name, seed, order, "z3") for name in WITH_LEMMAS for seed in (0, 1) for order in (-1, 1)]
     with multiprocessing.get_context("fork").Pool(2) as pool:
         return pool.map(_run, tasks, chunksize=1)
 
 
-def test_every_theorem_holds_under_seeds_0_to_2(sweep):
+def test_every_theorem_holds_under_seeds_0_and_1(sweep):
     first = {}
     for (name, seed, order, solver), result, cex, minimal, seconds in sweep:
         if order is not None:
