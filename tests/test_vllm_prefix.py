@@ -89,6 +89,21 @@ def test_eagle_mixed_ci_campaign_passes_and_reports_lost_hits(tmp_path):
     assert [first["step_index"], first["request"], first["longest"], first["taken"]] in row["lost_hits"], row
 
 
+def test_a_hit_longer_than_valid_planted_in_vllm_is_a_divergence_at_its_step(tmp_path):
+    """One-sided is not blind: with vLLM's EAGLE drop skipped in every group (planted in its hybrid
+    coordinator, tests/vllm_plants.py) a first resume takes a block past the longest valid hit; the
+    harness reports a ``hit`` divergence (exit 1 from ``swafloor fuzz``) at the step the plant fires."""
+    _need_venv()
+    from tests.test_vllm import _run as run_module
+
+    proc = run_module(["-m", "tests.vllm_plants", "300", "eagle-drop-skipped@vllm-prefix-eagle-mixed"], ROOT)
+    stdout, stderr = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 0, stderr[-4000:]
+    row = json.loads(stdout.splitlines()[-1])
+    assert row["result"] == "divergence" and row["field"] == row["replay_field"] == "hit", row
+    assert row["fired_at"] is not None and row["seen_at"] == row["fired_at"], row
+
+
 def test_regression_traces_replay_as_they_expect(tmp_path):
     _need_venv()
     assert REGRESSIONS, "no tests/regressions/vllm-prefix-*.json"

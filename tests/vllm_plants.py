@@ -13,6 +13,11 @@ that only physical identity (block ids, ref counts, the free queue's links) can 
   vLLM's own assert on a reused block's ref count would see it first.
 - ``requeue``: ``free_blocks`` puts one block it freed on the queue a second time (the linked list
   is then corrupt).
+- ``eagle-drop-skipped`` (for ``vllm-prefix-eagle-mixed``, not a ``BlockPool`` plant): every KV-cache
+  group's ``find_longest_cache_hit`` is called with ``drop_eagle_block=False``, so no group gives the
+  matched block back to the drafter and the hit can run one block past the longest valid EAGLE hit
+  (the bug of vLLM's first EAGLE prefix caching). It fires at a lookup whose hit it lengthens; the
+  harness (``Capabilities.lost_hits``) must call that a ``hit`` divergence, at that step.
 
 ``python -m tests.vllm_plants NAME [EXAMPLES [BACKEND]]`` runs the ci profile of ``vllm`` (or BACKEND,
 e.g. ``dataplane:vllm``) with the plant,
@@ -29,7 +34,7 @@ from swafloor.fuzz.backends import resolve
 from swafloor.fuzz.lockstep import Lockstep
 from swafloor.fuzz.runner import run_campaign
 
-PLANTS = ("alias", "leak", "double-free", "requeue")
+PLANTS = ("alias", "leak", "double-free", "requeue", "eagle-drop-skipped")
 
 
 class Plant:
@@ -46,6 +51,9 @@ class Plant:
 
     def install(self) -> None:
         plant = self
+        if self.name == "eagle-drop-skipped":
+            self._skip_the_eagle_drop()
+            return
         get_new_blocks, free_blocks = self.originals["get_new_blocks"], self.originals["free_blocks"]
 
         def aliasing_get_new_blocks(pool, num_blocks):
@@ -114,10 +122,34 @@ class Plant:
 
             manager_class.free = freeing_request
 
+    def _skip_the_eagle_drop(self) -> None:
+        from vllm.v1.core import kv_cache_coordinator
+
+        plant, coordinator = self, kv_cache_coordinator.HybridKVCacheCoordinator
+        original = coordinator.find_longest_cache_hit
+        self.originals_coordinator = (coordinator, original)
+
+        def without_the_drop(manager, block_hashes, max_cache_hit_length):
+            groups = manager.attention_groups
+            dropped = original(manager, block_hashes, max_cache_hit_length)
+            manager.attention_groups = [g._replace(use_eagle=False) for g in groups]
+            try:
+                kept = original(manager, block_hashes, max_cache_hit_length)
+            finally:
+                manager.attention_groups = groups
+            if kept[1] != dropped[1]:
+                plant.fired = True
+            return kept
+
+        coordinator.find_longest_cache_hit = without_the_drop
+
     def uninstall(self) -> None:
         for attr, original in self.originals.items():
             setattr(self.pool_class, attr, original)
         self.manager_class.free = self.manager_free
+        if hasattr(self, "originals_coordinator"):
+            coordinator, original = self.originals_coordinator
+            coordinator.find_longest_cache_hit = original
 
     def fire(self, pool) -> None:
         pool._swafloor_plant_fired = True
