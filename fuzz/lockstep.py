@@ -65,11 +65,11 @@ def _cached(view: SlotMap) -> list:
 class _Taking:
     """A side whose ``resume`` passes a given hit on (see Lockstep._resume_taking_the_backends_hit)."""
 
-    def __init__(self, side: Backend, hit: dict):
-        self.side, self.hit = side, hit
+    def __init__(self, side: Backend, hit_tokens: int):
+        self.side, self.hit_tokens = side, hit_tokens
 
     def resume(self, request_id: str):
-        return self.side.resume(request_id, **self.hit)
+        return self.side.resume(request_id, hit_tokens=self.hit_tokens)
 
 
 class BuildFailed(SwafloorError):
@@ -208,14 +208,10 @@ class Lockstep:
                 found = Divergence(index, step, "hit", longest, taken, "at-most", why)
             else:
                 self.lost_hits.append((index, str(rid), longest, taken))
-        hit = {"hit_tokens": taken} if taken is not None and taken != longest and found is None else {}
-        ref_result = run_step(self.reference, step) if not hit else self._resume_with(step, hit)
+        lost = taken is not None and taken != longest and found is None
+        ref_result = run_step(_Taking(self.reference, taken) if lost else self.reference, step)
         self.reference_seconds += (middle - started) + (time.perf_counter() - after)
         return found, ref_result, got_result
-
-    def _resume_with(self, step: Step, hit: dict) -> Result:
-        """The reference's resume taking the backend's (lost) hit, classified as :func:`run_step` does."""
-        return run_step(_Taking(self.reference, hit), step)
 
     def _compare_observations(self, index: int, step: Step | None) -> Divergence | None:
         started = time.perf_counter()
