@@ -35,6 +35,10 @@ class ManagerBackend:
     def hit_is_valid(self, request_id: Hashable, tokens: int) -> bool:
         return self.manager.hit_is_valid(request_id, tokens)
 
+    def rule_hit(self, request_id: Hashable, rule: str) -> int | None:
+        """The hit the lost-hit rule ``rule`` yields for the request's first resume (None: no such lookup)."""
+        return self.manager.rule_hit(request_id, rule)
+
     def resize(self, request_id: Hashable, capacity: int, history: int) -> Outcome:
         return self.manager.resize(request_id, capacity, history)
 

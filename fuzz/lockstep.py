@@ -144,8 +144,9 @@ class Lockstep:
         self.keeps = config.semantics.suspend is SuspendMode.KEEP
         self.liveness = Liveness.of(config)
         self.slack_events = 0
-        # Lost hits (Capabilities.lost_hits): (step index, request, longest valid hit, hit taken), tokens.
-        self.lost_hits: list[tuple[int, str, int, int]] = []
+        # Lost hits (Capabilities.lost_hit_rules): (step index, request, longest valid hit, hit taken,
+        # the declared rule that yields it), in tokens.
+        self.lost_hits: list[tuple[int, str, int, int, str]] = []
         self.backend_seconds = 0.0
         self.reference_seconds = 0.0
         layout = build_layout(config)
@@ -176,17 +177,20 @@ class Lockstep:
         self.build_divergence = self._compare_observations(-1, None)
 
     def _resume_taking_the_backends_hit(self, index: int, step: Step) -> tuple[Divergence | None, Result, Result]:
-        """A resume under ``Capabilities.lost_hits``: the backend first; where it was a first resume
+        """A resume under ``Capabilities.lost_hit_rules``: the backend first; where it was a first resume
         that looked the cache up, the hit it took (``hit_tokens``) against the reference's longest valid
-        one: longer, or shorter and not valid, is a divergence (field ``hit``); shorter and valid is a
-        lost hit, recorded, and the reference takes that same hit; equal, the reference resumes as it
-        would. Returns (divergence or None, the reference's result, the backend's)."""
+        one: longer, shorter and not valid, or shorter and valid but yielded by none of the backend's
+        declared lost-hit rules (``rule_hit``), is a divergence (field ``hit``); shorter, valid and
+        yielded by a declared rule is a lost hit, recorded with the rule's name, and the reference takes
+        that same hit; equal, the reference resumes as it would. Returns (divergence or None, the
+        reference's result, the backend's)."""
         rid = step.request
         started = time.perf_counter()
         try:
             longest = self.reference.longest_hit(rid)
+            rules = {} if longest is None else {r: self.reference.rule_hit(rid, r) for r in self.caps.lost_hit_rules}
         except SwafloorError:  # not suspended, unknown...: the step's own error, compared as usual
-            longest = None
+            longest, rules = None, {}
         middle = time.perf_counter()
         got_result = run_step(self.backend, step)
         taken = None
@@ -200,14 +204,20 @@ class Lockstep:
         found = None
         if taken is not None and taken != longest:
             valid = taken < longest and self.reference.hit_is_valid(rid, taken)
+            rule = next((r for r, hit in rules.items() if hit == taken), None) if valid else None
             if not valid:
                 why = ("a hit longer than the longest valid one: the backend reuses what no valid hit may "
                        "(a correctness bug)" if taken > longest else
                        "a shorter hit that is not valid either (a block it needs is not cached, or it is off "
                        "the alignment)")
                 found = Divergence(index, step, "hit", longest, taken, "at-most", why)
+            elif rule is None:
+                yields = ", ".join(f"{r} yields {hit}" for r, hit in rules.items())
+                found = Divergence(index, step, "hit", longest, taken, "at-most",
+                                   f"a shorter valid hit that no declared lost-hit rule explains ({yields}): "
+                                   "a lost hit of no modelled kind")
             else:
-                self.lost_hits.append((index, str(rid), longest, taken))
+                self.lost_hits.append((index, str(rid), longest, taken, rule))
         lost = taken is not None and taken != longest and found is None
         ref_result = run_step(_Taking(self.reference, taken) if lost else self.reference, step)
         self.reference_seconds += (middle - started) + (time.perf_counter() - after)

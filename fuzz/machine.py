@@ -80,8 +80,10 @@ class Stats:
     on_prefix: int = 0  # of those, created on another request's prefix
     hits: int = 0  # of those, requests whose first resume took at least one shared block
     # First resumes that took a valid hit shorter than the longest (Capabilities.lost_hits), and the
-    # first of them: {"example", "step_index", "request", "longest", "taken", "trace"}.
+    # first of them: {"example", "step_index", "request", "longest", "taken", "rule", "trace"}; and
+    # the count per lost-hit rule.
     lost_hits: int = 0
+    lost_hits_by_rule: dict = attrs.field(factory=dict)
     first_lost_hit: dict | None = None
     backend_seconds: float = 0.0
     reference_seconds: float = 0.0
@@ -158,12 +160,13 @@ def build_machine(
         def _lost_hit(self) -> None:
             """Count a lost hit; keep the first with its whole input (a trace that replays it)."""
             stats.lost_hits += 1
+            index, rid, longest, taken, rule = self.lock.lost_hits[-1]
+            stats.lost_hits_by_rule[rule] = stats.lost_hits_by_rule.get(rule, 0) + 1
             if stats.first_lost_hit is None:
-                index, rid, longest, taken = self.lock.lost_hits[-1]
                 trace = Trace(config=self.lock.config, steps=tuple(self.lock.steps), backend=backend.name,
                               against=against.name, expect="match")
                 stats.first_lost_hit = {"example": stats.examples + 1, "step_index": index, "request": rid,
-                                        "longest": longest, "taken": taken, "trace": trace}
+                                        "longest": longest, "taken": taken, "rule": rule, "trace": trace}
 
         def _fail(self, divergence: Divergence) -> None:
             if stats.first_failure_example is None:

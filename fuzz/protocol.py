@@ -29,6 +29,7 @@ from swafloor.reference import (
     BlockTable, Config, LifeCycleKind, Outcome, RequestState, Semantics, SlotMap, Snapshot, SwafloorError,
 )
 from swafloor.reference.show import bounded
+from swafloor.reference.cache_hit import LOST_HIT_RULES
 
 __all__ = [
     "slots_of",
@@ -199,9 +200,17 @@ class Capabilities:
     # A first resume's hit compared one-sided: the backend may take a valid hit shorter than the
     # reference's longest (a lost hit: the engine recomputes what it could have reused), read from its
     # ``hit_tokens(request_id)`` after the resume; the reference then takes that same hit
-    # (``Manager.resume(..., hit_tokens=)``) and the campaign reports the lost hits apart. A longer hit,
-    # or a shorter one that is not valid, is a divergence (field ``hit``). Needs the common-prefix rule.
-    lost_hits: bool = False
+    # (``Manager.resume(..., hit_tokens=)``) and the campaign reports the lost hits apart, counted per
+    # rule. Only a hit one of these named rules yields (``reference.cache_hit.LOST_HIT_RULES``, computed
+    # by the reference's ``rule_hit``) is a lost hit; a longer hit, a shorter one that is not valid, or
+    # a shorter valid one no declared rule yields is a divergence (field ``hit``). Needs the
+    # common-prefix rule.
+    lost_hit_rules: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+
+    @property
+    def lost_hits(self) -> bool:
+        """Whether a first resume's hit is compared one-sided (some lost-hit rule declared)."""
+        return bool(self.lost_hit_rules)
 
     def __attrs_post_init__(self) -> None:
         required = {Operation.CREATE, Operation.RESUME, Operation.RESIZE}
@@ -228,7 +237,10 @@ class Capabilities:
         if self.commit_before_allocate and Operation.COMMIT not in self.operations:
             raise ValueError("Capabilities.commit_before_allocate: needs the 'commit' operation")
         if self.lost_hits and (self.all_semantics or self.semantics.hit_rule.value != "common-prefix"):
-            raise ValueError("Capabilities.lost_hits: needs one semantics with hit_rule common-prefix")
+            raise ValueError("Capabilities.lost_hit_rules (lost_hits): needs one semantics with hit_rule common-prefix")
+        unknown = [r for r in self.lost_hit_rules if r not in LOST_HIT_RULES]
+        if unknown:
+            raise ValueError(f"Capabilities.lost_hit_rules: {unknown} are not lost-hit rules {sorted(LOST_HIT_RULES)}")
 
     def supports(self, operation: Operation) -> bool:
         return operation in self.operations
@@ -250,7 +262,7 @@ class Capabilities:
                 ("no capacity cuts", not self.capacity_cuts),
                 ("no sinks", not self.sinks),
                 ("no reused history", not self.reused_history),
-                ("lost hits reported apart", self.lost_hits),
+                (f"lost hits reported apart ({', '.join(self.lost_hit_rules)})", self.lost_hits),
             )
             if on
         ]

@@ -90,8 +90,9 @@ class ReplayResult:
     steps_run: int
     divergence: Divergence | None
     expect: str
-    # Lost hits (Capabilities.lost_hits): (step index, request, longest valid hit, hit taken), tokens.
-    lost_hits: tuple[tuple[int, str, int, int], ...] = ()
+    # Lost hits (Capabilities.lost_hit_rules): (step index, request, longest valid hit, hit taken, the
+    # rule that yields it), in tokens.
+    lost_hits: tuple[tuple[int, str, int, int, str], ...] = ()
 
     @property
     def diverged(self) -> bool:

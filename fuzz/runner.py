@@ -111,7 +111,8 @@ class CampaignResult:
     on_prefix: int = 0  # of those, created on another request's committed prefix
     hits: int = 0  # of those, requests whose first resume took a shared block (a cache hit)
     lost_hits: int = 0  # first resumes (shrinking's included) that took a valid hit shorter than the longest
-    first_lost_hit: dict | None = None  # the first: example, step_index, request, longest, taken
+    lost_hits_by_rule: dict = attrs.field(factory=dict)  # lost-hit rule name -> lost hits it explains
+    first_lost_hit: dict | None = None  # the first: example, step_index, request, longest, taken, rule
     lost_hit_file: Path | None = None  # its trace (it replays the lost hit; expects a match)
     import_seconds: float = 0.0  # resolving the backend and its prepare() (slow imports)
     backend_seconds: float = 0.0  # in the backend's operations, observations and builds
@@ -177,7 +178,7 @@ class CampaignResult:
             "reference_seconds": round(self.reference_seconds, 3),
             "backend_steps_per_second": self.steps_per_second(self.backend_seconds),
             "reference_steps_per_second": self.steps_per_second(self.reference_seconds),
-            **({"lost_hits": self.lost_hits,
+            **({"lost_hits": self.lost_hits, "lost_hits_by_rule": dict(sorted(self.lost_hits_by_rule.items())),
                 "first_lost_hit": {**self.first_lost_hit,
                                    "trace_file": None if self.lost_hit_file is None else str(self.lost_hit_file)}}
                if self.first_lost_hit is not None else {}),
@@ -352,6 +353,7 @@ def run_campaign(
         on_prefix=stats.on_prefix,
         hits=stats.hits,
         lost_hits=stats.lost_hits,
+        lost_hits_by_rule=dict(stats.lost_hits_by_rule),
         first_lost_hit=lost,
         lost_hit_file=lost_path,
         import_seconds=import_seconds,
@@ -379,8 +381,11 @@ def _fit_line(result: CampaignResult) -> str:
            if result.created_sharing else "")
         + f": {verdict}\n"
         + (f"  lost hits: {result.lost_hits} first resumes took a valid hit shorter than the longest (the engine "
-           f"recomputes what it could reuse; not a divergence); the first at example {lost['example']}, step "
-           f"{lost['step_index']}: resume({lost['request']!r}) took {lost['taken']} of {lost['longest']} tokens"
+           f"recomputes what it could reuse; not a divergence), per rule: "
+           + ", ".join(f"{rule} {n}" for rule, n in sorted(result.lost_hits_by_rule.items()))
+           + f"; the first at example {lost['example']}, step "
+           f"{lost['step_index']}: resume({lost['request']!r}) took {lost['taken']} of {lost['longest']} tokens "
+           f"({lost['rule']})"
            + (f"; replay: {replay_command(str(result.lost_hit_file), result.backend_spec or result.backend, result.against)}"
               if result.lost_hit_file is not None else "") + "\n"
            if lost is not None else "")

@@ -76,7 +76,8 @@ class WorkerSummary:
     seconds: float
     result: str  # "pass", "divergence", or "stopped" (another worker found one first)
     replayed: bool | None = None  # when stopped: whether replaying the database diverged too
-    lost_hits: int = 0  # first resumes that took a valid hit shorter than the longest (Capabilities.lost_hits)
+    lost_hits: int = 0  # first resumes that took a valid hit shorter than the longest (Capabilities.lost_hit_rules)
+    lost_hits_by_rule: dict = attrs.field(factory=dict)  # lost-hit rule name -> lost hits it explains
 
     def to_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)
@@ -145,7 +146,10 @@ class WorkersResult:
             "workers": len(self.workers),
             "seeds": [w.seed for w in self.workers],
             "per_worker": [w.to_dict() for w in self.workers],
-            **({"lost_hits": sum(w.lost_hits for w in self.workers)} if any(w.lost_hits for w in self.workers) else {}),
+            **({"lost_hits": sum(w.lost_hits for w in self.workers),
+                "lost_hits_by_rule": {rule: sum(w.lost_hits_by_rule.get(rule, 0) for w in self.workers)
+                                      for rule in sorted({r for w in self.workers for r in w.lost_hits_by_rule})}}
+               if any(w.lost_hits for w in self.workers) else {}),
         }
         if self.first is not None:
             extra["first_worker"] = self.first_worker
@@ -244,7 +248,7 @@ def _worker(job: _Job, messages: Any, leader: Any, leader_done: Any, replayed: A
                                   search=False, database=database, **kwargs)
             summary = WorkerSummary(job.index, job.seed, stats.examples, stats.runs, stats.steps + replay.steps,
                                     time.perf_counter() - started, "stopped", replay.divergence is not None,
-                                    stats.lost_hits)
+                                    stats.lost_hits, dict(stats.lost_hits_by_rule))
             messages.put(("done", job.index, summary, None))
             return
         assert result is not None
@@ -254,7 +258,8 @@ def _worker(job: _Job, messages: Any, leader: Any, leader_done: Any, replayed: A
 
             result = attrs.evolve(result, trace_file=save(result.trace, trace_path(Path(job.out_dir), result.trace, job.seed)))
         summary = WorkerSummary(job.index, job.seed, result.examples, result.runs, result.steps,
-                                time.perf_counter() - started, result.result, lost_hits=result.lost_hits)
+                                time.perf_counter() - started, result.result, lost_hits=result.lost_hits,
+                                lost_hits_by_rule=dict(result.lost_hits_by_rule))
         messages.put(("done", job.index, summary, result if result.divergence is not None else None))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises WorkersError
         import traceback

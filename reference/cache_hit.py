@@ -50,6 +50,9 @@ __all__ = [
     "hit_valid",
     "cached_runs",
     "longest_hit",
+    "run_hit_aligned_before_eagle_pop",
+    "LOST_HIT_RULES",
+    "rule_hit",
     "pool_free_blocks",
     "cacheable_tokens",
     "hit_read_blocks",
@@ -171,6 +174,51 @@ def longest_hit(cached: Sequence[Sequence[bool]], block_sizes: Sequence[int],
         if new == L:
             return L
         L = new
+
+
+def run_hit_aligned_before_eagle_pop(r0: Any, r1: Any, t: Any, window: Any, a: Any, eagle: Any, M: Any) -> Any:
+    """The lost-hit rule ``align-before-eagle-pop`` (vLLM 0.33.0's sliding-window finder): the hit of one
+    cached run is :func:`run_hit`'s, except where the engine finds no run as long as the window: a run
+    from block 0 (``r0 = 0``) of a sliding-window life cycle whose hit ``L`` has a window reaching before
+    position 0 (``L + 1 < W``), with EAGLE and an alignment of two blocks or more (``a >= 2``). There the
+    cached prefix is aligned first, the EAGLE block popped, and the rest aligned again, one alignment
+    step short: ``max(L - a * t, 0)``, still a valid hit (shorter, within the same run). Full attention,
+    one block of alignment, no EAGLE, or a window the hit fills: :func:`run_hit` unchanged."""
+    L = run_hit(r0, r1, t, window, a, eagle, M)
+    if window is None:
+        return L
+    short = _and(r0 == 0, _and(eagle == 1, _and(a >= 2, L + 1 < window)))
+    return ite(short, imax(L - a * t, 0), L)
+
+
+#: The lost-hit rules: each a named way an engine takes a valid hit shorter than the longest, as the
+#: hit of one cached run on the engine's first lookup pass (:func:`rule_hit`). A backend declares the
+#: ones its engine follows (``Capabilities.lost_hit_rules``); a shorter hit no declared rule yields is
+#: a divergence.
+LOST_HIT_RULES: dict[str, Any] = {
+    "align-before-eagle-pop": run_hit_aligned_before_eagle_pop,
+}
+
+
+def rule_hit(rule: str, cached: Sequence[Sequence[bool]], block_sizes: Sequence[int],
+             windows: Sequence[int | None], eagle: Sequence[bool] | bool, M: int,
+             eagle_reach: int | None = None) -> int:
+    """The hit (concrete) the lost-hit rule ``rule`` (a name in :data:`LOST_HIT_RULES`) yields: one
+    lookup pass over the life cycles, full attention first (as vLLM orders its groups), each taking
+    the best of its cached runs under the rule's hit of a run (:data:`LOST_HIT_RULES`) at the candidate
+    so far (plus its EAGLE block); a hit the pass shortened counts as looked up, so from there on it is
+    the :func:`longest_hit` fixed point, which keeps a valid candidate and shortens only one that is
+    not valid. KeyError for a name that is no rule."""
+    run = LOST_HIT_RULES[rule]
+    A = alignment(block_sizes)
+    flags = [eagle] * len(block_sizes) if isinstance(eagle, bool) else list(eagle)
+    reach = M if eagle_reach is None else eagle_reach
+    L = M
+    for i in sorted(range(len(block_sizes)), key=lambda i: windows[i] is not None):
+        t, e = block_sizes[i], int(bool(flags[i]))
+        cap = min(reach, L + e * t)
+        L = min(L, max([run(r0, r1, t, windows[i], A // t, e, cap) for r0, r1 in cached_runs(cached[i])], default=0))
+    return longest_hit(cached, block_sizes, windows, eagle, L, reach)
 
 
 def cacheable_tokens(computed: Any, t: Any, A: Any, eagle: Any) -> Any:

@@ -789,6 +789,21 @@ class Manager:
             return None
         return self._hit_limit(req, self._finder(req))
 
+    def rule_hit(self, request_id: str, rule: str) -> int | None:
+        """The hit the first resume of the suspended ``request_id`` would take now under the lost-hit
+        rule ``rule`` (a name in :data:`~.cache_hit.LOST_HIT_RULES`): under ``eagle``
+        :func:`~.cache_hit.rule_hit` over the same patterns as :meth:`longest_hit`; without ``eagle``
+        the longest hit (the rules change only the EAGLE pop). None where :meth:`longest_hit` is None;
+        :class:`RequestError` for a name that is no rule. Changes nothing."""
+        if rule not in cache_hit.LOST_HIT_RULES:
+            raise RequestError(request_id, "rule", rule, f"is not a lost-hit rule {sorted(cache_hit.LOST_HIT_RULES)}")
+        longest = self.longest_hit(request_id)
+        if longest is None or not self.semantics.eagle:
+            return longest
+        req = self._get(request_id, RequestState.SUSPENDED)
+        patterns, sizes, windows = self._eagle_patterns(req, self._finder(req))
+        return cache_hit.rule_hit(rule, patterns, sizes, windows, True, req.history) if patterns else 0
+
     def hit_is_valid(self, request_id: str, tokens: int) -> bool:
         """Whether a first resume of the suspended ``request_id`` could take a hit of ``tokens`` now:
         0, or a multiple of the alignment within the reused history whose every needed block is cached

@@ -119,11 +119,11 @@ def test_a_partial_entry_gives_way_to_the_whole_block():
         assert [key for key in m.snapshot().cached if key[0] == 1] == [(1, 0, "r0"), (1, 0, "r0"), (1, 1, "r0"), (1, 1, last)]
 
 
-def _lost_hit_manager() -> Manager:
+def _lost_hit_manager(full_t: int = 2) -> Manager:
     """t = 1, W = 5, full attention at 2: r0 caches SWA blocks 0-3 and full blocks 0-1, r1 waits on its
     4 tokens; its longest valid EAGLE hit is 2 (window blocks 0-1, block 2 given back; 4 would need
     block 4 within the 4 reused tokens)."""
-    m = _manager(window=5, full_t=2)
+    m = _manager(window=5, full_t=full_t)
     m.create("r0", reused_history=4)
     assert m.resume("r0").ok
     m.create("r1", reused_history=4, share_with="r0")
@@ -193,9 +193,7 @@ STEPS = (Step.create("r0", 4), Step.resume("r0"), Step.create("r1", 4, share_wit
 ])
 def test_lockstep_reports_a_lost_hit_and_objects_to_a_wrong_one(hit, expect):
     config = _manager(window=5, full_t=2).config
-    caps = Capabilities(semantics=EAGLE_MIXED, prefix_sharing=True, lost_hits=True,
-                        operations=[Operation.CREATE, Operation.RESUME, Operation.RESIZE, Operation.CLOSE])
-    lock = Lockstep(config, lambda c: _Engine(c, hit), lambda c: ManagerBackend(Manager(c)), caps)
+    lock = Lockstep(config, lambda c: _Engine(c, hit), lambda c: ManagerBackend(Manager(c)), _rule_caps())
     found = None
     for step in STEPS:
         found, _ = lock.apply(step)
@@ -205,11 +203,54 @@ def test_lockstep_reports_a_lost_hit_and_objects_to_a_wrong_one(hit, expect):
         assert found is not None and found.field == "hit" and found.reference == 2
         return
     assert found is None
-    assert lock.lost_hits == ([(3, "r1", 2, 0)] if expect == "lost" else [])
+    assert lock.lost_hits == ([(3, "r1", 2, 0, "align-before-eagle-pop")] if expect == "lost" else [])
 
 
-def test_lost_hits_need_one_common_prefix_semantics():
-    with pytest.raises(ValueError, match="lost_hits"):
-        Capabilities(lost_hits=True)
-    with pytest.raises(ValueError, match="lost_hits"):
-        Capabilities(all_semantics=True, lost_hits=True, semantics=EAGLE_MIXED)
+def _rule_caps(rules=("align-before-eagle-pop",)) -> Capabilities:
+    return Capabilities(semantics=EAGLE_MIXED, prefix_sharing=True, lost_hit_rules=rules,
+                        operations=[Operation.CREATE, Operation.RESUME, Operation.RESIZE, Operation.CLOSE])
+
+
+def test_the_named_rule_yields_vllms_hit_and_the_longest_where_it_does_not_apply():
+    """``align-before-eagle-pop``: in the lost-hit situation (no run of W cached SWA blocks, alignment 2)
+    the rule yields vLLM 0.33.0's 0; with one block size (alignment 1) it yields the longest, 3; within
+    one run, a hit whose window lies in the run is left as it is."""
+    m = _lost_hit_manager()
+    assert (m.longest_hit("r1"), m.rule_hit("r1", "align-before-eagle-pop")) == (2, 0)
+    with pytest.raises(RequestError, match="rule"):
+        m.rule_hit("r1", "no-such-rule")
+    other = _lost_hit_manager(full_t=1)
+    assert (other.longest_hit("r1"), other.rule_hit("r1", "align-before-eagle-pop")) == (3, 3)
+    # the closed form of one run: W = 5, t = 1, a = 2, run [0, 4), M = 4: run_hit 2, the rule 0
+    assert cache_hit.run_hit(0, 4, 1, 5, 2, 1, 4) == 2
+    assert cache_hit.run_hit_aligned_before_eagle_pop(0, 4, 1, 5, 2, 1, 4) == 0
+    assert cache_hit.run_hit_aligned_before_eagle_pop(1, 8, 1, 5, 2, 1, 8) == cache_hit.run_hit(1, 8, 1, 5, 2, 1, 8)
+
+
+@pytest.mark.parametrize("rules", [("align-before-eagle-pop",), ()])
+def test_a_shorter_valid_hit_no_declared_rule_yields_is_a_hit_divergence_at_its_step(rules):
+    """An engine that takes no hit where the longest is 3 and the rule yields 3 too (one block size:
+    alignment 1): valid, shorter, but no declared rule explains it: a ``hit`` divergence at that resume.
+    With no rule declared the hit is compared exactly (a table or slot difference shows it there)."""
+    config = _manager(window=5, full_t=1).config
+    lock = Lockstep(config, lambda c: _Engine(c, lambda longest: 0), lambda c: ManagerBackend(Manager(c)),
+                    _rule_caps(rules))
+    found = None
+    for index, step in enumerate(STEPS):
+        found, _ = lock.apply(step)
+        if found is not None:
+            break
+    assert found is not None and index == 3 and lock.lost_hits == []
+    if rules:
+        assert found.field == "hit" and (found.reference, found.backend) == (3, 0)
+        assert "no declared lost-hit rule" in found.reason and "align-before-eagle-pop yields 3" in found.reason
+
+
+def test_lost_hits_need_one_common_prefix_semantics_and_named_rules():
+    with pytest.raises(ValueError, match="lost_hit"):
+        Capabilities(lost_hit_rules=("align-before-eagle-pop",))
+    with pytest.raises(ValueError, match="lost_hit"):
+        Capabilities(all_semantics=True, lost_hit_rules=("align-before-eagle-pop",), semantics=EAGLE_MIXED)
+    with pytest.raises(ValueError, match="not lost-hit rules"):
+        _rule_caps(("shorter-whenever",))
+    assert _rule_caps().lost_hits and not _rule_caps(()).lost_hits

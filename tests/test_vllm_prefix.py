@@ -82,11 +82,14 @@ def test_eagle_mixed_ci_campaign_passes_and_reports_lost_hits(tmp_path):
     assert report["created_sharing"] > report["on_prefix"] > report["hits"] > 0, report
     first = report["first_lost_hit"]
     assert report["lost_hits"] >= 1 and first["taken"] < first["longest"], report
+    # every lost hit explained by a named rule the backend declares, counted per rule
+    assert report["lost_hits_by_rule"] == {"align-before-eagle-pop": report["lost_hits"]}, report
+    assert first["rule"] == "align-before-eagle-pop", report
     proc = _run(["-c", REPLAY, first["trace_file"]], tmp_path)
     stdout, stderr = proc.communicate(timeout=TIMEOUT)
     row = json.loads(stdout.splitlines()[-1])
     assert row["divergence"] is None and row["expect"] == "match", stderr[-2000:]
-    assert [first["step_index"], first["request"], first["longest"], first["taken"]] in row["lost_hits"], row
+    assert [first["step_index"], first["request"], first["longest"], first["taken"], first["rule"]] in row["lost_hits"], row
 
 
 def test_a_hit_longer_than_valid_planted_in_vllm_is_a_divergence_at_its_step(tmp_path):
@@ -102,6 +105,41 @@ def test_a_hit_longer_than_valid_planted_in_vllm_is_a_divergence_at_its_step(tmp
     row = json.loads(stdout.splitlines()[-1])
     assert row["result"] == "divergence" and row["field"] == row["replay_field"] == "hit", row
     assert row["fired_at"] is not None and row["seen_at"] == row["fired_at"], row
+
+
+def test_a_vllm_taking_no_hit_on_every_lookup_is_a_hit_divergence_at_its_step():
+    """With every hit vLLM finds dropped (planted in its hybrid coordinator, tests/vllm_plants.py
+    hit-dropped: 0 tokens, always valid, so the old ``lost_hits >= 1`` would have passed it) the first
+    lookup it shortens is a ``hit`` divergence at that step: no declared lost-hit rule yields it."""
+    _need_venv()
+    from tests.test_vllm import _run as run_module
+
+    proc = run_module(["-m", "tests.vllm_plants", "300", "hit-dropped@vllm-prefix-eagle-mixed"], ROOT)
+    stdout, stderr = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 0, stderr[-4000:]
+    row = json.loads(stdout.splitlines()[-1])
+    assert row["result"] == "divergence" and row["field"] == row["replay_field"] == "hit", row
+    assert "no declared lost-hit rule" in row["reason"], row
+    assert row["fired_at"] is not None and row["seen_at"] == row["fired_at"], row
+    longest, taken = row["replay_values"]
+    assert taken == 0 < longest, row
+
+
+def test_a_vllm_hit_past_the_history_is_reported_raw_as_a_hit_divergence():
+    """vLLM reporting a hit of the whole prompt, one token past the reused history (tests/vllm_plants.py
+    hit-past-history): the adapter reports vLLM's raw value (no ``min(hit, h)``), a ``hit`` divergence at
+    the step the plant fires, whose backend value is the planted one."""
+    _need_venv()
+    from tests.test_vllm import _run as run_module
+
+    proc = run_module(["-m", "tests.vllm_plants", "300", "hit-past-history@vllm-prefix-eagle-mixed"], ROOT)
+    stdout, stderr = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 0, stderr[-4000:]
+    row = json.loads(stdout.splitlines()[-1])
+    assert row["result"] == "divergence" and row["field"] == row["replay_field"] == "hit", row
+    assert row["fired_at"] is not None and row["seen_at"] == row["fired_at"], row
+    longest, taken = row["replay_values"]
+    assert taken == row["planted"][-1] > longest, row
 
 
 def test_regression_traces_replay_as_they_expect(tmp_path):

@@ -18,6 +18,14 @@ that only physical identity (block ids, ref counts, the free queue's links) can 
   matched block back to the drafter and the hit can run one block past the longest valid EAGLE hit
   (the bug of vLLM's first EAGLE prefix caching). It fires at a lookup whose hit it lengthens; the
   harness (``Capabilities.lost_hits``) must call that a ``hit`` divergence, at that step.
+- ``hit-dropped`` (for ``vllm-prefix-eagle-mixed``): the hybrid coordinator's ``find_longest_cache_hit``
+  returns no hit (0 tokens, no blocks) wherever vLLM found one: a shorter hit that is always valid, on
+  every lookup, and one no declared lost-hit rule yields; it must be a ``hit`` divergence at the first
+  lookup it shortens.
+- ``hit-past-history`` (for ``vllm-prefix-eagle-mixed``): ``KVCacheManager.get_computed_blocks`` reports a
+  hit of the whole prompt (the reused history plus its last token: one past what any lookup may reuse)
+  wherever vLLM found one, its blocks unchanged; the adapter must report that raw value, a ``hit``
+  divergence at that step whose backend value is the planted one.
 
 ``python -m tests.vllm_plants NAME [EXAMPLES [BACKEND]]`` runs the ci profile of ``vllm`` (or BACKEND,
 e.g. ``dataplane:vllm``) with the plant,
@@ -34,7 +42,7 @@ from swafloor.fuzz.backends import resolve
 from swafloor.fuzz.lockstep import Lockstep
 from swafloor.fuzz.runner import run_campaign
 
-PLANTS = ("alias", "leak", "double-free", "requeue", "eagle-drop-skipped")
+PLANTS = ("alias", "leak", "double-free", "requeue", "eagle-drop-skipped", "hit-dropped", "hit-past-history")
 
 
 class Plant:
@@ -46,6 +54,7 @@ class Plant:
 
         self.name = name
         self.fired = False
+        self.planted: list[int] = []  # hit-past-history: the hits it reported
         self.pool_class = BlockPool
         self.originals = {"get_new_blocks": BlockPool.get_new_blocks, "free_blocks": BlockPool.free_blocks}
 
@@ -53,6 +62,12 @@ class Plant:
         plant = self
         if self.name == "eagle-drop-skipped":
             self._skip_the_eagle_drop()
+            return
+        if self.name == "hit-dropped":
+            self._drop_every_hit()
+            return
+        if self.name == "hit-past-history":
+            self._hit_past_history()
             return
         get_new_blocks, free_blocks = self.originals["get_new_blocks"], self.originals["free_blocks"]
 
@@ -143,6 +158,37 @@ class Plant:
 
         coordinator.find_longest_cache_hit = without_the_drop
 
+    def _drop_every_hit(self) -> None:
+        from vllm.v1.core import kv_cache_coordinator
+
+        plant, coordinator = self, kv_cache_coordinator.HybridKVCacheCoordinator
+        original = coordinator.find_longest_cache_hit
+        self.originals_coordinator = (coordinator, original)
+
+        def no_hit(manager, block_hashes, max_cache_hit_length):
+            found = original(manager, block_hashes, max_cache_hit_length)
+            if found[1] <= 0:
+                return found
+            plant.fired = True
+            return (tuple([] for _ in found[0]), 0, *(0 for _ in found[2:]))
+
+        coordinator.find_longest_cache_hit = no_hit
+
+    def _hit_past_history(self) -> None:
+        plant, manager_class = self, self.manager_class
+        original = manager_class.get_computed_blocks
+        self.originals_manager = (manager_class, "get_computed_blocks", original)
+
+        def past_history(manager, request):
+            found = original(manager, request)
+            if found[1] <= 0:
+                return found
+            plant.fired = True
+            plant.planted.append(request.num_tokens)  # the whole prompt: one past the reusable tokens
+            return (found[0], request.num_tokens, *found[2:])
+
+        manager_class.get_computed_blocks = past_history
+
     def uninstall(self) -> None:
         for attr, original in self.originals.items():
             setattr(self.pool_class, attr, original)
@@ -150,6 +196,9 @@ class Plant:
         if hasattr(self, "originals_coordinator"):
             coordinator, original = self.originals_coordinator
             coordinator.find_longest_cache_hit = original
+        if hasattr(self, "originals_manager"):
+            owner, attr, original = self.originals_manager
+            setattr(owner, attr, original)
 
     def fire(self, pool) -> None:
         pool._swafloor_plant_fired = True
@@ -157,6 +206,7 @@ class Plant:
 
     def reset(self) -> None:
         self.fired = False
+        self.planted = []
 
 
 def _fired(pool) -> bool:
@@ -187,8 +237,9 @@ def run(name: str, examples: int, name_of_backend: str) -> dict:
             if found is not None:
                 seen_at = i
                 row["replay_field"] = found.field
+                row["replay_values"] = [found.reference, found.backend]
                 break
-        row.update(fired_at=fired_at, seen_at=seen_at)
+        row.update(fired_at=fired_at, seen_at=seen_at, planted=plant.planted)
         return row
     finally:
         plant.uninstall()

@@ -177,9 +177,9 @@ class VllmPrefixBackend(VllmBackend):
         if c > h or h > 0:
             request.num_computed_tokens = 0
             request.num_in_flight_tokens = 0
-            found, hit, *_ = self.manager.get_computed_blocks(request)
-            hit = min(hit, h)
-            self.hits_taken[request_id] = hit
+            found, raw, *_ = self.manager.get_computed_blocks(request)
+            self.hits_taken[request_id] = raw  # vLLM's own value, as it is (a hit past h: the harness's `hit`)
+            hit = min(raw, h)  # what the allocation below can take: at most the reused history
             drafts = self._drafts(h, c)
             blocks = self.manager.allocate_slots(
                 request, c - h - drafts, num_new_computed_tokens=hit, new_computed_blocks=found,
@@ -200,8 +200,9 @@ class VllmPrefixBackend(VllmBackend):
         raise Unsupported("vllm-prefix does not drive preemption (see the module docstring)")
 
     def hit_tokens(self, request_id: Hashable) -> int | None:
-        """The hit (tokens) the request's last resume took from vLLM's ``get_computed_blocks`` (None:
-        it looked nothing up): read by the harness under ``Capabilities.lost_hits``."""
+        """The hit (tokens) the request's last resume took from vLLM's ``get_computed_blocks``, the value
+        vLLM returned, unclamped (None: it looked nothing up): read by the harness under
+        ``Capabilities.lost_hit_rules``, where one longer than the reused history is a ``hit`` divergence."""
         return self.hits_taken.get(request_id)
 
     def slots(self) -> SlotMap:
@@ -340,7 +341,7 @@ def capabilities_eagle_mixed():
     base = capabilities_mixed()
     return attrs.evolve(base, semantics=attrs.evolve(base.semantics, eagle=True, lookahead_tokens=LOOKAHEAD),
                         notes=(*base.notes, f"use_eagle, {LOOKAHEAD} lookahead (draft) slots per step"),
-                        lost_hits=True)
+                        lost_hit_rules=("align-before-eagle-pop",))
 
 
 class VllmPrefixEagleMixedBackend(_Eagle, VllmPrefixMixedBackend):

@@ -44,15 +44,15 @@ def run(args) -> int:
             "expect": result.expect,
             "as_expected": result.as_expected,
             "divergence": None if result.divergence is None else jsonable(result.divergence.to_dict()),
-            "lost_hits": [{"step_index": i, "request": rid, "longest": longest, "taken": taken}
-                          for i, rid, longest, taken in result.lost_hits],
+            "lost_hits": [{"step_index": i, "request": rid, "longest": longest, "taken": taken, "rule": rule}
+                          for i, rid, longest, taken, rule in result.lost_hits],
         })
     else:
         print(f"{result.backend} vs {result.against}: {verdict} after {result.steps_run} of {len(trace.steps)} steps"
               f" (the trace expects {result.expect}{'' if result.as_expected else '; NOT as expected'})")
-        for i, rid, longest, taken in result.lost_hits:
+        for i, rid, longest, taken, rule in result.lost_hits:
             print(f"lost hit at step {i}: resume({rid!r}) took {taken} tokens where the longest valid hit is "
-                  f"{longest} (the backend recomputes {longest - taken})")
+                  f"{longest} (the backend recomputes {longest - taken}; lost-hit rule {rule})")
         if result.divergence is not None:
             print(result.divergence.describe())
     return 1 if result.diverged else 0
