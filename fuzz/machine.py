@@ -83,6 +83,10 @@ class Stats:
     # first of them: {"example", "step_index", "request", "longest", "taken", "trace"}.
     lost_hits: int = 0
     first_lost_hit: dict | None = None
+    # Requests created (run on both sides), and those retired: closed on both sides after an accepted
+    # outcome slack and left out of every later comparison (a hole the campaign reports: see runner).
+    requests: int = 0
+    retired: int = 0
     backend_seconds: float = 0.0
     reference_seconds: float = 0.0
     started: float = attrs.field(factory=time.perf_counter)
@@ -119,9 +123,12 @@ def build_machine(
         prefixed: Any = frozenset()
 
         def _apply(self, step: Step) -> Result:
-            before = len(self.lock.lost_hits)
+            before, retired = len(self.lock.lost_hits), len(self.lock.retired)
             divergence, result = self.lock.apply(step)
             stats.steps += 1
+            stats.retired += len(self.lock.retired) - retired
+            if step.op is Operation.CREATE and result.ok:
+                stats.requests += 1
             if len(self.lock.lost_hits) > before:
                 self._lost_hit()
             if divergence is not None:
