@@ -88,6 +88,12 @@ def test_ci_profile_passes_with_sharing_on_target(checked):
     # a prefix the tree no longer holds for its reader is evicted when another request needs pages:
     # the reader's page is gone (tables) or, handed on and written, reads another id (data)
     ("lock-takes-nothing", {"resume", "resize"}, ("tables", "data")),
+    # issue 28: each caught by SGLang's own bookkeeping at the step that does it
+    ("swa-free-noop", {"resize"}, ("tables",)),  # the radix-cut bound (_check_cut)
+    ("lock-never-released", {"close", "suspend"}, ("locks",)),  # full_protected_size (_check_locks)
+    ("close-leaks-a-page", {"close", "resize", "resume"}, ("pool_used",)),  # page accounting (_check_pools); a
+    # resize or resume when the leaking close is the one that retires the request
+    ("eviction-frees-nothing", {"resize", "resume"}, ("pool_used",)),  # NOT caught yet (see the branch's report)
 ])
 def test_a_bug_planted_in_sglangs_radix_path_is_a_divergence_at_its_step(checked, plant, ops, fields):
     report = checked["plants"][plant]
