@@ -372,7 +372,10 @@ class Lockstep:
         if slack:
             self.slack_events += 1
             self.retired.add(step.request)
-            for side in (self.reference, self.backend):
-                side.close(step.request)
+            closed = [run_step(side, Step.close(step.request)) for side in (self.reference, self.backend)]
             self.states[step.request] = "closed"
+            if any(c.kind in ("check", "crash") for c in closed):  # the retiring close is an operation too
+                found, _ = compare_results(index, step, closed[0], closed[1], self.caps)
+                if found is not None:
+                    return attrs.evolve(found, reason=f"closing the retired request: {found.reason}"), ref_result
         return self._compare_observations(index, step), ref_result

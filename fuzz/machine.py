@@ -85,6 +85,10 @@ class Stats:
     lost_hits: int = 0
     lost_hits_by_rule: dict = attrs.field(factory=dict)
     first_lost_hit: dict | None = None
+    # Requests created (run on both sides), and those retired: closed on both sides after an accepted
+    # outcome slack and left out of every later comparison (a hole the campaign reports: see runner).
+    requests: int = 0
+    retired: int = 0
     backend_seconds: float = 0.0
     reference_seconds: float = 0.0
     started: float = attrs.field(factory=time.perf_counter)
@@ -121,9 +125,12 @@ def build_machine(
         prefixed: Any = frozenset()
 
         def _apply(self, step: Step) -> Result:
-            before = len(self.lock.lost_hits)
+            before, retired = len(self.lock.lost_hits), len(self.lock.retired)
             divergence, result = self.lock.apply(step)
             stats.steps += 1
+            stats.retired += len(self.lock.retired) - retired
+            if step.op is Operation.CREATE and result.ok:
+                stats.requests += 1
             if len(self.lock.lost_hits) > before:
                 self._lost_hit()
             if divergence is not None:

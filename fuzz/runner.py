@@ -58,6 +58,10 @@ MAX_DISCARD_RATE = 0.05
 MIN_SWA_SHARE = 0.5
 #: ... and, where requests are created under prefix sharing, at least this share hit a shared block.
 MIN_HIT_RATE = 0.3
+#: The most requests a campaign of a backend with a one-sided (``at-least``) outcome may retire: a
+#: retired request (the backend served it where the reference ran out) is left out of every later
+#: comparison, a hole; more than this share of the requests created fails the campaign (exit 1).
+MAX_RETIRED_SHARE = 0.05
 
 
 @attrs.frozen
@@ -114,6 +118,9 @@ class CampaignResult:
     lost_hits_by_rule: dict = attrs.field(factory=dict)  # lost-hit rule name -> lost hits it explains
     first_lost_hit: dict | None = None  # the first: example, step_index, request, longest, taken, rule
     lost_hit_file: Path | None = None  # its trace (it replays the lost hit; expects a match)
+    requests: int = 0  # requests created (both sides)
+    retired: int = 0  # of those, retired after an accepted outcome slack (left out of later comparison)
+    retire_limited: bool = False  # one-sided outcome: more than MAX_RETIRED_SHARE retired fails
     import_seconds: float = 0.0  # resolving the backend and its prepare() (slow imports)
     backend_seconds: float = 0.0  # in the backend's operations, observations and builds
     reference_seconds: float = 0.0  # likewise on the side compared against
@@ -150,8 +157,19 @@ class CampaignResult:
         return round(self.steps / seconds, 1) if seconds > 0 else None
 
     @property
+    def retired_share(self) -> float:
+        return self.retired / self.requests if self.requests else 0.0
+
+    @property
+    def too_many_retired(self) -> bool:
+        """More than MAX_RETIRED_SHARE of the requests retired, for a one-sided outcome: a failure."""
+        return self.retire_limited and self.retired_share > MAX_RETIRED_SHARE
+
+    @property
     def result(self) -> str:
-        return "pass" if self.divergence is None else "divergence"
+        if self.divergence is not None:
+            return "divergence"
+        return "too-many-retired" if self.too_many_retired else "pass"
 
     @property
     def replay(self) -> str | None:
@@ -169,6 +187,10 @@ class CampaignResult:
             "discard_rate": round(self.discard_rate, 4),
             "swa_share": round(self.swa_share, 4),
             "semantics_share": round(self.semantics_share, 4),
+            "requests": self.requests,
+            "retired": self.retired,
+            "retired_share": round(self.retired_share, 4),
+            "max_retired_share": MAX_RETIRED_SHARE if self.retire_limited else None,
             **({"created_sharing": self.created_sharing, "on_prefix": self.on_prefix, "hits": self.hits, "hit_rate": round(self.hit_rate, 4)}
                if self.created_sharing else {}),
             "targets": {"max_discard_rate": MAX_DISCARD_RATE, "min_swa_share": MIN_SWA_SHARE,
@@ -219,6 +241,14 @@ def summary_dict(result: str, backend: str, against: str, profile: str, examples
         data["replay"] = failure.replay
         data["trace"] = None if failure.trace is None else to_dict(failure.trace)
     return data
+
+
+def retire_limited(caps: Any) -> bool:
+    """Whether a campaign of a backend with these capabilities fails above MAX_RETIRED_SHARE retired
+    requests: its outcome is one-sided (with an exact outcome a slack is a divergence, never a retirement)."""
+    from .protocol import Comparison, Part
+
+    return caps.mode(Part.OUTCOME) is Comparison.AT_LEAST
 
 
 def domain_of(caps: Any) -> str | None:
@@ -354,6 +384,9 @@ def run_campaign(
         hits=stats.hits,
         lost_hits=stats.lost_hits,
         lost_hits_by_rule=dict(stats.lost_hits_by_rule),
+        requests=stats.requests,
+        retired=stats.retired,
+        retire_limited=retire_limited(backend_.capabilities),
         first_lost_hit=lost,
         lost_hit_file=lost_path,
         import_seconds=import_seconds,
@@ -389,6 +422,10 @@ def _fit_line(result: CampaignResult) -> str:
            + (f"; replay: {replay_command(str(result.lost_hit_file), result.backend_spec or result.backend, result.against)}"
               if result.lost_hit_file is not None else "") + "\n"
            if lost is not None else "")
+        + f"  retired: {result.retired} of {result.requests} requests ({result.retired_share:.1%}"
+        + (f"; limit {MAX_RETIRED_SHARE:.0%}{', ABOVE: the campaign fails' if result.too_many_retired else ''}"
+           if result.retire_limited else "")
+        + "): served by the backend where the reference ran out, closed on both sides, not compared after\n"
         + f"  time: import {result.import_seconds:.1f} s (not in the campaign's); steps/s: "
         f"{result.backend} {rate(result.backend_seconds)}, {result.against} {rate(result.reference_seconds)}"
     )
@@ -399,7 +436,7 @@ def format_report(result: CampaignResult) -> str:
     where = f"profile {result.profile}, seed {result.seed}"
     if result.divergence is None:
         head = (
-            f"{result.backend} vs {result.against}: pass: {result.examples} examples ({result.runs} runs), "
+            f"{result.backend} vs {result.against}: {result.result}: {result.examples} examples ({result.runs} runs), "
             f"{result.steps} steps, {result.seconds:.1f} s ({where})"
         )
     else:

@@ -18,6 +18,15 @@ The plants (each replaces one SGLang function in this process only, restored aft
 - ``lock-takes-nothing``: the tree's ``lock`` (a request's hold on its matched or published prefix)
   locks nothing, so tree eviction may free a prefix a running request still reads. Expected: a
   divergence on ``data`` once a freed page is handed to another request and written.
+- ``swa-free-noop``: SGLang's ``free_swa_out_of_window_slots`` does nothing. Expected: ``tables`` at a
+  resize (no own SWA page may stay held below the radix cut's bound).
+- ``lock-never-released``: the tree's ``dec_lock_ref`` does nothing. Expected: ``locks`` at a close or
+  suspend (``full_protected_size`` against the prefixes the open requests hold).
+- ``close-leaks-a-page``: a finished request's row is given back one page short. Expected: ``pool_used``
+  at the close (or at the resize or resume whose slack retires the request and closes it).
+
+Not yet planted: radix eviction that frees nothing (a plant wrapping ``UnifiedRadixCache.evict`` was not
+caught; eviction for allocation may take another path: open, issue 28).
 """
 
 from __future__ import annotations
@@ -27,7 +36,8 @@ import json
 import sys
 from typing import Any, Callable
 
-PLANTS = ("radix-cut-one-page-late", "match-hands-next-page", "lock-takes-nothing")
+PLANTS = ("radix-cut-one-page-late", "match-hands-next-page", "lock-takes-nothing", "swa-free-noop",
+          "lock-never-released", "close-leaks-a-page")
 
 
 def _plant(name: str) -> Callable[[], None]:
@@ -58,7 +68,52 @@ def _plant(name: str) -> Callable[[], None]:
         original = UnifiedRadixCache.lock
         UnifiedRadixCache.lock = lambda self, node_id, skip_lock_components=(): None
         return lambda: setattr(UnifiedRadixCache, "lock", original)
+    if name == "swa-free-noop":  # issue 28: SGLang's sliding-window free replaced by a no-op
+        original = common.free_swa_out_of_window_slots
+        common.free_swa_out_of_window_slots = lambda *args, **kwargs: None
+        return lambda: setattr(common, "free_swa_out_of_window_slots", original)
+    if name == "lock-never-released":  # the tree's dec_lock_ref does nothing: an unlocked prefix stays locked
+        original = UnifiedRadixCache.dec_lock_ref
+        UnifiedRadixCache.dec_lock_ref = lambda self, node_id, params, skip_swa=False: _loaded_dec_result()
+        return lambda: setattr(UnifiedRadixCache, "dec_lock_ref", original)
+    if name == "close-leaks-a-page":  # a finished request's row is given back one page short
+        from sglang.srt.mem_cache.base_prefix_cache import BasePrefixCache
+
+        originals = BasePrefixCache.free_kv_row, UnifiedRadixCache.checkpoint, UnifiedRadixCache.on_release
+        closing = [False]  # between a finished request's checkpoint (release_kv_cache's) and its on_release
+
+        def planted_checkpoint(self: Any, req: Any, **kwargs: Any) -> None:
+            closing[0] = req.finished_reason is not None
+            originals[1](self, req, **kwargs)
+
+        def planted_release(self: Any, req: Any, **kwargs: Any) -> None:
+            closing[0] = False
+            originals[2](self, req, **kwargs)
+
+        def planted_free(self: Any, kv: Any, ranges: list) -> None:
+            if closing[0] and ranges:
+                start, end = ranges[-1]
+                end = max(start, end - self.page_size)  # the last page stays allocated: no pool has it back
+                ranges = [*ranges[:-1], (start, end)] if end > start else ranges[:-1]
+                closing[0] = False  # one page per close
+            originals[0](self, kv, ranges)
+
+        BasePrefixCache.free_kv_row = planted_free
+        UnifiedRadixCache.checkpoint = planted_checkpoint
+        UnifiedRadixCache.on_release = planted_release
+
+        def undo() -> None:
+            BasePrefixCache.free_kv_row = originals[0]
+            UnifiedRadixCache.checkpoint, UnifiedRadixCache.on_release = originals[1], originals[2]
+
+        return undo
     raise SystemExit(f"--plant {name!r}: one of {', '.join(PLANTS)}")
+
+
+def _loaded_dec_result() -> Any:
+    from sglang.srt.mem_cache.base_prefix_cache import DecLockRefResult
+
+    return DecLockRefResult()
 
 
 def _campaign(examples: int, out: str) -> tuple[int, dict]:

@@ -78,6 +78,8 @@ class WorkerSummary:
     replayed: bool | None = None  # when stopped: whether replaying the database diverged too
     lost_hits: int = 0  # first resumes that took a valid hit shorter than the longest (Capabilities.lost_hit_rules)
     lost_hits_by_rule: dict = attrs.field(factory=dict)  # lost-hit rule name -> lost hits it explains
+    requests: int = 0  # requests created
+    retired: int = 0  # of those, retired after an accepted outcome slack (runner.MAX_RETIRED_SHARE)
 
     def to_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)
@@ -117,6 +119,21 @@ class WorkersResult:
     seconds: float  # wall time, start-up of the workers included
     first: Any = None  # the CampaignResult of the worker that found the first divergence
     first_worker: int | None = None
+    retire_limited: bool = False  # one-sided outcome: above runner.MAX_RETIRED_SHARE retired fails
+
+    @property
+    def retired(self) -> int:
+        return sum(w.retired for w in self.workers)
+
+    @property
+    def requests(self) -> int:
+        return sum(w.requests for w in self.workers)
+
+    @property
+    def too_many_retired(self) -> bool:
+        from .runner import MAX_RETIRED_SHARE
+
+        return self.retire_limited and self.requests > 0 and self.retired / self.requests > MAX_RETIRED_SHARE
 
     @property
     def examples(self) -> int:
@@ -132,7 +149,9 @@ class WorkersResult:
 
     @property
     def result(self) -> str:
-        return "pass" if self.first is None else "divergence"
+        if self.first is not None:
+            return "divergence"
+        return "too-many-retired" if self.too_many_retired else "pass"
 
     @property
     def divergence(self):
@@ -150,6 +169,8 @@ class WorkersResult:
                 "lost_hits_by_rule": {rule: sum(w.lost_hits_by_rule.get(rule, 0) for w in self.workers)
                                       for rule in sorted({r for w in self.workers for r in w.lost_hits_by_rule})}}
                if any(w.lost_hits for w in self.workers) else {}),
+            "requests": self.requests,
+            "retired": self.retired,
         }
         if self.first is not None:
             extra["first_worker"] = self.first_worker
@@ -248,7 +269,7 @@ def _worker(job: _Job, messages: Any, leader: Any, leader_done: Any, replayed: A
                                   search=False, database=database, **kwargs)
             summary = WorkerSummary(job.index, job.seed, stats.examples, stats.runs, stats.steps + replay.steps,
                                     time.perf_counter() - started, "stopped", replay.divergence is not None,
-                                    stats.lost_hits, dict(stats.lost_hits_by_rule))
+                                    stats.lost_hits, dict(stats.lost_hits_by_rule), stats.requests, stats.retired)
             messages.put(("done", job.index, summary, None))
             return
         assert result is not None
@@ -259,7 +280,8 @@ def _worker(job: _Job, messages: Any, leader: Any, leader_done: Any, replayed: A
             result = attrs.evolve(result, trace_file=save(result.trace, trace_path(Path(job.out_dir), result.trace, job.seed)))
         summary = WorkerSummary(job.index, job.seed, result.examples, result.runs, result.steps,
                                 time.perf_counter() - started, result.result, lost_hits=result.lost_hits,
-                                lost_hits_by_rule=dict(result.lost_hits_by_rule))
+                                lost_hits_by_rule=dict(result.lost_hits_by_rule),
+                                requests=result.requests, retired=result.retired)
         messages.put(("done", job.index, summary, result if result.divergence is not None else None))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises WorkersError
         import traceback
@@ -392,7 +414,15 @@ def run_workers(
         seconds=seconds,
         first=None if first_worker is None else found[first_worker],
         first_worker=first_worker,
+        retire_limited=_retire_limited(backend),
     )
+
+
+def _retire_limited(backend: str) -> bool:
+    from .backends import resolve
+    from .runner import retire_limited
+
+    return retire_limited(resolve(backend, "backend").capabilities)
 
 
 def _merged(counts: dict[int, tuple[int, int, int]], workers: int, running: int, seconds: float, found: bool) -> Progress:
@@ -417,7 +447,8 @@ def format_workers(result: WorkersResult) -> str:
     rate = result.steps / result.seconds if result.seconds > 0 else 0.0
     head = (
         f"{result.backend} vs {result.against}: {result.result}: {len(result.workers)} workers, "
-        f"{result.examples} examples ({result.runs} runs), {result.steps} steps, {result.seconds:.1f} s, "
+        f"{result.examples} examples ({result.runs} runs), {result.steps} steps, {result.retired} of "
+        f"{result.requests} requests retired, {result.seconds:.1f} s, "
         f"{rate:,.0f} steps/s (profile {result.profile}; database {result.database})"
     )
     lines = [head]

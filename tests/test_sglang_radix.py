@@ -64,9 +64,16 @@ def checked(tmp_path_factory):
     return json.loads(proc.stdout)
 
 
-def test_ci_profile_passes_with_sharing_on_target(checked):
+def test_ci_profile_meets_no_divergence_but_retires_too_many_requests_to_pass(checked):
+    # The outcome is one-sided (SGLang's tree keeps published prompts' SWA pages locked beyond the
+    # reference's pool sizes, so pools carry a margin): each reference out-of-slots SGLang serves
+    # retires the request. Above runner.MAX_RETIRED_SHARE that is a hole, and the campaign is refused
+    # (exit 1, `too-many-retired`), never a pass. Seed 0: no divergence, 13% retired (issue 28 §1).
     clean = checked["clean"]
-    assert clean["exit"] == 0 and clean["result"] == "pass", json.dumps(clean.get("divergence"), indent=1)[:4000]
+    assert clean.get("divergence") is None, json.dumps(clean.get("divergence"), indent=1)[:4000]
+    assert clean["exit"] == 1 and clean["result"] == "too-many-retired", {k: clean.get(k) for k in ("exit", "result")}
+    assert clean["retired_share"] > clean["max_retired_share"] == 0.05, clean
+    assert clean["retired"] > 0 and clean["requests"] > clean["retired"], clean
     assert clean["backend"] == "sglang-radix" and clean["against"] == "reference"
     assert (clean["profile"], clean["seed"]) == ("ci", 0) and clean["examples"] >= EXAMPLES
     assert clean["discard_rate"] <= 0.05 and clean["swa_share"] >= 0.5, clean
@@ -88,6 +95,11 @@ def test_ci_profile_passes_with_sharing_on_target(checked):
     # a prefix the tree no longer holds for its reader is evicted when another request needs pages:
     # the reader's page is gone (tables) or, handed on and written, reads another id (data)
     ("lock-takes-nothing", {"resume", "resize"}, ("tables", "data")),
+    # issue 28: each caught by SGLang's own bookkeeping at the step that does it
+    ("swa-free-noop", {"resize"}, ("tables",)),  # the radix-cut bound (_check_cut)
+    ("lock-never-released", {"close", "suspend"}, ("locks",)),  # full_protected_size (_check_locks)
+    ("close-leaks-a-page", {"close", "resize", "resume"}, ("pool_used",)),  # page accounting (_check_pools); a
+    # resize or resume when the leaking close is the one that retires the request
 ])
 def test_a_bug_planted_in_sglangs_radix_path_is_a_divergence_at_its_step(checked, plant, ops, fields):
     report = checked["plants"][plant]

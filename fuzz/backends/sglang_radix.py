@@ -78,15 +78,23 @@ from ..protocol import BackendCheckFailed, Capabilities, Operation, Part, Unsupp
 from .sglang import MAX_CONTEXT as _ROW, MAX_REQUESTS as _ROWS, _loaded, import_sglang, open_request
 from .sglang import semantics as _sglang_semantics
 
-__all__ = ["SglangRadixBackend", "sglang_radix", "semantics", "capabilities", "import_radix", "STATS", "MARGIN"]
+__all__ = ["SglangRadixBackend", "sglang_radix", "semantics", "capabilities", "import_radix", "STATS", "UNCOMPARED"]
 
 MAX_CONTEXT = _ROW
 MAX_REQUESTS = _ROWS
 #: Requests open at once (the generator's own limit, fuzz/machine.py's MAX_OPEN_REQUESTS; more is refused).
 OPEN_LIMIT = 4
-#: Tokens SGLang's pools have beyond the reference's. Sound: tree eviction runs before every allocation, so
-#: SGLang goes past the reference's size only when nothing in the tree can be evicted, when every page in
-#: use is in some open request's row (its own or its locked prefix): at most OPEN_LIMIT rows of MAX_CONTEXT.
+#: The size (tokens) of a pool the config does not have (a config without full attention, or without an SWA
+#: life cycle: SGLang's allocator always has both): every open row fits, so it never runs short. Its use is
+#: still checked (the accounting check), its outcome never decides.
+UNCOMPARED = OPEN_LIMIT * MAX_CONTEXT
+#: Tokens SGLang's pools have beyond the reference's; its tree is evicted as if they had the reference's size.
+#: At the reference's own sizes SGLang legitimately runs out where the reference does not (it keeps a
+#: matched or published prompt's SWA KV locked in its tree, ceil_P(max(W - 1, P)) tokens behind the history,
+#: and hits by its own rule; measured: 8 to 128 tokens more still run out), so the outcome is one-sided over
+#: a margin that holds every open row, and each reference shortfall SGLang serves retires that request
+#: (counted; above runner.MAX_RETIRED_SHARE the campaign fails). The pools' use is checked exactly
+#: (SglangRadixBackend._check_pools), whatever the margin.
 MARGIN = OPEN_LIMIT * MAX_CONTEXT
 #: SGLang's own hit counts: requests whose first resume looked a prompt up, and those that hit.
 STATS = {"looked_up": 0, "hits": 0, "hit_tokens": 0, "tree_evictions": 0}
@@ -158,6 +166,8 @@ class _Unit:
     def __init__(self, entry: list[Any], swa_lc: int | None, full_lc: int | None, window: int):
         self.allocator, self.rows, self.tree, self.pool = entry[0], entry[1], entry[2], entry[3]
         self.swa_lc, self.full_lc, self.window = swa_lc, full_lc, window
+        # Tokens free right after SGLang's clear() (every page but its reserved padding page).
+        self.total_full, self.total_swa = self.allocator.full_available_size(), self.allocator.swa_available_size()
 
 
 class _Request:
@@ -191,7 +201,7 @@ class SglangRadixBackend:
             raise Unsupported("a window of 1 token: SGLang's window (W - 1) would be empty")
         swa = [i for i, lc in enumerate(lcs) if lc.kind is LifeCycleKind.SWA]
         full = [i for i, lc in enumerate(lcs) if lc.kind is LifeCycleKind.FULL]
-        big = MARGIN  # a side that never runs short (never compared): its tree-eviction budget holds every row
+        big = UNCOMPARED  # a side the config does not have (SGLang has no one-sided allocator): never runs short
         pairs: list[tuple[int | None, int | None]] = [(i, full[0] if (k == 0 and full) else None)
                                                       for k, i in enumerate(swa)]
         if not swa:
@@ -250,14 +260,30 @@ class SglangRadixBackend:
                 r.output_ids.extend(new)
 
     def _evict_tree(self, unit: _Unit, tokens: int) -> None:
-        """The scheduler's tree eviction before allocating ``tokens``, on pools of the reference's size."""
+        """The scheduler's tree eviction before allocating ``tokens`` (SGLang's ``evict_from_tree_cache``)."""
         before = unit.allocator.full_available_size(), unit.allocator.swa_available_size()
         _loaded["evict_from_tree_cache"](unit.tree, tokens + MARGIN)
         if (unit.allocator.full_available_size(), unit.allocator.swa_available_size()) != before:
             STATS["tree_evictions"] += 1
 
+    def _fits(self, unit: _Unit, old: int, new: int) -> bool:
+        """The scheduler's admission check for ``[old, new)`` on this unit: tree eviction first
+        (``evict_from_tree_cache``), then SGLang's own page accounting (``new_pages_available``; for
+        ``P = 1`` the sub-allocators' ``available_size``), at the reference's pool sizes."""
+        P, alloc = self.t, unit.allocator
+        n = new - old
+        if n <= 0:
+            return True
+        if P == 1:
+            self._evict_tree(unit, n)
+            return n <= alloc.full_available_size() and n <= alloc.swa_available_size()
+        pages = -(-new // P) - (-(-old // P))
+        self._evict_tree(unit, pages * P)
+        return alloc.new_pages_available(pages, pages)
+
     def _allocate(self, unit: _Unit, r: Any, old: int, new: int) -> None:
-        """Allocate ``[old, new)`` of ``r``'s row (tree eviction first) and write the token ids there."""
+        """Allocate ``[old, new)`` of ``r``'s row (its room checked by :meth:`_fits`) and write the
+        token ids there."""
         s = _loaded
         torch = s["torch"]
         P, alloc = self.t, unit.allocator
@@ -267,17 +293,13 @@ class SglangRadixBackend:
         pre = torch.tensor([old], dtype=torch.int64)
         seq = torch.tensor([new], dtype=torch.int64)
         if P == 1:
-            self._evict_tree(unit, n)
             out = alloc.alloc(n)
         elif n == 1:
-            self._evict_tree(unit, P)  # alloc_paged_token_slots_decode: a page per request
             out = alloc.alloc_decode(seq, seq, last)
         else:
-            demand = alloc.get_extend_allocation_demand(pre, seq, conservative_num_tokens=n + P, shard_size=1)
-            self._evict_tree(unit, demand)
             out = alloc.alloc_extend(pre, pre, seq, seq, last, n)
-        if out is None:
-            raise AssertionError(f"SGLang's allocator returned None for {n} tokens with {MARGIN} tokens of margin")
+        if out is None:  # new_pages_available said it fits: SGLang disagreeing with itself is a finding
+            raise AssertionError(f"SGLang's allocator returned None for {n} tokens after its own check said they fit")
         row[old:new] = out.to(row.dtype)
         r.kv.kv_allocated_len = new
 
@@ -313,6 +335,103 @@ class SglangRadixBackend:
         tree.on_release(r, checkpointed=finished)
         unit.rows.free(r)
         r.kv.mark_kv_released()
+
+    # ------------------------------------------------------------------ SGLang's own bookkeeping
+    def _check(self, resized: _Request | None = None) -> None:
+        """After every operation, SGLang's structures agree with each other (each a
+        ``BackendCheckFailed`` naming the part): :meth:`_check_pools` (``pool_used``),
+        :meth:`_check_locks` (``locks``), :meth:`_check_cut` (``tables``, the resized request) and
+        :meth:`_check_data` (``data``)."""
+        self._check_pools()
+        self._check_locks()
+        if resized is not None:
+            self._check_cut(resized)
+        self._check_data()
+
+    def _own_pages(self, unit: _Unit, req: _Request, r: Any) -> tuple[int, int]:
+        """The pages of ``r``'s row past its tree-owned prefix (``cache_protected_len``): (full, SWA-mapped)."""
+        torch = _loaded["torch"]
+        P = self.t
+        lo = r.kv.cache_protected_len
+        hi = -(-req.allocated // P) * P
+        if hi <= lo:
+            return 0, 0
+        firsts = unit.rows.req_to_token[r.kv.req_pool_idx, lo:hi:P].to(torch.int64)
+        swa = unit.allocator.full_to_swa_index_mapping[firsts]
+        return int(firsts.numel()), int((swa > 0).sum())
+
+    def _check_pools(self) -> None:
+        """Exact page accounting, per pool: the pages SGLang's allocator has in use (its size less its
+        ``available_size``) are the tree's (``evictable`` + ``protected``, SGLang's own counts) plus each
+        open request's own pages (its row past the tree-owned prefix; SWA: those still mapped). A page
+        neither free nor held by the tree or a row (a leak), or one counted free while still held, breaks
+        it at the operation that did it."""
+        P = self.t
+        for k, unit in enumerate(self.units):
+            alloc, tree = unit.allocator, unit.tree
+            own_full = own_swa = 0
+            for req in self.requests.values():
+                if req.state is RequestState.ACTIVE:
+                    full, swa = self._own_pages(unit, req, req.reqs[k])
+                    own_full, own_swa = own_full + full, own_swa + swa
+            for pool, used, tree_tokens, own in (
+                ("full", unit.total_full - alloc.full_available_size(),
+                 tree.full_evictable_size() + tree.full_protected_size(), own_full),
+                ("SWA", unit.total_swa - alloc.swa_available_size(),
+                 tree.swa_evictable_size() + tree.swa_protected_size(), own_swa),
+            ):
+                if used != tree_tokens + own * P:
+                    raise BackendCheckFailed("pool_used", f"SGLang's {pool} pool (unit {k}) has {used // P} pages in "
+                                             f"use, but its tree holds {tree_tokens // P} and the open rows {own} "
+                                             f"more ({used} tokens in use, the tree's {tree_tokens}, page {P}): "
+                                             f"{(used - tree_tokens) // P - own:+d} pages unaccounted for")
+
+    def _check_locks(self) -> None:
+        """Exact tree locks: SGLang's ``full_protected_size`` is the union, in tokens, of the prefixes
+        the open requests hold locked (each ``tokens[:cache_protected_len]`` while it holds a lock). A
+        lock not released when its request closes or is retracted (or taken twice) breaks it there."""
+        for k, unit in enumerate(self.units):
+            trie: dict[Any, dict] = {}
+            count = 0
+            for req in self.requests.values():
+                r = req.reqs[k]
+                if req.state is not RequestState.ACTIVE or r.lock is None:
+                    continue
+                node = trie
+                for token in req.tokens[: r.kv.cache_protected_len]:
+                    nxt = node.get(token)
+                    if nxt is None:
+                        nxt = node[token] = {}
+                        count += 1
+                    node = nxt
+            protected = unit.tree.full_protected_size()
+            if protected != count:
+                raise BackendCheckFailed("locks", f"SGLang's tree (unit {k}) protects {protected} tokens, but the "
+                                         f"open requests lock {count} (the union of their tree-owned prefixes)")
+
+    def _check_cut(self, req: _Request) -> None:
+        """The stated bound on SWA tables after a resize: with prefix sharing SGLang's radix cut frees each
+        own SWA page (at or past ``swa_dead_lo``, the tree-owned prefix) that ends at or before
+        ``floor_P(h - ceil_P(max(W - 1, P)))`` (``W - 1`` its window); it may keep more than the reference
+        (up to that ``ceil_P(max(W - 1, P))`` behind the history, and the tree's prefix), never a page
+        past it: one page kept past the cut (a free that frees nothing) breaks it at that resize."""
+        torch = _loaded["torch"]
+        P, h = self.t, req.history
+        for unit, r in zip(self.units, req.reqs):
+            if unit.swa_lc is None:
+                continue
+            w = unit.window - 1
+            cut = (h - -(-max(w, P) // P) * P) // P * P
+            lo = r.kv.swa_dead_lo(P)
+            if cut <= lo:
+                continue
+            firsts = unit.rows.req_to_token[r.kv.req_pool_idx, lo:cut:P].to(torch.int64)
+            kept = (unit.allocator.full_to_swa_index_mapping[firsts] > 0).nonzero().view(-1)
+            if kept.numel():
+                b = lo // P + int(kept[0])
+                raise BackendCheckFailed("tables", f"request {req.rid!r}: SWA page {b} (tokens {b * P}-{b * P + P - 1}) "
+                                         f"still held after the radix cut at {cut} (history {h}, window {w} + 1, "
+                                         f"page {P})")
 
     # ------------------------------------------------------------------ data plane
     def _check_data(self) -> None:
@@ -364,13 +483,13 @@ class SglangRadixBackend:
         req = self._get(request_id, RequestState.SUSPENDED)
         h = req.history
         first = not req.resumed
-        if req.shared and first and h > 0:
-            STATS["looked_up"] += 1
         hit = None
+        prefixes = []
         for unit, r in zip(self.units, req.reqs):
             if unit.rows.alloc([r]) is None:
                 raise Unsupported("out of SGLang request rows")
             prefix = 0
+            r.lock = None
             if first and h > 0:
                 r.init_next_round_input(unit.tree)  # match_kv_cache on its prompt, at most h - 1 tokens
                 prefix = r.prefix_len
@@ -380,8 +499,20 @@ class SglangRadixBackend:
                     unit.rows.req_to_token[r.kv.req_pool_idx, :prefix] = unit.tree.prefix_device_indices(r).to(
                         unit.rows.req_to_token.dtype)
                 hit = prefix if hit is None else min(hit, prefix)
-            else:
+            prefixes.append(prefix)
+        # The scheduler admits the request only when SGLang's pools (the reference's sizes) hold the rest:
+        # otherwise nothing is taken (the lock is released, the row given back) and it stays waiting.
+        if not all(self._fits(unit, prefix, h) for unit, prefix in zip(self.units, prefixes)):
+            for unit, r in zip(self.units, req.reqs):
+                unit.tree.unlock(r.lock)
                 r.lock = None
+                unit.rows.free(r)
+                r.kv.cache_protected_len = 0
+            self._check()
+            return Outcome(False)
+        if req.shared and first and h > 0:
+            STATS["looked_up"] += 1
+        for unit, r, prefix in zip(self.units, req.reqs, prefixes):
             if h > prefix:
                 self._allocate(unit, r, prefix, h)
                 self._write(unit, req, r, prefix, h)
@@ -396,7 +527,7 @@ class SglangRadixBackend:
         req.allocated = h
         req.state = RequestState.ACTIVE
         req.resumed = True
-        self._check_data()
+        self._check()
         return Outcome(True)
 
     def resize(self, request_id: Hashable, capacity: int, history: int) -> Outcome:
@@ -408,14 +539,19 @@ class SglangRadixBackend:
         for unit, r in zip(self.units, req.reqs):
             r.kv.kv_committed_len = req.history
             unit.tree.evict_sliding_windows(r, req.history)
+        ok = True
         if capacity > req.allocated:
-            self._ids(req, capacity)
-            for unit, r in zip(self.units, req.reqs):
-                self._allocate(unit, r, req.allocated, capacity)
-                self._write(unit, req, r, req.allocated, capacity)
-            req.allocated = capacity
-        self._check_data()
-        return Outcome(True)
+            # The engine's check before allocating (every unit): out of pages is an outcome, nothing
+            # allocated; the sliding-window free above stands.
+            ok = all(self._fits(unit, req.allocated, capacity) for unit in self.units)
+            if ok:
+                self._ids(req, capacity)
+                for unit, r in zip(self.units, req.reqs):
+                    self._allocate(unit, r, req.allocated, capacity)
+                    self._write(unit, req, r, req.allocated, capacity)
+                req.allocated = capacity
+        self._check(resized=req)
+        return Outcome(ok)
 
     def commit(self, request_id: Hashable, tokens: int) -> None:
         req = self._get(request_id, RequestState.ACTIVE)
@@ -430,7 +566,7 @@ class SglangRadixBackend:
             r.reset_for_retract()
         req.history = req.allocated = 0
         req.state = RequestState.SUSPENDED
-        self._check_data()
+        self._check()
 
     def close(self, request_id: Hashable) -> None:
         req = self._get(request_id)
@@ -438,9 +574,15 @@ class SglangRadixBackend:
             for unit, r in zip(self.units, req.reqs):
                 self._release(unit, req, r, finished=True)
         req.state = RequestState.CLOSED
-        self._check_data()
+        self._check()
 
     # ------------------------------------------------------------------ observation
+    @staticmethod
+    def _free_full(unit: _Unit) -> set[int]:
+        """The full pool's free pages, from SGLang's full sub-allocator (free and release lists)."""
+        a = unit.allocator.full_attn_allocator
+        return set(a.free_pages.tolist()) | (set() if a.release_pages is None else set(a.release_pages.tolist()))
+
     def observe(self) -> dict[Part, Any]:
         torch = _loaded["torch"]
         P = self.t
@@ -456,8 +598,9 @@ class SglangRadixBackend:
             if req.state is RequestState.ACTIVE and req.allocated:
                 for unit, r in zip(self.units, req.reqs):
                     firsts = unit.rows.req_to_token[r.kv.req_pool_idx, : req.allocated : P].to(torch.int64)
-                    if unit.full_lc is not None:
-                        held[unit.full_lc] = set(range(len(firsts)))
+                    if unit.full_lc is not None:  # a full page is held while SGLang's allocator has it in use
+                        free = self._free_full(unit)
+                        held[unit.full_lc] = {b for b, i in enumerate(firsts.tolist()) if i // P not in free}
                     if unit.swa_lc is not None:
                         swa = unit.allocator.full_to_swa_index_mapping[firsts].tolist()
                         held[unit.swa_lc] = {b for b, i in enumerate(swa) if i > 0}

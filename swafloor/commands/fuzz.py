@@ -96,12 +96,12 @@ def _run_workers(args) -> int:
         print_json(result.to_dict())
     else:
         print(format_workers(result))
-    return 0 if result.first is None else 1
+    return 0 if result.result == "pass" else 1
 
 
 def run(args) -> int:
     from swafloor.fuzz.backends import REGISTRY, check_factory, resolve
-    from swafloor.fuzz.runner import format_report, run_campaign
+    from swafloor.fuzz.runner import MAX_RETIRED_SHARE, format_report, run_campaign
 
     if args.list:
         from swafloor.fuzz.backends.reference_mutants import names as reference_mutants
@@ -178,8 +178,12 @@ def run(args) -> int:
     if result.divergence is None:
         print(f"fuzz: {result.result} after {result.examples} examples in {result.seconds:.1f} s "
               f"(+ {result.import_seconds:.1f} s importing the backend; {result.discard_rate:.1%} discarded, "
-              f"{result.swa_share:.1%} with SWA, {result.semantics_share:.1%} with non-default semantics)",
-              file=sys.stderr)
+              f"{result.swa_share:.1%} with SWA, {result.semantics_share:.1%} with non-default semantics; "
+              f"{result.retired} of {result.requests} requests retired)", file=sys.stderr)
+        if result.too_many_retired:
+            print(f"fuzz: fails: {result.retired_share:.1%} of the requests were retired (served by the backend "
+                  f"where the reference ran out, then left out of all later comparison); the limit is "
+                  f"{MAX_RETIRED_SHARE:.0%}", file=sys.stderr)
     else:  # the same example number as the report on stdout; the rest were spent shrinking
         print(f"fuzz: divergence found at example {result.first_failure_example}; {result.examples} examples "
               f"in all, shrinking included, in {result.seconds:.1f} s", file=sys.stderr)
@@ -187,4 +191,4 @@ def run(args) -> int:
         print_json(result.to_dict())
     else:
         print(format_report(result))
-    return 0 if result.divergence is None else 1
+    return 0 if result.result == "pass" else 1
