@@ -64,12 +64,14 @@ DEFAULT_GRID = Grid()
 @attrs.frozen
 class TwinResult:
     """``holds``: the statement held at every grid point (for a refutation: False, with the first
-    ``counterexample`` found). ``points``: grid points checked."""
+    ``counterexample`` found). ``points``: grid points checked. ``error``: the twin could not run
+    (the code under test raised, or the theorem has no twin): neither a pass nor a counterexample."""
 
     holds: bool
     points: int
     seconds: float
     counterexample: dict[str, int] | None = None
+    error: str | None = None
 
 
 class _Fail(Exception):
@@ -825,10 +827,13 @@ TWINS: dict[str, Callable[[Grid], TwinResult]] = {
 
 
 def run_twin(name: str, grid: Grid = DEFAULT_GRID) -> TwinResult:
-    """The twin of theorem ``name``; an exception inside the reference is a failure, never a pass."""
-    twin = TWINS[name]
+    """The twin of theorem ``name``. An exception inside the reference, or a theorem with no twin, is
+    an ``error``: it meets neither outcome (a refutation's twin must find a real counterexample)."""
+    twin = TWINS.get(name)
+    if twin is None:
+        return TwinResult(False, 0, 0.0, error=f"no token-level twin for theorem {name}")
     start = time.perf_counter()
     try:
         return twin(grid)
-    except Exception as exc:  # a crash of the code under test fails the twin, with what raised
-        return TwinResult(False, 0, time.perf_counter() - start, {"error": f"{type(exc).__name__}: {exc}"})  # type: ignore[dict-item]
+    except Exception as exc:  # a crash of the code under test is a failure with what raised, never a pass
+        return TwinResult(False, 0, time.perf_counter() - start, error=f"{type(exc).__name__}: {exc}")

@@ -20,7 +20,7 @@ def test_every_theorem_has_a_twin_and_no_twin_is_orphaned():
 @pytest.mark.parametrize("name", NAMES)
 def test_twin_meets_the_expected_outcome(name):
     theorem, result = by_name(name), twins.run_twin(name)
-    assert result.points > 0
+    assert result.points > 0 and result.error is None
     if theorem.expected.value == "proved":
         assert result.holds, result.counterexample
         assert result.counterexample is None
@@ -66,4 +66,23 @@ def test_an_exception_in_the_reference_fails_the_twin_with_what_raised():
 
     with applied(Mutation("raise", "swa_floor raises", lambda: [(floors, "swa_floor", boom)])):
         result = twins.run_twin("decode-tight")
-    assert not result.holds and "ZeroDivisionError" in str(result.counterexample)
+    assert not result.holds and result.counterexample is None and "ZeroDivisionError" in result.error
+
+
+def test_a_theorem_without_a_twin_is_an_error_not_a_counterexample():
+    result = twins.run_twin("no-such-theorem")
+    assert result.error and result.counterexample is None and result.points == 0
+
+
+def test_prove_contradicts_a_theorem_whose_twin_fails_though_solver_and_concrete_check_pass():
+    from swafloor.proofs import runner
+
+    theorem = by_name("decode-sufficient")
+    (sound,) = runner.prove([theorem], jobs=1, solvers=("z3",))
+    assert sound.status == runner.OK and sound.twin is not None and sound.twin.holds
+    with applied(CEIL_AS_FLOOR):
+        (planted,) = runner.prove([theorem], jobs=1, solvers=("z3",))
+    assert planted.discharge.result == "proved" and planted.concrete.holds  # both blind to the plant
+    assert not planted.twin.holds and not planted.twin_agrees
+    assert planted.status == runner.CONTRADICTED and runner.exit_code([planted]) == 1
+    assert planted.to_json()["token_level"]["agrees"] is False
