@@ -73,12 +73,12 @@ class TheoremResult:
             return CONTRADICTED
         if self.disagreement is not None:
             return CONTRADICTED
-        if not self.twin_agrees:
+        if not self.twin_agrees and not self.twin.missing:
             return CONTRADICTED
         d = self.discharge
         if d.result == REFUTED and (self.replay is None or not self.replay.confirmed):
             return CONTRADICTED
-        if len(answered) < len(self.discharges) or any(
+        if not self.twin_agrees or len(answered) < len(self.discharges) or any(
             d.result == REFUTED and not d.minimal for _, d in self.discharges
         ):
             return UNKNOWN_STATUS
@@ -116,6 +116,7 @@ class TheoremResult:
                 "counterexample": self.twin.counterexample,
                 "error": self.twin.error,
                 "agrees": self.twin_agrees,
+                "missing": self.twin.missing,
             },
             "agree": None if d.result == UNKNOWN else self.disagreement is None,
             "disagreement": self.disagreement,

@@ -72,6 +72,8 @@ class TwinResult:
     seconds: float
     counterexample: dict[str, int] | None = None
     error: str | None = None
+    #: the theorem has no twin: not checked token by token, so never a pass (prove: unknown, exit 3)
+    missing: bool = False
 
 
 class _Fail(Exception):
@@ -831,7 +833,7 @@ def run_twin(name: str, grid: Grid = DEFAULT_GRID) -> TwinResult:
     an ``error``: it meets neither outcome (a refutation's twin must find a real counterexample)."""
     twin = TWINS.get(name)
     if twin is None:
-        return TwinResult(False, 0, 0.0, error=f"no token-level twin for theorem {name}")
+        return TwinResult(False, 0, 0.0, error=f"no token-level twin for theorem {name}", missing=True)
     start = time.perf_counter()
     try:
         return twin(grid)

@@ -71,7 +71,7 @@ def test_an_exception_in_the_reference_fails_the_twin_with_what_raised():
 
 def test_a_theorem_without_a_twin_is_an_error_not_a_counterexample():
     result = twins.run_twin("no-such-theorem")
-    assert result.error and result.counterexample is None and result.points == 0
+    assert result.missing and result.error and result.counterexample is None and result.points == 0
 
 
 def test_prove_contradicts_a_theorem_whose_twin_fails_though_solver_and_concrete_check_pass():

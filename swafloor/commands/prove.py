@@ -86,10 +86,16 @@ def format_table(results, header: str) -> str:
                      _cex(r.discharge.counterexample)))
         lines = notes.setdefault(i + 1, [])
         if r.status == CONTRADICTED:
-            why = r.disagreement or (_twin_why(r) if not r.twin_agrees else None) or (r.replay.summary if r.replay and not r.replay.confirmed else
+            if not r.twin_agrees:
+                lines.append(f"CONTRADICTED: {_twin_why(r)}")
+            why = r.disagreement or (r.replay.summary if r.replay and not r.replay.confirmed else
                                      f"expected {r.theorem.expected.value}, got {r.discharge.result}")
-            lines.append(f"CONTRADICTED: {why}")
+            if r.twin_agrees or r.disagreement or r.discharge.result != r.theorem.expected.value or (
+                    r.discharge.result == "refuted" and (r.replay is None or not r.replay.confirmed)):
+                lines.append(f"CONTRADICTED: {why}")
         elif r.status == UNKNOWN_STATUS:
+            if not r.twin_agrees:
+                lines.append(f"UNKNOWN: {_twin_why(r)}")
             for name, d in r.discharges:
                 if d.result == "unknown" or (d.result == "refuted" and not d.minimal):
                     lines.append(f"UNKNOWN ({name}): {d.reason or 'counterexample not shown minimal'}")
