@@ -22,6 +22,24 @@ def _cex(cex: dict[str, int] | None) -> str:
     return ", ".join(f"{k} = {v}" for k, v in cex.items()) if cex else "-"
 
 
+def _twin_cell(r: TheoremResult) -> str:
+    w = r.twin
+    if w is None:
+        return "-"
+    if w.error:
+        return "error"
+    return "holds" if w.holds else "fails"
+
+
+def _twin_text(r: TheoremResult) -> str:
+    w = r.twin
+    if w.error:
+        return f"could not run ({w.error})"
+    if w.holds:
+        return f"holds at all {w.points} grid points"
+    return f"fails at {_cex(w.counterexample)} (after {w.points} grid points)"
+
+
 def render(results: Sequence[TheoremResult]) -> str:
     lines = [
         "# Theorems",
@@ -30,7 +48,12 @@ def render(results: Sequence[TheoremResult]) -> str:
         " Do not edit: a test compares this file with a fresh rendering. -->",
         "",
         "`swafloor prove` discharges each theorem with Z3 for unbounded parameters, checks the same goal",
-        "function on ints over bounded ranges (the two must agree), and replays every refutation's",
+        "function on ints over bounded ranges (the *concrete check: the goal on ints*; the two must agree),",
+        "checks the theorem a third way by its *token-level twin* (proofs/twins.py: a brute force of the plain",
+        "statement over a small grid, t <= 4 and W <= 8 for most, that lists tokens, marks each block live or",
+        "stale from its own tokens and counts the blocks, then compares the count with the formula the",
+        "theorem claims; it never evaluates the goal, so a formula wrong on both sides of the goal, which the",
+        "solver and the concrete check both accept, fails it), and replays every refutation's",
         "smallest counterexample on the reference manager. `swafloor prove --solver both` (the main CI job)",
         "also discharges it with cvc5, and fails unless both solvers give the same answer and the same",
         "smallest counterexample. The two solvers see the goal differently: Z3 as written, dividing by the",
@@ -49,13 +72,13 @@ def render(results: Sequence[TheoremResult]) -> str:
         "A counterexample is the smallest in the order of the theorem's variables (t, then W, then S,",
         "then h, then the rest).",
         "",
-        "| theorem | expected | result | counterexample |",
-        "| --- | --- | --- | --- |",
+        "| theorem | expected | result | token-level | counterexample |",
+        "| --- | --- | --- | --- | --- |",
     ]
     for r in results:
         lines.append(
             f"| [{r.theorem.name}](#{r.theorem.name}) | {r.theorem.expected.value} | {r.discharge.result} "
-            f"| {_cex(r.discharge.counterexample)} |"
+            f"| {_twin_cell(r)} | {_cex(r.discharge.counterexample)} |"
         )
     for r in results:
         t = r.theorem
@@ -68,7 +91,9 @@ def render(results: Sequence[TheoremResult]) -> str:
         if t.lemmas:
             lines.append(f"- proof hints: {len(t.lemmas)} lemma stage(s), each proved by Z3 before use")
         if r.concrete.holds:
-            lines.append(f"- bounded check: holds at all {r.concrete.points} points")
+            lines.append(f"- concrete check (the goal on ints): holds at all {r.concrete.points} points")
+        if r.twin is not None:
+            lines.append(f"- token-level twin (brute force of the statement, not the goal): {_twin_text(r)}")
         if r.discharge.counterexample is not None:
             lines.append(f"- smallest counterexample: {_cex(r.discharge.counterexample)}")
         if r.replay is not None:

@@ -5,7 +5,9 @@ A theorem meets its expectation when each solver's answer is the expected one, t
 agrees (a proof holds on every bounded point; a refutation's counterexample fails on ints and, when
 minimal, is exactly the first failing bounded point), the solvers agree with each other (same
 answer, same smallest counterexample), and a refutation's replay really fails on the manager.
-Anything else is *contradicted*; a solver ``unknown`` (or an unfinished minimisation) is *unknown*.
+Beside them each theorem's token-level twin (:mod:`.twins`) brute-forces the plain statement block by
+block; a twin that misses the expected outcome (a proof failing on its grid, a refutation finding no
+counterexample) contradicts the theorem too. Anything else is *contradicted*; a solver ``unknown`` (or an unfinished minimisation) is *unknown*.
 
 With ``jobs > 1`` every solver run and every concrete check is a task for a pool of forked worker
 processes (the longest first); the parent collects them and runs the replays.
@@ -18,11 +20,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 import attrs
 
-from . import concrete, discharge
+from . import concrete, discharge, twins
 from .concrete import ConcreteCheck
 from . import DEFAULT_RLIMIT
 from .discharge import DEFAULT_TIMEOUT_S, PROVED, REFUTED, UNKNOWN, Discharge
 from .theorem import Replay, Theorem
+from .twins import TwinResult
 
 __all__ = ["OK", "CONTRADICTED", "UNKNOWN_STATUS", "TheoremResult", "prove", "exit_code"]
 
@@ -39,6 +42,17 @@ class TheoremResult:
     disagreement: str | None
     replay: Replay | None
     seed: int
+    #: the token-level twin (proofs/twins.py): the plain statement brute-forced block by block
+    twin: TwinResult | None = None
+
+    @property
+    def twin_agrees(self) -> bool:
+        """The twin meets the expected outcome: a proof holds on its grid, a refutation fails there."""
+        if self.twin is None:
+            return True
+        if self.twin.error is not None:
+            return False
+        return self.twin.holds == (self.theorem.expected.value == PROVED)
 
     @property
     def discharge(self) -> Discharge:
@@ -59,10 +73,12 @@ class TheoremResult:
             return CONTRADICTED
         if self.disagreement is not None:
             return CONTRADICTED
+        if not self.twin_agrees and not self.twin.missing:
+            return CONTRADICTED
         d = self.discharge
         if d.result == REFUTED and (self.replay is None or not self.replay.confirmed):
             return CONTRADICTED
-        if len(answered) < len(self.discharges) or any(
+        if not self.twin_agrees or len(answered) < len(self.discharges) or any(
             d.result == REFUTED and not d.minimal for _, d in self.discharges
         ):
             return UNKNOWN_STATUS
@@ -89,6 +105,18 @@ class TheoremResult:
                 "points": c.points,
                 "seconds": round(c.seconds, 4),
                 "counterexample": c.counterexample,
+            },
+            "token_level": None
+            if self.twin is None
+            else {
+                "what": "token-level brute force of the plain statement (proofs/twins.py), not the goal",
+                "holds": self.twin.holds,
+                "points": self.twin.points,
+                "seconds": round(self.twin.seconds, 4),
+                "counterexample": self.twin.counterexample,
+                "error": self.twin.error,
+                "agrees": self.twin_agrees,
+                "missing": self.twin.missing,
             },
             "agree": None if d.result == UNKNOWN else self.disagreement is None,
             "disagreement": self.disagreement,
@@ -186,6 +214,8 @@ def _task(kind: str, index: int, solver: str | None) -> Any:
     theorem = _WORK[index]
     if kind == "concrete":
         return concrete.check(theorem)
+    if kind == "twin":
+        return twins.run_twin(theorem.name)
     options = dict(_OPTIONS)
     encoding = options.pop("encodings").get(solver)
     rlimit = options.pop("rlimits").get(solver)
@@ -199,6 +229,8 @@ def _cost(theorem: Theorem, kind: str) -> float:
     lemmas first, then the rest, the concrete checks last."""
     if kind == "concrete":
         return float(len(theorem.variables))
+    if kind == "twin":
+        return 50.0  # a few are a second or two: before the concrete checks, after the solver runs
     if kind == "attempts":
         return 1000.0
     return 100.0 * len(theorem.lemmas) + 10.0 * len(theorem.variables)
@@ -214,6 +246,7 @@ def prove(
     encodings: Mapping[str, str] | None = None,
     rlimits: Mapping[str, int] | None = DEFAULT_RLIMIT,
     progress: Callable[[TheoremResult | Theorem, str], None] | None = None,
+    twin: bool = True,
 ) -> list[TheoremResult]:
     """Discharge each theorem with each solver, check it on ints and replay its refutation; see the
     module doc. ``encodings``: solver -> "direct" or "blocks" (default: :func:`discharge.default_encoding`).
@@ -224,6 +257,8 @@ def prove(
     tasks = [("solve", i, s) for i in range(len(theorems)) for s in solvers]
     tasks += [("attempts", i, s) for i, t in enumerate(theorems) if t.attempts for s in solvers]
     tasks += [("concrete", i, None) for i in range(len(theorems))]
+    if twin:
+        tasks += [("twin", i, None) for i in range(len(theorems))]  # a theorem without a twin fails
     tasks.sort(key=lambda task: -_cost(theorems[task[1]], task[0]))
     _WORK, _OPTIONS = theorems, {
         "timeout_s": timeout_s, "seed": seed, "encodings": dict(encodings or {}), "rlimits": dict(rlimits or {}),
@@ -245,8 +280,9 @@ def prove(
                 for s, d in discharges:
                     progress(theorem, f"{s} {d.result} in {d.seconds:.2f} s")
             c = get(("concrete", i, None))
+            tw = get(("twin", i, None)) if twin else None
             result = TheoremResult(
-                theorem, discharges, c, _why(theorem, discharges, c), _replay(theorem, _refuting(discharges)), seed
+                theorem, discharges, c, _why(theorem, discharges, c), _replay(theorem, _refuting(discharges)), seed, tw
             )
             results.append(result)
             if progress is not None:

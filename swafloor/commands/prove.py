@@ -1,10 +1,12 @@
 """``swafloor prove``: discharge the theorem catalogue with Z3 (or cvc5, or both) and check each
-theorem on ints. Z3 gets the goals as written, cvc5 the same goals rewritten into linear arithmetic
+theorem twice more: on ints (the concrete check: the goal itself, evaluated on bounded ints) and
+token by token (the twin, proofs/twins.py: the plain statement brute-forced block by block, never
+the goal). Z3 gets the goals as written, cvc5 the same goals rewritten into linear arithmetic
 (``--encoding`` chooses for every solver asked for; see proofs/discharge.py).
 
 Exit 0 when every theorem meets its expected outcome, 1 when any result contradicts it (including a
 disagreement between a solver and the bounded check, between the two solvers, or a refutation the
-manager does not reproduce), 3 when any is unknown (a solver timeout or ``unknown``, from either
+manager does not reproduce, or a token-level twin that misses the expected outcome), 3 when any is unknown (a solver timeout or ``unknown``, from either
 solver), 2 on bad arguments (and ``--solver cvc5|both`` without cvc5 installed).
 """
 
@@ -56,30 +58,49 @@ def _cex(cex) -> str:
     return " ".join(f"{k}={v}" for k, v in cex.items()) if cex else "-"
 
 
+def _twin_why(r) -> str:
+    w = r.twin
+    if w.error:
+        return f"token-level twin: {w.error}"
+    if r.theorem.expected.value == "proved":
+        return f"token-level twin: the plain statement fails at {_cex(w.counterexample)}"
+    return f"token-level twin: no counterexample in {w.points} points"
+
+
 def format_table(results, header: str) -> str:
     from swafloor.proofs.runner import CONTRADICTED, OK, UNKNOWN_STATUS
 
     solvers = [name for name, _ in results[0].discharges] if results else ["z3"]
-    rows = [("theorem", "expected", "result", "seconds", "concrete", "counterexample")]
-    if len(solvers) > 1:
-        rows[0] = ("theorem", "expected", "result", "seconds " + "/".join(solvers), "concrete", "counterexample")
+    seconds_head = "seconds" if len(solvers) == 1 else "seconds " + "/".join(solvers)
+    rows = [("theorem", "expected", "result", seconds_head, "concrete: goal on ints", "token-level: brute force",
+             "counterexample")]
     notes: dict[int, list[str]] = {}
     for i, r in enumerate(results):
         c = r.concrete
         concrete = f"{'holds' if c.holds else 'fails'}, {c.points} pts"
+        w = r.twin
+        twin = "-" if w is None else ("error" if w.error else f"{'holds' if w.holds else 'fails'}, {w.points} pts")
         answers = "/".join(d.result for _, d in r.discharges)
         seconds = "/".join(f"{d.seconds:.2f}" for _, d in r.discharges)
-        rows.append((r.theorem.name, r.theorem.expected.value, answers, seconds, concrete,
+        rows.append((r.theorem.name, r.theorem.expected.value, answers, seconds, concrete, twin,
                      _cex(r.discharge.counterexample)))
         lines = notes.setdefault(i + 1, [])
         if r.status == CONTRADICTED:
+            if not r.twin_agrees:
+                lines.append(f"CONTRADICTED: {_twin_why(r)}")
             why = r.disagreement or (r.replay.summary if r.replay and not r.replay.confirmed else
                                      f"expected {r.theorem.expected.value}, got {r.discharge.result}")
-            lines.append(f"CONTRADICTED: {why}")
+            if r.twin_agrees or r.disagreement or r.discharge.result != r.theorem.expected.value or (
+                    r.discharge.result == "refuted" and (r.replay is None or not r.replay.confirmed)):
+                lines.append(f"CONTRADICTED: {why}")
         elif r.status == UNKNOWN_STATUS:
+            if not r.twin_agrees:
+                lines.append(f"UNKNOWN: {_twin_why(r)}")
             for name, d in r.discharges:
                 if d.result == "unknown" or (d.result == "refuted" and not d.minimal):
                     lines.append(f"UNKNOWN ({name}): {d.reason or 'counterexample not shown minimal'}")
+        if w is not None and w.counterexample and r.twin_agrees:
+            lines.append(f"token-level counterexample: {_cex(w.counterexample)}")
         if r.replay is not None and r.status == OK:
             lines.append(f"replay: {r.replay.summary}")
         for name, d in r.discharges:
@@ -87,11 +108,11 @@ def format_table(results, header: str) -> str:
                 reason = f" ({a.reason})" if a.reason else ""
                 who = f" ({name})" if len(r.discharges) > 1 else ""
                 lines.append(f"attempt {a.label}{who}: {a.result}{reason} in {a.seconds:.2f} s, not counted")
-    widths = [max(len(row[k]) for row in rows) for k in range(5)]
+    widths = [max(len(row[k]) for row in rows) for k in range(6)]
     out = [header]
     for i, row in enumerate(rows):
-        cells = [row[k].ljust(widths[k]) if k != 3 else row[k].rjust(widths[k]) for k in range(5)]
-        out.append("  ".join(cells + [row[5]]).rstrip())
+        cells = [row[k].ljust(widths[k]) if k != 3 else row[k].rjust(widths[k]) for k in range(6)]
+        out.append("  ".join(cells + [row[6]]).rstrip())
         out.extend(f"    {line}" for line in notes.get(i, []))
     return "\n".join(out)
 
@@ -132,7 +153,7 @@ def run(args) -> int:
         budget = (f"resource units per check {', '.join(f'{s} {DEFAULT_RLIMIT[s]:,}' for s in solvers)}, "
                   if rlimits else "")
         header = (f"{version}; seed {args.seed}; {budget}timeout {args.timeout:g} s per theorem; "
-                  f"solvers and bounded concrete checks on {jobs} worker(s)")
+                  f"solvers, bounded concrete checks and token-level twins on {jobs} worker(s)")
         print(format_table(results, header))
         statuses = [r.status for r in results]
         solver_s = ", ".join(
@@ -140,7 +161,10 @@ def run(args) -> int:
         )
         c_s = sum(r.concrete.seconds for r in results)
         points = sum(r.concrete.points for r in results)
+        tw_s = sum(r.twin.seconds for r in results if r.twin is not None)
+        tw_points = sum(r.twin.points for r in results if r.twin is not None)
         print(f"{len(results)} theorems: {statuses.count(runner.OK)} as expected, "
               f"{statuses.count(runner.CONTRADICTED)} contradicted, {statuses.count(runner.UNKNOWN_STATUS)} unknown; "
-              f"{solver_s}, concrete checks {c_s:.1f} s ({points} points), summed over workers; wall {wall:.1f} s")
+              f"{solver_s}, concrete checks (goal on ints) {c_s:.1f} s ({points} points), token-level twins (brute "
+              f"force) {tw_s:.1f} s ({tw_points} points), summed over workers; wall {wall:.1f} s")
     return runner.exit_code(results)

@@ -634,7 +634,7 @@ def checked_where() -> str:
         "| tool | what it checks | against | code under test | where it runs | size |",
         "|---|---|---|---|---|---|",
         f"| `swafloor prove` | the theorem catalogue: the floors are sufficient and tight, where rules fall short "
-        f"| Z3 (and cvc5) for unbounded parameters; a bounded check on ints; each refutation replayed on the "
+        f"| Z3 (and cvc5) for unbounded parameters; a bounded check of the goal on ints; a token-level brute force of each statement (proofs/twins.py); each refutation replayed on the "
         f"reference manager | the reference's formulas | CI (`.ci/run`, both solvers) | {len(CATALOGUE)} theorems "
         f"({proved} proved, {refuted} refuted as expected); {formulas} seeded bugs in the formulas |",
         f"| `swafloor fuzz --backend NAME` | every operation of a request's life, part by part (outcomes, pools, "

@@ -1,0 +1,841 @@
+"""Token-level twins: every catalogue theorem checked a second time, by brute force over tokens.
+
+The bounded concrete check (:mod:`.concrete`) evaluates the theorem's own goal on ints, so a formula
+that is wrong on both sides of a goal (say, ``cdiv`` turned into floor division inside the life-cycle
+arithmetic, which shrinks both the live count and the floor) goes unseen by the solver and by it.
+A twin restates the theorem's *plain statement* over a small grid and counts token by token: it
+lists the tokens a step holds, marks each block live or stale from its own tokens (a block past the
+sinks is stale when every token in it lies before the window's first token ``h + 1 - W``), and
+counts the set of blocks. The only division is ``p // t``, the block of token ``p``.
+
+A twin never calls the goal, nor the reference's counting functions (``live_blocks``,
+``stale_range``, ``transition_peak``, ``first_resume_peak``, ``window_span_blocks`` as a count,
+``shared_batch_slots`` as a count, ...); it compares what it counts with the number the theorem
+claims, the formula under test (``floors.swa_floor``, ``floors.step_floor``, ``sharing.shared_batch_slots``,
+``cache_hit.run_hit``, ...), looked up through its module at call time so a patched reference is
+the one checked. Tightness is found by scanning histories, not by evaluating the claimed worst case
+alone; a refutation's twin must find a counterexample.
+
+:data:`TWINS` maps each theorem name to its twin, ``twin(grid) -> TwinResult``.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+import time
+from typing import Any, Callable, Iterable, Iterator, Mapping
+
+import attrs
+
+from swafloor.reference import cache_hit, floors, peers, sharing
+from swafloor.reference.lifecycle import LifeCycle, LifeCycleKind
+
+__all__ = ["Grid", "TwinResult", "TWINS", "run_twin", "DEFAULT_GRID"]
+
+
+@attrs.frozen
+class Grid:
+    """The bounds a twin enumerates: ``t <= t_max``, ``W <= w_max``, ``S <= s_max``, step sizes and
+    tokens in flight up to ``n_max`` and ``k_max``; histories to ``S*t + 3*(W + t)`` unless a theorem
+    bounds them itself."""
+
+    t_max: int = 4
+    w_max: int = 8
+    s_max: int = 2
+    n_max: int = 3
+    k_max: int = 2
+
+    def tws(self, t_max: int | None = None, w_max: int | None = None, s_max: int | None = None) -> Iterator[tuple[int, int, int]]:
+        for t in range(1, (t_max or self.t_max) + 1):
+            for W in range(1, (w_max or self.w_max) + 1):
+                for S in range(0, (self.s_max if s_max is None else s_max) + 1):
+                    yield t, W, S
+
+    @staticmethod
+    def histories(t: int, W: int, S: int, extra: int = 0) -> range:
+        return range(0, S * t + 3 * (W + t) + extra + 1)
+
+
+DEFAULT_GRID = Grid()
+
+
+@attrs.frozen
+class TwinResult:
+    """``holds``: the statement held at every grid point (for a refutation: False, with the first
+    ``counterexample`` found). ``points``: grid points checked. ``error``: the twin could not run
+    (the code under test raised, or the theorem has no twin): neither a pass nor a counterexample."""
+
+    holds: bool
+    points: int
+    seconds: float
+    counterexample: dict[str, int] | None = None
+    error: str | None = None
+    #: the theorem has no twin: not checked token by token, so never a pass (prove: unknown, exit 3)
+    missing: bool = False
+
+
+class _Fail(Exception):
+    def __init__(self, point: Mapping[str, int]):
+        self.point = dict(point)
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.points = 0
+
+    def check(self, ok: Any, **point: int) -> None:
+        self.points += 1
+        if not ok:
+            raise _Fail(point)
+
+
+def _run(body: Callable[[_Counter, Grid], None]) -> Callable[[Grid], TwinResult]:
+    def twin(grid: Grid = DEFAULT_GRID) -> TwinResult:
+        counter, start = _Counter(), time.perf_counter()
+        try:
+            body(counter, grid)
+        except _Fail as fail:
+            return TwinResult(False, counter.points, time.perf_counter() - start, fail.point)
+        return TwinResult(True, counter.points, time.perf_counter() - start)
+
+    twin.__name__ = body.__name__
+    twin.__doc__ = body.__doc__
+    return twin
+
+
+# ----------------------------------------------------------------------------- token-level geometry
+def _block_tokens(b: int, t: int) -> range:
+    return range(b * t, b * t + t)
+
+
+def _stale(b: int, h: int, t: int, W: int | None, S: int) -> bool:
+    """Block b is stale at history h: past the sink blocks, and every token in it before h + 1 - W."""
+    if W is None or b < S:
+        return False
+    return all(p < h + 1 - W for p in _block_tokens(b, t))
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _allocated(c: int, t: int) -> frozenset[int]:
+    """Blocks holding at least one of the tokens 0 .. c-1."""
+    return frozenset(p // t for p in range(c))
+
+
+def _held(h: int, c: int, t: int, W: int | None, S: int, released: int | None = None) -> frozenset[int]:
+    """Blocks a step at history h and capacity c holds: allocated, not stale at ``released``
+    (default h; with k tokens in flight stale blocks are those at max(0, h - k))."""
+    return _held_at(h if released is None else released, c, t, W, S)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _held_at(at: int, c: int, t: int, W: int | None, S: int) -> frozenset[int]:
+    return frozenset(b for b in _allocated(c, t) if not _stale(b, at, t, W, S))
+
+
+def _need(h: int, c: int, t: int, W: int | None, S: int, k: int = 0) -> int:
+    return len(_held(h, c, t, W, S, max(0, h - k)))
+
+
+def _scan_max(t: int, W: int, S: int, n: int = 1, k: int = 0, extra: int = 0) -> tuple[int, int]:
+    """The most blocks an n-token step (capacity h + n, k in flight) holds over the grid's histories,
+    and the first history that holds it."""
+    best, at = -1, -1
+    for h in Grid.histories(t, W, S, extra + k + n):
+        need = _need(h, h + n, t, W, S, k)
+        if need > best:
+            best, at = need, h
+    return best, at
+
+
+def _first_reaching(target: int, t: int, W: int, S: int, k: int = 0) -> int | None:
+    for h in Grid.histories(t, W, S, k):
+        if _need(h, h + 1, t, W, S, k) >= target:
+            return h
+    return None
+
+
+def _transition_peak(h0: int, c0: int, h1: int, c1: int, t: int, W: int, S: int, hold_stale: bool) -> int:
+    """One resize from (h0, c0) to (h1, c1), token by token: releasing first, the blocks of (h0, c0)
+    stale at h1 go, then the new blocks come; holding, what it held stays until the call returns and
+    the new blocks come on top (a new block already stale at h1 is never allocated)."""
+    before = _held(h0, c0, t, W, S)
+    new = {b for b in _allocated(c1, t) - _allocated(c0, t) if not _stale(b, h1, t, W, S)}
+    if hold_stale:
+        return len(before | new)
+    kept = {b for b in before if not _stale(b, h1, t, W, S)}
+    return max(len(kept), len(kept | new))
+
+
+def _resume_peak(h: int, t: int, W: int, S: int) -> int:
+    """A first resume reusing h committed tokens (capacity h): its held blocks plus, when the block of
+    token h already holds earlier tokens, a fresh slot for the private copy while the source is held."""
+    partial = any(p < h for p in _block_tokens(h // t, t))
+    return len(_held(h, h, t, W, S)) + (1 if partial else 0)
+
+
+# ----------------------------------------------------------------------------- basic geometry
+@_run
+def window_span(c: _Counter, g: Grid) -> None:
+    """L consecutive tokens from f touch at most window_span_blocks(L) blocks; from offset t-1 exactly."""
+    from swafloor.reference import lifecycle
+
+    for t in range(1, g.t_max + 1):
+        for L in range(1, 2 * g.w_max + 1):
+            most = lifecycle.window_span_blocks(L, t)
+            for f in range(0, 3 * t):
+                c.check(len({p // t for p in range(f, f + L)}) <= most, t=t, L=L, f=f)
+            for b in range(0, 4):
+                f = b * t + t - 1
+                c.check(len({p // t for p in range(f, f + L)}) == most, t=t, L=L, b=b)
+
+
+@_run
+def decode_sufficient(c: _Counter, g: Grid) -> None:
+    for t, W, S in g.tws():
+        floor = floors.swa_floor(t, W, S)
+        for h in g.histories(t, W, S):
+            c.check(_need(h, h + 1, t, W, S) <= floor, t=t, W=W, S=S, h=h)
+            c.check(_transition_peak(h, h, h, h + 1, t, W, S, False) <= floor, t=t, W=W, S=S, h=h)
+            c.check(_transition_peak(h, h + 1, h + 1, h + 2, t, W, S, False) <= floor, t=t, W=W, S=S, h=h)
+
+
+@_run
+def first_floor_history(c: _Counter, g: Grid) -> None:
+    for t, W, S in g.tws():
+        floor = floors.swa_floor(t, W, S)
+        first = _first_reaching(floor, t, W, S)
+        c.check(first is not None and _need(first, first + 1, t, W, S) == floor
+                and first == floors.first_floor_history(t, W, S), t=t, W=W, S=S)
+
+
+@_run
+def decode_tight(c: _Counter, g: Grid) -> None:
+    for t, W, S in g.tws():
+        floor = floors.swa_floor(t, W, S)
+        worst = floors.worst_case_history(t, W, S)
+        most, _ = _scan_max(t, W, S)
+        c.check(most == floor and _need(worst, worst + 1, t, W, S) == floor, t=t, W=W, S=S)
+
+
+@_run
+def step_sufficient(c: _Counter, g: Grid) -> None:
+    for t, W, S in g.tws():
+        for n in range(1, g.n_max + 1):
+            floor = floors.step_floor(t, W, S, n)
+            for h in g.histories(t, W, S):
+                c.check(_need(h, h + n, t, W, S) <= floor, t=t, W=W, S=S, h=h, n=n)
+
+
+@_run
+def step_tight(c: _Counter, g: Grid) -> None:
+    for t, W, S in g.tws():
+        worst = floors.worst_case_history(t, W, S)
+        for n in range(1, g.n_max + 1):
+            floor = floors.step_floor(t, W, S, n)
+            most, _ = _scan_max(t, W, S, n)
+            c.check(most == floor and _need(worst, worst + n, t, W, S) == floor, t=t, W=W, S=S, n=n)
+
+
+def _full_capacity(t: int, slots: int) -> int:
+    """The largest capacity whose tokens fit in ``slots`` full-attention blocks, by scanning."""
+    c = 0
+    while len(_allocated(c + 1, t)) <= slots:
+        c += 1
+    return c
+
+
+@_run
+def full_attention_lower_bound(c: _Counter, g: Grid) -> None:
+    for t, W, S in g.tws():
+        floor = floors.swa_floor(t, W, S)
+        minimum = floors.full_attention_floor(floor)
+        most_swa, at = _scan_max(t, W, S)
+        c.check(_need(at, at + 1, t, None, 0) >= floor, t=t, W=W, S=S)
+        c.check(floors.full_attention_max_capacity(t, minimum) == _full_capacity(t, minimum), t=t, W=W, S=S)
+        for h in g.histories(t, W, S):
+            full = _need(h, h + 1, t, None, 0)
+            c.check(full >= _need(h, h + 1, t, W, S), t=t, W=W, S=S, h=h)
+
+
+@_run
+def pool_group_sufficient(c: _Counter, g: Grid) -> None:
+    for t, W, S in g.tws(t_max=3, w_max=6, s_max=1):
+        for W2 in (1, 2):
+            for S2 in (0, 1):
+                fa, fb = floors.swa_floor(t, W, S), floors.swa_floor(t, W2, S2)
+                full_min = floors.full_attention_floor(max(fa, fb))
+                for h in range(0, _full_capacity(t, full_min)):  # every h + 1 within full attention's length
+                    need = _need(h, h + 1, t, W, S) + _need(h, h + 1, t, W2, S2) + _need(h, h + 1, t, None, 0)
+                    c.check(need <= fa + fb + full_min, t=t, W=W, S=S, W2=W2, S2=S2, h=h)
+
+
+@_run
+def pool_group_tight(c: _Counter, g: Grid) -> None:
+    for t, W, S in g.tws():
+        floor = floors.swa_floor(t, W, S)
+        full_min = floors.full_attention_floor(floor)
+        for k in range(0, floor + 4):
+            h = k * t
+            swa, full = _need(h, h + 1, t, W, S), _need(h, h + 1, t, None, 0)
+            c.check(k < floor - 1 or (swa == floor and full >= full_min), t=t, W=W, S=S, k=k)
+            c.check(k != floor - 1 or full == full_min, t=t, W=W, S=S, k=k)
+
+
+@_run
+def mixed_steps_tight(c: _Counter, g: Grid) -> None:
+    """Several requests (1 to 3) at histories a multiple of t past the worst case, each with its own
+    step size, hold together exactly the sum of their step floors: the pool needs the sum."""
+    for t, W, S in g.tws(t_max=3, w_max=6, s_max=1):
+        worst = floors.worst_case_history(t, W, S)
+        kinds = [(j, n) for j in range(0, 3) for n in range(1, g.n_max + 1)]
+        for size in (1, 2, 3):
+            for batch in itertools.combinations_with_replacement(kinds, size):
+                held = sum(_need(worst + j * t, worst + j * t + n, t, W, S) for j, n in batch)
+                claimed = sum(floors.step_floor(t, W, S, n) for _, n in batch)
+                c.check(held == claimed, t=t, W=W, S=S, requests=size, **{f"j{i}": j for i, (j, _) in enumerate(batch)},
+                        **{f"n{i}": n for i, (_, n) in enumerate(batch)})
+
+
+def _group_need(h: int, t: int, W: int, S: int) -> int:
+    return _need(h, h + 1, t, W, S) + _need(h, h + 1, t, None, 0)
+
+
+@_run
+def full_attention_below_floor(c: _Counter, g: Grid) -> None:
+    for t, W, S in g.tws():
+        floor = floors.swa_floor(t, W, S)
+        first = _first_reaching(floor, t, W, S)
+        for m in range(1, floor):
+            for h in range(0, (first or 0) + 1):
+                c.check(_group_need(h, t, W, S) <= floor + m, t=t, W=W, S=S, m=m, h=h)
+
+
+@_run
+def full_attention_floor_exact(c: _Counter, g: Grid) -> None:
+    for t, W, S in g.tws():
+        floor = floors.swa_floor(t, W, S)
+        minimum = floors.full_attention_floor(floor)
+        first = _first_reaching(floor, t, W, S)
+        c.check(first is not None and _group_need(first, t, W, S) == 2 * floor, t=t, W=W, S=S)
+        for h in range(0, first + 1):
+            c.check(_group_need(h, t, W, S) <= floor + minimum, t=t, W=W, S=S, h=h)
+        for m in range(1, floor + 2):
+            serves = all(_group_need(h, t, W, S) <= floor + m for h in range(0, first + 1))
+            c.check(serves == (m >= floor), t=t, W=W, S=S, m=m)
+
+
+def _least_ceiling(x: int, t: int) -> int:
+    """ceil(x / t) by scanning: the least k with k * t >= x."""
+    k = -abs(x) - 1
+    while k * t < x:
+        k += 1
+    return k
+
+
+@_run
+def ceil_identity(c: _Counter, g: Grid) -> None:
+    for t, W, S in g.tws():
+        term = peers.upstream_window_term(t, W)
+        c.check(term == _least_ceiling(W - 1, t), t=t, W=W, S=S)
+        c.check(peers.upstream_swa_floor(t, W, S) == _scan_max(t, W, S)[0], t=t, W=W, S=S)
+
+
+@_run
+def ceil_identity_at_zero(c: _Counter, g: Grid) -> None:
+    for t in range(1, 4 * g.t_max + 1):
+        c.check(peers.upstream_window_term(t, 0) == _least_ceiling(-1, t), t=t)
+
+
+def _aligned(W: int, t: int) -> bool:
+    return (W - 1) % t == 0
+
+
+@_run
+def vllm_sizing_covers(c: _Counter, g: Grid) -> None:
+    for t, W, _ in g.tws(s_max=0):
+        for n in range(1, g.n_max + 1):
+            c.check(peers.vllm_blocks_per_request(t, W, n) >= _scan_max(t, W, 0, n)[0], t=t, W=W, n=n)
+        c.check((peers.vllm_blocks_per_request(t, W, 1) > _scan_max(t, W, 0)[0]) == _aligned(W, t), t=t, W=W)
+
+
+@_run
+def cpp_sizing_covers(c: _Counter, g: Grid) -> None:
+    for t, W, _ in g.tws(s_max=0):
+        cpp, most = peers.trtllm_cpp_blocks(t, W), _scan_max(t, W, 0)[0]
+        c.check(cpp >= most and (cpp > most) == _aligned(W, t), t=t, W=W)
+
+
+@_run
+def ssm_minimum(c: _Counter, g: Grid) -> None:
+    """An SSM life cycle keeps one state page per request whatever its history: N requests hold N
+    pages; N x the minimum serves them and one slot fewer does not."""
+    ssm = LifeCycle(LifeCycleKind.SSM)
+    for t in range(1, g.t_max + 1):
+        minimum = floors.life_cycle_min_slots(ssm, t, floors.FloorRule.FIXED, (ssm,))
+        for N in range(1, 9):
+            pages = N * 1
+            c.check(pages <= N * minimum and pages > N * minimum - 1, t=t, N=N)
+
+
+@_run
+def stale_is_token_level(c: _Counter, g: Grid) -> None:
+    from swafloor.reference import lifecycle
+
+    for t, W, S in g.tws():
+        for h in g.histories(t, W, S):
+            start, end = lifecycle.stale_range(h, t, W, S)
+            for b in range(0, h // t + S + 3):
+                c.check((start <= b < end) == _stale(b, h, t, W, S), t=t, W=W, S=S, h=h, b=b)
+
+
+@_run
+def in_flight_sufficient(c: _Counter, g: Grid) -> None:
+    for t, W, S in g.tws():
+        for k in range(0, g.k_max + 1):
+            floor = floors.in_flight_floor(t, W, S, k)
+            for h in g.histories(t, W, S, k):
+                c.check(_need(h, h + 1, t, W, S, k) <= floor, t=t, W=W, S=S, k=k, h=h)
+
+
+@_run
+def in_flight_tight(c: _Counter, g: Grid) -> None:
+    for t, W, S in g.tws():
+        c.check(floors.in_flight_floor(t, W, S, 0) == _scan_max(t, W, S)[0], t=t, W=W, S=S, k=0)
+        for k in range(0, g.k_max + 1):
+            floor = floors.in_flight_floor(t, W, S, k)
+            worst = floors.worst_case_history(t, W, S, k)
+            first = _first_reaching(floor, t, W, S, k)
+            c.check(_scan_max(t, W, S, 1, k)[0] == floor and _need(worst, worst + 1, t, W, S, k) == floor
+                    and first == floors.first_floor_history(t, W, S, k), t=t, W=W, S=S, k=k)
+
+
+# ----------------------------------------------------------------------------- eviction interval
+def _evicting_held(h: int, freed: set[int], t: int, W: int, S: int, k: int, e: int) -> tuple[int, set[int]]:
+    """A decode step at h whose window freed ``freed`` so far: due when max(0, h-k) + 1 - W reaches the
+    cursor (the first token of the first block past the sinks not freed) plus e; then it frees every
+    stale block at max(0, h - k). Returns the blocks held and the freed set after the step."""
+    cursor_block = S
+    while cursor_block in freed:
+        cursor_block += 1
+    released = max(0, h - k)
+    if released + 1 - W >= cursor_block * t + e:
+        freed = freed | {b for b in _allocated(h + 1, t) if _stale(b, released, t, W, S)}
+    return len(_allocated(h + 1, t) - freed), freed
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _freed_at(r: int, t: int, W: int, S: int, k: int) -> set[int]:
+    """What a window whose cursor was set at r has freed: every block stale at max(0, r - k)."""
+    return frozenset(b for b in _allocated(r + 1, t) if _stale(b, max(0, r - k), t, W, S))
+
+
+_EVICTION_GRID = dict(t_max=3, w_max=5, s_max=1)
+
+
+@_run
+def eviction_sufficient(c: _Counter, g: Grid) -> None:
+    for t, W, S in g.tws(**_EVICTION_GRID):
+        for k in (0, 1):
+            for e in range(1, 2 * t + 3):
+                floor = floors.eviction_floor(t, W, S, k, e)
+                for h in range(0, (S + 2) * t + W + e + k + 1):
+                    for r in range(0, h + 1, 3 if h > 8 else 1):
+                        held, _ = _evicting_held(h, _freed_at(r, t, W, S, k), t, W, S, k, e)
+                        c.check(held <= floor, t=t, W=W, S=S, k=k, e=e, h=h, r=r)
+
+
+@_run
+def eviction_tight(c: _Counter, g: Grid) -> None:
+    """A decode run from history 0, evicting whenever due, reaches eviction_floor and never exceeds it."""
+    for t, W, S in g.tws(**_EVICTION_GRID):
+        for k in (0, 1):
+            for e in range(1, 2 * t + 3):
+                floor, freed, most = floors.eviction_floor(t, W, S, k, e), set(), 0
+                for h in range(0, (S + 3) * t + 2 * W + 2 * e + k):
+                    held, freed = _evicting_held(h, freed, t, W, S, k, e)
+                    most = max(most, held)
+                c.check(most == floor, t=t, W=W, S=S, k=k, e=e)
+                if e <= t:
+                    c.check(floor == _scan_max(t, W, S, 1, k)[0], t=t, W=W, S=S, k=k, e=e)
+
+
+@_run
+def eviction_interval_one(c: _Counter, g: Grid) -> None:
+    for t, W, S in g.tws(**_EVICTION_GRID):
+        for k in (0, 1):
+            for h in range(0, (S + 2) * t + W + k + 3):
+                for r in range(0, h + 1):
+                    held, _ = _evicting_held(h, _freed_at(r, t, W, S, k), t, W, S, k, 1)
+                    c.check(held == _need(h, h + 1, t, W, S, k), t=t, W=W, S=S, k=k, h=h, r=r)
+
+
+# ----------------------------------------------------------------------------- refutations and their exact forms
+@_run
+def sync_floor_short_in_flight(c: _Counter, g: Grid) -> None:
+    for t, W, S in g.tws():
+        for h in g.histories(t, W, S, 1):
+            c.check(_need(h, h + 1, t, W, S, 1) <= floors.swa_floor(t, W, S), t=t, W=W, S=S, h=h)
+
+
+@_run
+def sync_floor_short_in_flight_exact(c: _Counter, g: Grid) -> None:
+    for t, W, S in g.tws():
+        floor, aligned = floors.swa_floor(t, W, S), _aligned(W, t)
+        for h in g.histories(t, W, S, 1):
+            need = _need(h, h + 1, t, W, S, 1)
+            c.check(need <= floor + 1 and (need <= floor or aligned), t=t, W=W, S=S, h=h)
+        most = _scan_max(t, W, S, 1, 1)[0]
+        c.check(not aligned or most == floor + 1, t=t, W=W, S=S)
+        c.check((floors.in_flight_floor(t, W, S, 1) > floor) == aligned, t=t, W=W, S=S)
+
+
+@_run
+def legacy_floor_insufficient(c: _Counter, g: Grid) -> None:
+    for t, W, S in g.tws():
+        for h in g.histories(t, W, S):
+            c.check(_need(h, h + 1, t, W, S) <= floors.legacy_floor(), t=t, W=W, S=S, h=h)
+
+
+@_run
+def decode_floor_short_for_multi_token(c: _Counter, g: Grid) -> None:
+    for t, W, S in g.tws():
+        for h in g.histories(t, W, S):
+            for n in range(2, g.n_max + 1):
+                c.check(_need(h, h + n, t, W, S) <= floors.swa_floor(t, W, S), t=t, W=W, S=S, h=h, n=n)
+
+
+def _hold_peak(h: int, t: int, W: int, S: int) -> int:
+    return _transition_peak(h, h + 1, h + 1, h + 2, t, W, S, True)
+
+
+@_run
+def same_call_release_transient(c: _Counter, g: Grid) -> None:
+    for t, W, S in g.tws():
+        for h in g.histories(t, W, S):
+            c.check(_hold_peak(h, t, W, S) <= floors.swa_floor(t, W, S), t=t, W=W, S=S, h=h)
+
+
+@_run
+def same_call_release_transient_exact(c: _Counter, g: Grid) -> None:
+    for t, W, S in g.tws():
+        floor, aligned = floors.swa_floor(t, W, S), _aligned(W, t)
+        peaks = [_hold_peak(h, t, W, S) for h in g.histories(t, W, S)]
+        for h, peak in enumerate(peaks):
+            c.check(peak <= floor + 1 and (peak <= floor or aligned), t=t, W=W, S=S, h=h)
+        worst = floors.worst_case_history(t, W, S)
+        c.check(not aligned or (max(peaks) == floor + 1 and _hold_peak(worst, t, W, S) == floor + 1), t=t, W=W, S=S)
+
+
+@_run
+def resume_partial_copy(c: _Counter, g: Grid) -> None:
+    for t, W, S in g.tws():
+        for h in g.histories(t, W, S):
+            c.check(_resume_peak(h, t, W, S) <= floors.swa_floor(t, W, S), t=t, W=W, S=S, h=h)
+
+
+@_run
+def resume_partial_copy_exact(c: _Counter, g: Grid) -> None:
+    for t, W, S in g.tws():
+        floor = floors.swa_floor(t, W, S)
+        exceeds = t >= 2 and not (W >= 2 and (W - 2) % t == 0)
+        peaks = [_resume_peak(h, t, W, S) for h in g.histories(t, W, S, t)]
+        for h, peak in enumerate(peaks):
+            c.check(peak <= floor + 1 and (peak <= floor or exceeds), t=t, W=W, S=S, h=h)
+        c.check(not exceeds or max(peaks) == floor + 1, t=t, W=W, S=S)
+
+
+# ----------------------------------------------------------------------------- shared prefixes
+def _batch_slots(holders: Iterable[tuple[int, int]], t: int, W: int, S: int, p: int) -> int:
+    """Slots a batch of (history, capacity) holders of a p-block prefix holds, block by block: a prefix
+    block takes one slot while live for any holder; every other block is the holder's own."""
+    shared: set[int] = set()
+    own = 0
+    for h, cap in holders:
+        held = _held(h, cap, t, W, S)
+        shared |= {b for b in held if b < p}
+        own += len({b for b in held if b >= p})
+    return len(shared) + own
+
+
+_SHARE_GRID = dict(t_max=3, w_max=4, s_max=1)
+
+
+def _share_holders(t: int, W: int, S: int) -> list[tuple[int, int]]:
+    return [(d, n) for d in range(0, S * t + W + 2 * t + 1) for n in (1, 2)]
+
+
+@_run
+def shared_batch_exact(c: _Counter, g: Grid) -> None:
+    """Batches of 1 to 4 holders: sharing.shared_batch_slots is the block-by-block count, and each
+    holder's prefix_gap is exactly the prefix blocks it does not hold."""
+    for t, W, S in g.tws(**_SHARE_GRID):
+        kinds = _share_holders(t, W, S)
+        sparse = kinds[:: max(1, len(kinds) // 4)]
+        for p in range(0, 3):
+            for d, n in kinds:
+                h = p * t + d
+                lo, hi = sharing.prefix_gap(h, t, W, S, p)
+                unneeded = {b for b in range(p) if b not in _held(h, h + n, t, W, S)}
+                c.check(0 <= lo <= hi <= p and set(range(lo, hi)) == unneeded, t=t, W=W, S=S, p=p, d1=d, n1=n)
+            for size, pool in ((1, kinds), (2, kinds), (3, sparse), (4, sparse)):
+                for batch in itertools.combinations_with_replacement(pool, size):
+                    holders = [(p * t + d, p * t + d + n) for d, n in batch]
+                    point = {"t": t, "W": W, "S": S, "p": p, "holders": size}
+                    point.update({f"d{i + 1}": d for i, (d, _) in enumerate(batch)})
+                    point.update({f"n{i + 1}": n for i, (_, n) in enumerate(batch)})
+                    c.check(sharing.shared_batch_slots(holders, t, W, S, p) == _batch_slots(holders, t, W, S, p), **point)
+
+
+@_run
+def sharing_never_raises(c: _Counter, g: Grid) -> None:
+    for t, W, S in g.tws(**_SHARE_GRID):
+        kinds = _share_holders(t, W, S)
+        for p in range(0, 3):
+            for (d1, n1), (d2, n2) in itertools.combinations_with_replacement(kinds, 2):
+                holders = [(p * t + d1, p * t + d1 + n1), (p * t + d2, p * t + d2 + n2)]
+                slots = _batch_slots(holders, t, W, S, p)
+                own = sum(len(_held(h, cap, t, W, S)) for h, cap in holders)
+                point = dict(t=t, W=W, S=S, p=p, d1=d1, d2=d2, n1=n1, n2=n2)
+                c.check(slots <= own and (p != 0 or slots == own), **point)
+                c.check(slots <= floors.step_floor(t, W, S, n1) + floors.step_floor(t, W, S, n2), **point)
+
+
+# ----------------------------------------------------------------------------- lookahead
+@_run
+def lookahead_sufficient(c: _Counter, g: Grid) -> None:
+    for t, W, S in g.tws(t_max=3, w_max=6):
+        for k1 in range(0, 3):
+            for k2 in range(0, 4):
+                floor = floors.lookahead_floor(t, W, S, k2, k1)
+                for h in g.histories(t, W, S, k1 + k2):
+                    c.check(_need(h, h + 1 + k2, t, W, S, k1) <= floor, t=t, W=W, S=S, k1=k1, k2=k2, h=h)
+
+
+@_run
+def lookahead_tight(c: _Counter, g: Grid) -> None:
+    for t, W, S in g.tws(t_max=3, w_max=6):
+        for k1 in range(0, 3):
+            for k2 in range(0, 4):
+                floor = floors.lookahead_floor(t, W, S, k2, k1)
+                worst = floors.worst_case_history(t, W, S, k1)
+                most = max(_need(h, h + 1 + k2, t, W, S, k1) for h in g.histories(t, W, S, k1 + k2))
+                c.check(most == floor and _need(worst, worst + 1 + k2, t, W, S, k1) == floor,
+                        t=t, W=W, S=S, k1=k1, k2=k2)
+                c.check(most == _scan_max(t, W, S, k1 + k2 + 1)[0], t=t, W=W, S=S, k1=k1, k2=k2)
+            c.check(floors.lookahead_floor(t, W, S, 0, k1) == _scan_max(t, W, S, 1, k1)[0], t=t, W=W, S=S, k1=k1)
+
+
+# ----------------------------------------------------------------------------- prefix-cache hits
+def _hit_valid(L: int, cached: set[int], t: int, W: int, A: int, e: int, M: int) -> bool:
+    """A hit of L tokens, token by token: zero, or a multiple of A within M (with the drafter's block,
+    L + e*t <= M) whose needed tokens lie in cached blocks: the window of the first uncomputed token
+    [L+1-W, L-1], the token L - 1, and with EAGLE the drafter's block (tokens L .. L+t-1)."""
+    if L == 0:
+        return True
+    if L < 0 or L % A or L + e * t > M:
+        return False
+    tokens = set(range(max(0, L + 1 - W), L)) | {L - 1} | set(range(L, L + e * t))
+    return all(p // t in cached for p in tokens)
+
+
+def _longest_valid(cached: set[int], t: int, W: int, A: int, e: int, M: int) -> int:
+    return max(L for L in range(0, M + 1) if _hit_valid(L, cached, t, W, A, e, M))
+
+
+def _hit_points(g: Grid) -> Iterator[tuple[int, int, int, int, int, int, int]]:
+    for t in range(1, g.t_max + 1):
+        for W in (1, 2, 5):
+            for a in (1, 2, 3):
+                for e in (0, 1):
+                    for r0 in range(0, 3):
+                        for d in range(0, 4):
+                            for M in range(0, (r0 + d + 1) * t + 2):
+                                yield t, W, a, e, r0, d, M
+
+
+@_run
+def hit_window_backed(c: _Counter, g: Grid) -> None:
+    for t, W, a, e, r0, d, M in _hit_points(g):
+        L = cache_hit.run_hit(r0, r0 + d, t, W, a, e, M)
+        point = dict(t=t, W=W, a=a, e=e, r0=r0, d=d, M=M)
+        c.check(0 <= L <= M, **point)
+        if L > 0:
+            tokens = set(range(max(0, L + 1 - W), L)) | {L - 1} | set(range(L, L + e * t))
+            c.check(all(r0 <= p // t < r0 + d for p in tokens) and L + e * t <= M, **point)
+            # no window token maps to a null entry: the null entries are the blocks stale at history L
+            nulls = cache_hit.hit_null_entries(L, t, W)
+            c.check(all(p // t >= nulls for p in range(max(0, L + 1 - W), L)), **point)
+
+
+@_run
+def hit_aligned(c: _Counter, g: Grid) -> None:
+    for t, W, a, e, r0, d, M in _hit_points(g):
+        L = cache_hit.run_hit(r0, r0 + d, t, W, a, e, M)
+        c.check(L % (a * t) == 0, t=t, W=W, a=a, e=e, r0=r0, d=d, M=M)
+
+
+@_run
+def hit_valid(c: _Counter, g: Grid) -> None:
+    for t, W, a, e, r0, d, M in _hit_points(g):
+        run = set(range(r0, r0 + d))
+        L = cache_hit.run_hit(r0, r0 + d, t, W, a, e, M)
+        c.check(_hit_valid(L, run, t, W, a * t, e, M), t=t, W=W, a=a, e=e, r0=r0, d=d, M=M)
+        for x in range(max(0, L // t - 1), L // t + 3):  # valid_in_run, the predicate other theorems use, is validity
+            c.check(cache_hit.valid_in_run(x * t, r0, r0 + d, t, W, a, e, M) == _hit_valid(x * t, run, t, W, a * t, e, M),
+                    t=t, W=W, a=a, e=e, r0=r0, d=d, M=M, x=x)
+
+
+@_run
+def hit_longest(c: _Counter, g: Grid) -> None:
+    for t, W, a, e, r0, d, M in _hit_points(g):
+        L = cache_hit.run_hit(r0, r0 + d, t, W, a, e, M)
+        c.check(L == _longest_valid(set(range(r0, r0 + d)), t, W, a * t, e, M), t=t, W=W, a=a, e=e, r0=r0, d=d, M=M)
+
+
+@_run
+def hit_null_accounting(c: _Counter, g: Grid) -> None:
+    """A hit's table: the blocks stale at history L are null entries, the rest real blocks. A pool of P
+    block ids, id 0 the null block, with u real blocks held: the free ids (neither null nor held)."""
+    for t in range(1, g.t_max + 1):
+        for W in range(1, 13):
+            for q in range(0, 9):
+                L = q * t
+                stale = {b for b in range(q) if _stale(b, L, t, W, 0)}
+                real = cache_hit.hit_real_blocks(L, t, W)
+                nulls = cache_hit.hit_null_entries(L, t, W)
+                c.check(real + nulls == q, t=t, W=W, q=q)
+                c.check(W < 2 or nulls == len(stale), t=t, W=W, q=q)
+    for P in range(1, 13):
+        for u in range(0, P):
+            pool, null = set(range(P)), 0
+            held = set(range(1, u + 1))
+            free = pool - held - {null}
+            c.check(cache_hit.pool_free_blocks(P, u) == len(free), P=P, u=u)
+            for real in range(0, len(free) + 1):  # admitted on the free count: takes real blocks from free ids
+                taken = set(sorted(free)[:real])
+                c.check(null not in taken and len(held | taken) <= P - 1, P=P, u=u, real=real)
+
+
+# ----------------------------------------------------------------------------- block sizes per life cycle
+_MIXED = ((1, 1), (2, 2), (1, 2), (2, 4), (2, 8), (4, 8), (1, 4), (2, 1), (4, 2), (8, 2), (2, 3), (3, 2), (3, 4))
+
+
+def _mixed_shares(ts: int, tf: int, W: int, S: int, k: int) -> tuple[int, int, int]:
+    lcs = (LifeCycle(LifeCycleKind.SWA, W, S), LifeCycle(LifeCycleKind.FULL))
+    swa, full = floors.mixed_min_slots(lcs, (ts, tf), (0, 1), in_flight=k)
+    (together,) = floors.mixed_min_slots(lcs, (ts, tf), (0, 0), in_flight=k)
+    return swa, full, together
+
+
+@_run
+def mixed_pool_group_sufficient(c: _Counter, g: Grid) -> None:
+    for ts, tf in _MIXED:
+        for W in range(1, 9):
+            for S in (0, 1):
+                for k in (0, 1):
+                    swa, full, minimum = _mixed_shares(ts, tf, W, S, k)
+                    served = _full_capacity(tf, full)
+                    first = _first_reaching(swa, ts, W, S, k)
+                    point = dict(ts=ts, tf=tf, W=W, S=S, k=k)
+                    c.check(first is not None and first + 1 <= served, **point)
+                    for h in range(0, served):
+                        held = _need(h, h + 1, ts, W, S, k) + _need(h, h + 1, tf, None, 0)
+                        c.check(held <= minimum, h=h, **point)
+
+
+@_run
+def mixed_pool_group_tight(c: _Counter, g: Grid) -> None:
+    for ts, tf in _MIXED:
+        for W in range(1, 9):
+            for S in (0, 1):
+                for k in (0, 1):
+                    swa, full, minimum = _mixed_shares(ts, tf, W, S, k)
+                    point = dict(ts=ts, tf=tf, W=W, S=S, k=k)
+                    c.check(swa == _scan_max(ts, W, S, 1, k)[0], **point)
+                    first = _first_reaching(swa, ts, W, S, k)
+                    c.check(first is not None and _need(first, first + 1, tf, None, 0) == full
+                            and _need(first, first + 1, ts, W, S, k) + full == minimum, **point)
+                    c.check(ts != tf or full == swa, **point)
+
+
+@_run
+def hit_mixed_valid(c: _Counter, g: Grid) -> None:
+    """cache_hit.longest_hit over two life cycles (each a cached pattern of blocks) is the longest L
+    valid for both, found by scanning every L."""
+    sizes = ((1, 2), (2, 1), (2, 3), (3, 2))
+    for t1, t2 in sizes:
+        A = math.lcm(t1, t2)
+        for W1 in (1, 3):
+            for W2 in (2, 4):
+                for e in (0, 1):
+                    for r1, d1, r2, d2 in itertools.product(range(0, 3), range(1, 5), range(0, 2), range(1, 4)):
+                        for M in range(0, 25, 5):
+                            run1, run2 = set(range(r1, r1 + d1)), set(range(r2, r2 + d2))
+                            pattern1 = [b in run1 for b in range(r1 + d1 + 1)]
+                            pattern2 = [b in run2 for b in range(r2 + d2 + 1)]
+                            got = cache_hit.longest_hit((pattern1, pattern2), (t1, t2), (W1, W2), bool(e), M)
+                            best = max(L for L in range(0, M + 1)
+                                       if _hit_valid(L, run1, t1, W1, A, e, M) and _hit_valid(L, run2, t2, W2, A, e, M))
+                            c.check(got == best, t1=t1, t2=t2, W1=W1, W2=W2, e=e, r1=r1, d1=d1, r2=r2, d2=d2, M=M)
+
+
+TWINS: dict[str, Callable[[Grid], TwinResult]] = {
+    "window-span": window_span,
+    "decode-sufficient": decode_sufficient,
+    "first-floor-history": first_floor_history,
+    "decode-tight": decode_tight,
+    "step-sufficient": step_sufficient,
+    "step-tight": step_tight,
+    "full-attention-lower-bound": full_attention_lower_bound,
+    "pool-group-sufficient": pool_group_sufficient,
+    "pool-group-tight": pool_group_tight,
+    "mixed-steps-tight": mixed_steps_tight,
+    "full-attention-below-floor": full_attention_below_floor,
+    "full-attention-floor-exact": full_attention_floor_exact,
+    "ceil-identity": ceil_identity,
+    "ceil-identity-at-zero": ceil_identity_at_zero,
+    "vllm-sizing-covers": vllm_sizing_covers,
+    "cpp-sizing-covers": cpp_sizing_covers,
+    "ssm-minimum": ssm_minimum,
+    "stale-is-token-level": stale_is_token_level,
+    "in-flight-sufficient": in_flight_sufficient,
+    "in-flight-tight": in_flight_tight,
+    "eviction-floor-sufficient": eviction_sufficient,
+    "eviction-floor-tight": eviction_tight,
+    "eviction-interval-one": eviction_interval_one,
+    "sync-floor-short-in-flight": sync_floor_short_in_flight,
+    "sync-floor-short-in-flight-exact": sync_floor_short_in_flight_exact,
+    "legacy-floor-insufficient": legacy_floor_insufficient,
+    "decode-floor-short-for-multi-token": decode_floor_short_for_multi_token,
+    "same-call-release-transient": same_call_release_transient,
+    "same-call-release-transient-exact": same_call_release_transient_exact,
+    "resume-partial-copy": resume_partial_copy,
+    "resume-partial-copy-exact": resume_partial_copy_exact,
+    "shared-batch-exact": shared_batch_exact,
+    "sharing-never-raises": sharing_never_raises,
+    "lookahead-sufficient": lookahead_sufficient,
+    "lookahead-tight": lookahead_tight,
+    "hit-window-backed": hit_window_backed,
+    "hit-aligned": hit_aligned,
+    "hit-valid": hit_valid,
+    "hit-longest": hit_longest,
+    "hit-null-accounting": hit_null_accounting,
+    "mixed-pool-group-sufficient": mixed_pool_group_sufficient,
+    "mixed-pool-group-tight": mixed_pool_group_tight,
+    "hit-mixed-valid": hit_mixed_valid,
+}
+
+
+def run_twin(name: str, grid: Grid = DEFAULT_GRID) -> TwinResult:
+    """The twin of theorem ``name``. An exception inside the reference, or a theorem with no twin, is
+    an ``error``: it meets neither outcome (a refutation's twin must find a real counterexample)."""
+    twin = TWINS.get(name)
+    if twin is None:
+        return TwinResult(False, 0, 0.0, error=f"no token-level twin for theorem {name}", missing=True)
+    start = time.perf_counter()
+    try:
+        return twin(grid)
+    except Exception as exc:  # a crash of the code under test is a failure with what raised, never a pass
+        return TwinResult(False, 0, time.perf_counter() - start, error=f"{type(exc).__name__}: {exc}")
