@@ -27,6 +27,7 @@ operations, observations) is summed in ``backend_seconds`` and ``reference_secon
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Callable
 
 import attrs
@@ -70,6 +71,47 @@ class _Taking:
 
     def resume(self, request_id: str):
         return self.side.resume(request_id, hit_tokens=self.hit_tokens)
+
+
+#: swafloor's own code (the adapters among it): an exception raised in a frame of these files is ours.
+_OURS = tuple(str(p) for p in (Path(__file__).resolve().parent, Path(__file__).resolve().parent.parent / "reference",
+                               Path(__file__).resolve().parent.parent / "swafloor"))
+
+
+def raised_in_ours(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised in swafloor's own code (an adapter): its innermost traceback frame."""
+    tb = exc.__traceback__
+    if tb is None:
+        return True
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return str(Path(tb.tb_frame.f_code.co_filename).resolve()).startswith(_OURS)
+
+
+def _in_an_import(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised while a module was being imported (a package failing to initialize)."""
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        tb = tb.tb_next
+    return isinstance(exc, ImportError)
+
+
+def engine_exception(exc: Unsupported) -> BaseException | None:
+    """The engine's own exception an adapter turned into ``exc`` (an :class:`Unsupported` raised while
+    handling it), or None. An exception raised inside the engine's code (a frame outside swafloor's) is a
+    failure of the engine on that input, never a missing piece; an import that fails (ImportError) or a
+    lookup the adapter itself makes (its own frame: a signature, an attribute) stays Unsupported (as does
+    any exception raised while a module imports: a package that cannot initialize here)."""
+    inner = exc.__cause__ or exc.__context__
+    while inner is not None:
+        if isinstance(inner, Unsupported):
+            return engine_exception(inner)
+        if not _in_an_import(inner) and not raised_in_ours(inner):
+            return inner
+        inner = inner.__cause__ or inner.__context__
+    return None
 
 
 class BuildFailed(SwafloorError):
@@ -166,8 +208,11 @@ class Lockstep:
             self.backend = backend_factory(config)
         except Exception as exc:  # noqa: BLE001 - Unsupported is re-raised for callers that filter
             self.backend_seconds += time.perf_counter() - started
-            if isinstance(exc, (Unsupported, UnknownBackend)):
+            if isinstance(exc, UnknownBackend) or (isinstance(exc, Unsupported) and engine_exception(exc) is None):
                 raise
+            inner = engine_exception(exc) if isinstance(exc, Unsupported) else None
+            if inner is not None:  # the adapter called the engine's own exception Unsupported: it is not
+                exc = inner
             self.backend = None  # type: ignore[assignment]
             self.build_divergence = Divergence(
                 -1, None, "build", "built", f"{type(exc).__name__}: {exc}", "exact", "the backend failed to build"

@@ -15,7 +15,14 @@ for each (the ci profile, a fixed seed, ``examples`` examples), then one of
 
 - ``pass``;
 - ``divergence``: the first differing part, with the shrunk trace saved under the output folder;
-- ``unsupported``: one line saying which piece the release lacks (from the backend's ``Unsupported``).
+- ``unsupported``: one line saying which piece the release lacks (from the backend's ``Unsupported``);
+- ``off-target``: no divergence, but more than :data:`~swafloor.fuzz.runner.MAX_DISCARD_RATE` of the
+  examples were discarded (the backend refused their config): the campaign saw too little to pass
+  (:func:`cell_result`; stored cells are read through it too).
+
+An exception raised inside the engine's own code while a cell's backend is built or driven is not
+``unsupported``: it is a divergence with its input (the build, or the step; the trace is saved). Only an
+import or a signature the adapter cannot find is ``unsupported``.
 
 The pinned venv is found from ``--vllm-venv``, else ``$SWAFLOOR_VLLM_VENV``, else ``.venv-vllm`` in the
 checkout this swafloor runs from (where ``scripts/vllm-venv`` puts it), so the command runs from the
@@ -49,7 +56,7 @@ __all__ = [
     "RELEASES", "BACKENDS", "EXTRA_MODULES", "DEFAULT_EXAMPLES", "MatrixError", "Cell", "VllmVenv", "Engine", "VLLM",
     "engine_named",
     "release_key", "select_releases", "cache_root", "install", "find_venv", "run_cell", "run_release", "replay_cell", "replay_traces",
-    "bisect", "domain",
+    "bisect", "domain", "cell_result", "OFF_TARGET",
 ]
 
 #: The supported releases: every minor line from the first whose v1 manager has a sliding-window
@@ -390,9 +397,23 @@ def _install(release: str, venv: VllmVenv, cache: Path, progress: Callable[[str]
 
 
 # ----------------------------------------------------------------------------- one cell
+OFF_TARGET = "off-target"
+
+
+def cell_result(result: str, discard_rate: float | None) -> str:
+    """A cell's result given the campaign's (pass, divergence, ...) and the share of examples it
+    discarded: a pass with more than :data:`~swafloor.fuzz.runner.MAX_DISCARD_RATE` discarded is
+    :data:`OFF_TARGET`, never a pass. (Stored cells, measured before this rule, are read through it.)"""
+    from .runner import MAX_DISCARD_RATE
+
+    if result == "pass" and discard_rate is not None and discard_rate > MAX_DISCARD_RATE:
+        return OFF_TARGET
+    return result
+
+
 @attrs.frozen
 class Cell:
-    """One release x backend: ``result`` pass, divergence, unsupported or error."""
+    """One release x backend: ``result`` pass, divergence, unsupported, off-target or error."""
 
     release: str
     backend: str
@@ -416,6 +437,8 @@ class Cell:
             return f"pass ({self.examples} ex.)"
         if self.result == "divergence":
             return f"divergence: {self.part} at step {self.step_index}"
+        if self.result == OFF_TARGET:
+            return f"{OFF_TARGET}: {self.discard_rate or 0:.0%} of examples discarded ({self.examples} ex.)"
         return f"{self.result}: {self.why}"
 
 
@@ -570,8 +593,8 @@ def _cell_main(release: str, backend: str, args) -> dict[str, Any]:
         return {**base, "result": "unsupported" if "Unsupported" in str(exc) else "error", "why": str(exc)[:300]}
     except Error as exc:
         return {**base, "result": "error", "why": f"{type(exc).__name__}: {exc}"[:300]}
-    data = {**base, "result": result.result, "examples": result.examples, "steps": result.steps,
-            "discard_rate": round(result.discard_rate, 4), args.engine: release}
+    data = {**base, "result": cell_result(result.result, result.discard_rate), "examples": result.examples,
+            "steps": result.steps, "discard_rate": round(result.discard_rate, 4), args.engine: release}
     if result.divergence is not None:
         d = result.divergence
         data.update(part=d.field.split("[")[0], step_index=d.step_index,

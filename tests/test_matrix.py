@@ -273,3 +273,141 @@ def test_sglang_install_recipe(tmp_path):
     assert sglang_matrix._fallback(tmp_path, first, error) == ["tokenizers>=0.22.0,<=0.23.0"]
     assert sglang_matrix._fallback(tmp_path, first + ["tokenizers>=0.22.0,<=0.23.0"], error) is None
     assert sglang_matrix._fallback(tmp_path, first, "ImportError: something else") is None
+
+
+# ----------------------------------------------------------------------------- issue 28: what a cell may claim
+def test_a_pass_with_more_than_five_percent_discarded_is_off_target():
+    """Before issue 28 a cell passed whatever its discard rate (0.8.5.post1 vllm-no-reuse: 40%)."""
+    assert matrix.cell_result("pass", 0.4028) == "off-target"
+    assert matrix.cell_result("pass", 0.0501) == "off-target"
+    assert matrix.cell_result("pass", 0.05) == "pass" and matrix.cell_result("pass", 0.0) == "pass"
+    assert matrix.cell_result("divergence", 0.4) == "divergence"  # a divergence stays one
+    cell = matrix.Cell("0.8.5.post1", "vllm-no-reuse", "off-target", examples=150, discard_rate=0.4028)
+    assert cell.describe().startswith("off-target: 40% of examples discarded")
+
+
+def _refusing(share: float):
+    """A backend (the reference) that refuses about ``share`` of the configs, by a digest of each."""
+    import hashlib
+
+    from swafloor.fuzz.backends import ResolvedBackend
+    from swafloor.fuzz.backends.reference import reference
+    from swafloor.fuzz.protocol import REFERENCE_CAPABILITIES
+    from swafloor.fuzz.protocol import Unsupported
+
+    def build(config):
+        digest = hashlib.sha256(repr(config.to_dict()).encode()).digest()[0]
+        if digest < 256 * share:
+            raise Unsupported("this adapter cannot give that config")
+        return reference(config)
+
+    return ResolvedBackend("refusing", build, REFERENCE_CAPABILITIES)
+
+
+@pytest.mark.parametrize("share, expected", [(0.5, "off-target"), (0.0, "pass")])
+def test_a_cell_that_discards_much_is_off_target_and_exits_1(monkeypatch, tmp_path, share, expected):
+    import argparse
+
+    import swafloor.fuzz.backends as backends
+
+    monkeypatch.setattr(backends, "resolve", lambda name, *a: _refusing(share))
+    monkeypatch.setattr(matrix, "_imported_release", lambda release, engine="vllm": None)
+    args = argparse.Namespace(engine="vllm", release="0.8.5.post1", examples=40, seed=0, out=tmp_path)
+    data = matrix._cell_main("0.8.5.post1", "vllm-no-reuse", args)
+    assert data["result"] == expected, data
+    assert (data["discard_rate"] > 0.05) == (expected == "off-target")
+
+
+def test_stored_cells_are_read_with_the_off_target_rule():
+    """docs/vllm-matrix.json, measured before the rule, still loads; its high-discard passes show
+    off-target, never pass."""
+    from swafloor.docs import sections
+
+    text = sections.vllm_matrix()
+    data = json.loads((matrix._checkout() / "docs" / "vllm-matrix.json").read_text())
+    high = [c for c in data["cells"] if c["result"] == "pass" and (c.get("discard_rate") or 0) > 0.05]
+    assert high, "the stored table has no high-discard pass any more: pick another witness"
+    for c in high:
+        row = next(line for line in text.splitlines() if line.startswith(f"| {c['release']} |"))
+        column = data["backends"].index(c["backend"])
+        assert "off-target" in row.split(" | ")[1 + column], row
+
+
+def _engine_module(tmp_path, monkeypatch):
+    """A stand-in engine package outside swafloor (as vLLM's is): its constructor is monkeypatched below."""
+    package = tmp_path / "fake_engine"
+    package.mkdir()
+    (package / "__init__.py").write_text("def make_manager(config):\n    return None\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+
+    monkeypatch.delitem(sys.modules, "fake_engine", raising=False)
+
+    return importlib.import_module("fake_engine")
+
+
+def _adapter(engine, style: str):
+    """An adapter as vLLM's was: it calls the engine, calling what it raises Unsupported (``style``
+    wrap), or refuses a config itself (``absent``: a signature it cannot find)."""
+    from swafloor.fuzz.backends import ResolvedBackend
+    from swafloor.fuzz.backends.reference import reference
+    from swafloor.fuzz.protocol import REFERENCE_CAPABILITIES
+    from swafloor.fuzz.protocol import Unsupported
+
+    def build(config):
+        if len(config.layers) > 1:
+            if style == "absent":
+                raise Unsupported("the engine's make_manager takes no 'layers', which this adapter cannot give")
+            try:
+                engine.make_manager(config)
+            except AssertionError as exc:
+                raise Unsupported(f"the engine refuses this config: {exc}") from None
+        return reference(config)
+
+    return ResolvedBackend("adapted", build, REFERENCE_CAPABILITIES)
+
+
+def test_an_exception_inside_the_engine_is_a_divergence_with_its_input(tmp_path, monkeypatch):
+    """Before issue 28 the engine's own AssertionError, made Unsupported by its adapter, discarded the
+    config (vLLM's KVCacheManager on 0.8.5.post1)."""
+    from swafloor.fuzz.runner import run_campaign
+    from swafloor.fuzz.trace import load
+
+    engine = _engine_module(tmp_path, monkeypatch)
+
+    def refuse(config):
+        assert len(config.layers) == 1, "one KV-cache group only"
+
+    monkeypatch.setattr(engine, "make_manager", refuse)
+    result = run_campaign(_adapter(engine, "wrap"), examples=60, out_dir=tmp_path / "out")
+    assert result.result == "divergence" and result.divergence.field == "build", result.divergence
+    assert "AssertionError" in str(result.divergence.backend) and "one KV-cache group" in str(result.divergence.backend)
+    assert result.trace_file is not None and len(load(result.trace_file).config.layers) > 1  # its input
+
+
+def test_an_api_the_adapter_cannot_find_stays_unsupported(tmp_path, monkeypatch):
+    from swafloor.fuzz.runner import run_campaign
+
+    engine = _engine_module(tmp_path, monkeypatch)
+    result = run_campaign(_adapter(engine, "absent"), examples=60, out_dir=tmp_path / "out")
+    assert result.result == "pass" and result.unsupported > 0  # discarded, not a divergence
+    # the engine's import failing (a package that cannot initialize here) is absence too
+    def broken(config):
+        import fake_engine_missing  # noqa: F401
+
+    monkeypatch.setattr(engine, "make_manager", broken)
+    from swafloor.fuzz.backends import ResolvedBackend
+    from swafloor.fuzz.backends.reference import reference
+    from swafloor.fuzz.protocol import REFERENCE_CAPABILITIES
+    from swafloor.fuzz.protocol import Unsupported
+
+    def build(config):
+        if len(config.layers) > 1:
+            try:
+                engine.make_manager(config)
+            except ImportError as exc:
+                raise Unsupported(f"not importable: {exc}") from None
+        return reference(config)
+
+    result = run_campaign(ResolvedBackend("imports", build, REFERENCE_CAPABILITIES), examples=60, out_dir=None)
+    assert result.result == "pass" and result.unsupported > 0

@@ -6,11 +6,12 @@ release and backend, in a subprocess of the engine's pinned venv's python (found
 or ``.venv-sglang`` for SGLang: the command runs from the main venv too),
 the release's folder first on ``PYTHONPATH``: the same bounded campaign (ci profile, seed 0,
 ``--examples`` examples) on each. The table says pass, divergence (the first differing part; the
-shrunk trace is saved under ``--out``) or unsupported (one line why). ``--bisect TRACE`` replays one
+shrunk trace is saved under ``--out``; an exception inside the engine's own code is one), unsupported
+(one line why) or off-target (more than 5% of the examples discarded: never a pass). ``--bisect TRACE`` replays one
 trace instead and finds the first release where its verdict changes.
 
-Exit 0 when every cell passed or is unsupported (``--bisect``: when it ran), 1 when a cell diverged
-or failed, 2 on bad arguments (one line), 130 on Ctrl-C (after a summary of the cells done).
+Exit 0 when every cell passed or is unsupported (``--bisect``: when it ran), 1 when a cell diverged,
+failed or was off-target, 2 on bad arguments (one line), 130 on Ctrl-C (after a summary of the cells done).
 Progress goes to stderr.
 """
 
@@ -153,7 +154,7 @@ def run(args) -> int:
         for c in cells:
             if c.trace_file:
                 print(f"{c.release} {c.backend}: trace {c.trace_file}")
-    failed = any(c.result in ("divergence", "error") for c in cells)
+    failed = any(c.result in ("divergence", "error", matrix.OFF_TARGET) for c in cells)
     return 1 if failed else 0
 
 

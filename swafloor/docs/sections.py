@@ -427,12 +427,16 @@ def vllm_matrix(engine: str = "vllm") -> str:
     backends = data["backends"]
     cells = {(c["release"], c["backend"]): c for c in data["cells"]}
 
+    from swafloor.fuzz.matrix import OFF_TARGET, cell_result
+
     def show(c: dict | None) -> str:
         if c is None:
             return "-"
-        if c["result"] == "pass":
-            discard = c.get("discard_rate") or 0
-            return "pass" + (f" ({discard:.0%} of configs refused)" if discard >= 0.05 else "")
+        result = cell_result(c["result"], c.get("discard_rate"))
+        if result == OFF_TARGET:
+            return f"**{OFF_TARGET}**: {c['discard_rate']:.0%} of configs refused (target <= 5%; never a pass)"
+        if result == "pass":
+            return "pass"
         if c["result"] == "divergence":
             return f"**divergence**: `{c.get('part')}` at step {c.get('step_index')}"
         return f"{c['result']}: {str(c.get('why', '')).replace('|', '/')}"
