@@ -9,12 +9,12 @@ import attrs
 from .backends.reference_mutants import PREFIX, REFERENCE_MUTANTS, ReferenceMutant, names, resolve_mutant
 
 __all__ = ["PREFIX", "REFERENCE_MUTANTS", "ReferenceMutant", "names", "resolve_mutant", "campaign", "regression_trace",
-           "main", "scoring_oracle", "score_row"]
+           "main", "scoring_backend", "score_row"]
 
 
 # ----------------------------------------------------------------------------- measuring
-def scoring_oracle(name: str):
-    """The oracle campaign's backend as the score runs it: its own capabilities with ``pool_totals``
+def scoring_backend(name: str):
+    """A backend (the oracle, a seeded bug) as a mutation score runs it: its own capabilities with ``pool_totals``
     left out of the comparison (named as set by the adapter). A pool's size is what a sizing bug
     changes, not what it breaks: such a bug counts as caught only where the undersized pool shows
     (a call runs out of slots at the step the floor still serves), never by the totals themselves."""
@@ -30,7 +30,7 @@ def scoring_oracle(name: str):
 
 def campaign(name: str, *, examples: int = 300, seed: int | None = None, shrink: bool = False, out_dir=None):
     """The oracle campaign (ci profile) against the reference mutant ``name`` (the oracle of
-    :func:`scoring_oracle`: pool totals not compared)."""
+    :func:`scoring_backend`: pool totals not compared)."""
     from .runner import PROFILES, run_campaign
 
     spec = name if name.startswith(PREFIX) else PREFIX + name
@@ -39,7 +39,7 @@ def campaign(name: str, *, examples: int = 300, seed: int | None = None, shrink:
 
     mutant = REFERENCE_MUTANTS.get(spec[len(PREFIX):])
     backend = mutant.backend if mutant is not None else "oracle"
-    return run_campaign(scoring_oracle(backend), spec, profile="ci", examples=examples, seed=seed, shrink=shrink,
+    return run_campaign(scoring_backend(backend), spec, profile="ci", examples=examples, seed=seed, shrink=shrink,
                         out_dir=out_dir)
 
 

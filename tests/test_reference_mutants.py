@@ -101,10 +101,10 @@ def test_a_divergence_outside_the_part_a_mutant_breaks_is_not_a_kill():
 
 def test_the_score_leaves_pool_totals_out_of_the_comparison():
     from swafloor.fuzz.protocol import Part
-    from swafloor.fuzz.reference_mutants import scoring_oracle
+    from swafloor.fuzz.reference_mutants import scoring_backend
 
     for name in {m.backend for m in REFERENCE_MUTANTS.values()}:
-        caps = scoring_oracle(name).capabilities
+        caps = scoring_backend(name).capabilities
         assert caps.mode(Part.POOL_TOTALS) is None and Part.POOL_TOTALS in caps.adapter_set
         assert caps.mode(Part.OUTCOME) is not None and caps.mode(Part.POOL_USED) is not None
 
