@@ -27,6 +27,7 @@ operations, observations) is summed in ``backend_seconds`` and ``reference_secon
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Callable
 
@@ -315,10 +316,15 @@ class Lockstep:
         if got_slots is None:
             return Divergence(index, step, Part.SLOTS.value, "a slot map", None, "exact", "declared but not shown")
         totals, group_of = self.identity_totals, self.identity.group_of
-        for side, view in (("reference", ref_slots), ("backend", got_slots)):
+        for side, view, shown in (("reference", ref_slots, ref), ("backend", got_slots, got)):
             if view is None:
                 continue
-            found = integrity(view, totals, group_of, side, self.config.semantics.prefix_sharing)
+            # Integrity is each side's own consistency: its held and free slots against the pool totals
+            # it shows (else the layout's). The two sides' totals are compared as pool_totals, where
+            # declared, never here: a pool of another size is not a slot lost.
+            own = parts_of(shown).get(Part.POOL_TOTALS) if isinstance(shown, (Snapshot, Mapping)) else None
+            found = integrity(view, tuple(own) if own is not None else totals, group_of, side,
+                              self.config.semantics.prefix_sharing)
             if found is not None:
                 field, expected, seen, reason = found
                 return Divergence(index, step, field, expected, seen, "invariant", reason)

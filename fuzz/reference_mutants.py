@@ -9,12 +9,28 @@ import attrs
 from .backends.reference_mutants import PREFIX, REFERENCE_MUTANTS, ReferenceMutant, names, resolve_mutant
 
 __all__ = ["PREFIX", "REFERENCE_MUTANTS", "ReferenceMutant", "names", "resolve_mutant", "campaign", "regression_trace",
-           "main"]
+           "main", "scoring_backend", "score_row"]
 
 
 # ----------------------------------------------------------------------------- measuring
+def scoring_backend(name: str):
+    """A backend (the oracle, a seeded bug) as a mutation score runs it: its own capabilities with ``pool_totals``
+    left out of the comparison (named as set by the adapter). A pool's size is what a sizing bug
+    changes, not what it breaks: such a bug counts as caught only where the undersized pool shows
+    (a call runs out of slots at the step the floor still serves), never by the totals themselves."""
+    from .backends import resolve
+    from .protocol import Part
+
+    record = resolve(name, "backend")
+    caps = record.capabilities
+    observations = {p: m for p, m in caps.observations.items() if p is not Part.POOL_TOTALS}
+    caps = attrs.evolve(caps, observations=observations, adapter_set=caps.adapter_set | {Part.POOL_TOTALS})
+    return attrs.evolve(record, capabilities=caps)
+
+
 def campaign(name: str, *, examples: int = 300, seed: int | None = None, shrink: bool = False, out_dir=None):
-    """The oracle campaign (ci profile) against the reference mutant ``name``."""
+    """The oracle campaign (ci profile) against the reference mutant ``name`` (the oracle of
+    :func:`scoring_backend`: pool totals not compared)."""
     from .runner import PROFILES, run_campaign
 
     spec = name if name.startswith(PREFIX) else PREFIX + name
@@ -23,7 +39,25 @@ def campaign(name: str, *, examples: int = 300, seed: int | None = None, shrink:
 
     mutant = REFERENCE_MUTANTS.get(spec[len(PREFIX):])
     backend = mutant.backend if mutant is not None else "oracle"
-    return run_campaign(backend, spec, profile="ci", examples=examples, seed=seed, shrink=shrink, out_dir=out_dir)
+    return run_campaign(scoring_backend(backend), spec, profile="ci", examples=examples, seed=seed, shrink=shrink,
+                        out_dir=out_dir)
+
+
+def score_row(name: str, result, seconds: float) -> dict:
+    """One mutant's row of the score: the part it breaks (:data:`~swafloor.reference.seeded_bugs.BREAKS`),
+    where the campaign's first divergence was (part, field, step index and operation), and ``killed``:
+    a divergence in the part it breaks. A divergence elsewhere is ``caught_elsewhere``, not killed."""
+    from swafloor.reference.seeded_bugs import BREAKS, part_of
+
+    d = result.divergence
+    part = None if d is None else part_of(d.field)
+    expected = list(BREAKS.get(name, ()))
+    return {"name": name, "expected_part": expected, "killed": d is not None and part in expected,
+            "caught_elsewhere": d is not None and part not in expected, "part": part,
+            "field": None if d is None else d.field, "step_index": None if d is None else d.step_index,
+            "step_op": None if d is None or d.step is None else d.step.op.value,
+            "examples": result.examples, "first_failure_example": result.first_failure_example,
+            "seconds": round(seconds, 3)}
 
 
 def regression_trace(name: str, *, examples: int = 300, seed: int | None = None):
@@ -44,7 +78,8 @@ def regression_trace(name: str, *, examples: int = 300, seed: int | None = None)
 def main(argv: list[str] | None = None) -> int:
     """``python -m swafloor.fuzz.reference_mutants [--examples N] [--seed S] [--json] [NAME ...]``: run the
     oracle campaign against each reference mutant (all by default) and print the example and time at
-    which each is killed, the median of both and the mutation score. ``--save DIR NAME ...`` saves
+    which each is killed (its first divergence in the part it breaks: the field and step), the median
+    of both and the mutation score; a divergence in another part is not a kill. ``--save DIR NAME ...`` saves
     each one's shrunk trace (the mutant against the reference) into DIR."""
     import argparse
     import statistics
@@ -78,22 +113,23 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         result = campaign(name, examples=args.examples, seed=args.seed)
         spent = time.perf_counter() - started
+        row = score_row(name, result, spent)
         if args.json:
             import json
 
-            print(json.dumps({"name": name, "killed": result.divergence is not None, "examples": result.examples,
-                              "first_failure_example": result.first_failure_example, "seconds": round(spent, 3),
-                              "field": None if result.divergence is None else result.divergence.field}), flush=True)
-        if result.divergence is None:
+            print(json.dumps(row), flush=True)
+        if not row["killed"]:
             if not args.json:
-                print(f"{name:30s} SURVIVED {result.examples} examples ({spent:.1f} s)", flush=True)
+                where = (f"CAUGHT ELSEWHERE: {row['field']} at step {row['step_index']}, not "
+                         f"{'/'.join(row['expected_part'])}" if row["caught_elsewhere"] else "SURVIVED")
+                print(f"{name:30s} {where} ({result.examples} examples, {spent:.1f} s)", flush=True)
             continue
         killed_at.append(result.first_failure_example)
         seconds.append(result.first_failure_seconds or spent)
         if args.json:
             continue
         print(f"{name:30s} killed at example {result.first_failure_example:4d} after "
-              f"{seconds[-1]:5.1f} s ({result.divergence.field})", flush=True)
+              f"{seconds[-1]:5.1f} s ({row['field']} at step {row['step_index']} {row['step_op']})", flush=True)
     if args.json:
         return 0 if len(killed_at) == len(chosen) else 1
     print(f"mutation score: {len(killed_at)}/{len(chosen)}", end="")

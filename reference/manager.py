@@ -821,13 +821,27 @@ class Manager:
         return tokens <= req.prefix_tokens and tokens % self._hit_alignment() == 0 and self._hit_length_fits(tokens, found)
 
     def _copy_needs(self, req: _Request) -> list[int]:
-        """The first-resume copy slots per pool group: one per attention life cycle whose reused history
-        ends mid-block, one per SSM life cycle with a reused history (``first_resume_copy``)."""
+        """The first-resume copy slots per pool group of ``req``: :meth:`first_resume_copies` of its
+        reused history while its first resume is pending, else none."""
+        if not req.pending_copy:
+            return [0] * self.layout.num_pool_groups
+        return list(self.first_resume_copies(req.history))
+
+    def first_resume_copies(self, reused_history: int) -> list[int]:
+        """Extension point (a named hook): the slots per pool group that the first resume of a request
+        created over ``reused_history`` tokens (> 0) takes, for the call only, to copy what it reuses
+        into private pages. :meth:`resume` charges them with the request's blocks and gives them back
+        before it returns; a hook that returns other counts changes nothing else (seeded bugs of the
+        reference override it, never :meth:`resume`).
+
+        The spec (``first_resume_copy``): one per attention life cycle whose reused history ends
+        mid-block (the partial block is copied), one per SSM life cycle (its state snapshot); none
+        with the option off."""
         extra = [0] * self.layout.num_pool_groups
-        if req.pending_copy and self.semantics.first_resume_copy:
+        if self.semantics.first_resume_copy:
             for lc_index, lc in enumerate(self.layout.life_cycles):
-                needs_copy = req.history > 0 if lc.kind is LifeCycleKind.SSM else lifecycle.partial_block(
-                    req.history, self._t[lc_index]
+                needs_copy = reused_history > 0 if lc.kind is LifeCycleKind.SSM else lifecycle.partial_block(
+                    reused_history, self._t[lc_index]
                 )
                 extra[self._group_of[lc_index]] += int(needs_copy)
         return extra

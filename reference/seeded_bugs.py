@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import attrs
 
-__all__ = ["SeededBug", "SEEDED_BUGS", "TABLE_ONLY", "DATA_PLANE", "ORACLE", "CAMPAIGNS", "seeded_bug"]
+__all__ = ["SeededBug", "SEEDED_BUGS", "TABLE_ONLY", "DATA_PLANE", "ORACLE", "CAMPAIGNS", "seeded_bug", "BREAKS",
+           "RESULT", "HIT", "part_of"]
 
 #: ``swafloor fuzz --backend mutant:NAME``: the mutant's tables and counts against the reference's.
 TABLE_ONLY = "table-only"
@@ -209,3 +210,89 @@ def seeded_bug(name: str) -> SeededBug:
         if bug.name == name:
             return bug
     raise KeyError(name)
+
+
+#: A call's result: ok or out of slots (``outcome``) and, out of slots, the shortfall it reports
+#: (``shortfalls``): one value, the call's :class:`~swafloor.reference.Outcome`.
+RESULT = ("outcome", "shortfalls")
+#: A hit: what the first resume asks and takes, and which freed blocks stay cached.
+HIT = RESULT + ("pool_used", "cached")
+
+#: Per seeded bug that a fuzz campaign catches: the observable parts it breaks (the fuzz harness's
+#: part names). It counts as caught only when the first divergence is in one of them; a divergence
+#: anywhere else (its own snapshot refusing to be taken, a pool size the adapter set itself) is not a
+#: catch. Sizing bugs break what an undersized pool does: a call runs out of slots at the step the
+#: pool runs short (``pool_totals`` is never what catches them: a campaign scoring them leaves it out).
+BREAKS: dict[str, tuple[str, ...]] = {
+    # sizing: the pool runs short at a step the floor serves
+    "legacy-floor": RESULT,
+    "floor-division": RESULT,
+    "ignore-sinks": RESULT + ("tables",),  # also releases the sink blocks
+    "full-attention-floor-one": RESULT,
+    "in-flight-floor-ignores-k": RESULT,
+    "lookahead-ignored": RESULT,
+    "full-share-same-size-only": RESULT,
+    # which blocks are held
+    "no-inflight-token": RESULT + ("tables",),  # an extra block held: in the table, or the call runs out holding it
+    "release-inflight-block": ("tables",),
+    "released-on-history": ("tables",),
+    "released-one-early": ("tables",),
+    "sinks-released": ("tables",),
+    "interval-ignored": ("tables",),
+    "eviction-one-late": ("tables",),
+    "lazy-frees-at-commit": ("tables",),
+    "at-commit-frees-lazily": ("tables",),
+    "lazy-release-undone": ("tables",),
+    "keep-frees": ("tables",),
+    "one-block-size": RESULT + ("tables",),  # blocks counted in the wrong size: the call asks the wrong count
+    # the transient peak of one call
+    "allocate-before-release": RESULT,
+    "hold-uncharged": RESULT,
+    "release-order-swapped": RESULT,
+    "kept-resume-charges-all": RESULT,
+    "shortfall-without-released": ("shortfalls",),
+    # the first-resume copy: slots charged for the call only
+    "copy-per-layer": RESULT,
+    "copy-when-aligned": RESULT,
+    "no-ssm-snapshot-copy": RESULT,
+    "copy-switch-ignored": RESULT,
+    "copy-never": RESULT,
+    # slots in use
+    "hold-leaks": ("pool_used",),
+    "recompute-keeps-slots": ("pool_used",),
+    "failed-resize-keeps-partial": ("pool_used",),
+    # which pool group serves a life cycle: the call asks the wrong group (its shortfall names it), the
+    # slots are used in the wrong group
+    "interleaved-pool-groups": RESULT + ("pool_used",),
+    "sorted-pool-groups": RESULT + ("pool_used",),
+    "null-counted-free": ("pool_used",),
+    "shared-counted-per-holder": ("pool_used",),
+    "shared-freed-when-stale-for-one": ("pool_used", "cached"),  # the slot freed (and, cached, listed free)
+    # lengths
+    "recompute-keeps-lengths": ("lengths",),
+    "release-forgets-lengths": ("lengths",),
+    "failed-resize-keeps-history": ("lengths",),
+    # physical identity
+    "shared-slot": ("slots",),
+    # the cache: which freed blocks keep their content (``cached``) and so which hit a first resume
+    # takes, seen in what that resume asks (its result) and takes (``pool_used``: a hit on a held slot
+    # takes none); the oracle campaigns show no hit length of their own
+    "hit-aligned-to-t": HIT,
+    "cache-aligned-swapped": HIT,
+    "prompt-tail-swapped": HIT,
+    # no cache: a closed request's blocks are gone, so a create sharing its prefix is refused (``errors``)
+    "cache-freed-ignored": HIT + ("errors",),
+    "hit-rule-swapped": HIT,
+    "cache-scheduled-swapped": HIT,
+    "eagle-pops-first-block": HIT,
+    "eagle-ignored": HIT,
+    "align-before-pop": HIT,
+    "draft-slots-named": HIT,
+    "hit-holds-null-blocks": ("pool_used",),
+}
+
+
+def part_of(field: str) -> str:
+    """The part a divergence's field names: ``tables[r0][1][4]`` -> ``tables``, ``slots.cached`` ->
+    ``slots``."""
+    return field.split("[", 1)[0].split(".", 1)[0]

@@ -187,8 +187,18 @@ def test_reference_vs_oracle_ci_profile_2000_examples(tmp_path):
 # --------------------------------------------------------------------------- the seeded bugs
 @pytest.mark.parametrize("mutant", MUTANT_NAMES)
 def test_each_mutant_is_caught_within_budget(mutant):
-    result = run_campaign(mutant, examples=MUTANT_BUDGET, seed=PROFILES["ci"].seed, shrink=False, out_dir=None)
+    """Caught means the first divergence is in the part the bug breaks (seeded_bugs.BREAKS; issue 28
+    §5), with pool totals left out of the comparison: a sizing bug must show where its undersized pool
+    runs short, not in the size it was built with (nor in a slot map checked against another size)."""
+    from swafloor.fuzz.reference_mutants import scoring_backend
+    from swafloor.reference.seeded_bugs import BREAKS, part_of
+
+    result = run_campaign(scoring_backend(mutant), examples=MUTANT_BUDGET, seed=PROFILES["ci"].seed, shrink=False,
+                          out_dir=None)
     assert result.divergence is not None, f"{mutant} survived {result.examples} examples"
+    d = result.divergence
+    expected = BREAKS[mutant.removeprefix("mutant:")]
+    assert part_of(d.field) in expected, f"{mutant}: first divergence {d.field} at step {d.step_index}, not in {expected}"
     assert result.first_failure_example <= MUTANT_BUDGET
 
 

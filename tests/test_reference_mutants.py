@@ -35,6 +35,7 @@ from swafloor.reference import (
 )
 from swafloor.reference import config as reference_config
 from swafloor.reference import floors
+from swafloor.reference.seeded_bugs import BREAKS, SEEDED_BUGS
 
 ROOT = Path(__file__).resolve().parent.parent
 BUDGET = 300  # examples of the ci profile (its seed) within which every mutant must be killed
@@ -59,9 +60,89 @@ def scores() -> dict:
 
 @pytest.mark.parametrize("name", list(REFERENCE_MUTANTS))
 def test_the_oracle_campaign_kills_each_reference_mutant_within_budget(scores, name):
+    """Killed means the first divergence is in the part the mutant breaks (issue 28 §5): not its own
+    snapshot refusing to be taken (``observe``), not the pool totals (left out of the score)."""
     row = scores[name]
+    assert row["expected_part"] == list(BREAKS[name])
+    assert not row["caught_elsewhere"], f"{name}: first divergence {row['field']} at step {row['step_index']}, " \
+                                        f"not in {row['expected_part']}"
     assert row["killed"], f"{name} survived {row['examples']} examples"
+    assert row["part"] in BREAKS[name] and row["part"] not in ("observe", "pool_totals")
     assert row["first_failure_example"] <= BUDGET
+
+
+def test_every_seeded_bug_a_campaign_catches_names_the_parts_it_breaks():
+    from swafloor.fuzz.protocol import Part
+
+    known = {p.value for p in Part} | {"cached", "hit"}
+    caught = {bug.name for bug in SEEDED_BUGS if bug.campaigns}
+    assert set(BREAKS) == caught
+    for name, parts in BREAKS.items():
+        assert parts and set(parts) <= known - {"pool_totals"}, (name, parts)
+
+
+def test_a_divergence_outside_the_part_a_mutant_breaks_is_not_a_kill():
+    from types import SimpleNamespace
+
+    from swafloor.fuzz.compare import Divergence
+    from swafloor.fuzz.reference_mutants import score_row
+
+    def result(field):
+        d = Divergence(3, None, field, "a snapshot", "ValueError", "exact", "observe() raised")
+        return SimpleNamespace(divergence=d, examples=9, first_failure_example=9)
+
+    row = score_row("recompute-keeps-slots", result("observe"), 0.1)
+    assert not row["killed"] and row["caught_elsewhere"] and row["part"] == "observe"
+    row = score_row("floor-division", result("pool_totals[0]"), 0.1)
+    assert not row["killed"] and row["caught_elsewhere"]
+    row = score_row("recompute-keeps-slots", result("pool_used[0]"), 0.1)
+    assert row["killed"] and row["step_index"] == 3 and row["expected_part"] == ["pool_used"]
+
+
+def test_the_score_leaves_pool_totals_out_of_the_comparison():
+    from swafloor.fuzz.protocol import Part
+    from swafloor.fuzz.reference_mutants import scoring_backend
+
+    for name in {m.backend for m in REFERENCE_MUTANTS.values()}:
+        caps = scoring_backend(name).capabilities
+        assert caps.mode(Part.POOL_TOTALS) is None and Part.POOL_TOTALS in caps.adapter_set
+        assert caps.mode(Part.OUTCOME) is not None and caps.mode(Part.POOL_USED) is not None
+
+
+def test_the_copy_mutants_change_only_the_specs_hook():
+    """No mutant copies spec code (issue 28 §5): the first-resume copy mutants override the named hook
+    Manager.first_resume_copies and nothing else of the manager; Manager.resume is the reference's."""
+    from swafloor.fuzz.backends import reference_mutants as rm
+
+    for name in ("copy-per-layer", "copy-when-aligned", "no-ssm-snapshot-copy", "copy-switch-ignored", "copy-never"):
+        cls = REFERENCE_MUTANTS[name].make
+        assert isinstance(cls, type) and cls.__bases__ == (Manager,), name
+        own = {k for k, v in vars(cls).items() if callable(v) and not k.startswith("__")}
+        assert own == {"first_resume_copies"}, (name, own)
+        assert cls.resume is Manager.resume
+    assert not hasattr(rm, "_ResumeWithCopies")
+
+
+def test_the_first_resume_copy_hook_is_what_resume_charges():
+    """The hook is the spec's: overriding it changes what a first resume asks, nothing else."""
+    config = Config(tokens_per_block=4, layers=[AttentionLayer(window=5), SsmLayer()], slots=(3, 2),
+                    pool_groups=(0, 1))
+    m = Manager(config)
+    assert m.first_resume_copies(6) == [1, 1] and m.first_resume_copies(8) == [0, 1]
+    m.create("r", reused_history=6)
+    # at history 6 (t = 4, W = 5) blocks 0 and 1 are live: 2 + the partial block's copy = 3 slots in pool
+    # group 0; the SSM state page + its snapshot's copy = 2 in pool group 1: it just fits
+    assert m.resume("r")
+    assert [p.total - p.free for p in m.snapshot().pools] == [2, 1]  # the copies given back
+
+    class Greedy(Manager):
+        def first_resume_copies(self, reused_history):
+            return [2, 0]
+
+    g = Greedy(config)
+    g.create("r", reused_history=6)
+    outcome = g.resume("r")
+    assert not outcome and outcome.shortfalls[0].pool_group == 0 and outcome.shortfalls[0].needed == 4
 
 
 def test_the_mutants_cover_every_option_order_mapping_and_failure_path():

@@ -67,14 +67,57 @@ def test_the_package_folder_itself_and_the_environment_variable_work(tmp_path, c
     assert "agrees with the reference" in capsys.readouterr().out
 
 
-def test_a_pre_fix_source_agrees_under_the_old_rule_and_fails_an_expected_post_fix(tmp_path, capsys):
+def test_a_pre_fix_source_is_exit_1_naming_the_lone_request_that_runs_out(tmp_path, capsys):
+    """Issue 28 §4: the pre-fix rule (1 slot per life cycle) used to exit 0 unless --expect-rule was
+    given. Its minimum is below the floor: exit 1, with the lone request that runs out (config, step,
+    history, life cycle), reproduced on the reference manager at upstream's minimum."""
     root = write_fake(tmp_path / "co", post_fix=False)
-    assert main(["check", "trtllm", "--source", str(root), "--json"] + FAST) == 0
+    assert main(["check", "trtllm", "--source", str(root), "--json"] + FAST) == 1
     data = json.loads(capsys.readouterr().out)
-    assert data["rule"] == "pre-fix"
+    assert data["rule"] == "pre-fix" and data["held_to"] == "post-fix" and not data["ok"]
     assert data["windowed_lone_decode_out_of_slots"] > 0  # the deadlock the fix removed
+    m = next(m for m in data["first_mismatches"] if m["check"] == "min_slots")
+    runs_out = m["detail"]["on upstream's minimum"]
+    assert m["upstream"] == runs_out["slots"] == m["reference"]["pre-fix"]
+    assert all(a < b for a, b in zip(m["upstream"], m["reference"]["post-fix"]))  # one pool group, below the floor
+    assert runs_out["ran_out_at"] == f"resize(capacity={runs_out['history'] + 1}, history={runs_out['history']})"
+    assert runs_out["reference_outcome"].startswith("out of slots: pool group 0")
+    assert [c["kind"] for c in runs_out["life_cycles"]] == ["swa"]
+    assert m["detail"]["on the reference's minimum"]["ran_out_at"] is None  # the floor's pools do not run out
+    assert main(["check", "trtllm", "--source", str(root)] + FAST) == 1
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("BELOW THE FLOOR"))
+    assert "runs out at resize(capacity=" in line and "life cycle 0 (swa, window" in line and "pool group 0" in line
+    assert "DISAGREES" in out
+
+
+def test_expecting_the_pre_fix_rule_holds_the_minimum_to_it(tmp_path, capsys):
+    root = write_fake(tmp_path / "co", post_fix=False)
+    assert main(["check", "trtllm", "--source", str(root), "--expect-rule", "pre-fix", "--json"] + FAST) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["ok"] and data["rule"] == "pre-fix" and data["held_to"] == "pre-fix"
     assert main(["check", "trtllm", "--source", str(root), "--expect-rule", "post-fix"] + FAST) == 1
     assert "RULE: expected post-fix" in capsys.readouterr().out
+    post = write_fake(tmp_path / "post")
+    assert main(["check", "trtllm", "--source", str(post), "--expect-rule", "pre-fix"] + FAST) == 1
+    assert "RULE: expected pre-fix, the source implements post-fix" in capsys.readouterr().out
+
+
+def test_an_expected_rule_left_undetermined_is_exit_1(tmp_path, capsys, monkeypatch):
+    """Issue 28 §4: --expect-rule with an undetermined rule used to pass as "could not run" (exit 2)."""
+    from swafloor.fuzz.trtllm.compare import Checker
+
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("an error of ours")
+
+    monkeypatch.setattr(Checker, "min_slots", broken)  # no minimum compared: the rule stays undetermined
+    root = write_fake(tmp_path / "co")
+    assert main(["check", "trtllm", "--source", str(root), "--expect-rule", "post-fix", "--json"] + FAST) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["rule"] == "undetermined" and data["exit_code"] == 1 and not data["ok"]
+    assert main(["check", "trtllm", "--source", str(root), "--expect-rule", "post-fix"] + FAST) == 1
+    assert "RULE: expected post-fix, the source implements undetermined" in capsys.readouterr().out
+    assert main(["check", "trtllm", "--source", str(root)] + FAST) == 2  # without it: could not run in full
 
 
 def test_a_wrong_stale_range_exits_1_printing_the_whole_input(tmp_path, capsys):
@@ -189,7 +232,8 @@ PLANTED = {
     "assert_in_upstream": (1, {("RAISED", "batch_slots")}),
     "no_out_of_slots_check": (1, {("RAISED", "accounting")}),
     "release_leaks": (1, {("MISMATCH", "accounting")}),
-    "inconsistent_source": (2, set()),
+    "inconsistent_source": (1, {("RAISED", "registry")}),
+    "stand_in_called_wrongly": (1, {("RAISED", "accounting")}),
 }
 
 
@@ -321,43 +365,71 @@ def test_a_stand_in_refusing_upstream_is_upstreams_failure(tmp_path, capsys):
     assert m["input"]["steps"][-1].endswith("upstream raised StandInMisuse")
 
 
-def test_an_inconsistent_source_exits_2_naming_file_class_and_attribute(tmp_path, capsys):
+def test_an_attribute_error_across_modules_is_upstreams_failure_with_its_input(tmp_path, capsys):
+    """Issue 28 §4: an AttributeError one upstream module raises reading another's class used to end
+    the run as SourceInconsistent (exit 2, "could not run"); it is upstream's failure, exit 1."""
     root = write_fake(tmp_path / "co", bugs=("inconsistent_source",))
-    assert main(["check", "trtllm", "--source", str(root)] + FAST) == 2
+    assert main(["check", "trtllm", "--source", str(root), "--json"] + FAST) == 1
     captured = capsys.readouterr()
-    line = _one_line(captured.err)
-    assert "_life_cycle_registry.py" in line and "AttentionLayerConfig" in line and "cache_domain" in line
-    assert "_config.py" in line and captured.out == ""
+    data = json.loads(captured.out)
+    assert data["complete"] and data["fatal"] is None and captured.err == ""
+    m = next(m for m in data["first_mismatches"] if m["check"] == "registry")
+    assert m["upstream"]["raised"] == "AttributeError" and "cache_domain" in m["upstream"]["message"]
+    assert "_life_cycle_registry.py" in m["upstream"]["where"]
+    assert "tokens_per_block" in m["input"] and "layers" in m["input"]
 
 
-def test_an_inconsistent_source_with_json_still_prints_the_report(tmp_path, capsys):
-    root = write_fake(tmp_path / "co", bugs=("inconsistent_source",))
+def test_a_type_error_upstream_raises_calling_a_stand_in_is_upstreams_failure(tmp_path, capsys):
+    """Issue 28 §4: upstream calling a stand-in with arguments it does not take used to be a LoadError
+    (exit 2); the TypeError is raised in upstream's frame: exit 1 with its input."""
+    root = write_fake(tmp_path / "co", bugs=("stand_in_called_wrongly",))
+    assert main(["check", "trtllm", "--source", str(root), "--json"] + FAST) == 1
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert data["complete"] and captured.err == ""
+    m = next(m for m in data["first_mismatches"] if m["check"] == "accounting")
+    assert m["upstream"]["raised"] == "TypeError" and "allocate_multiple" in m["upstream"]["message"]
+    assert m["upstream"]["where"].startswith("_storage_manager.py:")
+    assert m["upstream"]["where"].endswith("(a call to one of the check's stand-ins)")
+    assert "slots" in m["input"] and "layers" in m["input"]
+
+
+def test_an_exception_raised_in_our_stand_in_is_could_not_run_naming_it(tmp_path, capsys, monkeypatch):
+    """The other side: an exception raised in our own stand-in (upstream's frames above it) is ours:
+    could not run (exit 2) naming where, never an upstream failure."""
+    from swafloor.fuzz.trtllm import standins
+
+    def broken(self):
+        raise ValueError("a stand-in of ours broke")
+
+    monkeypatch.setattr(standins._PoolGroup, "num_free_slots", property(broken))
+    root = write_fake(tmp_path / "co")
     assert main(["check", "trtllm", "--source", str(root), "--json"] + FAST) == 2
     captured = capsys.readouterr()
     data = json.loads(captured.out)
-    assert data["exit_code"] == 2 and not data["complete"] and "cache_domain" in data["fatal"]
-    assert "cache_domain" in _one_line(captured.err)
-
-
-def test_a_mismatch_found_before_the_source_turns_out_inconsistent_is_exit_1(tmp_path, capsys, monkeypatch):
+    assert not any(data["mismatches"].values()) and not data["complete"] and data["not_run_count"] > 0
+    assert data["not_run"][0]["error"] == "ValueError: a stand-in of ours broke"
+    assert data["not_run"][0]["check"] == "accounting" and "layers" in data["not_run"][0]["input"]
+    assert "could not run" in _one_line(captured.err)
+def test_a_mismatch_found_before_upstream_raises_midway_stays_exit_1(tmp_path, capsys, monkeypatch):
     from swafloor.fuzz.trtllm.compare import Checker
 
     monkeypatch.setattr(Checker, "_preflight", lambda self: None)  # met midway instead, after the stale ranges
     root = write_fake(tmp_path / "co", bugs=("inconsistent_source", "stale_one_token_late"))
     assert main(["check", "trtllm", "--source", str(root)] + FAST) == 1
     out = capsys.readouterr().out
-    assert "MISMATCH (stale ranges)" in out and "COULD NOT RUN" in out and "cache_domain" in out
+    assert "MISMATCH (stale ranges)" in out and "RAISED (life-cycle registry)" in out and "cache_domain" in out
 
 
 def test_upstreams_verdicts_and_the_references_are_reported_apart(tmp_path, capsys):
     root = write_fake(tmp_path / "co", post_fix=False)
-    assert main(["check", "trtllm", "--source", str(root), "--json"] + FAST) == 0
+    assert main(["check", "trtllm", "--source", str(root), "--json"] + FAST) == 1
     data = json.loads(capsys.readouterr().out)
     upstream, reference = data["verdicts"]["upstream"], data["verdicts"]["reference"]
     assert set(upstream["comparisons"]) == {"stale", "scratch", "registry", "min_slots", "batch_slots", "accounting"}
     assert "reference's plan" in upstream["what"] and "release first" in upstream["what"]
     assert reference["windowed_lone_decode_out_of_slots"] > 0 and "lone_decode_out_of_slots" not in upstream
-    assert main(["check", "trtllm", "--source", str(root)] + FAST) == 0
+    assert main(["check", "trtllm", "--source", str(root)] + FAST) == 1
     out = capsys.readouterr().out
     assert "upstream's own verdicts" in out and "the reference's verdict on upstream's numbers" in out
     assert out.index("upstream's own verdicts") < out.index("storage-manager slot accounting") < out.index(
@@ -402,25 +474,33 @@ def test_the_fake_gives_upstreams_documented_figures(tmp_path):
     assert range(*lcr.compute_scratch_range(lc, 0, 256, 32, 64)) == range(0, 5)
 
 
-def test_a_field_the_check_does_not_set_on_the_storage_manager_exits_2_naming_it(tmp_path, capsys):
-    """The check builds StorageManager without its constructor: a newer source reading a field the
-    check does not set cannot be checked (exit 2), rather than an upstream failure (exit 1)."""
+def _raised_line(out: str) -> dict:
+    return json.loads(next(x for x in out.splitlines() if x.startswith("  upstream:")
+                           and "raised" in x).split("upstream:", 1)[1])
+
+
+def test_a_field_the_check_does_not_set_on_the_storage_manager_is_exit_1_naming_it(tmp_path, capsys):
+    """The check builds StorageManager without its constructor: an AttributeError upstream raises
+    reading a field the check does not set is raised inside upstream code: exit 1 with its input
+    (issue 28 §4; it used to be "could not run", exit 2), the note naming the check's part."""
     root = write_fake(tmp_path / "co")
     sm = root / "tensorrt_llm" / "runtime" / "kv_cache_manager_v2" / "_storage_manager.py"
     sm.write_text(sm.read_text().replace("        lcs = self._life_cycles.get()\n",
                                          "        lcs = self._life_cycles.get()\n        scale = self._resume_headroom\n", 1))
-    assert main(["check", "trtllm", "--source", str(root)] + FAST) == 2
-    line = _one_line(capsys.readouterr().err)
-    assert "StorageManager._resume_headroom" in line and "_storage_manager.py" in line
+    assert main(["check", "trtllm", "--source", str(root)] + FAST) == 1
+    raised = _raised_line(capsys.readouterr().out)
+    assert raised["raised"] == "AttributeError" and raised["where"].startswith("_storage_manager.py:")
+    assert "StorageManager._resume_headroom; the check builds StorageManager without its constructor" in raised["where"]
 
 
-def test_a_field_upstream_reads_of_the_checks_layer_list_exits_2_naming_it(tmp_path, capsys):
+def test_a_field_upstream_reads_of_the_checks_layer_list_is_exit_1_naming_it(tmp_path, capsys):
     root = write_fake(tmp_path / "co")
     reg = root / "tensorrt_llm" / "runtime" / "kv_cache_manager_v2" / "_life_cycle_registry.py"
     reg.write_text(reg.read_text().replace("        self._ids = {}\n", "        self._ids = {}\n        config.enable_partial_reuse\n", 1))
-    assert main(["check", "trtllm", "--source", str(root)] + FAST) == 2
-    line = _one_line(capsys.readouterr().err)
-    assert "_LayerList.enable_partial_reuse" in line and "_life_cycle_registry.py" in line
+    assert main(["check", "trtllm", "--source", str(root)] + FAST) == 1
+    raised = _raised_line(capsys.readouterr().out)
+    assert raised["raised"] == "AttributeError" and raised["where"].startswith("_life_cycle_registry.py:")
+    assert "_LayerList.enable_partial_reuse of an object the check supplies" in raised["where"]
 
 
 def test_an_undersized_minimum_shows_a_lone_request_that_runs_out_only_on_upstreams_pools(tmp_path, capsys):
@@ -434,12 +514,14 @@ def test_an_undersized_minimum_shows_a_lone_request_that_runs_out_only_on_upstre
     assert any(lc["kind"] == "ssm" for lc in m["input"]["layers"])
 
 
-def test_upstream_calling_a_stand_in_with_other_arguments_exits_2_naming_it(tmp_path, capsys):
+def test_upstream_calling_a_stand_in_with_other_arguments_is_exit_1_naming_it(tmp_path, capsys):
     root = write_fake(tmp_path / "co")
     sm = root / "tensorrt_llm" / "runtime" / "kv_cache_manager_v2" / "_storage_manager.py"
     text = sm.read_text()
     assert "storage.get_num_free_slots(g)" in text
     sm.write_text(text.replace("storage.get_num_free_slots(g)", "storage.get_num_free_slots(g, GPU_LEVEL)"))
-    assert main(["check", "trtllm", "--source", str(root)] + FAST) == 2
-    line = _one_line(capsys.readouterr().err)
-    assert "SlotStore.get_num_free_slots" in line and "_storage_manager.py" in line
+    assert main(["check", "trtllm", "--source", str(root)] + FAST) == 1
+    out = capsys.readouterr().out
+    raised = _raised_line(out)
+    assert raised["raised"] == "TypeError" and "SlotStore.get_num_free_slots" in raised["message"]
+    assert raised["where"].startswith("_storage_manager.py:") and "stand-ins" in raised["where"]

@@ -36,6 +36,7 @@ BUGS = {
     "no_out_of_slots_check": "new_gpu_slots allocates without checking free slots (the stand-in storage refuses)",
     "release_leaks": "release_slot does not return the slot to the pool",
     "inconsistent_source": "_life_cycle_registry.py reads layer.cache_domain; _config.py defines none",
+    "stand_in_called_wrongly": "new_gpu_slots calls the storage's allocate_multiple without its pool group",
 }
 
 COMMON = '''
@@ -203,7 +204,7 @@ class StorageManager:
             per_group[self._life_cycle_grouping[i]] += n
         if CHECK_FREE and any(n > storage.get_num_free_slots(g) for g, n in enumerate(per_group)):
             raise OutOfPagesError("out of slots")
-        return [storage.allocate_multiple(self._life_cycle_grouping[i], n) for i, n in enumerate(counts)]
+        return [storage.allocate_multiple(ALLOCATE_ARGS) for i, n in enumerate(counts)]
 
     def release_slot(self, lc, level, slot):
         if RELEASES:
@@ -260,6 +261,7 @@ def _knobs(bugs: set[str], post_fix: bool) -> dict[str, str]:
         "SHARED_PREFIX": shared,
         "CHECK_FREE": "False" if "no_out_of_slots_check" in bugs else "True",
         "RELEASES": "False" if "release_leaks" in bugs else "True",
+        "ALLOCATE_ARGS": "n" if "stand_in_called_wrongly" in bugs else "self._life_cycle_grouping[i], n",
     }
 
 

@@ -259,7 +259,9 @@ SHARING_CACHE_IDENTITY = Capabilities(
 
 class _HitHoldsNullBlocks(Manager):
     """A first resume also takes, as hits, the prefix blocks outside its windows whose content a slot
-    keeps (its null entries): it holds (and a cached one, takes) slots no attention reads."""
+    another request holds keeps (its null entries): it holds slots no attention reads, and keeps them
+    in use after their other holders let go. (Only held slots: a cached free one would be taken past
+    what the resume checked room for, and the mutant would crash rather than show its bug.)"""
 
     def _cache_hits(self, req, plan):
         hits = super()._cache_hits(req, plan)
@@ -271,7 +273,7 @@ class _HitHoldsNullBlocks(Manager):
             for b in range(req.prefix_blocks):
                 if b not in wanted and b not in hits[lc_index]:
                     slot = pool.first((lc_index, _manager_root(req, b, self.block_size(lc_index)), b))
-                    if slot is not None:
+                    if slot is not None and slot not in pool.queue:
                         hits[lc_index][b] = slot
         return hits
 

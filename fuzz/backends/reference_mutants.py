@@ -98,34 +98,6 @@ def _sized(share: Callable[..., int]) -> Callable[[Config], Manager]:
     return make
 
 
-class _ResumeWithCopies(Manager):
-    """The reference's resume, with the copy slots it charges given by :meth:`copies`."""
-
-    def copies(self, req: Any) -> list[int]:
-        return self._copy_needs(req)
-
-    def resume(self, request_id: str) -> Outcome:
-        req = self._get(request_id, RequestState.SUSPENDED)
-        extra = self.copies(req)
-        plan = self._plan(req, req.history, req.capacity)
-        points = self._points
-        outcome = self._feasible(plan, held_back=None, extra=extra)
-        if not outcome:
-            return outcome
-        transient = [[self._pools[g].take() for _ in range(n)] for g, n in enumerate(extra)]
-        self._apply(req, plan)
-        for g, slots in enumerate(transient):
-            for slot in slots:
-                self._pools[g].give(slot)
-        req.evicted_on = points
-        req.released_to = req.history
-        req.state = RequestState.ACTIVE
-        req.resumed = True
-        req.pending_copy = False
-        self._refresh(req)
-        return Outcome(True)
-
-
 # ----------------------------------------------------------------------------- tokens in flight
 class _ReleasedOnHistory(Manager):
     """Releases on ``h`` instead of ``h - k``: the tokens in flight are ignored."""
@@ -347,8 +319,21 @@ class _Suspend(Manager):
 
 
 class _RecomputeKeepsSlots(_Suspend):
+    """A recompute suspend forgets the request's lengths and blocks but gives none of their slots
+    back: they stay in use, in no table (so its own snapshot stays valid and the bug shows where it
+    is, in ``pool_used``, at the suspend)."""
+
     def frees(self, mode: SuspendMode) -> bool:
         return mode is SuspendMode.RELEASE
+
+    def suspend(self, request_id: str) -> None:
+        req = self._get(request_id, RequestState.ACTIVE)
+        if self.semantics.suspend is SuspendMode.RECOMPUTE:
+            for lc_index, held in enumerate(req.held):
+                held.clear()  # out of the table; the slot is never given back to its pool
+                req.ranges[lc_index] = ()
+            req.named = []
+        super().suspend(request_id)
 
 
 class _RecomputeKeepsLengths(_Suspend):
@@ -383,60 +368,62 @@ class _KeptResumeChargesAll(Manager):
 
 
 # ----------------------------------------------------------------------------- first-resume copy
-class _CopyPerLayer(_ResumeWithCopies):
+# Each overrides the spec's named hook Manager.first_resume_copies (the slots a first resume takes to
+# copy what it reuses); Manager.resume itself (hits, the cache, the copy's order) is the reference's.
+class _CopyPerLayer(Manager):
     """The copy slot charged once per layer rather than once per life cycle."""
 
-    def copies(self, req: Any) -> list[int]:
+    def first_resume_copies(self, reused_history: int) -> list[int]:
         extra = [0] * self.layout.num_pool_groups
-        if req.pending_copy and self.semantics.first_resume_copy:
+        if self.semantics.first_resume_copy:
             for lc_index in self.layout.layer_life_cycle:
                 lc = self.layout.life_cycles[lc_index]
-                needs = req.history > 0 if lc.kind is LifeCycleKind.SSM else lifecycle.partial_block(
-                    req.history, self.tokens_per_block
+                needs = reused_history > 0 if lc.kind is LifeCycleKind.SSM else lifecycle.partial_block(
+                    reused_history, self.block_size(lc_index)
                 )
-                extra[self._group_of[lc_index]] += int(needs)
+                extra[self.layout.pool_group_of[lc_index]] += int(needs)
         return extra
 
 
-class _CopyWhenAligned(_ResumeWithCopies):
+class _CopyWhenAligned(Manager):
     """The copy slot charged for any reused history above 0, block-aligned or not."""
 
-    def copies(self, req: Any) -> list[int]:
+    def first_resume_copies(self, reused_history: int) -> list[int]:
         extra = [0] * self.layout.num_pool_groups
-        if req.pending_copy and self.semantics.first_resume_copy and req.history > 0:
+        if self.semantics.first_resume_copy and reused_history > 0:
             for lc_index in range(len(self.layout.life_cycles)):
-                extra[self._group_of[lc_index]] += 1
+                extra[self.layout.pool_group_of[lc_index]] += 1
         return extra
 
 
-class _NoSsmSnapshotCopy(_ResumeWithCopies):
+class _NoSsmSnapshotCopy(Manager):
     """No slot for the SSM state snapshot's copy."""
 
-    def copies(self, req: Any) -> list[int]:
-        extra = self._copy_needs(req)
-        if req.pending_copy and self.semantics.first_resume_copy and req.history > 0:
+    def first_resume_copies(self, reused_history: int) -> list[int]:
+        extra = super().first_resume_copies(reused_history)
+        if self.semantics.first_resume_copy and reused_history > 0:
             for lc_index, lc in enumerate(self.layout.life_cycles):
                 if lc.kind is LifeCycleKind.SSM:
-                    extra[self._group_of[lc_index]] -= 1
+                    extra[self.layout.pool_group_of[lc_index]] -= 1
         return extra
 
 
-class _CopySwitchIgnored(_ResumeWithCopies):
+class _CopySwitchIgnored(Manager):
     """The copy slot charged whether ``first_resume_copy`` is on or off."""
 
-    def copies(self, req: Any) -> list[int]:
+    def first_resume_copies(self, reused_history: int) -> list[int]:
         semantics = self.semantics
         self.semantics = attrs.evolve(semantics, first_resume_copy=True)
         try:
-            return self._copy_needs(req)
+            return super().first_resume_copies(reused_history)
         finally:
             self.semantics = semantics
 
 
-class _CopyNever(_ResumeWithCopies):
+class _CopyNever(Manager):
     """No copy slot even with ``first_resume_copy`` on."""
 
-    def copies(self, req: Any) -> list[int]:
+    def first_resume_copies(self, reused_history: int) -> list[int]:
         return [0] * self.layout.num_pool_groups
 
 
@@ -488,8 +475,9 @@ class _SortedPoolGroups(Manager):
 
 # ----------------------------------------------------------------------------- failure paths
 class _FailedResizeKeepsPartial(Manager):
-    """A resize that runs out of slots keeps the blocks it would allocate in the pool groups that
-    had room (it is not all or nothing)."""
+    """A resize that runs out of slots keeps the slots it would allocate in the pool groups that had
+    room (it is not all or nothing): they stay in use, in no table, so its own snapshot stays valid
+    and the bug shows where it is, in ``pool_used``, at the failed resize."""
 
     def resize(self, request_id: str, capacity: int, history: int | None = None) -> Outcome:
         outcome = super().resize(request_id, capacity, history)
@@ -502,12 +490,9 @@ class _FailedResizeKeepsPartial(Manager):
             g = self._group_of[lc_index]
             if step is None or g in short or not step[0]:
                 continue
-            held = req.held[lc_index]
             for lo, hi in step[0]:
-                for b in range(lo, hi):
-                    held[b] = self._pools[g].take()
-            req.ranges[lc_index] = ranges_of(tuple(sorted(held)))
-        req.capacity_below = 0  # the cache no longer describes the request
+                for _ in range(lo, hi):
+                    self._pools[g].take()
         return outcome
 
 

@@ -25,11 +25,14 @@ upstream's own minimum is the reference manager's answer on those pools (or, whe
 hold fewer than one slot per life cycle, which the reference manager refuses, the reference's
 required blocks counted against them).
 
-An exception raised inside upstream code (or inside a stand-in it called) is a failure with its input,
-recorded like a mismatch. An attribute that upstream code reads of another upstream module's class
-which does not define it means the source's files come from different commits:
-:class:`SourceInconsistent`, the check cannot run. An exception of our own in one comparison is
-recorded as *could not run* with its input; a mismatch found elsewhere still makes the run fail.
+An exception raised inside upstream code is a failure with its input, recorded like a mismatch (exit
+1), whatever its type: an ``AttributeError`` one module raises reading another's class (files from
+different commits?) or a ``TypeError`` from a call upstream makes is upstream's failure, not "could
+not run" (:meth:`Checker.upstream_raised` says whose an exception is, by the innermost frame that
+is upstream's or ours). An exception of our own (the loader, a stand-in, the checker) in one
+comparison is recorded as *could not run* with its input (exit 2 when nothing was found); a mismatch
+found elsewhere still makes the run fail. Our own code reading a name this source lacks is an API
+difference: the check cannot run (``LoadError``, exit 2).
 """
 
 from __future__ import annotations
@@ -52,6 +55,8 @@ from swafloor.reference import (
     ConfigError,
     FloorRule,
     Manager,
+    Outcome,
+    Shortfall,
     SsmLayer,
     SwafloorError,
     build_layout,
@@ -65,7 +70,7 @@ from .signals import Disagreement
 from .standins import storage_manager
 
 __all__ = ["Mismatch", "Report", "Checker", "CHECKS", "RULE_POST_FIX", "RULE_PRE_FIX", "Disagreement",
-           "SourceInconsistent", "UpstreamRaised"]
+           "UpstreamRaised"]
 
 CHECKS = ("stale", "scratch", "registry", "min_slots", "batch_slots", "accounting")
 RULE_POST_FIX = "post-fix"
@@ -76,11 +81,6 @@ RULE_TEXT = {
     "undetermined": "undetermined: no checked config tells the two rules apart",
     "neither": "neither rule: upstream's minimum matches neither",
 }
-
-
-class SourceInconsistent(SwafloorError):
-    """Upstream code reads an attribute that another module of the same source does not define:
-    the source's files come from different commits. The check cannot run (exit 2)."""
 
 
 class UpstreamRaised(Exception):
@@ -223,12 +223,15 @@ class Checker:
     now and then; ``examples`` is the Hypothesis budget per comparison beyond the grid."""
 
     def __init__(self, upstream: Any, *, examples: int = 200, seed: int = 0, grid: str = "small",
-                 progress: Callable[[str, int, int], None] | None = None):
+                 progress: Callable[[str, int, int], None] | None = None, hold_to: str = RULE_POST_FIX):
         self.up = upstream
         self.lcr = upstream["_life_cycle_registry"]
         self.cfg = upstream["_config"]
         self.sm = upstream["_storage_manager"]
         self.oop = upstream["_exceptions"].OutOfPagesError
+        if hold_to not in (RULE_POST_FIX, RULE_PRE_FIX):
+            raise ValueError(f"hold_to must be {RULE_POST_FIX!r} or {RULE_PRE_FIX!r}, got {hold_to!r}")
+        self.hold_to = hold_to  # the rule upstream's minimum is held to: the floor, unless pre-fix is expected
         self.examples = examples
         self.seed = seed
         self.grid = grid
@@ -258,66 +261,38 @@ class Checker:
         return os.path.realpath(filename).startswith(self._source_dir)
 
     def upstream_raised(self, exc: BaseException) -> UpstreamRaised | None:
-        """``exc`` as an exception raised by upstream code (some frame of its traceback is in the
-        source folder: upstream's own code or a stand-in it called), or None when it is ours. Raises
-        :class:`SourceInconsistent` for an attribute one upstream module reads of another's class
-        that does not define it."""
+        """``exc`` as an exception raised by upstream code, or None when it is ours.
+
+        Whose it is: the innermost frame of its traceback that is either in the source folder
+        (upstream's) or in swafloor's own package (ours: the loader, the stand-ins, the checker);
+        library frames between are skipped. An ``AttributeError`` or ``TypeError`` raised in upstream's
+        frame is upstream's like any other exception (a read of another module's class that lacks the
+        attribute, a call with arguments the callee does not take): a failure with its input, exit 1,
+        never "could not run". A :class:`~swafloor.fuzz.trtllm.standins.StandInMisuse` is upstream's
+        too: the stand-in refusing a call that breaks upstream's own contract (e.g. more slots than
+        are free). Any other exception raised in our stand-ins is ours."""
+        from .standins import StandInMisuse
+
         if isinstance(exc, (Disagreement, SwafloorError, KeyboardInterrupt)):
             return None
         frames = traceback.extract_tb(exc.__traceback__)
-        ours = [f for f in frames if self._in_source(f.filename)]
-        if not ours:
+        upstream = [f for f in frames if self._in_source(f.filename)]
+        if not upstream:
             return None
-        if isinstance(exc, AttributeError):
-            self._inconsistent(exc, ours[-1])
-        if isinstance(exc, TypeError):
-            self._stand_in_signature(exc, ours[-1])
+        for frame in reversed(frames):
+            if self._in_source(frame.filename):
+                break
+            if self._is_ours(frame.filename) and not isinstance(exc, StandInMisuse):
+                return None  # raised by our own code (a stand-in upstream called): could not run
         last = frames[-1]
         where = f"{os.path.basename(last.filename)}:{last.lineno} in {last.name}"
-        if last is not ours[-1]:
-            where += f", called from {os.path.basename(ours[-1].filename)}:{ours[-1].lineno} in {ours[-1].name}"
+        if last is not upstream[-1]:
+            where += f", called from {os.path.basename(upstream[-1].filename)}:{upstream[-1].lineno} in {upstream[-1].name}"
+        where += _whose_object(exc)
         return UpstreamRaised(exc, where)
 
-    def _inconsistent(self, exc: AttributeError, reader: Any) -> None:
-        from .loader import LoadError
-
-        obj, name = getattr(exc, "obj", None), getattr(exc, "name", None)
-        if obj is None or name is None:
-            return
-        cls = obj if isinstance(obj, type) else type(obj)
-        where = f"{os.path.basename(reader.filename)} ({reader.name}, line {reader.lineno})"
-        if (getattr(cls, "__module__", "") or "").startswith("swafloor."):
-            raise LoadError(f"{cls.__name__}.{name}, which upstream's {where} reads of an object the check "
-                            "supplies", "this source's API differs from what the check drives")
-        if cls.__name__ in _BUILT_WITHOUT_CONSTRUCTOR and not hasattr(cls, name) and obj is not cls:
-            raise LoadError(f"{cls.__name__}.{name}, which upstream's {where} reads; the check builds "
-                            f"{cls.__name__} without its constructor and does not set it",
-                            "this source's API differs from what the check drives")
-        module = sys.modules.get(getattr(cls, "__module__", "") or "")
-        module_file = getattr(module, "__file__", None)
-        if module_file is None or not self._in_source(module_file) or hasattr(cls, name):
-            return
-        reader_file, class_file = os.path.basename(reader.filename), os.path.basename(module_file)
-        if reader_file == class_file:
-            return  # one module's own slip: an upstream failure like any other
-        raise SourceInconsistent(
-            f"inconsistent source: {reader_file} ({reader.name}, line {reader.lineno}) reads "
-            f"{cls.__name__}.{name}, but {class_file} defines {cls.__name__} without {name!r} "
-            f"(files from different commits?) in {self.up.source}")
-
-    def _stand_in_signature(self, exc: TypeError, caller: Any) -> None:
-        """Upstream called one of the check's stand-ins with arguments it does not take: the source's
-        API differs from what the check supplies (it cannot run), not an upstream failure."""
-        from . import standins
-        from .loader import LoadError
-
-        ours = [name for name in dir(standins) if isinstance(getattr(standins, name), type)
-                and getattr(getattr(standins, name), "__module__", "") == standins.__name__] + ["_LayerList"]
-        message = str(exc)
-        if any(message.startswith(f"{name}.") or message.startswith(f"{name}(") for name in ours):
-            raise LoadError(f"a stand-in that takes upstream's call ({message[:120]})",
-                            f"{os.path.basename(caller.filename)} ({caller.name}, line {caller.lineno}); "
-                            "this source's API differs from what the check drives") from None
+    def _is_ours(self, filename: str) -> bool:
+        return os.path.realpath(filename).startswith(_OURS)
 
     def _api_difference(self, exc: BaseException) -> None:
         """Our own code read an attribute this source's class or module does not have: the source's
@@ -341,7 +316,7 @@ class Checker:
         the run goes on; an inconsistent source or an API difference ends the run."""
         try:
             return bool(fn(*args))
-        except (SourceInconsistent, KeyboardInterrupt):
+        except KeyboardInterrupt:
             raise
         except SwafloorError as exc:
             if type(exc).__name__ == "LoadError":
@@ -533,7 +508,8 @@ class Checker:
             if record:
                 self.report.below_reference_model += 1
         log: list[str] = []
-        result: dict = {"agree": True, "ran_out": None, "upstream_ran_out": None, "steps": log}
+        result: dict = {"agree": True, "ran_out": None, "upstream_ran_out": None, "steps": log,
+                        "reference_outcome": None, "history": None}
 
         def the_input() -> dict:
             out = {**_config_input(config), "slots": list(slots), "steps": log[-12:]}
@@ -569,12 +545,18 @@ class Checker:
             """One step; returns the reference's verdict (None: stop, a failure was recorded)."""
             targets = [set(plan.required_blocks(lc, h, c)) for lc in range(n_lc)]
             if mgr is not None:
-                ref_ok = True if ref_step is None else bool(ref_step())
+                outcome = None if ref_step is None else ref_step()
+                ref_ok = True if outcome is None else bool(outcome)
+                if not ref_ok and result["reference_outcome"] is None:
+                    result["reference_outcome"] = outcome
             else:
                 need = [0] * tl.num_pool_groups
                 for lc in range(n_lc):
                     need[tl.pool_group_of[lc]] += len(targets[lc])
                 ref_ok = all(n <= s for n, s in zip(need, slots))
+                if not ref_ok and result["reference_outcome"] is None:
+                    result["reference_outcome"] = Outcome(False, tuple(
+                        Shortfall(g, n, s) for g, (n, s) in enumerate(zip(need, slots)) if n > s))
             try:
                 released = []
                 for lc in range(n_lc):
@@ -643,6 +625,7 @@ class Checker:
             h += 1
         if not ref_ok:
             result["ran_out"] = log[-1].split(" -> ")[0]
+            result["history"] = h
             if record:
                 self.report.decode_out_of_slots += 1
                 self.report.windowed_out_of_slots += windowed
@@ -660,7 +643,7 @@ class Checker:
             self._preflight()
             self._grid()
             self._hypothesis()
-        except SwafloorError as exc:  # SourceInconsistent, LoadError: this source cannot be checked further
+        except SwafloorError as exc:  # LoadError (an API difference): this source cannot be checked further
             self.report.fatal = f"{type(exc).__name__}: {exc}"
         finally:
             self._decide_rule()
@@ -678,8 +661,8 @@ class Checker:
                 registry.get_id(self.lcr.make_life_cycle(layer, tl.tokens_per_block))
             self._upstream_min(registry, tl, [])
         except Exception as exc:
-            self.upstream_raised(exc)  # raises SourceInconsistent; any other failure is met in the comparisons
-            self._api_difference(exc)
+            if self.upstream_raised(exc) is None:  # upstream's own failures are met in the comparisons
+                self._api_difference(exc)
 
     def _decide_rule(self) -> None:
         votes = self.report.rule_votes
@@ -697,7 +680,9 @@ class Checker:
         shown: Mismatch | None = None
         tries = 0
         for config, registry, tl, got, fixed, legacy in self._pending_min:
-            want = fixed if rule in (RULE_POST_FIX, "undetermined", "neither") else legacy
+            # The floor is the spec: every source's minimum is held to it (post-fix), whatever rule it
+            # implements, unless the caller said it expects the pre-fix rule (``hold_to``).
+            want = legacy if self.hold_to == RULE_PRE_FIX else fixed
             if got == want:
                 continue
             self.report.mismatch_counts["min_slots"] += 1
@@ -708,7 +693,7 @@ class Checker:
             detail = self._undersized(config, registry, tl, got, want) if tries < 50 else None
             tries += detail is not None
             if shown is None or (_clean(detail) and not _clean(shown.detail)):
-                shown = Mismatch("min_slots", {**_config_input(config), "rule": rule}, got,
+                shown = Mismatch("min_slots", {**_config_input(config), "rule": rule, "held_to": self.hold_to}, got,
                                  {"post-fix": fixed, "pre-fix": legacy}, detail)
         if shown is not None and not any(m.check == "min_slots" and "constraint" not in m.input and not _is_raise(m)
                                          for m in self.report.mismatches):
@@ -731,6 +716,17 @@ class Checker:
                 continue
             detail[label] = {"slots": list(slots), "ran_out_at": run["ran_out"],
                              "upstream_ran_out_at": run["upstream_ran_out"]}
+            outcome = run["reference_outcome"]
+            if run["ran_out"] is not None and outcome is not None:
+                groups = [s.pool_group for s in outcome.shortfalls]
+                detail[label].update({
+                    "history": run["history"],
+                    "reference_outcome": outcome.describe(),
+                    "life_cycles": [{"index": i, "kind": kind, "window": window, "sink_blocks": sinks,
+                                     "pool_group": tl.pool_group_of[i]}
+                                    for i, (kind, window, sinks) in enumerate(tl.life_cycles)
+                                    if tl.pool_group_of[i] in groups],
+                })
         return detail
 
     def _tick(self, phase: str, done: int, total: int) -> None:
@@ -791,9 +787,36 @@ class Checker:
         run_properties(self, self.examples, self.seed, self._tick)
 
 
-#: Upstream classes the stand-ins build with ``object.__new__`` (their constructors size real pools):
-#: an instance attribute upstream reads of them and the check did not set is the check's gap.
+#: Upstream classes the stand-ins build with ``object.__new__`` (their constructors size real pools).
 _BUILT_WITHOUT_CONSTRUCTOR = ("StorageManager", "CacheLevelManager")
+
+
+def _whose_object(exc: BaseException) -> str:
+    """A note for an exception upstream raised on an object or a function the check supplies (a
+    stand-in, the layer list, a class built without its constructor), so that the reader sees a
+    newer source's API next to what the check drives; empty otherwise. The failure stays upstream's."""
+    from . import standins
+
+    if isinstance(exc, AttributeError) and getattr(exc, "obj", None) is not None:
+        obj, name = exc.obj, getattr(exc, "name", "?")
+        cls = obj if isinstance(obj, type) else type(obj)
+        if (getattr(cls, "__module__", "") or "").startswith("swafloor."):
+            return f" (reads {cls.__name__}.{name} of an object the check supplies)"
+        if cls.__name__ in _BUILT_WITHOUT_CONSTRUCTOR and obj is not cls and not hasattr(cls, name):
+            return (f" (reads {cls.__name__}.{name}; the check builds {cls.__name__} without its constructor "
+                    "and does not set it)")
+    if isinstance(exc, TypeError):
+        ours = [n for n in dir(standins) if isinstance(getattr(standins, n), type)
+                and getattr(getattr(standins, n), "__module__", "") == standins.__name__] + ["_LayerList"]
+        message = str(exc)
+        if any(message.startswith(f"{n}.") or message.startswith(f"{n}(") for n in ours):
+            return " (a call to one of the check's stand-ins)"
+    return ""
+
+
+#: swafloor's own packages: a frame here is ours (the loader, the stand-ins, the checker, the reference).
+_OURS = tuple(os.path.dirname(os.path.realpath(m.__file__)) + os.sep
+              for m in (sys.modules["swafloor"], sys.modules["swafloor.fuzz"], sys.modules["swafloor.reference"]))
 
 
 def _clean(detail: dict | None) -> bool:

@@ -2,7 +2,9 @@
 
 Exit codes: 0 the source agrees with the reference (under the floor rule it implements, which is
 reported) and every comparison ran; 1 a mismatch or an exception raised by upstream code (each
-printed with its whole input), or the rule differs from ``--expect-rule``: whatever a later phase
+printed with its whole input), a minimum below the floor (the pre-fix rule included; the lone
+request that runs out is printed) unless ``--expect-rule pre-fix`` holds it to the old rule, or the
+rule is not the one ``--expect-rule`` names (an undetermined rule included): whatever a later phase
 did, a mismatch is exit 1; 2 the check cannot run: the source cannot be loaded, its files do not fit
 together, or a comparison failed on an error of ours, with no mismatch found (one stderr line).
 """
@@ -38,7 +40,8 @@ def register(subparsers) -> None:
     t.add_argument("--seed", type=int_at_least(0), default=0, help="Hypothesis seed (default 0)")
     t.add_argument("--grid", choices=("small", "tiny"), default="small", help="exhaustive grid size (default small)")
     t.add_argument("--expect-rule", choices=("post-fix", "pre-fix"), default=None,
-                   help="also fail (exit 1) unless the source implements this floor rule")
+                   help="also fail (exit 1) unless the source implements this floor rule (undetermined fails); "
+                        "pre-fix holds upstream's minimum to the old rule instead of the floor")
     t.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
     t.add_argument("--json", action="store_true", help="machine-readable output")
     t.set_defaults(handler=run)
@@ -70,13 +73,18 @@ def run(args) -> int:
 
     upstream = load(args.source)  # LoadError -> one line, exit 2 (swafloor.cli)
     progress = _Progress(not args.no_progress)
-    report = Checker(upstream, examples=args.examples, seed=args.seed, grid=args.grid, progress=progress).run()
+    # The floor is the spec: upstream's minimum is held to it (post-fix) unless the caller expects the
+    # pre-fix rule, so a pre-fix source is exit 1 by default (its lone request runs out; shown).
+    hold_to = "pre-fix" if args.expect_rule == "pre-fix" else "post-fix"
+    report = Checker(upstream, examples=args.examples, seed=args.seed, grid=args.grid, progress=progress,
+                     hold_to=hold_to).run()
     data = report.to_dict()
     rule_ok = args.expect_rule is None or report.rule == args.expect_rule
     data["expected_rule"] = args.expect_rule
+    data["held_to"] = hold_to
     data["ok"] = report.ok and rule_ok and report.complete
-    if not report.ok or (not rule_ok and report.rule != "undetermined"):
-        code = 1  # a finding: a mismatch (whatever else happened), or the wrong rule
+    if not report.ok or not rule_ok:
+        code = 1  # a finding: a mismatch (whatever else happened), or not the expected rule (undetermined too)
     elif not report.complete:
         code = 2  # nothing found, but the check could not run in full
     else:
@@ -91,7 +99,7 @@ def run(args) -> int:
             cannot = (f"swafloor: check trtllm: {report.not_run_count} comparisons could not run; first "
                       f"({CHECK_NAMES.get(first['check'], first['check'])}): {first['error']} at {first['where']}, "
                       f"input {json.dumps(first['input'])}")
-    if code == 2 and report.fatal is not None and not args.json:
+    if code == 2 and report.fatal is not None and not args.json and rule_ok:
         print(one_line(cannot), file=sys.stderr)  # nothing was found: the one line says why it stopped
         return 2
     if args.json:
@@ -134,6 +142,13 @@ def run(args) -> int:
         print(f"  reference: {json.dumps(m['reference'])}")
         if m.get("detail"):
             print(f"  detail:    {json.dumps(m['detail'])}")
+        runs_out = (m.get("detail") or {}).get("on upstream's minimum")
+        if m["check"] == "min_slots" and isinstance(runs_out, dict) and runs_out.get("ran_out_at"):
+            cycles = ", ".join(f"life cycle {c['index']} ({c['kind']}, window {c['window']}, {c['sink_blocks']} sink "
+                               f"blocks) in pool group {c['pool_group']}" for c in runs_out.get("life_cycles", []))
+            print(f"BELOW THE FLOOR: a lone request on upstream's minimum {runs_out['slots']} runs out at "
+                  f"{runs_out['ran_out_at']} (history {runs_out.get('history')}): {cycles}; the reference "
+                  f"manager says {runs_out.get('reference_outcome')}")
     if cannot is not None:
         print(f"COULD NOT RUN: {cannot.removeprefix('swafloor: ')}")
         for item in data["not_run"][1:]:
