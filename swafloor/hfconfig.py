@@ -47,7 +47,32 @@ import attrs
 from swafloor.reference import AttentionLayer, ConfigError, SsmLayer
 from swafloor.reference.config import MAX_COUNT
 
-__all__ = ["HfConfigError", "HfModel", "KINDS", "parse", "load"]
+__all__ = ["HfConfigError", "HfModel", "KINDS", "READERS", "UNIFORM_WINDOW_TYPES", "parse", "load",
+           "transformers_version"]
+
+#: ``--reader``: ``auto`` is transformers where it is installed (``pip install swafloor[hf]``), else built-in.
+READERS = ("auto", "transformers", "built-in")
+
+#: Model types whose attention layers all slide when the config has ``sliding_window`` and no layer
+#: pattern (their modeling code applies the one window to every layer). The built-in reader
+#: refuses any other model type with a window and no pattern, never guessing "every layer";
+#: tests/test_hfconfig_transformers.py checks this list against transformers' registry.
+UNIFORM_WINDOW_TYPES = frozenset({"mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phi3",
+                                  "starcoder2", "mistral3", "ministral", "phimoe"})
+
+#: Model types whose layer kinds (hybrids, linear attention, per-layer windows) transformers derives
+#: from fields or defaults the built-in reader does not model: without ``layer_types`` it refuses them
+#: (tests/test_hfconfig_transformers.py finds any other model type it would misread).
+NEEDS_LAYER_TYPES = frozenset({
+    "bailing_hybrid", "bamba", "colmodernvbert", "falcon_h1", "falcon_mamba", "granitemoehybrid",
+    "inkling_mm_model", "inkling_text", "kimi_linear", "mamba", "mamba2", "minicpm_ocr", "minicpmv4_6",
+    "minicpmv4_7", "minimax", "modernbert", "modernvbert", "olmo_hybrid", "pe_audio", "pe_audio_video",
+    "pe_video", "qwen3_5", "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_5_text", "qwen3_next", "qwen4_exp",
+    "qwen4_exp_text", "recurrent_gemma", "zamba", "zamba2"})
+
+#: Layer patterns that transformers supplies when a config names none: ``sliding_window_pattern`` by
+#: model type (checked against transformers by the same test).
+DEFAULT_SLIDING_WINDOW_PATTERN = {"gemma3": 6, "gemma3_text": 6, "cohere2": 4}
 
 #: What one layer is, as read: the kinds below, in the order they are listed.
 KINDS = ("sliding", "full", "chunked", "linear", "mamba", "none")
@@ -59,8 +84,20 @@ _LAYER_TYPES = {
     "linear_attention": "linear",
     "mamba": "mamba",
     "mamba2": "mamba",
+    "none": "none",
 }
 _PATTERN = {"M": "mamba", "*": "full", "-": "none", "E": "none"}
+#: Bytes per element of each KV dtype a config or ``--kv-dtype`` may name.
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "fp8": 1, "float8_e4m3fn": 1, "float8_e5m2": 1,
+               "fp8_e4m3": 1, "fp8_e5m2": 1}
+
+
+def kv_bytes_per_token(kv_heads: int, head_dim: int, dtype_bytes: int) -> int:
+    """The bytes one token keeps in one attention layer: its key and its value, each ``kv_heads``
+    heads of ``head_dim`` elements."""
+    return 2 * kv_heads * head_dim * dtype_bytes
+
+
 #: The largest config.json read (real ones are a few kilobytes).
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
 
@@ -80,6 +117,12 @@ class HfModel:
     chunk: int | None
     rule: str
     notes: tuple[str, ...]
+    #: Which reader read it: ``"transformers <version>"`` or ``"built-in"``.
+    reader: str = "built-in"
+    #: Key/value heads, head size and bytes per element (``None`` where the config does not say).
+    kv_heads: int | None = None
+    head_dim: int | None = None
+    dtype: str | None = None
 
     @property
     def num_layers(self) -> int:
@@ -120,8 +163,102 @@ def _bool(cfg: dict, field: str, prefix: str) -> bool | None:
     return value
 
 
-def parse(data: Any) -> HfModel:
-    """Read a config's fields (a dict, as ``json.load`` gives it); bad fields raise :class:`HfConfigError`."""
+def parse(data: Any, reader: str = "auto") -> HfModel:
+    """Read a config's fields (a dict, as ``json.load`` gives it) with ``reader`` (:data:`READERS`);
+    bad fields raise :class:`HfConfigError`."""
+    if reader not in READERS:
+        raise HfConfigError("--reader", reader, f"must be one of {list(READERS)}")
+    if not isinstance(data, dict):
+        raise HfConfigError("config", data, "must be a JSON object")
+    if reader == "auto" and transformers_version() is not None:
+        from transformers import CONFIG_MAPPING
+
+        if isinstance(data.get("model_type"), str) and data["model_type"] in CONFIG_MAPPING:
+            return _parse_transformers(data)
+    if reader == "transformers":
+        return _parse_transformers(data)
+    return _parse(data)
+
+
+def transformers_version() -> str | None:
+    """transformers' version where it can be imported, else ``None``."""
+    try:
+        import transformers
+    except ImportError:
+        return None
+    return str(transformers.__version__)
+
+
+#: transformers' names of the layers that keep no KV cache, and those of hybrid block lists.
+_NO_CACHE = {"mlp", "moe", "none"}
+_BLOCK_TYPES = {"attention": "full", "mamba": "mamba", "mamba2": "mamba", "mlp": "none", "moe": "none",
+                "linear_attention": "linear"}
+
+
+def _attr(config: Any, name: str) -> Any:
+    """``config.name``; a heterogeneous config's per-layer attribute raises on global access: then
+    its serialised value."""
+    try:
+        return getattr(config, name, None)
+    except Exception:
+        return config.to_dict().get(name)
+
+
+def _parse_transformers(data: dict) -> HfModel:
+    """Build the config with transformers' own class for its ``model_type`` (as vLLM and SGLang do),
+    then read its text model's ``layer_types`` (or a hybrid's ``layers_block_type``), window and
+    chunk size; transformers fills in each family's defaults."""
+    version = transformers_version()
+    if version is None:
+        raise HfConfigError("--reader", "transformers", "transformers is not installed (pip install swafloor[hf])")
+    import warnings
+
+    from transformers import CONFIG_MAPPING
+
+    model_type = data.get("model_type")
+    if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
+        raise HfConfigError("model_type", model_type, f"not a model type transformers {version} registers")
+    if data.get("text_config") is not None and not isinstance(data["text_config"], dict):
+        raise HfConfigError("text_config", data["text_config"], "must be an object")
+    raw = {k: v for k, v in data.items() if k != "model_type"}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            config = CONFIG_MAPPING[model_type](**raw)
+            text = config.get_text_config()
+    except Exception as exc:  # a config transformers' class rejects: its own message, one line
+        raise HfConfigError("config", model_type, f"transformers {version} cannot build it: {exc}") from None
+    cfg = text.to_dict()
+    cfg["model_type"] = getattr(text, "model_type", model_type) or model_type
+    for field in ("layer_types", "sliding_window", "attention_chunk_size", "num_hidden_layers", "head_dim",
+                  "num_key_value_heads", "num_attention_heads", "hidden_size"):
+        value = _attr(text, field)
+        if value is not None and not callable(value):
+            cfg[field] = list(value) if isinstance(value, tuple) else value
+    for source in (data.get("text_config") if isinstance(data.get("text_config"), dict) else {}, data):
+        for field in ("dtype", "torch_dtype"):  # as written (transformers turns it into a torch dtype)
+            if source.get(field) is not None:
+                cfg["dtype"] = source[field]
+                break
+        else:
+            continue
+        break
+    else:
+        cfg.pop("dtype", None), cfg.pop("torch_dtype", None)
+    if cfg.get("layer_types") is None and isinstance(_attr(text, "layers_block_type"), (list, tuple)):
+        blocks = list(_attr(text, "layers_block_type"))
+        for i, name in enumerate(blocks):
+            if name not in _BLOCK_TYPES:
+                raise HfConfigError(f"layers_block_type[{i}]", name, f"must be one of {sorted(_BLOCK_TYPES)}")
+        cfg["hybrid_kinds"] = [_BLOCK_TYPES[b] for b in blocks]
+    if isinstance(cfg.get("layer_types"), list):
+        cfg["layer_types"] = ["none" if t in _NO_CACHE else t for t in cfg["layer_types"]]
+    model = _parse(cfg, uniform=True)
+    return attrs.evolve(model, reader=f"transformers {version}",
+                        rule=f"transformers' {type(text).__name__}: {model.rule}")
+
+
+def _parse(data: Any, uniform: bool = False) -> HfModel:
     if not isinstance(data, dict):
         raise HfConfigError("config", data, "must be a JSON object")
     model_type = data.get("model_type", "")
@@ -143,7 +280,7 @@ def parse(data: Any) -> HfModel:
         notes.append(f"use_sliding_window=false: sliding_window={window} is not used")
         window = None
 
-    kinds, rule = _kinds(cfg, prefix, model_type, n, window, chunk)
+    kinds, rule = _kinds(cfg, prefix, model_type, n, window, chunk, uniform)
     if "sliding" in kinds and window is None:
         i = kinds.index("sliding")
         raise HfConfigError(prefix + "sliding_window", cfg.get("sliding_window"),
@@ -162,8 +299,26 @@ def parse(data: Any) -> HfModel:
         notes.append("gpt-oss's attention sinks are a learned logit per head, not cached tokens: S = 0")
     if not any(k != "none" for k in kinds):
         raise HfConfigError(prefix + "num_hidden_layers", n, "no layer keeps a cache")
+    heads = _int(cfg, "num_attention_heads", prefix)
+    kv_heads = _int(cfg, "num_key_value_heads", prefix) or heads
+    head_dim = _int(cfg, "head_dim", prefix)
+    hidden = _int(cfg, "hidden_size", prefix)
+    if head_dim is None and hidden is not None and heads:
+        head_dim = hidden // heads
+    dtype = None
+    for where, source in ((prefix, cfg), ("", data)):
+        for field in ("dtype", "torch_dtype"):
+            value = source.get(field)
+            if value is not None:
+                dtype = str(value).removeprefix("torch.")
+                if dtype not in DTYPE_BYTES:
+                    raise HfConfigError(where + field, value, f"must be one of {sorted(DTYPE_BYTES)}")
+                break
+        if dtype is not None:
+            break
     return HfModel(model_type, tuple(kinds), window if "sliding" in kinds else None,
-                   chunk if "chunked" in kinds else None, rule, tuple(notes))
+                   chunk if "chunked" in kinds else None, rule, tuple(notes), kv_heads=kv_heads,
+                   head_dim=head_dim, dtype=dtype)
 
 
 def _periodic(n: int, every: int, on: str, off: str) -> list[str]:
@@ -172,7 +327,15 @@ def _periodic(n: int, every: int, on: str, off: str) -> list[str]:
 
 
 def _kinds(cfg: dict, prefix: str, model_type: str, n: int, window: int | None,
-           chunk: int | None) -> tuple[list[str], str]:
+           chunk: int | None, uniform: bool = False) -> tuple[list[str], str]:
+    if cfg.get("layer_types") is None and not uniform and model_type in NEEDS_LAYER_TYPES \
+            and cfg.get("full_attention_interval") is None:
+        raise HfConfigError(prefix + "layer_types", None,
+                            f"missing: {model_type}'s layer kinds are transformers' default, which the built-in "
+                            "reader does not model; add layer_types or install swafloor[hf] (transformers)")
+    if cfg.get("hybrid_kinds") is not None:  # transformers' layers_block_type, read above
+        return [("sliding" if window else "full") if k == "full" else k for k in cfg["hybrid_kinds"]], \
+            "layers_block_type"
     if cfg.get("layer_types") is not None:
         types = cfg["layer_types"]
         if not isinstance(types, list) or len(types) != n:
@@ -222,12 +385,21 @@ def _kinds(cfg: dict, prefix: str, model_type: str, n: int, window: int | None,
     if window is not None and cfg.get("max_window_layers") is not None and cfg.get("use_sliding_window") is True:
         first = _int(cfg, "max_window_layers", prefix, minimum=0)
         return ["sliding" if i >= first else "full" for i in range(n)], "max_window_layers"
+    if window is not None and model_type in DEFAULT_SLIDING_WINDOW_PATTERN:
+        every = DEFAULT_SLIDING_WINDOW_PATTERN[model_type]
+        return _periodic(n, every, "full", "sliding"), f"{model_type}'s default sliding_window_pattern={every}"
+    if window is not None and (uniform or model_type in UNIFORM_WINDOW_TYPES):
+        return ["sliding"] * n, "sliding_window: every layer" + (
+            "" if uniform else f" ({model_type} applies its window to every layer)")
     if window is not None:
-        return ["sliding"] * n, "sliding_window: every layer"
+        raise HfConfigError(prefix + "layer_types", None,
+                            f"missing: {model_type or 'a config without model_type'} has sliding_window={window} "
+                            "but no layer pattern, and the built-in reader does not know its default; "
+                            "add layer_types or install swafloor[hf] (transformers) to read it")
     return ["full"] * n, "no window: every layer"
 
 
-def load(path: str | Path) -> HfModel:
+def load(path: str | Path, reader: str = "auto") -> HfModel:
     """Read and parse the ``config.json`` at ``path``. An unreadable file or bad JSON raises
     :class:`HfConfigError` naming the file."""
     try:
@@ -244,7 +416,7 @@ def load(path: str | Path) -> HfModel:
         data = json.loads(text)
     except ValueError as exc:
         raise HfConfigError("--hf-config", str(path), f"not JSON: {exc}") from None
-    return parse(data)
+    return parse(data, reader)
 
 
 def floors(model: HfModel, t: int, in_flight: int = 0) -> dict:

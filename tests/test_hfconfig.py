@@ -69,7 +69,7 @@ LLAMA = {"model_type": "llama", "num_hidden_layers": 2}
     (LLAMA, ("full", "full")),
 ])
 def test_layer_kinds_follow_each_family_rule(data, kinds):
-    assert parse(data).kinds == kinds
+    assert parse(data, "built-in").kinds == kinds
 
 
 @pytest.mark.parametrize("t,k", [(32, 0), (16, 0), (16, 1), (64, 3)])

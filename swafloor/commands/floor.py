@@ -30,6 +30,9 @@ def register(subparsers) -> None:
     p.add_argument("--hf-config", default=None, metavar="PATH",
                    help="instead of --window: a Hugging Face config.json; prints its life cycles, floors, "
                         "the pool-group minimum and what TensorRT-LLM V2, vLLM and SGLang reserve")
+    p.add_argument("--reader", default="auto", choices=("auto", "transformers", "built-in"),
+                   help="how --hf-config is read: transformers' config class (the hf extra), the built-in "
+                        "reader, or auto (transformers where installed)")
     p.add_argument("--step-tokens", type=int_at_least(1), default=None, help="also size an N-token step")
     p.add_argument("--in-flight", type=int_at_least(0), default=0, metavar="K",
                    help="tokens in flight (asynchronous scheduling frees on history - K; default 0)")
@@ -104,12 +107,14 @@ def run_hf(args) -> int:
 
     t = args.tokens_per_block or HF_TOKENS_PER_BLOCK
     k = args.in_flight
-    f = hfconfig.floors(hfconfig.load(args.hf_config), t, k)
+    model = hfconfig.load(args.hf_config, args.reader)
+    f = {"reader": model.reader, **hfconfig.floors(model, t, k)}
     if args.json:
         print_json({"config": str(args.hf_config), **f})
         return 0
     counts = ", ".join(f"{n} {kind}" for kind, n in f["layer_counts"].items())
-    print(f"{f['model_type'] or '(no model_type)'}: {f['layers']} layers ({counts}), read by {f['rule']}")
+    print(f"{f['model_type'] or '(no model_type)'}: {f['layers']} layers ({counts}), read by {f['rule']} "
+          f"(reader: {f['reader']})")
     print(f"t = {t} tokens per block, {k} token{'' if k == 1 else 's'} in flight, no sink tokens")
     head = ["life cycle", "layers", "floor", "TRT-LLM V2", "V2 pre-fix", "vLLM", "SGLang"]
     rows = []
