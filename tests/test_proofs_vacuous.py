@@ -23,7 +23,7 @@ def test_an_implication_from_a_false_antecedent_is_vacuous():
     def goal(x, n):
         return (implies(x < x, n < 0),)
 
-    assert vacuous_parts(_theorem(goal)) == [(0, "its antecedent simplifies to False")]
+    assert [i for i, _ in vacuous_parts(_theorem(goal))] == [0]
 
 
 def test_a_part_a_solver_must_decide_is_not_vacuous():
