@@ -13,7 +13,7 @@ import attrs
 
 from .symbolic import Var
 
-__all__ = ["Expected", "Replay", "Attempt", "Theorem", "goal_parts", "ConstantGoal", "solver_goal_parts"]
+__all__ = ["Expected", "Replay", "Attempt", "Theorem", "goal_parts", "ConstantGoal", "solver_goal_parts", "vacuous_parts"]
 
 
 class Expected(str, enum.Enum):
@@ -96,3 +96,23 @@ def solver_goal_parts(theorem: Theorem, syms: Any) -> tuple[Any, ...]:
             raise ConstantGoal(f"theorem {theorem.name}: goal part {i} is the constant {bool(part)} before any "
                                "solver sees it; state it as a property of the variables")
     return parts
+
+
+def vacuous_parts(theorem: Theorem) -> list[tuple[int, str]]:
+    """The goal parts no solver would decide: ``(index, why)`` for each part that ``z3.simplify``
+    reduces to True, or that is an implication whose antecedent ``z3.simplify`` reduces to False.
+    Evaluated on fresh Z3 integer constants named after the theorem's variables (lower bounds are
+    not assumed, so a part counts as vacuous only when it is so for every integer)."""
+    import z3
+
+    syms = [z3.Int(name) for name in theorem.variable_names]
+    found = []
+    for i, part in enumerate(goal_parts(theorem.goal(*syms))):
+        if not isinstance(part, z3.BoolRef):
+            found.append((i, f"the Python constant {bool(part)}"))
+            continue
+        if z3.is_true(z3.simplify(part)):
+            found.append((i, "z3.simplify reduces it to True"))
+        elif z3.is_implies(part) and z3.is_false(z3.simplify(part.arg(0))):
+            found.append((i, "its antecedent simplifies to False"))
+    return found

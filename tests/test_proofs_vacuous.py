@@ -1,0 +1,33 @@
+"""The vacuity detector: a goal part that z3.simplify reduces to True, or an implication whose
+antecedent simplifies to False, is no theorem (issue 28, section 3)."""
+
+from swafloor.proofs.symbolic import implies, upto
+from swafloor.proofs.theorem import Expected, Theorem, vacuous_parts
+
+X = upto("x", "x", 1, 3, "x <= 3", "x")
+N = upto("n", "n", 1, 3, "n <= 3", "n")
+
+
+def _theorem(goal):
+    return Theorem(name="planted", statement="planted", expected=Expected.PROVED, variables=(X, N), goal=goal)
+
+
+def test_a_part_simplify_reduces_to_true_is_vacuous():
+    def goal(x, n):
+        return (n * 1 <= n * 1, x * n >= x)
+
+    assert vacuous_parts(_theorem(goal)) == [(0, "z3.simplify reduces it to True")]
+
+
+def test_an_implication_from_a_false_antecedent_is_vacuous():
+    def goal(x, n):
+        return (implies(x < x, n < 0),)
+
+    assert [i for i, _ in vacuous_parts(_theorem(goal))] == [0]
+
+
+def test_a_part_a_solver_must_decide_is_not_vacuous():
+    def goal(x, n):
+        return (implies(x >= 1, x * n >= x), x + n >= n)
+
+    assert vacuous_parts(_theorem(goal)) == []
