@@ -8,6 +8,7 @@ solver version).
 
 from __future__ import annotations
 
+import pathlib
 import sys
 from typing import Sequence
 
@@ -40,7 +41,8 @@ def _twin_text(r: TheoremResult) -> str:
     return f"fails at {_cex(w.counterexample)} (after {w.points} grid points)"
 
 
-def render(results: Sequence[TheoremResult]) -> str:
+def render(results: Sequence[TheoremResult], times_file: pathlib.Path | None = None) -> str:
+    """The page; solver times from ``times_file`` (default: docs/solver_times.json beside this package)."""
     lines = [
         "# Theorems",
         "",
@@ -103,21 +105,23 @@ def render(results: Sequence[TheoremResult]) -> str:
                          "`swafloor prove`)")
         if r.discharge.counterexample is not None:  # drawn by `swafloor docs build`
             lines += ["", f"![the failing step of {t.name}](img/theorems/{t.name}.svg)"]
-    lines += _solver_times([r.theorem.name for r in results])
+    lines += _solver_times([r.theorem.name for r in results], times_file)
     return "\n".join(lines) + "\n"
 
 
-def _solver_times(names: Sequence[str]) -> list[str]:
+def _solver_times(names: Sequence[str], times_file: pathlib.Path | None = None) -> list[str]:
     """The solvers side by side, from the figures ``python -m swafloor.proofs.bench --write-times``
     stored in docs/solver_times.json (measured once, on the machine it names; not re-measured here)."""
     import json
 
     from .bench import TIMES_FILE
 
+    if times_file is None:
+        times_file = TIMES_FILE
     lines = ["", "## Solver times", ""]
-    if not TIMES_FILE.exists():
+    if not times_file.exists():
         return lines + ["Not measured yet: `python -m swafloor.proofs.bench --write-times`."]
-    data = json.loads(TIMES_FILE.read_text(encoding="utf-8"))
+    data = json.loads(times_file.read_text(encoding="utf-8"))
     cols = data["columns"]
     lines += [
         f"Each theorem discharged by {' and '.join(data['solvers'])}, each on both encodings (seed "

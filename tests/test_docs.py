@@ -19,12 +19,41 @@ from swafloor.docs import build, checks, markdown
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_generated_files_are_current():
+def _fresh_clone(tmp_path: Path) -> Path:
+    """A fresh clone of this checkout's HEAD (what CI checks out): no ignored or untracked file."""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(clone)], check=True, timeout=300)
+    return clone
+
+
+def test_generated_files_are_current_on_a_fresh_clone(tmp_path):
     """Sections, transcripts (all but the measured ones: long timed runs), pictures and
-    theorems.md equal what `swafloor docs build` makes now."""
-    result = build(ROOT, check=True, measured=False)
+    theorems.md equal what `swafloor docs build --check` makes now, on a fresh clone of HEAD: generated
+    pages come only from the code and committed files (CI's checkout is such a clone; locally, commit
+    first)."""
+    clone = _fresh_clone(tmp_path)
+    result = build(clone, check=True, measured=False)
     assert "docs/theorems.md" in result.files and "docs/comparison.md" in result.files
-    assert not result.changed, f"out of date (run: swafloor docs build): {list(result.changed)}"
+    assert "## Solver times" in result.files["docs/theorems.md"]
+    assert "Not measured yet" not in result.files["docs/theorems.md"], "docs/solver_times.json was not read"
+    assert not result.changed, f"out of date (run: swafloor docs build, and commit): {list(result.changed)}"
+
+
+def test_stored_data_is_read_from_the_root_being_built(tmp_path, monkeypatch):
+    """Issue 28 §6: a build of another root reads that root's stored JSON (models, solver times), not
+    the data beside the installed package (a non-editable install has none)."""
+    from swafloor.proofs import runner
+
+    clone = _fresh_clone(tmp_path)
+    models = json.loads((clone / "docs" / "models.json").read_text(encoding="utf-8"))
+    models["models"] = models["models"][:1] if isinstance(models, dict) and "models" in models else models[:1]
+    (clone / "docs" / "models.json").write_text(json.dumps(models, indent=1), encoding="utf-8")
+    changed = build(clone, check=True, theorems=False, measured=False, only=("docs/models.md",)).changed
+    assert changed == ("docs/models.md",), changed  # the clone's one-model table, not ROOT's
+    (clone / "docs" / "solver_times.json").unlink()
+    monkeypatch.setattr(runner, "prove", lambda *args, **kwargs: [])  # the page's tail is what is read here
+    made = build(clone, check=True, measured=False, only=("docs/theorems.md",)).files["docs/theorems.md"]
+    assert "Not measured yet" in made, made[-600:]
 
 
 def test_measured_transcripts_name_the_machine_and_run_real_commands():

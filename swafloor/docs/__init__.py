@@ -15,6 +15,7 @@ What it makes, under the repository root:
 
 from __future__ import annotations
 
+import contextvars
 import re
 import tempfile
 from pathlib import Path
@@ -25,7 +26,7 @@ import attrs
 from . import markdown
 from .sections import SECTIONS
 
-__all__ = ["BuildResult", "build", "repository_root", "pages"]
+__all__ = ["BuildResult", "build", "repository_root", "data_root", "pages"]
 
 HISTORY_PICTURE = "docs/img/held-vs-history.svg"
 IMAGE_AFTER = re.compile(r"^!\[[^\]]*\]\(([^)\s]+\.svg)\)\s*$")
@@ -43,6 +44,16 @@ def repository_root() -> Path:
     """The checkout this package lives in, if it has docs/; else the current folder."""
     here = Path(__file__).resolve().parents[2]
     return here if (here / "docs").is_dir() and (here / "pyproject.toml").exists() else Path.cwd()
+
+
+_BUILD_ROOT: contextvars.ContextVar[Path | None] = contextvars.ContextVar("swafloor_docs_build_root", default=None)
+
+
+def data_root() -> Path:
+    """Where generated sections read their stored data (matrices, models, regression traces, solver
+    times): the root being built, never the folder the package happens to be installed in (a
+    non-editable install has no docs/; a build of another checkout reads that checkout's data)."""
+    return _BUILD_ROOT.get() or repository_root()
 
 
 def pages(root: Path) -> list[Path]:
@@ -86,7 +97,7 @@ def _theorem_files(files: dict[str, str]) -> None:
     from .pictures import refutation_svg
 
     results = runner.prove(catalogue.CATALOGUE, jobs=2)
-    files["docs/theorems.md"] = render(results)
+    files["docs/theorems.md"] = render(results, times_file=data_root() / "docs" / "solver_times.json")
     for r in results:
         if r.discharge.counterexample is not None:
             trace = r.replay.trace if r.replay is not None else None
@@ -101,6 +112,14 @@ def build(root: Path | str | None = None, check: bool = False, theorems: bool = 
     write the files that changed unless ``check``. ``measured=False`` leaves the transcripts marked
     measured (timings: long benchmark and campaign runs) as they are."""
     root = Path(root).resolve() if root is not None else repository_root()
+    token = _BUILD_ROOT.set(root)
+    try:
+        return _build(root, check, theorems, only, measured)
+    finally:
+        _BUILD_ROOT.reset(token)
+
+
+def _build(root: Path, check: bool, theorems: bool, only: tuple[str, ...], measured: bool) -> BuildResult:
     files: dict[str, str] = {}
     originals: dict[str, str] = {}
     outputs: dict[tuple[str, str], list[str]] = {}  # (page, command) -> its output, run once

@@ -33,9 +33,9 @@ def VLLM_RELEASES() -> str:  # noqa: N802 - a row's value, computed
     """Where the vLLM rows come from: the pinned release and the matrix of releases (docs/vllm-matrix.json)."""
     import json
 
-    from . import repository_root
+    from . import data_root
 
-    data = json.loads((repository_root() / "docs" / "vllm-matrix.json").read_text(encoding="utf-8"))
+    data = json.loads((data_root() / "docs" / "vllm-matrix.json").read_text(encoding="utf-8"))
     return (f"vLLM {data['pinned']}, pinned and fuzzed in CI (`scripts/vllm-venv`); releases {data['releases'][0]} .. "
             f"{data['releases'][-1]} by `swafloor matrix vllm` ([fuzzing-engines](fuzzing-engines.md))")
 
@@ -316,10 +316,10 @@ def pages_table() -> str:
     """Every page under docs/ with its title and first sentence, so a new page is on the map."""
     import re
 
-    from . import repository_root
+    from . import data_root
 
     lines = ["| page | what it holds |", "|---|---|"]
-    for page in sorted((repository_root() / "docs").glob("*.md")):
+    for page in sorted((data_root() / "docs").glob("*.md")):
         if page.name == "index.md":
             continue
         text = page.read_text(encoding="utf-8")
@@ -349,9 +349,9 @@ def write_vllm_matrix(report: dict, engine: str = "vllm") -> str:
     import platform
     import time
 
-    from . import repository_root
+    from . import data_root
 
-    path = repository_root() / f"docs/{engine}-matrix.json"
+    path = data_root() / f"docs/{engine}-matrix.json"
     run = {"command": report["command"], "measured": time.strftime("%Y-%m-%d", time.gmtime()),
            "seconds": report["seconds"], "releases": report["releases"],
            "machine": f"{platform.machine()}, {os.cpu_count()} cores (shared), Python {platform.python_version()}"}
@@ -395,10 +395,10 @@ def _release_traces(engine: str = "vllm") -> list[tuple[str, dict]]:
     """The regression traces that pin a release's divergence: ``tests/regressions/ENGINE-X.Y.Z-*.json``."""
     import json
 
-    from . import repository_root
+    from . import data_root
 
     out = []
-    for path in sorted((repository_root() / "tests" / "regressions").glob(f"{engine}-*.json")):
+    for path in sorted((data_root() / "tests" / "regressions").glob(f"{engine}-*.json")):
         data = json.loads(path.read_text(encoding="utf-8"))
         if (data.get("found") or {}).get("release"):
             out.append((path.name, data))
@@ -418,9 +418,9 @@ def vllm_matrix(engine: str = "vllm") -> str:
     class's verdict read from the regression traces that pin it."""
     import json
 
-    from . import repository_root
+    from . import data_root
 
-    path = repository_root() / f"docs/{engine}-matrix.json"
+    path = data_root() / f"docs/{engine}-matrix.json"
     if not path.exists():
         return f"Not measured yet: `swafloor matrix {engine} --write-docs`."
     data = json.loads(path.read_text(encoding="utf-8"))
@@ -478,9 +478,9 @@ def model_configs() -> tuple[int, list[dict]]:
     ``layer_types_repeat`` shorthand expanded), and the tokens per block the table uses."""
     import json
 
-    from . import repository_root
+    from . import data_root
 
-    data = json.loads((repository_root() / MODELS).read_text(encoding="utf-8"))
+    data = json.loads((data_root() / MODELS).read_text(encoding="utf-8"))
     out = []
     for model in data["models"]:
         config = json.loads(json.dumps(model["config"]))
@@ -621,14 +621,14 @@ def checked_where() -> str:
     from swafloor.proofs.theorem import Expected
     from swafloor.reference.seeded_bugs import SEEDED_BUGS
 
-    from . import repository_root
+    from . import data_root
 
     rows = {r["name"]: r for r in backend_rows()}
     proved = sum(1 for t in CATALOGUE if t.expected is Expected.PROVED)
     refuted = len(CATALOGUE) - proved
     engines = [n for n in rows if not n.startswith("mutant:") and n not in ("reference", "dataplane:NAME")]
     mutants = [n for n in rows if n.startswith("mutant:")]
-    matrix_path = repository_root() / VLLM_MATRIX
+    matrix_path = data_root() / VLLM_MATRIX
     matrix = json.loads(matrix_path.read_text(encoding="utf-8")) if matrix_path.exists() else None
     matrix_size = (f"{len(matrix['releases'])} releases ({matrix['releases'][0]} .. {matrix['releases'][-1]}) x "
                    f"{len(matrix['backends'])} backends, last measured {matrix['runs'][-1]['measured']}"
