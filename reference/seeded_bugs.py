@@ -288,7 +288,9 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "eagle-ignored": HIT,
     "align-before-pop": HIT,
     "draft-slots-named": HIT,
-    "hit-holds-null-blocks": ("pool_used",),
+    # the held null blocks are slots in use (``pool_used``) or, where the pool has none to spare, the
+    # resume that holds them runs out (its result: ``shortfalls``/``outcome``) at the same step
+    "hit-holds-null-blocks": ("pool_used",) + RESULT,
 }
 
 

@@ -249,7 +249,7 @@ def main(argv: list[str]) -> int:
     examples = int(argv[0])
     for spec in argv[1:]:
         name, _, name_of_backend = spec.partition("@")
-        print(json.dumps(run(name, examples, name_of_backend or "vllm")), flush=True)
+        print(json.dumps(run(name, examples, name_of_backend or "vllm"), default=str), flush=True)
     return 0
 
 
