@@ -198,7 +198,8 @@ def test_glossary_defines_the_words_the_pages_use():
     text = (ROOT / "docs" / "glossary.md").read_text(encoding="utf-8")
     defined = set(re.findall(r"^- \*\*([^*]+)\*\*", text, re.M))
     for word in ("slot", "block", "life cycle", "pool group", "history", "capacity", "live", "stale", "in flight",
-                 "floor", "start-block `+1`", "in-flight-token `+1`"):
+                 "floor", "start-block `+1`", "in-flight-token `+1`",
+                 "fixed minimum / legacy minimum"):
         assert word in defined, word
 
 
@@ -326,3 +327,15 @@ def test_the_rule_card_opens_readme_and_index(page):
     if page == "README.md":
         before = before[before.index("```\n", before.index("```sh")) :]
     assert card < first_section and ("pip install" not in before)
+
+
+def test_backends_md_names_every_capabilities_flag_and_part():
+    import attrs
+
+    from swafloor.fuzz.protocol import Capabilities, Part
+
+    text = (ROOT / "docs" / "backends.md").read_text(encoding="utf-8")
+    for field in attrs.fields(Capabilities):
+        assert f"| `{field.name}` |" in text, field.name
+    for part in Part:
+        assert f"| `{part.value}` |" in text, part.value
