@@ -2,7 +2,7 @@
 ``register(subparsers)``, which adds its parser and sets ``handler`` (``args -> exit code``).
 
 Exit codes: 0 success; 1 a check failed (a theorem contradicted, a divergence found); 2 bad arguments
-or bad input (one line on stderr naming the problem); 3 a solver answered unknown; 4 ``simulate``'s
+or bad input (one line on stderr naming the problem, ``swafloor COMMAND: message``, no class names); 3 a solver answered unknown; 4 ``simulate``'s
 request deadlocked (the pool ran out of slots); 130 interrupted.
 """
 
@@ -20,7 +20,13 @@ COMMANDS = ("prove", "floor", "explain", "simulate", "fuzz", "replay", "matrix",
 
 
 class UsageError(Exception):
-    """Bad arguments or input: printed as one line, exit code 2."""
+    """Bad arguments or input: printed as one line, exit code 2, in the form ``swafloor COMMAND:
+    message`` (:func:`error_line`). ``where`` is the command (default: the one that was parsed); a
+    message may start with it already (``swafloor floor: ...``)."""
+
+    def __init__(self, message: str, where: str | None = None) -> None:
+        super().__init__(message)
+        self.where = where
 
 
 #: The longest error line printed; longer messages are cut (values in them are bounded already).
@@ -34,9 +40,29 @@ def one_line(message: str, limit: int = MAX_ERROR_CHARS) -> str:
     return bounded_line(message, limit)
 
 
+def error_line(where: str, message: str) -> str:
+    """The one line every error is printed as: ``swafloor COMMAND: message`` (``where`` is the
+    command's prog, e.g. ``swafloor floor`` or ``swafloor check trtllm``), bounded, never a Python
+    class name in front of the message."""
+    prefix = f"{where}: "
+    return one_line(message if message.startswith(prefix) else prefix + message)
+
+
 class _Parser(argparse.ArgumentParser):
+    def parse_args(self, args=None, namespace=None):
+        namespace, rest = self.parse_known_args(args, namespace)
+        if rest:  # named by the command they were given to, not by the top-level parser
+            raise UsageError(f"unrecognized arguments: {' '.join(rest)}", where=namespace.command_prog)
+        return namespace
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, rest = super().parse_known_args(args, namespace)
+        if getattr(namespace, "command_prog", None) is None:  # the deepest parser returns first
+            namespace.command_prog = self.prog  # the command a later error belongs to
+        return namespace, rest
+
     def error(self, message: str) -> None:  # one line, exit 2
-        raise UsageError(f"{self.prog}: {message}")
+        raise UsageError(message, where=self.prog)
 
     def _get_values(self, action, arg_strings):
         # ``--window=--`` leaves argparse an empty list for a one-value option (it drops the "--"):
@@ -61,14 +87,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     returns 130 (commands doing long work print a summary of what was done first)."""
     from swafloor.reference import SwafloorError
 
+    where = "swafloor"  # the command, once parsed: every error line names it
     try:
         args = build_parser().parse_args(argv)
+        where = args.command_prog
         return int(args.handler(args))
     except UsageError as exc:
-        print(one_line(str(exc)), file=sys.stderr)
+        print(error_line(exc.where or where, str(exc)), file=sys.stderr)
         return 2
     except SwafloorError as exc:
-        print(one_line(f"swafloor: {type(exc).__name__}: {exc}"), file=sys.stderr)
+        print(error_line(where, str(exc)), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("swafloor: interrupted", file=sys.stderr)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -148,3 +149,57 @@ def test_bench_reference_prints_figures_for_both_managers(capsys):
         for name in ("reference", "oracle"):
             assert r[name]["steps"] >= r["requests"] and r[name]["steps_per_second"] > 0
             assert r[name]["final_history"] > r["start_history"]
+
+
+ERROR_LINE = re.compile(r"^swafloor [a-z-]+( [a-z-]+)?: ")
+
+
+def _bad_argvs(tmp_path):
+    """A bad argument for every subcommand (nested ones included), by the parser and by the handler."""
+    from swafloor.cli import COMMANDS
+
+    not_json = tmp_path / "not.json"
+    not_json.write_text("{not json")
+    argvs = [[name, "--no-such-flag"] for name in COMMANDS]
+    argvs += [["check", "trtllm", "--no-such-flag"], ["docs", "build", "--no-such-flag"],
+              ["floor", "--window", "4", "--tokens-per-block", "4", "extra"],
+              ["floor", "--hf-config", str(tmp_path / "missing.json")],
+              ["simulate", "--window", "4", "--tokens-per-block", "4", "--steps", "0"],
+              ["replay", str(not_json)], ["explain", "--trace", str(not_json)],
+              ["prove", "no-such-theorem"], ["bench", "nothing"], ["fuzz", "--backend", "no-such-backend"],
+              ["docs", "build", "--root", str(tmp_path)]]
+    return argvs
+
+
+def test_every_error_is_one_line_naming_its_command(capsys, tmp_path):
+    """Every subcommand's bad argument prints exactly one line, ``swafloor COMMAND: message`` with no
+    Python class name, and exits 2."""
+    for argv in _bad_argvs(tmp_path):
+        code, out, err = run_cli(capsys, *argv)
+        lines = err.splitlines()
+        assert code == 2 and len(lines) == 1, (argv, code, err)
+        assert ERROR_LINE.match(lines[0]) and lines[0].startswith(f"swafloor {argv[0]}"), (argv, lines[0])
+        assert not re.search(r"\b[A-Z][A-Za-z]*Error\b", lines[0]), (argv, lines[0])
+
+
+def test_simulate_steps_zero_names_the_flag(capsys):
+    code, _, err = run_cli(capsys, "simulate", "--window", "4", "--tokens-per-block", "4", "--steps", "0")
+    assert code == 2 and "--steps" in err
+
+
+def test_floor_rule_has_help():
+    from swafloor.docs.sections import _subparsers
+
+    action = next(a for a in _subparsers()["simulate"]._actions if "--floor-rule" in a.option_strings)
+    assert action.help and "fixed" in action.help and "legacy" in action.help
+
+
+def test_prove_list_names_every_theorem(capsys):
+    from swafloor.proofs.catalogue import CATALOGUE
+
+    code, out, _ = run_cli(capsys, "prove", "--list")
+    assert code == 0 and [line.split()[0] for line in out.splitlines()] == [t.name for t in CATALOGUE]
+    code, out, _ = run_cli(capsys, "prove", "--list", "--json")
+    assert code == 0 and [(d["name"], d["statement"]) for d in json.loads(out)] == [(t.name, t.statement) for t in CATALOGUE]
+    code, _, err = run_cli(capsys, "prove", "no-such-theorem")
+    assert code == 2 and "swafloor prove --list" in err and "theorems.md" not in err

@@ -141,9 +141,9 @@ def _toy_folders(tmp_path: Path) -> tuple[Path, Path]:
     text = (ROOT / "docs" / "backends.md").read_text(encoding="utf-8")
     code = next(code for _, code in checks.code_blocks(ROOT, "python") if "toy_adapter.py" in code)
     assert code in text
-    broken = code.replace("(b + 1) * t > h + 1 - window", "(b + 1) * t > h + 2 - window")
-    assert broken != code and "h + 2 - window" in text
-    assert "change `h + 1 - window` to `h + 2 - window`" in (ROOT / "docs" / "tutorial.md").read_text()
+    broken = code.replace("(b + 1) * t > h + 1 - window", "(b + 1) * t > h - window")
+    assert broken != code and "(b + 1) * t > h - window" in text
+    assert "change `h + 1 - window` to `h - window`" in (ROOT / "docs" / "tutorial.md").read_text()
     good, bad = tmp_path / "good", tmp_path / "bad"
     for folder, source in ((good, code), (bad, broken)):
         folder.mkdir()
@@ -151,9 +151,21 @@ def _toy_folders(tmp_path: Path) -> tuple[Path, Path]:
     return good, bad
 
 
-def _expect(command: str, folder: Path, code: int) -> None:
+def _expect(command: str, folder: Path, code: int) -> subprocess.CompletedProcess:
     done = _run_printed(command, folder)
     assert done.returncode == code, (command, folder.name, done.returncode, done.stdout[-2000:], done.stderr[-2000:])
+    return done
+
+
+def _assert_released_late(report: str) -> None:
+    """The divergence the pages describe: at a commit (where the window moves and stale blocks are
+    released), the broken toy holds more slots than the reference (released one token late, not early)."""
+    m = re.search(r"^divergence at step (\d+): (\w+)\(.*\n  field: (\w+)\[\d+\] \((\w+)\)\n"
+                  r"  reference: (\d+)\n  backend:   (\d+)$", report, re.M)
+    assert m, report[-3000:]
+    _, op, part, mode, reference, backend = m.groups()
+    assert (op, part, mode) == ("commit", "pool_used", "exact"), m.group(0)
+    assert int(backend) > int(reference), f"released early, not late: {m.group(0)}"
 
 
 def test_adapter_commands_in_backends_md_run_as_printed(tmp_path):
@@ -166,20 +178,31 @@ def test_adapter_commands_in_backends_md_run_as_printed(tmp_path):
     good, bad = _toy_folders(tmp_path)
     for command in commands:
         _expect(command, good, 0)
-        _expect(command, bad, 1)
+        done = _expect(command, bad, 1)
+        if command.startswith("swafloor fuzz"):
+            _assert_released_late(done.stdout)
+
+
+def _shell_block(page: str, needle: str) -> list[str]:
+    """The lines of the page's first ``sh`` block holding ``needle``."""
+    text = (ROOT / "docs" / page).read_text(encoding="utf-8")
+    return next(list(f.body) for f in markdown.fences(text) if f.info == "sh" and any(needle in x for x in f.body))
 
 
 def test_tutorial_commands_run_as_printed(tmp_path):
-    """docs/tutorial.md's steps, as printed: the campaign passes the toy and fails it broken; the
-    saved trace replays as a divergence on the broken toy, draws, and replays clean on the fixed one."""
+    """docs/tutorial.md's steps, as printed: the campaign passes the toy and fails it broken, with the
+    divergence the page describes (a commit, pool use, one token late); the saved trace replays as a
+    divergence on the broken toy, draws, and replays clean on the fixed one with a hint on keeping it;
+    the regression steps of section 7, run in that same folder, pass on the fixed toy and fail on the
+    broken one."""
     commands = _printed_adapter_commands("tutorial.md")
-    campaign = [c for c in commands if "fuzz-failures" not in c]
+    campaign = [c for c in commands if "fuzz-failures" not in c and "regressions/" not in c and "pytest" not in c]
     on_trace = [c for c in commands if "fuzz-failures" in c]
     assert campaign and any(c.startswith("swafloor replay") for c in on_trace), commands
     good, bad = _toy_folders(tmp_path)
     for command in campaign:
         _expect(command, good, 0)
-        _expect(command, bad, 1)
+        _assert_released_late(_expect(command, bad, 1).stdout)
     assert len(list((bad / "fuzz-failures").glob("*.json"))) == 1
     for command in on_trace:
         _expect(command, bad, 1 if command.startswith("swafloor replay") else 0)
@@ -187,14 +210,25 @@ def test_tutorial_commands_run_as_printed(tmp_path):
     for trace in (bad / "fuzz-failures").glob("*.json"):
         (good / "fuzz-failures" / trace.name).write_text(trace.read_text())
     for command in on_trace:
+        done = _expect(command, good, 0)
+        if command.startswith("swafloor replay"):
+            assert "NOT as expected" in done.stdout and '"expect": "match"' in done.stdout, done.stdout
+    keep = _shell_block("tutorial.md", "regressions/")
+    assert any("pip install pytest" in line for line in keep), keep
+    for command in keep:
         _expect(command, good, 0)
+    assert list((good / "regressions").glob("*.json")) and not list((good / "fuzz-failures").glob("*.json"))
+    for command in keep:
+        if command.startswith("swafloor replay"):
+            _expect(command.replace("regressions/", str(good / "regressions") + "/"), bad, 1)
 
 
 def test_glossary_defines_the_words_the_pages_use():
     text = (ROOT / "docs" / "glossary.md").read_text(encoding="utf-8")
     defined = set(re.findall(r"^- \*\*([^*]+)\*\*", text, re.M))
     for word in ("slot", "block", "life cycle", "pool group", "history", "capacity", "live", "stale", "in flight",
-                 "floor", "start-block `+1`", "in-flight-token `+1`"):
+                 "floor", "start-block `+1`", "in-flight-token `+1`",
+                 "fixed minimum / legacy minimum"):
         assert word in defined, word
 
 
@@ -322,3 +356,15 @@ def test_the_rule_card_opens_readme_and_index(page):
     if page == "README.md":
         before = before[before.index("```\n", before.index("```sh")) :]
     assert card < first_section and ("pip install" not in before)
+
+
+def test_backends_md_names_every_capabilities_flag_and_part():
+    import attrs
+
+    from swafloor.fuzz.protocol import Capabilities, Part
+
+    text = (ROOT / "docs" / "backends.md").read_text(encoding="utf-8")
+    for field in attrs.fields(Capabilities):
+        assert f"| `{field.name}` |" in text, field.name
+    for part in Part:
+        assert f"| `{part.value}` |" in text, part.value

@@ -93,10 +93,10 @@ def run(args) -> int:
     cannot = None
     if not report.complete:
         if report.fatal is not None:
-            cannot = f"swafloor: check trtllm could not run in full: {report.fatal}"
+            cannot = f"swafloor check trtllm: could not run in full: {report.fatal}"
         else:
             first = report.not_run[0]
-            cannot = (f"swafloor: check trtllm: {report.not_run_count} comparisons could not run; first "
+            cannot = (f"swafloor check trtllm: {report.not_run_count} comparisons could not run; first "
                       f"({CHECK_NAMES.get(first['check'], first['check'])}): {first['error']} at {first['where']}, "
                       f"input {json.dumps(first['input'])}")
     if code == 2 and report.fatal is not None and not args.json and rule_ok:

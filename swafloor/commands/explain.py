@@ -48,7 +48,7 @@ def run(args) -> int:
         try:
             tr = pictures.trace_rows(args.trace, args.backend)
         except (TraceError, Unsupported) as exc:
-            raise UsageError(f"swafloor explain: {args.trace}: {type(exc).__name__}: {exc}") from None
+            raise UsageError(f"swafloor explain: --trace: {exc}") from None
         except OSError as exc:
             raise UsageError(f"swafloor explain: --trace: cannot read {args.trace!r}: {exc.strerror}") from None
         return _show(args, tr, "trace_svg", pictures.render_trace_text)

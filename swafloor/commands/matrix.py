@@ -98,7 +98,7 @@ def run(args) -> int:
         try:
             load(trace_path)
         except TraceError as exc:
-            raise _usage(f"--bisect: TraceError: {exc}") from None
+            raise _usage(f"--bisect: {exc}") from None
         if len(releases) < 2:
             raise _usage("--bisect needs at least two releases")
     if engine.name != "vllm" and args.vllm_venv is not None:

@@ -33,6 +33,8 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("prove", help="prove the theorem catalogue with Z3 (and cvc5: --solver both, the main CI job)")
     p.add_argument("names", nargs="*", metavar="NAME", help="theorems to run (default: the whole catalogue)")
     p.add_argument("--json", action="store_true", help="print a JSON list, one object per theorem")
+    p.add_argument("--list", action="store_true",
+                   help="list the catalogue's theorems (name, expected outcome, statement) and prove nothing")
     p.add_argument("--timeout", type=float_in(0.001, MAX_SECONDS), default=DEFAULT_TIMEOUT_S, metavar="S",
                    help="each solver's wall-clock limit per theorem in seconds, a safety net beside the resource "
                         f"limits (default {DEFAULT_TIMEOUT_S:g})")
@@ -120,22 +122,30 @@ def format_table(results, header: str) -> str:
 def run(args) -> int:
     from swafloor.proofs import catalogue, discharge, runner
 
+    from ..cli import UsageError
+
     theorems = catalogue.CATALOGUE
     if args.names:
         known = {t.name: t for t in theorems}
         unknown = [n for n in args.names if n not in known]
         if unknown:
-            print(f"swafloor prove: unknown theorem {bounded(unknown[0], 60)} (see docs/theorems.md)", file=sys.stderr)
-            return 2
+            raise UsageError(f"unknown theorem {bounded(unknown[0], 60)} (the names: swafloor prove --list)")
         theorems = tuple(known[n] for n in dict.fromkeys(args.names))
+    if args.list:
+        if args.json:
+            print_json([{"name": t.name, "expected": t.expected.value, "statement": t.statement} for t in theorems])
+        else:
+            width = max(len(t.name) for t in theorems)
+            for t in theorems:
+                print(f"{t.name.ljust(width)}  {t.expected.value:<7}  {t.statement}")
+        return 0
     jobs = args.jobs or default_jobs()
     solvers = ("z3", "cvc5") if args.solver == "both" else (args.solver,)
     encodings = {s: args.encoding for s in solvers if args.encoding}  # unset: each theorem's own, else the solver's default
     try:
         version = ", ".join(f"{discharge.solver_version(s)} ({encodings.get(s) or discharge.default_encoding(s)} encoding)" for s in solvers)
     except discharge.SolverMissing as exc:
-        print(f"swafloor prove: --solver {args.solver}: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(f"--solver {args.solver}: {exc}") from None
     print(f"swafloor prove: {version}, seed {args.seed}, {len(theorems)} theorems", file=sys.stderr)
 
     def progress(item, message: str) -> None:

@@ -31,7 +31,7 @@ def run(args) -> int:
     except TraceError as exc:
         from ..cli import UsageError
 
-        raise UsageError(f"swafloor replay: TraceError: {exc}") from None  # exc quotes the file, bounded
+        raise UsageError(f"swafloor replay: {exc}") from None  # exc quotes the file, bounded
     result = replay(trace, args.backend, args.against)
     verdict = "divergence" if result.diverged else "match"
     if args.json:
@@ -55,4 +55,8 @@ def run(args) -> int:
                   f"{longest} (the backend recomputes {longest - taken}; lost-hit rule {rule})")
         if result.divergence is not None:
             print(result.divergence.describe())
+        if not result.as_expected and not result.diverged:
+            print(f"hint: {args.file} no longer diverges; to keep it as a regression, edit its \"expect\": "
+                  f"\"divergence\" to \"expect\": \"match\" (replay then says as expected, exits 0 while "
+                  f"the two agree and 1 if they diverge again) and keep it with your tests")
     return 1 if result.diverged else 0

@@ -23,8 +23,11 @@ def register(subparsers) -> None:
     add_window_arguments(p)
     p.add_argument("--slots", type=int_at_least(1), default=None,
                    help="pool slots, any number >= 1, even below the minimum (default: the rule's minimum)")
-    p.add_argument("--steps", type=int_at_least(0), default=None, help="decode steps (default: 10 windows)")
-    p.add_argument("--floor-rule", choices=[r.value for r in FloorRule], default=FloorRule.FIXED.value)
+    p.add_argument("--steps", type=int_at_least(1), default=None, help="decode steps, at least 1 (default: 10 windows)")
+    p.add_argument("--floor-rule", choices=[r.value for r in FloorRule], default=FloorRule.FIXED.value,
+                   help="the rule the pool's minimum (the 'fixed minimum' or 'legacy minimum' printed) comes from: "
+                        "fixed, TensorRT-LLM after PR #15588, the floor S + ceil((W-1)/t) + 1 (default); legacy, "
+                        "before it, one slot per life cycle")
     p.add_argument(
         "--release-order", choices=[o.value for o in ReleaseOrder], default=ReleaseOrder.RELEASE_FIRST.value
     )

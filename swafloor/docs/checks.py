@@ -127,7 +127,7 @@ def synopsis_lines(code: str) -> list[str]:
 
 
 SETUP = ("pip install", "pip ", "python3 -m venv", "python -m venv", ". ", "source ", "cd ", "export ", "git ",
-         "apt-get ", "mkdir ", "cp ", "ls ", "cat ")
+         "apt-get ", "mkdir ", "cp ", "ls ", "cat ", "mv ", "sed ")
 
 
 def synopsis_problems(root: Path) -> list[str]:
