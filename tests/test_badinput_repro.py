@@ -126,7 +126,8 @@ def test_a_trace_holding_a_5000_digit_number_exits_2(tmp_path, capsys):
     path = tmp_path / "big.json"
     path.write_text(text)
     code, out, err = run_cli(capsys, "replay", str(path))
-    assert_one_line_exit_2(code, err, "TraceError")
+    assert_one_line_exit_2(code, err, "is not a valid trace")
+    assert err.startswith("swafloor replay: ") and "TraceError" not in err  # one style, no class name
     assert len(err) < 600
 
 
