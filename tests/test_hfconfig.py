@@ -284,7 +284,7 @@ def test_step_and_sink_tokens_work_with_hf_config_as_the_brute_force(tmp_path, c
 @pytest.mark.parametrize("argv,needle", [
     (["--kv-dtype", "int3"], "--kv-dtype: invalid choice: 'int3'"),
     (["--max-model-len", "0"], "--max-model-len: must be between 1"),
-    (["--max-model-len", "-5"], "--max-model-len"),
+    (["--max-model-len", "-5"], "argument --max-model-len: must be between 1"),
     (["--max-model-len", "8", "--requests", "0"], "--requests: must be between 1"),
     (["--requests", "3"], "--requests=3 needs --max-model-len"),
 ])
