@@ -98,6 +98,11 @@ def kv_bytes_per_token(kv_heads: int, head_dim: int, dtype_bytes: int) -> int:
     return 2 * kv_heads * head_dim * dtype_bytes
 
 
+#: The engines' default tokens per block for ``--max-model-len``: vLLM's ``block_size`` 16,
+#: SGLang's ``page_size`` 1 (its server default), TensorRT-LLM's ``tokens_per_block`` 32.
+ENGINE_BLOCK_SIZES = {"vllm": 16, "sglang": 1, "trtllm": 32}
+
+
 #: The largest config.json read (real ones are a few kilobytes).
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
 
@@ -128,14 +133,15 @@ class HfModel:
     def num_layers(self) -> int:
         return len(self.kinds)
 
-    def reference_layers(self) -> tuple[tuple[int, Any], ...]:
+    def reference_layers(self, sink_tokens: int = 0) -> tuple[tuple[int, Any], ...]:
         """``(layer index, reference layer)`` for every layer that keeps a cache: sliding layers as
-        :class:`AttentionLayer` with the window, full and chunked as full attention, linear attention
-        and Mamba as :class:`SsmLayer`; layers without a cache are left out."""
+        :class:`AttentionLayer` with the window (and ``sink_tokens`` sink tokens: configs name none,
+        ``--sink-tokens`` adds them), full and chunked as full attention, linear attention and Mamba
+        as :class:`SsmLayer`; layers without a cache are left out."""
         out = []
         for i, kind in enumerate(self.kinds):
             if kind == "sliding":
-                out.append((i, AttentionLayer(window=self.window)))
+                out.append((i, AttentionLayer(window=self.window, sink_tokens=sink_tokens)))
             elif kind in ("full", "chunked"):
                 out.append((i, AttentionLayer()))
             elif kind in ("linear", "mamba"):
@@ -419,24 +425,58 @@ def load(path: str | Path, reader: str = "auto") -> HfModel:
     return parse(data, reader)
 
 
-def floors(model: HfModel, t: int, in_flight: int = 0) -> dict:
+def token_bytes(model: HfModel, kv_dtype: str | None = None) -> tuple[int | None, str | None, str | None]:
+    """``(bytes one token keeps in one attention layer, the dtype, why not)``: :func:`kv_bytes_per_token`
+    of the model's key/value heads and head size at ``kv_dtype`` (``--kv-dtype``; else the config's
+    dtype); ``None`` and the missing field where the config does not say."""
+    dtype = kv_dtype or model.dtype
+    if kv_dtype is not None and kv_dtype not in DTYPE_BYTES:
+        raise HfConfigError("--kv-dtype", kv_dtype, f"must be one of {sorted(DTYPE_BYTES)}")
+    missing = [name for name, value in (("num_key_value_heads", model.kv_heads), ("head_dim", model.head_dim),
+                                        ("dtype", dtype)) if value is None]
+    if missing:
+        return None, dtype, "the config names no " + " / ".join(missing) + (
+            " (nor hidden_size / num_attention_heads)" if "head_dim" in missing else "")
+    return kv_bytes_per_token(model.kv_heads, model.head_dim, DTYPE_BYTES[dtype]), dtype, None
+
+
+def floors(model: HfModel, t: int, in_flight: int = 0, *, step_tokens: int | None = None, sink_tokens: int = 0,
+           kv_dtype: str | None = None, max_model_len: int | None = None, requests: int = 1) -> dict:
     """The model's life cycles at ``t`` tokens per block and ``in_flight`` tokens in flight, each with
     its floor and what TensorRT-LLM V2 (after and before PR #15588), vLLM and SGLang reserve for it,
     and the pool-group minimum with one pool group per life cycle and with all in one. Every figure
     is a reference function (:mod:`swafloor.reference.floors`, :mod:`swafloor.reference.peers`) or
     the reference's layout (:func:`swafloor.reference.build_layout`); ``None`` where an engine has no
-    per-life-cycle figure."""
-    from swafloor.reference import Config, LifeCycleKind, Semantics, build_layout, peers
-    from swafloor.reference.floors import full_attention_floor, legacy_floor
+    per-life-cycle figure.
 
-    indexed = model.reference_layers()
-    semantics = Semantics(in_flight_tokens=in_flight)
+    ``step_tokens`` ``n``: steps of ``n`` tokens (chunked prefill; speculative decoding's drafts are
+    ``n - 1``): the layout is sized with ``n - 1`` lookahead slots (:func:`~swafloor.reference.floors.
+    lookahead_floor`, the ``n``-token step floor) and each SWA row also carries
+    :func:`~swafloor.reference.floors.step_floor`. ``sink_tokens``: sink tokens of every sliding layer.
+
+    Bytes (``kv_dtype`` overrides the config's dtype): a block of an attention life cycle keeps ``t``
+    tokens of each of its layers, :func:`token_bytes` each; a pool group's bytes the sum of its life
+    cycles'. SSM states' bytes are not read from the config (``None``). With ``max_model_len`` ``L``:
+    per request and for ``requests`` requests of ``L`` tokens, full attention holds ``ceil(L/t)``
+    blocks and an SWA life cycle ``min(ceil(L/t), floor)`` (a request never asks capacity past ``L``;
+    it first holds its floor at capacity ``(floor - 1) * t + 1``, theorem first-floor-history), beside
+    each engine at its own block size (:data:`ENGINE_BLOCK_SIZES`)."""
+    from swafloor.reference import Config, LifeCycleKind, Semantics, build_layout, peers
+    from swafloor.reference.arith import cdiv, imin
+    from swafloor.reference.floors import full_attention_floor, legacy_floor, step_floor
+
+    indexed = model.reference_layers(sink_tokens)
+    lookahead = step_tokens - 1 if step_tokens else 0
+    semantics = Semantics(in_flight_tokens=in_flight, lookahead_tokens=lookahead)
     config = Config(tokens_per_block=t, layers=[layer for _, layer in indexed], semantics=semantics)
     layout = build_layout(config)
     one = build_layout(Config(tokens_per_block=t, layers=config.layers, semantics=semantics,
                               pool_groups=[0] * len(layout.life_cycles)))
     v2 = {lc: peers.upstream_swa_floor(t, lc.window, lc.sink_blocks)
           for lc in layout.life_cycles if lc.kind is LifeCycleKind.SWA}
+    per_token, dtype, why = token_bytes(model, kv_dtype)
+    # vLLM's T: the most tokens one step batches (a step of n tokens), or the tokens in flight
+    vllm_step = max(1, in_flight, step_tokens or 1)
     rows = []
     for i, lc in enumerate(layout.life_cycles):
         layers = [indexed[j][0] for j, c in enumerate(layout.layer_life_cycle) if c == i]
@@ -446,14 +486,38 @@ def floors(model: HfModel, t: int, in_flight: int = 0) -> dict:
                "trtllm_v2": None, "trtllm_v2_pre_fix": legacy_floor(), "vllm": None, "sglang": None}
         if lc.kind is LifeCycleKind.SWA:
             row["trtllm_v2"] = v2[lc]
-            row["vllm"] = peers.vllm_blocks_per_request(t, lc.window, max(1, in_flight))
+            row["vllm"] = peers.vllm_blocks_per_request(t, lc.window, vllm_step)
             row["sglang"] = peers.sglang_request_pages(t, lc.window, lc.window)
+            if step_tokens is not None:
+                row["step_floor"] = step_floor(t, lc.window, lc.sink_blocks, step_tokens)
         elif lc.kind is LifeCycleKind.FULL:
             row["trtllm_v2"] = full_attention_floor(max(v2.values(), default=0))
         else:
             row["trtllm_v2"] = 1
+        attention = lc.kind is not LifeCycleKind.SSM and per_token is not None
+        # bytes of one token of this life cycle (all its layers); None for a state or unknown sizes
+        row["token_bytes"] = len(layers) * per_token if attention else None
+        row["bytes"] = row["floor"] * t * row["token_bytes"] if attention else None
+        if max_model_len is not None:
+            length = max_model_len
+            blocks = {"reference": cdiv(length, t)}
+            blocks["vllm"] = cdiv(length, ENGINE_BLOCK_SIZES["vllm"])
+            blocks["sglang"] = cdiv(length, ENGINE_BLOCK_SIZES["sglang"])
+            blocks["trtllm"] = cdiv(length, ENGINE_BLOCK_SIZES["trtllm"])
+            if lc.kind is LifeCycleKind.SWA:
+                blocks["reference"] = imin(blocks["reference"], row["floor"])
+                blocks["vllm"] = peers.vllm_blocks_per_request(ENGINE_BLOCK_SIZES["vllm"], lc.window, vllm_step, length)
+                blocks["sglang"] = peers.sglang_request_pages(ENGINE_BLOCK_SIZES["sglang"], lc.window, length)
+                blocks["trtllm"] = imin(blocks["trtllm"], peers.trtllm_cpp_blocks(ENGINE_BLOCK_SIZES["trtllm"], lc.window))
+            elif lc.kind is LifeCycleKind.SSM:
+                blocks = {who: 1 for who in blocks}
+            sizes = {"reference": t, **ENGINE_BLOCK_SIZES}
+            row["request_blocks"] = blocks
+            row["request_bytes"] = {who: n * sizes[who] * row["token_bytes"] if attention else None
+                                    for who, n in blocks.items()}
         rows.append(row)
-    return {
+    known = [r["bytes"] for r in rows if r["bytes"] is not None]
+    out = {
         "model_type": model.model_type,
         "layers": model.num_layers,
         "layer_counts": {k: model.kinds.count(k) for k in KINDS if k in model.kinds},
@@ -462,10 +526,34 @@ def floors(model: HfModel, t: int, in_flight: int = 0) -> dict:
         "attention_chunk_size": model.chunk,
         "tokens_per_block": t,
         "in_flight": in_flight,
+        "step_tokens": step_tokens,
+        "sink_tokens": sink_tokens,
         "life_cycles": rows,
         "pool_groups_separate": list(layout.min_slots),
         "pool_group_one": one.min_slots[0],
         "trtllm_v2_one": sum(r["trtllm_v2"] for r in rows),
         "trtllm_v2_pre_fix_one": len(rows) * legacy_floor(),
+        "bytes": {
+            "kv_dtype": dtype,
+            "dtype_bytes": DTYPE_BYTES.get(dtype) if dtype else None,
+            "kv_heads": model.kv_heads,
+            "head_dim": model.head_dim,
+            "per_token_per_layer": per_token,
+            "unknown": why,
+            "pool_groups_separate": [r["bytes"] for r in rows] if per_token is not None else None,
+            "pool_group_one": sum(known) if per_token is not None else None,
+        },
         "notes": list(model.notes),
     }
+    if per_token is not None and any(r["kind"] == "ssm" for r in rows):
+        out["notes"].append("bytes count the attention life cycles only: an SSM state's size is not read")
+    if max_model_len is not None:
+        workload = {"max_model_len": max_model_len, "requests": requests,
+                    "block_sizes": {"reference": t, **ENGINE_BLOCK_SIZES}}
+        for who in workload["block_sizes"]:
+            per = [r["request_bytes"][who] for r in rows if r["request_bytes"][who] is not None]
+            per_request = sum(per) if per_token is not None else None
+            workload[who] = {"request_bytes": per_request,
+                             "total_bytes": per_request * requests if per_request is not None else None}
+        out["workload"] = workload
+    return out

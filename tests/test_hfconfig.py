@@ -111,8 +111,8 @@ def test_text_output_lines_up_engines_side_by_side(tmp_path, capsys):
     code, out, _ = run(capsys, "floor", "--hf-config", write(tmp_path, GPT_OSS))
     assert code == 0
     swa_row = next(line.split() for line in out.splitlines() if line.strip().startswith("swa W=128"))
-    # floor, V2, V2 pre-fix, vLLM, SGLang at t = 32, W = 128: 5, 5, 1, 5, 5
-    assert swa_row[-5:] == [str(decode_need(32, 128)), "5", "1", "5", "5"]
+    # floor, KV bytes (unknown: no head sizes), V2, V2 pre-fix, vLLM, SGLang at t = 32, W = 128
+    assert swa_row[-6:] == [str(decode_need(32, 128)), "-", "5", "1", "5", "5"]
     assert "S = 0" in out  # gpt-oss's sinks are not cached tokens
 
 
@@ -177,3 +177,117 @@ def test_the_models_page_example_is_the_models_json_entry():
 
     example = json.loads((Path(__file__).parents[1] / "docs/models/gemma-3-1b.json").read_text())
     assert example == next(m["config"] for m in model_configs()[1] if m["name"] == "Gemma 3 1B")
+
+
+# Gemma 3 27B as the hub writes it (a gemma3 config with its text model in text_config), the fields
+# bytes need: 16 key/value heads of head_dim 128, bfloat16; 62 layers, every 6th full, W = 1024.
+GEMMA3_27B = {"model_type": "gemma3", "torch_dtype": "bfloat16",
+              "text_config": {"model_type": "gemma3_text", "num_hidden_layers": 62, "sliding_window": 1024,
+                              "sliding_window_pattern": 6, "num_attention_heads": 32, "num_key_value_heads": 16,
+                              "head_dim": 128, "hidden_size": 5376}}
+# by hand: K and V, 16 heads x 128 elements, 2 bytes each, per token per layer
+GEMMA3_27B_TOKEN = 2 * 16 * 128 * 2
+GEMMA3_27B_SWA_LAYERS, GEMMA3_27B_FULL_LAYERS = 52, 10  # layers 5, 11, ..., 59 attend fully
+
+
+def ceil_div(a, b):
+    return -(-a // b)
+
+
+@pytest.mark.parametrize("reader", ["built-in", "auto"])
+def test_gemma3_27b_floor_is_66_at_t32_in_one_pool_group_with_its_bytes(tmp_path, capsys, reader):
+    code, out, _ = run(capsys, "floor", "--hf-config", write(tmp_path, GEMMA3_27B), "--reader", reader, "--json")
+    assert code == 0
+    data = json.loads(out)
+    floor = ceil_div(1024 - 1, 32) + 1  # 33
+    assert data["pool_group_one"] == 66 == 2 * floor
+    swa, full = data["life_cycles"]
+    assert data["bytes"]["per_token_per_layer"] == GEMMA3_27B_TOKEN and data["bytes"]["kv_dtype"] == "bfloat16"
+    assert swa["bytes"] == floor * 32 * GEMMA3_27B_SWA_LAYERS * GEMMA3_27B_TOKEN
+    assert full["bytes"] == floor * 32 * GEMMA3_27B_FULL_LAYERS * GEMMA3_27B_TOKEN
+    assert data["bytes"]["pool_groups_separate"] == [swa["bytes"], full["bytes"]]
+    assert data["bytes"]["pool_group_one"] == 33 * 32 * 62 * 8192 == 536_346_624
+    code, out, _ = run(capsys, "floor", "--hf-config", write(tmp_path, GEMMA3_27B), "--reader", reader)
+    row = next(line.split() for line in out.splitlines() if line.strip().startswith("one pool group"))
+    assert code == 0 and row[4:7] == ["66", f"{536_346_624 / 2**20:.2f}", "MiB"]  # 511.50 MiB
+    assert "8192 bytes per token per layer" in out
+
+
+def test_kv_dtype_overrides_the_config_and_fp8_halves_bfloat16(tmp_path, capsys):
+    path = write(tmp_path, GEMMA3_27B)
+    for dtype, size in [("fp8", 1), ("float8_e4m3fn", 1), ("float32", 4), ("float16", 2)]:
+        data = json.loads(run(capsys, "floor", "--hf-config", path, "--kv-dtype", dtype, "--json")[1])
+        assert data["bytes"]["kv_dtype"] == dtype and data["bytes"]["per_token_per_layer"] == 2 * 16 * 128 * size
+        assert data["bytes"]["pool_group_one"] == 33 * 32 * 62 * 2 * 16 * 128 * size
+
+
+def test_head_dim_from_hidden_size_and_a_config_without_sizes(tmp_path, capsys):
+    # Mistral 7B: hidden 4096 over 32 heads = head_dim 128, 8 key/value heads, bfloat16
+    mistral = {**MISTRAL, "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096,
+               "torch_dtype": "bfloat16"}
+    data = json.loads(run(capsys, "floor", "--hf-config", write(tmp_path, mistral), "--json")[1])
+    assert data["bytes"]["per_token_per_layer"] == 2 * 8 * 128 * 2
+    assert data["life_cycles"][0]["bytes"] == (ceil_div(4095, 32) + 1) * 32 * 3 * 2 * 8 * 128 * 2
+    # the built-in reader fills in no family defaults (transformers' MistralConfig would)
+    code, out, _ = run(capsys, "floor", "--hf-config", write(tmp_path, MISTRAL), "--reader", "built-in")
+    assert code == 0 and "KV bytes: unknown: the config names no num_key_value_heads / head_dim / dtype" in out
+    data = json.loads(run(capsys, "floor", "--hf-config", write(tmp_path, MISTRAL), "--reader", "built-in",
+                          "--json")[1])
+    assert data["bytes"]["pool_group_one"] is None and data["life_cycles"][0]["bytes"] is None
+
+
+def test_requests_of_max_model_len_beside_each_engine_at_its_block_size(tmp_path, capsys):
+    L, N = 32768, 8
+    code, out, _ = run(capsys, "floor", "--hf-config", write(tmp_path, GEMMA3_27B), "--max-model-len", str(L),
+                       "--requests", str(N), "--json")
+    assert code == 0
+    w = json.loads(out)["workload"]
+    swa_l, full_l = GEMMA3_27B_SWA_LAYERS, GEMMA3_27B_FULL_LAYERS
+    # per engine: (tokens per block, SWA blocks, full-attention blocks), written out by hand
+    expected = {
+        "reference": (32, min(ceil_div(L, 32), 33), ceil_div(L, 32)),          # floor 33, 1024
+        "vllm": (16, ceil_div(min(1024 - 1 + 1, L), 16) + 1, ceil_div(L, 16)),  # 65, 2048
+        "sglang": (1, ceil_div(min(L, 1024), 1) + 1, L),                         # 1025, 32768
+        "trtllm": (32, min(ceil_div(L, 32), ceil_div(1024, 32) + 1), ceil_div(L, 32)),  # 33, 1024
+    }
+    for who, (t, swa, full) in expected.items():
+        per = (swa * swa_l + full * full_l) * t * GEMMA3_27B_TOKEN
+        assert w[who] == {"request_bytes": per, "total_bytes": N * per}, who
+    assert w["vllm"]["request_bytes"] == (65 * 52 + 2048 * 10) * 16 * 8192
+    # a request shorter than the window never holds the floor: 100 tokens are 4 blocks of 32
+    data = json.loads(run(capsys, "floor", "--hf-config", write(tmp_path, GEMMA3_27B), "--max-model-len", "100",
+                          "--json")[1])
+    assert [r["request_blocks"]["reference"] for r in data["life_cycles"]] == [4, 4]
+    assert data["workload"]["requests"] == 1
+    code, out, _ = run(capsys, "floor", "--hf-config", write(tmp_path, GEMMA3_27B), "--max-model-len", str(L),
+                       "--requests", str(N))
+    assert code == 0 and f"8 requests of L = {L} tokens" in out
+    floor_row = next(line.split() for line in out.splitlines() if line.strip().startswith("floor "))
+    assert floor_row[-2:] == [f"{N * (33 * 52 + 1024 * 10) * 32 * 8192 / 2**30:.2f}", "GiB"]
+
+
+SMALL_SWA = {"model_type": "gemma3_text", "num_hidden_layers": 6, "sliding_window": 10, "sliding_window_pattern": 6}
+
+
+@pytest.mark.parametrize("t,n,sinks", [(4, 1, 0), (4, 3, 0), (4, 3, 2), (3, 5, 4), (8, 2, 1)])
+def test_step_and_sink_tokens_work_with_hf_config_as_the_brute_force(tmp_path, capsys, t, n, sinks):
+    code, out, _ = run(capsys, "floor", "--hf-config", write(tmp_path, SMALL_SWA), "--tokens-per-block", str(t),
+                       "--step-tokens", str(n), "--sink-tokens", str(sinks), "--json")
+    assert code == 0
+    data = json.loads(out)
+    swa, full = data["life_cycles"]
+    need = brute.worst_step_need(t, 10, sinks, n, 6 * (10 + n) + 8 * t + sinks)[0]
+    assert swa["floor"] == need and swa["step_floor"] == need and swa["sink_blocks"] == ceil_div(sinks, t)
+    assert full["floor"] == need and data["pool_group_one"] == 2 * need
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--kv-dtype", "int3"], "--kv-dtype: invalid choice: 'int3'"),
+    (["--max-model-len", "0"], "--max-model-len: must be between 1"),
+    (["--max-model-len", "-5"], "argument --max-model-len: must be between 1"),
+    (["--max-model-len", "8", "--requests", "0"], "--requests: must be between 1"),
+    (["--requests", "3"], "--requests=3 needs --max-model-len"),
+])
+def test_bad_byte_options_exit_2_with_one_line_naming_the_flag(tmp_path, capsys, argv, needle):
+    code, out, err = run(capsys, "floor", "--hf-config", write(tmp_path, GEMMA3_27B), *argv)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and needle in err

@@ -14,6 +14,7 @@ from swafloor.reference import (
     worst_case_history,
 )
 
+from ..hfconfig import DTYPE_BYTES, ENGINE_BLOCK_SIZES
 from ._common import int_at_least, print_json
 
 #: Tokens per block with --hf-config when none is given (TensorRT-LLM's usual 32).
@@ -36,6 +37,12 @@ def register(subparsers) -> None:
     p.add_argument("--step-tokens", type=int_at_least(1), default=None, help="also size an N-token step")
     p.add_argument("--in-flight", type=int_at_least(0), default=0, metavar="K",
                    help="tokens in flight (asynchronous scheduling frees on history - K; default 0)")
+    p.add_argument("--kv-dtype", default=None, choices=sorted(DTYPE_BYTES),
+                   help="with --hf-config: the KV cache's dtype (default: the config's dtype / torch_dtype)")
+    p.add_argument("--max-model-len", type=int_at_least(1), default=None, metavar="L",
+                   help="with --hf-config: KV per request of L tokens, beside each engine at its default block size")
+    p.add_argument("--requests", type=int_at_least(1), default=None, metavar="N",
+                   help="with --max-model-len: also the KV of N such requests (default 1)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=run)
 
@@ -67,11 +74,15 @@ def run(args) -> int:
     from ..cli import UsageError
 
     if args.hf_config is not None:
-        for name in ("window", "sink_tokens", "step_tokens"):
-            if getattr(args, name) is not None:
-                raise UsageError(f"swafloor floor: --{name.replace('_', '-')} cannot be combined with --hf-config "
-                                 "(the window comes from the config)")
+        if args.window is not None:
+            raise UsageError("swafloor floor: --window cannot be combined with --hf-config "
+                             "(the window comes from the config)")
+        if args.requests is not None and args.max_model_len is None:
+            raise UsageError(f"swafloor floor: --requests={args.requests} needs --max-model-len")
         return run_hf(args)
+    for name in ("kv_dtype", "max_model_len", "requests"):
+        if getattr(args, name) is not None:
+            raise UsageError(f"swafloor floor: --{name.replace('_', '-')}={getattr(args, name)} needs --hf-config")
     if args.window is None:
         raise UsageError("swafloor floor: the following arguments are required: --window (or --hf-config PATH)")
     if args.tokens_per_block is None:
@@ -102,40 +113,80 @@ def _cell(value) -> str:
     return "-" if value is None else str(value)
 
 
+def size(n: int | None) -> str:
+    """Bytes as GiB (1024**3) at and above one GiB, else MiB (1024**2), two decimals."""
+    if n is None:
+        return "-"
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.2f} MiB"
+
+
 def run_hf(args) -> int:
     from .. import hfconfig
 
     t = args.tokens_per_block or HF_TOKENS_PER_BLOCK
     k = args.in_flight
+    sinks = args.sink_tokens or 0
     model = hfconfig.load(args.hf_config, args.reader)
-    f = {"reader": model.reader, **hfconfig.floors(model, t, k)}
+    f = {"reader": model.reader, **hfconfig.floors(model, t, k, step_tokens=args.step_tokens, sink_tokens=sinks,
+                                                   kv_dtype=args.kv_dtype, max_model_len=args.max_model_len,
+                                                   requests=args.requests or 1)}
     if args.json:
         print_json({"config": str(args.hf_config), **f})
         return 0
     counts = ", ".join(f"{n} {kind}" for kind, n in f["layer_counts"].items())
     print(f"{f['model_type'] or '(no model_type)'}: {f['layers']} layers ({counts}), read by {f['rule']} "
           f"(reader: {f['reader']})")
-    print(f"t = {t} tokens per block, {k} token{'' if k == 1 else 's'} in flight, no sink tokens")
-    head = ["life cycle", "layers", "floor", "TRT-LLM V2", "V2 pre-fix", "vLLM", "SGLang"]
+    step = f", {args.step_tokens}-token steps" if args.step_tokens else ""
+    print(f"t = {t} tokens per block, {k} token{'' if k == 1 else 's'} in flight{step}, "
+          + (f"{sinks} sink tokens" if sinks else "no sink tokens"))
+    b = f["bytes"]
+    head = ["life cycle", "layers", "floor", "KV bytes", "TRT-LLM V2", "V2 pre-fix", "vLLM", "SGLang"]
     rows = []
     for r in f["life_cycles"]:
         what = f"swa W={r['window']}" if r["kind"] == "swa" else r["kind"]
         kinds = "/".join(r["layer_kinds"])
-        rows.append([what, f"{len(r['layers'])} ({kinds})", str(r["floor"]), _cell(r["trtllm_v2"]),
+        rows.append([what, f"{len(r['layers'])} ({kinds})", str(r["floor"]), size(r["bytes"]), _cell(r["trtllm_v2"]),
                      _cell(r["trtllm_v2_pre_fix"]), _cell(r["vllm"]), _cell(r["sglang"])])
     rows.append(["one pool group", str(sum(len(r["layers"]) for r in f["life_cycles"])), str(f["pool_group_one"]),
-                 str(f["trtllm_v2_one"]), str(f["trtllm_v2_pre_fix_one"]), "-", "-"])
+                 size(b["pool_group_one"]), str(f["trtllm_v2_one"]), str(f["trtllm_v2_pre_fix_one"]), "-", "-"])
     widths = [max(len(x[i]) for x in [head] + rows) for i in range(len(head))]
     for row in [head] + rows:
         print("  " + "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
     print(f"pool-group minimum: {f['pool_groups_separate']} with one pool group per life cycle, "
           f"{f['pool_group_one']} with all in one")
+    if b["per_token_per_layer"] is None:
+        print(f"KV bytes: unknown: {b['unknown']} (--kv-dtype sets the dtype)")
+    else:
+        print(f"KV bytes: 2 (K, V) x {b['kv_heads']} kv heads x {b['head_dim']} head_dim x {b['dtype_bytes']} "
+              f"({b['kv_dtype']}) = {b['per_token_per_layer']} bytes per token per layer; a block t tokens of "
+              f"each layer of its life cycle: {b['pool_group_one']:,} bytes in one pool group")
+    if args.step_tokens:
+        steps = ", ".join(f"W={r['window']}: {r['step_floor']}" for r in f["life_cycles"] if r["kind"] == "swa")
+        print(f"{args.step_tokens}-token step floor S + ceil((W+n-2)/t) + 1: {steps or '-'} "
+              f"(the layout sizes each step with n-1 lookahead slots)")
     floor = "S + ceil((W-1+k)/t) + 1" if k else "S + ceil((W-1)/t) + 1"
     print(f"floor: SWA {floor}; full attention max(1, largest SWA floor); SSM 1; a pool group the sum")
     print("TRT-LLM V2: S + (W+t-2)//t + 1 (PR #15588), no tokens in flight; pre-fix 1 per life cycle")
-    print(f"vLLM: ceil((W-1+max(1,k))/t) + 1 per request; SGLang: ceil(min(L,W)/t) + 1 per request of "
-          f"L >= W tokens, its pool a user ratio; '-': no per-window figure (full attention holds the "
-          f"whole sequence, a state is one page)")
+    print(f"vLLM: ceil((W-1+T)/t) + 1 per request, T = {max(1, k, args.step_tokens or 1)}; SGLang: ceil(min(L,W)/t) + 1 "
+          f"per request of L >= W tokens, its pool a user ratio; '-': no per-window figure (full attention holds "
+          f"the whole sequence, a state is one page)")
+    if "workload" in f:
+        w = f["workload"]
+        n = w["requests"]
+        print(f"{n} request{'' if n == 1 else 's'} of L = {w['max_model_len']} tokens (full attention holds L "
+              f"tokens, SWA min(ceil(L/t), floor) blocks; engines at their default block size):")
+        names = {"reference": "floor", "vllm": "vLLM", "sglang": "SGLang", "trtllm": "TRT-LLM"}
+        table = [["", "t", "blocks per life cycle", "per request", "total"]]
+        for who, name in names.items():
+            blocks = ", ".join(str(r["request_blocks"][who]) for r in f["life_cycles"])
+            table.append([name, str(w["block_sizes"][who]), blocks, size(w[who]["request_bytes"]),
+                          size(w[who]["total_bytes"])])
+        widths = [max(len(x[i]) for x in table) for i in range(len(table[0]))]
+        for row in table:
+            print("  " + "  ".join(c.ljust(wd) if i in (0, 2) else c.rjust(wd) for i, (c, wd) in enumerate(zip(row, widths))))
+        print(f"vLLM SWA: ceil(min(W-1+T, L)/{ENGINE_BLOCK_SIZES['vllm']}) + 1; SGLang SWA: ceil(min(L,W)/P) + 1 "
+              f"(P = {ENGINE_BLOCK_SIZES['sglang']}, its default page); TRT-LLM SWA: min(ceil(L/t), ceil(W/t) + 1) "
+              "(its C++ manager per sequence); full attention ceil(L/t) everywhere; a state 1")
     for note in f["notes"]:
         print(f"note: {note}")
     return 0

@@ -493,33 +493,56 @@ def model_configs() -> tuple[int, list[dict]]:
     return data["tokens_per_block"], out
 
 
+#: Request lengths of the models table's per-request KV columns.
+MODEL_LENGTHS = (8192, 32768, 131072)
+
+
+def _gib(n: int | None) -> str:
+    return "-" if n is None else f"{n / 2**30:.2f}"
+
+
 def models_table() -> str:
     """Per model of docs/models.json: its layers by kind, each life cycle's floor, the pool-group
-    minimum, and what TensorRT-LLM V2, vLLM and SGLang reserve for its SWA life cycle, computed by
-    ``swafloor floor --hf-config`` (:func:`swafloor.hfconfig.floors`)."""
+    minimum, what TensorRT-LLM V2, vLLM and SGLang reserve for its SWA life cycle, and the KV bytes
+    (GiB) at the floor and per request of 8k, 32k and 128k tokens, computed by ``swafloor floor
+    --hf-config`` (:func:`swafloor.hfconfig.floors`) with the built-in reader (the page is the same
+    whether transformers is installed or not)."""
+    import json
+
+    from . import repository_root
     from .. import hfconfig
 
     t, models = model_configs()
+    unsure = json.loads((repository_root() / MODELS).read_text(encoding="utf-8")).get("sizes_unsure")
     head = ["model", "layers", "W", "floor per life cycle", "pool group: separate / one",
-            "V2 / V2 pre-fix (one group)", "vLLM / SGLang (SWA, per request)", "source"]
-    lines = ["| " + " | ".join(head) + " |", "|---|---|---:|---|---|---|---|---|"]
+            "V2 / V2 pre-fix (one group)", "vLLM / SGLang (SWA, per request)", "GiB at the floor (one group)",
+            "GiB per request at 8k / 32k / 128k", "source"]
+    lines = ["| " + " | ".join(head) + " |", "|---|---|---:|---|---|---|---|---:|---|---|"]
     notes = []
     for i, model in enumerate(models, 1):
-        f = hfconfig.floors(hfconfig.parse(model["config"]), t)
+        parsed = hfconfig.parse(model["config"], "built-in")
+        f = hfconfig.floors(parsed, t)
         kinds = ", ".join(f"{n} {k}" for k, n in f["layer_counts"].items())
         per = ", ".join(f"{r['kind']} {r['floor']}" for r in f["life_cycles"])
         swa = [r for r in f["life_cycles"] if r["kind"] == "swa"]
         engines = " ; ".join(f"{r['vllm']} / {r['sglang']}" for r in swa) or "-"
         window = str(f["window"]) if f["window"] else ("chunk " + str(f["attention_chunk_size"])
                                                        if f["attention_chunk_size"] else "-")
+        requests = " / ".join(_gib(hfconfig.floors(parsed, t, max_model_len=n)["workload"]["reference"]["request_bytes"])
+                              for n in MODEL_LENGTHS)
         mark = f" [{i}]" if model.get("unsure") else ""
         lines.append(f"| {model['name']}{mark} | {f['layers']} ({kinds}) | {window} | {per} | "
                      f"{' + '.join(map(str, f['pool_groups_separate']))} / {f['pool_group_one']} | "
                      f"{f['trtllm_v2_one']} / {f['trtllm_v2_pre_fix_one']} | {engines} | "
+                     f"{_gib(f['bytes']['pool_group_one'])} {f['bytes']['kv_dtype'] or ''} | {requests} | "
                      f"[config.json]({model['source']}) |")
         if model.get("unsure"):
             notes.append(f"- [{i}] {model['name']}: unsure: {model['unsure']}.")
-    return "\n".join([f"At t = {t} tokens per block, no tokens in flight, no sink tokens.", ""] + lines
+    return "\n".join([f"At t = {t} tokens per block, no tokens in flight, no sink tokens. KV bytes in the "
+                       "config's dtype: 2 (K, V) x num_key_value_heads x head_dim x bytes per element per token "
+                       "per attention layer; a request of L tokens holds ceil(L/t) blocks of full attention and "
+                       "min(ceil(L/t), floor) of each SWA life cycle; SSM states are not counted."
+                       + (f" Unsure: {unsure}." if unsure else ""), ""] + lines
                       + ([""] + notes if notes else []))
 
 
