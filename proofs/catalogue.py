@@ -902,7 +902,8 @@ CATALOGUE: tuple[Theorem, ...] = (
         "The n-token worst case recurs every t tokens: at every h = (S+1)*t + W - 2 + j*t (j >= 0) an n-token "
         "step holds exactly step_floor(n), for every n. So requests at different histories (multiples of t "
         "apart), some decoding (n = 1) and some in n-token steps, reach their step floors at the same moment, "
-        "and a pool they share needs the sum of their step floors (step-sufficient, summed, is enough).",
+        "The goal is one request at those histories; that a pool they share needs the sum of their step floors "
+        "(and, by step-sufficient summed, that the sum is enough) is adding such requests, a step outside the goal.",
         PROVED,
         (T, W, S, STEP, PERIODS),
         mixed_steps_tight,
@@ -1106,9 +1107,9 @@ CATALOGUE: tuple[Theorem, ...] = (
         "blocks no holder needs. So sharing.shared_batch_slots, the prefix less that intersection (once) plus "
         "each holder's live blocks past the prefix, is the batch's need exactly (sufficient and tight at every "
         "history): a shared block is freed only when stale for every holder and counted once while live for "
-        "any; two identical holders hold twice one's blocks less the prefix blocks it needs. Intersection is "
-        "associative, so the fold carries any batch; batches of up to three are also counted block by block "
-        "in tests/test_sharing.py.",
+        "any; two identical holders hold twice one's blocks less the prefix blocks it needs. The goal has two "
+        "holders; for larger batches the fold over the gaps is not proved here (intersection is associative, "
+        "and batches of up to three are counted block by block in tests/test_sharing.py).",
         PROVED,
         (T_SHARE, W_SHARE, S_SHARE, PREFIX, D1, D2, N1, N2, SHARED_BLOCK),
         shared_batch_exact,
