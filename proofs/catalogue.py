@@ -222,10 +222,16 @@ def mixed_steps_tight(t, W, S, n, j):
 SSM = lifecycle.LifeCycle(lifecycle.LifeCycleKind.SSM)
 
 
-def ssm_minimum(t, N, h, n):
-    minimum = floors.life_cycle_min_slots(SSM, t, floors.FloorRule.FIXED, (SSM,))
-    pages = N * len(SSM.live_indices(h, h + n, t))  # N active requests, each at (h, h + n)
-    return pages <= N * minimum, pages > N * minimum - 1
+def ssm_minimum(t, W, S, h):
+    swa = lifecycle.LifeCycle(lifecycle.LifeCycleKind.SWA, W, S)
+    group = (SSM, swa)  # a pool group of an SSM life cycle and an SWA one
+    minimum = sum(floors.life_cycle_min_slots(lc, t, floors.FloorRule.FIXED, group) for lc in group)
+    state = len(SSM.live_indices(h, h + 1, t))  # the SSM life cycle's state pages (the manager's)
+    worst = floors.worst_case_history(t, W, S)
+    return (
+        state + _live(h, h + 1, t, W, S) <= minimum,
+        state + _live(worst, worst + 1, t, W, S) == minimum,  # one slot fewer fails there
+    )
 
 
 REQUESTS = upto("N", "active requests sharing the pool", 1, 8, "N <= 8")
@@ -963,13 +969,13 @@ CATALOGUE: tuple[Theorem, ...] = (
     ),
     Theorem(
         "ssm-minimum",
-        "N >= 1 active requests, each at any history h and step size n, hold N x (the state pages "
-        "LifeCycle.live_indices gives an SSM life cycle, what the manager keeps) slots, and N x its "
-        "minimum (floors.life_cycle_min_slots) serves them while one slot fewer does not. The solver "
-        "decides this over the symbolic count N; that the pages per request are one whatever h and n is "
-        "by construction of the reference (checked on ints for the bounded h and n).",
+        "In a pool group of an SSM life cycle and an SWA life cycle (W, S), the group's minimum (the sum of "
+        "floors.life_cycle_min_slots, the SSM share one page) serves a lone request's decode step at every "
+        "history h (the SSM state pages LifeCycle.live_indices gives plus the SWA live blocks), and at "
+        "h = (S+1)*t + W - 2 the step holds exactly the minimum, so one slot fewer fails. One request: that "
+        "the SSM state is one page whatever h is by construction of the reference, not proved here.",
         PROVED,
-        (T, REQUESTS, upto("h", "history: tokens already computed", 0, 64, "h <= 64", TOKENS), STEP),
+        (T, W, S, H),
         ssm_minimum,
     ),
     Theorem(
