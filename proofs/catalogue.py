@@ -222,10 +222,16 @@ def mixed_steps_tight(t, W, S, n, j):
 SSM = lifecycle.LifeCycle(lifecycle.LifeCycleKind.SSM)
 
 
-def ssm_minimum(t, N, h, n):
-    minimum = floors.life_cycle_min_slots(SSM, t, floors.FloorRule.FIXED, (SSM,))
-    pages = N * len(SSM.live_indices(h, h + n, t))  # N active requests, each at (h, h + n)
-    return pages <= N * minimum, pages > N * minimum - 1
+def ssm_minimum(t, W, S, h):
+    swa = lifecycle.LifeCycle(lifecycle.LifeCycleKind.SWA, W, S)
+    group = (SSM, swa)  # a pool group of an SSM life cycle and an SWA one
+    minimum = sum(floors.life_cycle_min_slots(lc, t, floors.FloorRule.FIXED, group) for lc in group)
+    state = len(SSM.live_indices(h, h + 1, t))  # the SSM life cycle's state pages (the manager's)
+    worst = floors.worst_case_history(t, W, S)
+    return (
+        state + _live(h, h + 1, t, W, S) <= minimum,
+        state + _live(worst, worst + 1, t, W, S) == minimum,  # one slot fewer fails there
+    )
 
 
 REQUESTS = upto("N", "active requests sharing the pool", 1, 8, "N <= 8")
@@ -263,7 +269,6 @@ def in_flight_tight(t, W, S, k):
     return (
         _live_in_flight(h, h + 1, t, W, S, k) == floor,
         _live_in_flight(first, first + 1, t, W, S, k) == floor,
-        floors.in_flight_floor(t, W, S, 0) == floors.swa_floor(t, W, S),
     )
 
 
@@ -355,16 +360,13 @@ def eviction_interval_one(t, W, S, k, h, r):
 # ----------------------------------------------------------------------------- peers' formulas
 def ceil_identity(t, W, S):
     term = peers.upstream_window_term(t, W)
-    return (
-        term == arith.cdiv(W - 1, t),
-        _is_ceiling(term, W - 1, t),
-        peers.upstream_swa_floor(t, W, S) == floors.swa_floor(t, W, S),
-    )
+    # term == cdiv(W - 1, t) and the floors' equality are the same term after z3.simplify: not parts
+    return (_is_ceiling(term, W - 1, t),)
 
 
 def ceil_identity_at_zero(t):
     term = peers.upstream_window_term(t, 0)
-    return term == arith.cdiv(-1, t), _is_ceiling(term, -1, t)
+    return (_is_ceiling(term, -1, t),)
 
 
 def vllm_sizing_covers(t, W, n):
@@ -546,8 +548,6 @@ def shared_batch_exact(t, W, S, p, d1, d2, n1, n2, b):
         implies(prefix, negate(live2) == _in(b, g2)),
         # the batch's gap: exactly the prefix blocks no holder needs (freed only when stale for every holder)
         implies(prefix, negate(any_of(live1, live2)) == _in(b, union)),
-        # a holder's own blocks: its live blocks less the prefix blocks it needs
-        sharing.own_live(h1, c1, t, W, S, p) == need1 - (p - sharing.gap_size(g1)),
         # two identical holders (a repeated request): the prefix blocks one needs are held once
         implies(all_of(d1 == d2, n1 == n2), slots == 2 * need1 - (p - sharing.gap_size(g1))),
     )
@@ -594,11 +594,8 @@ def lookahead_sufficient(t, W, S, k1, k2, h):
 def lookahead_tight(t, W, S, k1, k2):
     h = floors.worst_case_history(t, W, S, k1)
     floor = floors.lookahead_floor(t, W, S, k2, k1)
-    return (
-        _live_lookahead(h, t, W, S, k1, k2) == floor,
-        floor == floors.step_floor(t, W, S, k1 + k2 + 1),
-        floors.lookahead_floor(t, W, S, 0, k1) == floors.in_flight_floor(t, W, S, k1),
-    )
+    # lookahead_floor == step_floor(k1 + k2 + 1) and == in_flight_floor at k2 = 0 simplify to True: not parts
+    return (_live_lookahead(h, t, W, S, k1, k2) == floor,)
 
 
 # ----------------------------------------------------------------------------- prefix-cache hits
@@ -649,7 +646,9 @@ def _hit_window_backed(a, t, W, e, r0, d, M):
 
 def _hit_aligned(a, t, W, e, r0, d, M):
     L = _hit(t, W, a, e, r0, d, M)
-    return _each(e <= 1, arith.fmod(arith.fdiv(L, t), a) == 0, arith.fmod(L, t) == 0)
+    # at a = 1 "a multiple of a blocks" simplifies to True: that part only for a >= 2
+    whole = (arith.fmod(arith.fdiv(L, t), a) == 0,) if a >= 2 else ()
+    return _each(e <= 1, *whole, arith.fmod(L, t) == 0)
 
 
 def _hit_valid(a, t, W, e, r0, d, M):
@@ -691,7 +690,6 @@ def hit_null_accounting(t, W, q, P, u):
         u <= P - 1,
         real + cache_hit.hit_null_entries(L, t, W) == q,
         implies(W >= 2, cache_hit.hit_null_entries(L, t, W) == lifecycle.stale_count(L, t, W, 0)),
-        free + u == P - 1,  # the null block is neither free nor used
         implies(real <= free, u + real <= P - 1),  # a hit admitted on the free count never takes the null block
     )
 
@@ -731,8 +729,8 @@ def _per_mix(goal):
 def _mixed_sufficient(t_swa, t_full, k, W, S, h):
     swa_share, full_share, minimum = _mixed_group(t_swa, t_full, W, S, k)
     served = floors.full_attention_max_capacity(t_full, full_share)
+    # minimum == swa_share + full_share is the definition after z3.simplify: not a part
     return (
-        minimum == swa_share + full_share,  # a pool group mixing block sizes: the sum of its shares
         # the full share serves every decode step up to the one at which the SWA life cycle first holds its floor
         floors.first_floor_history(t_swa, W, S, k) + 1 <= served,
         implies(h + 1 <= served, _mixed_step(h, t_swa, t_full, W, S, k) <= minimum),
@@ -755,7 +753,8 @@ def _mixed_tight(t_swa, t_full, k, W, S):
         _live(lifecycle.released_history(h, k), h + 1, t_swa, W, S) == swa_share,
         _full(h, h + 1, t_full) == full_share,  # no smaller full share serves that step
         _mixed_step(h, t_swa, t_full, W, S, k) == minimum,  # one slot fewer fails there
-        implies(t_swa == t_full, full_share == swa_share),  # one block size: the largest SWA floor
+        # one block size: the largest SWA floor (t_swa and t_full are constants: only where they are equal)
+        *((full_share == swa_share,) if t_swa == t_full else ()),
     )
 
 
@@ -791,9 +790,11 @@ def _hit_mixed(t1, t2, W1, W2, e, r1, d1, r2, d2, M, L):
     h1 = cache_hit.run_hit(r1, r1 + d1, t1, W1, A // t1, e, arith.imin(M, L + e * t1))
     h2 = cache_hit.run_hit(r2, r2 + d2, t2, W2, A // t2, e, arith.imin(M, L + e * t2))
     new = arith.imin(h1, h2)
+    # at A = 1 "a multiple of the lcm" simplifies to True: that part only for A >= 2
+    multiple = (arith.fmod(new, A) == 0,) if A >= 2 else ()  # a multiple of the lcm of the block sizes, so of each
     return _each(
         all_of(e <= 1, L <= M),
-        arith.fmod(new, A) == 0,  # a multiple of the lcm of the block sizes, so of each
+        *multiple,
         new <= L,  # the search only descends (it stops)
         # where it stops (new == L) the hit is valid for both life cycles: aligned, within M with the
         # drafter's block, and every block each window reads in its cached run (never a null block)
@@ -907,7 +908,8 @@ CATALOGUE: tuple[Theorem, ...] = (
         "The n-token worst case recurs every t tokens: at every h = (S+1)*t + W - 2 + j*t (j >= 0) an n-token "
         "step holds exactly step_floor(n), for every n. So requests at different histories (multiples of t "
         "apart), some decoding (n = 1) and some in n-token steps, reach their step floors at the same moment, "
-        "and a pool they share needs the sum of their step floors (step-sufficient, summed, is enough).",
+        "The goal is one request at those histories; that a pool they share needs the sum of their step floors "
+        "(and, by step-sufficient summed, that the sum is enough) is adding such requests, a step outside the goal.",
         PROVED,
         (T, W, S, STEP, PERIODS),
         mixed_steps_tight,
@@ -934,15 +936,17 @@ CATALOGUE: tuple[Theorem, ...] = (
     ),
     Theorem(
         "ceil-identity",
-        "Upstream's (W + t - 2) // t equals ceil((W-1)/t) for W >= 1 (by the kernel's cdiv and by the "
-        "ceiling's defining inequalities), so upstream's floor S + (W+t-2)//t + 1 is floors.swa_floor.",
+        "Upstream's (W + t - 2) // t is ceil((W-1)/t) for W >= 1 by the ceiling's defining inequalities "
+        "((k-1)*t < W-1 <= k*t). That it is the kernel's cdiv(W-1, t), and so that upstream's floor "
+        "S + (W+t-2)//t + 1 is floors.swa_floor, is the same term after z3.simplify: no solver part.",
         PROVED,
         (T, W, S),
         ceil_identity,
     ),
     Theorem(
         "ceil-identity-at-zero",
-        "At W = 0 the identity still holds: (t - 2) // t = ceil(-1/t) for every t >= 1.",
+        "At W = 0 the identity still holds: (t - 2) // t = ceil(-1/t) for every t >= 1, by the ceiling's "
+        "defining inequalities.",
         PROVED,
         (T,),
         ceil_identity_at_zero,
@@ -965,13 +969,13 @@ CATALOGUE: tuple[Theorem, ...] = (
     ),
     Theorem(
         "ssm-minimum",
-        "N >= 1 active requests, each at any history h and step size n, hold N x (the state pages "
-        "LifeCycle.live_indices gives an SSM life cycle, what the manager keeps) slots, and N x its "
-        "minimum (floors.life_cycle_min_slots) serves them while one slot fewer does not. The solver "
-        "decides this over the symbolic count N; that the pages per request are one whatever h and n is "
-        "by construction of the reference (checked on ints for the bounded h and n).",
+        "In a pool group of an SSM life cycle and an SWA life cycle (W, S), the group's minimum (the sum of "
+        "floors.life_cycle_min_slots, the SSM share one page) serves a lone request's decode step at every "
+        "history h (the SSM state pages LifeCycle.live_indices gives plus the SWA live blocks), and at "
+        "h = (S+1)*t + W - 2 the step holds exactly the minimum, so one slot fewer fails. One request: that "
+        "the SSM state is one page whatever h is by construction of the reference, not proved here.",
         PROVED,
-        (T, REQUESTS, upto("h", "history: tokens already computed", 0, 64, "h <= 64", TOKENS), STEP),
+        (T, W, S, H),
         ssm_minimum,
     ),
     Theorem(
@@ -995,7 +999,8 @@ CATALOGUE: tuple[Theorem, ...] = (
     Theorem(
         "in-flight-tight",
         "For every k >= 0 a decode step holds exactly in_flight_floor at h = (S+1)*t + W - 2 + k and at the "
-        "first such history (in_flight_floor - 1)*t, so no smaller floor serves; k = 0 is the SWA floor.",
+        "first such history (in_flight_floor - 1)*t, so no smaller floor serves. (That k = 0 gives the SWA floor "
+        "is the same term after z3.simplify: not a goal part.)",
         PROVED,
         (T, W, S, IN_FLIGHT),
         in_flight_tight,
@@ -1108,9 +1113,9 @@ CATALOGUE: tuple[Theorem, ...] = (
         "blocks no holder needs. So sharing.shared_batch_slots, the prefix less that intersection (once) plus "
         "each holder's live blocks past the prefix, is the batch's need exactly (sufficient and tight at every "
         "history): a shared block is freed only when stale for every holder and counted once while live for "
-        "any; two identical holders hold twice one's blocks less the prefix blocks it needs. Intersection is "
-        "associative, so the fold carries any batch; batches of up to three are also counted block by block "
-        "in tests/test_sharing.py.",
+        "any; two identical holders hold twice one's blocks less the prefix blocks it needs. The goal has two "
+        "holders; for larger batches the fold over the gaps is not proved here (intersection is associative, "
+        "and batches of up to three are counted block by block in tests/test_sharing.py).",
         PROVED,
         (T_SHARE, W_SHARE, S_SHARE, PREFIX, D1, D2, N1, N2, SHARED_BLOCK),
         shared_batch_exact,
@@ -1138,8 +1143,8 @@ CATALOGUE: tuple[Theorem, ...] = (
     Theorem(
         "lookahead-tight",
         "With k2 draft slots and k1 tokens in flight a decode step holds exactly lookahead_floor at "
-        "h = (S+1)*t + W - 2 + k1, so no smaller floor serves; lookahead_floor is the (k1 + k2 + 1)-token step "
-        "floor, and with no drafts the in-flight floor.",
+        "h = (S+1)*t + W - 2 + k1, so no smaller floor serves. (That lookahead_floor is the (k1 + k2 + 1)-token "
+        "step floor, and with no drafts the in-flight floor, is the same term after z3.simplify: not a goal part.)",
         PROVED,
         (T, W, S, IN_FLIGHT_LA, LOOKAHEAD),
         lookahead_tight,
@@ -1191,8 +1196,9 @@ CATALOGUE: tuple[Theorem, ...] = (
         "hit-null-accounting",
         "A hit of L = q*t tokens has q table entries: its real blocks plus its null entries, and for W >= 2 the "
         "null entries are exactly the blocks stale at history L. In a pool of P blocks, one of them the shared "
-        "null block, with u real blocks held, the free count plus u is P - 1 (the null block is never free nor "
-        "evictable), so a hit admitted on that free count never takes the null block.",
+        "null block, with u real blocks held, a hit admitted on the free count (cache_hit.pool_free_blocks) "
+        "never takes the null block. That the free count plus u is P - 1 (the null block never free) is "
+        "cache_hit.pool_free_blocks's definition (P - 1 - u), assumed here, not proved.",
         PROVED,
         (T_HIT, W_HIT, HIT_BLOCKS, POOL, USED),
         hit_null_accounting,
@@ -1207,7 +1213,8 @@ CATALOGUE += (
         "in (1,1), (2,2), (1,2), (2,4), (2,8), (4,8), (1,4), (2,1), (4,2), (8,2), (2,3), (3,2), (3,4), constants "
         "of the goal; W, S and h unbounded; a slot is one page whatever block it holds) with k in "
         "{0, 1} tokens in flight: its minimum (floors.mixed_min_slots) is the SWA floor in t_s plus full "
-        "attention's share in t_f, full_attention_floor(full_share_in_blocks(SWA floor, t_s, t_f)); that share "
+        "attention's share in t_f, full_attention_floor(full_share_in_blocks(SWA floor, t_s, t_f)) (by "
+        "floors.mixed_min_slots's definition, not a goal part); that share "
         "serves every decode step up to the one at which the SWA life cycle first holds its floor, and every "
         "decode step it serves (capacity h + 1 <= t_f * full share) fits the minimum.",
         PROVED,

@@ -138,8 +138,8 @@ IDEAS: dict[str, str] = {
         "exactly when t divides W - 1 (the arithmetic of cpp-sizing-covers)."
     ),
     "ssm-minimum": (
-        "An SSM layer keeps one state page per request whatever its history or step, so N requests "
-        "hold N pages: N times the minimum of one is enough, and N - 1 slots are one short."
+        "An SSM layer keeps one state page whatever the history, so beside an SWA life cycle the step "
+        "holds one page plus the SWA live blocks: decode-sufficient and decode-tight plus one."
     ),
     "stale-is-token-level": (
         "Past the sinks, b < floor((h+1-W)/t) is (b+1)*t <= h+1-W, the last token of b before the window; "

@@ -13,7 +13,7 @@ import attrs
 
 from .symbolic import Var
 
-__all__ = ["Expected", "Replay", "Attempt", "Theorem", "goal_parts", "ConstantGoal", "solver_goal_parts", "vacuous_parts"]
+__all__ = ["Expected", "Replay", "Attempt", "Theorem", "goal_parts", "ConstantGoal", "VacuousGoal", "solver_goal_parts", "vacuous_parts"]
 
 
 class Expected(str, enum.Enum):
@@ -88,6 +88,10 @@ class ConstantGoal(ValueError):
     saw it, so no solver proved anything (ssm-minimum once was such a theorem)."""
 
 
+class VacuousGoal(ValueError):
+    """A goal part that ``z3.simplify`` decides (True, or an implication from False): no theorem."""
+
+
 def solver_goal_parts(theorem: Theorem, syms: Any) -> tuple[Any, ...]:
     """The goal's conjuncts on solver terms; :class:`ConstantGoal` if any is a plain bool."""
     parts = goal_parts(theorem.goal(*syms))
@@ -95,6 +99,11 @@ def solver_goal_parts(theorem: Theorem, syms: Any) -> tuple[Any, ...]:
         if isinstance(part, bool) or type(part).__module__.partition(".")[0] == "numpy":
             raise ConstantGoal(f"theorem {theorem.name}: goal part {i} is the constant {bool(part)} before any "
                                "solver sees it; state it as a property of the variables")
+    vacuous = vacuous_parts(theorem)
+    if vacuous:
+        i, why = vacuous[0]
+        raise VacuousGoal(f"theorem {theorem.name}: goal part {i} is decided before any solver sees it ({why}); "
+                          f"{len(vacuous)} such part(s): drop or restate them")
     return parts
 
 

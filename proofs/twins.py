@@ -369,14 +369,16 @@ def cpp_sizing_covers(c: _Counter, g: Grid) -> None:
 
 @_run
 def ssm_minimum(c: _Counter, g: Grid) -> None:
-    """An SSM life cycle keeps one state page per request whatever its history: N requests hold N
-    pages; N x the minimum serves them and one slot fewer does not."""
+    """A pool group of an SSM life cycle (one state page) and an SWA one: the sum of their minimums
+    serves a lone request's decode steps, counted block by block, and the largest step holds exactly it."""
     ssm = LifeCycle(LifeCycleKind.SSM)
-    for t in range(1, g.t_max + 1):
-        minimum = floors.life_cycle_min_slots(ssm, t, floors.FloorRule.FIXED, (ssm,))
-        for N in range(1, 9):
-            pages = N * 1
-            c.check(pages <= N * minimum and pages > N * minimum - 1, t=t, N=N)
+    for t, W, S in g.tws():
+        group = (ssm, LifeCycle(LifeCycleKind.SWA, W, S))
+        minimum = sum(floors.life_cycle_min_slots(lc, t, floors.FloorRule.FIXED, group) for lc in group)
+        needs = [1 + _need(h, h + 1, t, W, S) for h in g.histories(t, W, S)]
+        for h, need in zip(g.histories(t, W, S), needs):
+            c.check(need <= minimum, t=t, W=W, S=S, h=h)
+        c.check(max(needs) == minimum, t=t, W=W, S=S)
 
 
 @_run

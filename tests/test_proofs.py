@@ -190,8 +190,9 @@ def test_staleness_is_token_level_on_ints_beyond_the_grid():
 
 def test_statements_claim_what_their_goals_fix():
     """decode-sufficient and pool-group-tight no longer claim N requests or any number of life cycles
-    as proved; ssm-minimum quantifies over a symbolic request count."""
+    as proved; ssm-minimum is stated for one request in a pool group with a symbolic SWA life cycle."""
     assert "a step this goal does not contain" in catalogue.by_name("decode-sufficient").statement
     assert "arithmetic outside it" in catalogue.by_name("pool-group-tight").statement
     assert "any number of SWA life cycles" not in catalogue.by_name("pool-group-tight").statement
-    assert "N" in catalogue.by_name("ssm-minimum").variable_names
+    assert {"W", "S", "h"} <= set(catalogue.by_name("ssm-minimum").variable_names)
+    assert "One request" in catalogue.by_name("ssm-minimum").statement

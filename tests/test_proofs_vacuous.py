@@ -31,3 +31,24 @@ def test_a_part_a_solver_must_decide_is_not_vacuous():
         return (implies(x >= 1, x * n >= x), x + n >= n)
 
     assert vacuous_parts(_theorem(goal)) == []
+
+
+def test_no_catalogue_theorem_has_a_vacuous_part():
+    from swafloor.proofs.catalogue import CATALOGUE
+
+    assert {t.name: vacuous_parts(t) for t in CATALOGUE if vacuous_parts(t)} == {}
+
+
+import pytest
+
+
+@pytest.mark.parametrize("encoding", ["direct", "blocks"])
+def test_the_solver_refuses_a_planted_vacuous_theorem(encoding):
+    from swafloor.proofs.discharge import discharge
+    from swafloor.proofs.theorem import VacuousGoal
+
+    def goal(x, n):
+        return (n * 1 <= n * 1, x * n >= x)
+
+    with pytest.raises(VacuousGoal, match="goal part 0 is decided before any solver"):
+        discharge(_theorem(goal), attempts=False, encoding=encoding)
