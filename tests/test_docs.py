@@ -56,6 +56,24 @@ def test_stored_data_is_read_from_the_root_being_built(tmp_path, monkeypatch):
     assert "Not measured yet" in made, made[-600:]
 
 
+def test_the_index_map_quotes_pages_as_this_build_makes_them(tmp_path, monkeypatch):
+    """The map in docs/index.md quotes each page's first sentence; theorems.md is rendered in the
+    same build, so one build must quote the theorems.md it makes, not the one on disk before it (CI
+    once failed on a fresh clone because a single build left the map one build behind)."""
+    import swafloor.docs as docs_build
+
+    clone = _fresh_clone(tmp_path)
+    (clone / "docs" / "theorems.md").write_text("# Theorems\n\nThe stale first sentence. More.\n", encoding="utf-8")
+
+    def fake_theorems(files):
+        files["docs/theorems.md"] = "# Theorems\n\nThe sentence this build makes. More.\n"
+
+    monkeypatch.setattr(docs_build, "_theorem_files", fake_theorems)
+    made = build(clone, check=True, measured=False, only=("docs/index.md", "docs/theorems.md")).files
+    assert "The sentence this build makes." in made["docs/index.md"]
+    assert "The stale first sentence." not in made["docs/index.md"]
+
+
 def test_measured_transcripts_name_the_machine_and_run_real_commands():
     found = 0
     for page in checks.doc_files(ROOT):

@@ -49,6 +49,18 @@ def repository_root() -> Path:
 _BUILD_ROOT: contextvars.ContextVar[Path | None] = contextvars.ContextVar("swafloor_docs_build_root", default=None)
 
 
+_BUILT_FILES: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("swafloor_docs_built", default=None)
+
+
+def page_text(rel: str) -> str:
+    """A page as this build makes it (a section that quotes other pages, as the index's map does,
+    must read them as built, not as they were on disk before the build), else as it is on disk."""
+    built = _BUILT_FILES.get()
+    if built is not None and rel in built:
+        return built[rel]
+    return (data_root() / rel).read_text(encoding="utf-8")
+
+
 def data_root() -> Path:
     """Where generated sections read their stored data (matrices, models, regression traces, solver
     times): the root being built, never the folder the package happens to be installed in (a
@@ -119,10 +131,23 @@ def build(root: Path | str | None = None, check: bool = False, theorems: bool = 
         _BUILD_ROOT.reset(token)
 
 
+INDEX_PAGE = "docs/index.md"  # quotes every other page (its map): built after them
+
+
 def _build(root: Path, check: bool, theorems: bool, only: tuple[str, ...], measured: bool) -> BuildResult:
     files: dict[str, str] = {}
     originals: dict[str, str] = {}
     outputs: dict[tuple[str, str], list[str]] = {}  # (page, command) -> its output, run once
+    token = _BUILT_FILES.set(files)
+    try:
+        return _build_into(root, check, theorems, only, measured, files, originals, outputs)
+    finally:
+        _BUILT_FILES.reset(token)
+
+
+def _build_into(root: Path, check: bool, theorems: bool, only: tuple[str, ...], measured: bool,
+                files: dict[str, str], originals: dict[str, str],
+                outputs: dict[tuple[str, str], list[str]]) -> BuildResult:
 
     def refresh(page: Path, rel: str, text: str) -> str:
         new = markdown.refresh_regions(text, SECTIONS, rel)
@@ -135,14 +160,22 @@ def _build(root: Path, check: bool, theorems: bool, only: tuple[str, ...], measu
 
         return markdown.refresh_transcripts(new, root, cached, measured)
 
-    for page in pages(root):
+    def make(page: Path) -> None:
         rel = page.relative_to(root).as_posix()
         if only and rel not in only:
-            continue
+            return
         originals[rel] = page.read_text(encoding="utf-8")
         files[rel] = refresh(page, rel, originals[rel])
+
+    ordered = pages(root)
+    for page in ordered:
+        if page.relative_to(root).as_posix() != INDEX_PAGE:
+            make(page)
     if theorems and (not only or "docs/theorems.md" in only):
         _theorem_files(files)
+    for page in ordered:  # last: its map quotes the pages just made
+        if page.relative_to(root).as_posix() == INDEX_PAGE:
+            make(page)
     from .pictures import held_vs_history_svg
 
     files[HISTORY_PICTURE] = held_vs_history_svg()  # the rule card's picture (README, docs/index.md)

@@ -316,13 +316,13 @@ def pages_table() -> str:
     """Every page under docs/ with its title and first sentence, so a new page is on the map."""
     import re
 
-    from . import data_root
+    from . import data_root, page_text
 
     lines = ["| page | what it holds |", "|---|---|"]
     for page in sorted((data_root() / "docs").glob("*.md")):
         if page.name == "index.md":
             continue
-        text = page.read_text(encoding="utf-8")
+        text = page_text(f"docs/{page.name}")
         title = next((line[2:].strip() for line in text.splitlines() if line.startswith("# ")), page.stem)
         skip = ("#", "<!--", "```", "|", "![")
         body = [p for p in re.split(r"\n\s*\n", text) if p.strip() and not p.lstrip().startswith(skip)]
