@@ -25,8 +25,10 @@ The plants (each replaces one SGLang function in this process only, restored aft
 - ``close-leaks-a-page``: a finished request's row is given back one page short. Expected: ``pool_used``
   at the close (or at the resize or resume whose slack retires the request and closes it).
 
-Not yet planted: radix eviction that frees nothing (a plant wrapping ``UnifiedRadixCache.evict`` was not
-caught; eviction for allocation may take another path: open, issue 28).
+- ``eviction-frees-nothing``: the SWA allocator's ``evict_to_free_tokens`` (the tree eviction the
+  scheduler runs before it allocates, ``evict_from_tree_cache``'s path) evicts nothing. Expected:
+  ``pool_used`` at the resume or resize whose allocation needed the tree's evictable pages (the
+  eviction bound, ``SglangRadixBackend._evict_tree``).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ import sys
 from typing import Any, Callable
 
 PLANTS = ("radix-cut-one-page-late", "match-hands-next-page", "lock-takes-nothing", "swa-free-noop",
-          "lock-never-released", "close-leaks-a-page")
+          "lock-never-released", "close-leaks-a-page", "eviction-frees-nothing")
 
 
 def _plant(name: str) -> Callable[[], None]:
@@ -107,6 +109,12 @@ def _plant(name: str) -> Callable[[], None]:
             UnifiedRadixCache.checkpoint, UnifiedRadixCache.on_release = originals[1], originals[2]
 
         return undo
+    if name == "eviction-frees-nothing":  # issue 28: tree eviction before an allocation frees nothing
+        from sglang.srt.mem_cache.allocator.swa import SWATokenToKVPoolAllocator
+
+        original = SWATokenToKVPoolAllocator.evict_to_free_tokens
+        SWATokenToKVPoolAllocator.evict_to_free_tokens = lambda self, tree_cache, num_tokens: None
+        return lambda: setattr(SWATokenToKVPoolAllocator, "evict_to_free_tokens", original)
     raise SystemExit(f"--plant {name!r}: one of {', '.join(PLANTS)}")
 
 

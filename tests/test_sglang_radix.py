@@ -100,6 +100,8 @@ def test_ci_profile_meets_no_divergence_but_retires_too_many_requests_to_pass(ch
     ("lock-never-released", {"close", "suspend"}, ("locks",)),  # full_protected_size (_check_locks)
     ("close-leaks-a-page", {"close", "resize", "resume"}, ("pool_used",)),  # page accounting (_check_pools); a
     # resize or resume when the leaking close is the one that retires the request
+    ("eviction-frees-nothing", {"resume", "resize"}, ("pool_used",)),  # the eviction bound (_evict_tree), at
+    # the allocation that needed the tree's evictable pages
 ])
 def test_a_bug_planted_in_sglangs_radix_path_is_a_divergence_at_its_step(checked, plant, ops, fields):
     report = checked["plants"][plant]

@@ -55,8 +55,12 @@ blocks cached), and why one-sided:
   open request's row must read back its own ids: every full page, and every SWA page its mapping
   still names. A hit on the wrong pages, or a page freed while a request (or the tree, for a
   request's locked prefix) still reads it and handed to another request, fails here.
-- Not compared: ``pool_used`` (the reference's cache and SGLang's tree keep different blocks, in
-  either direction), physical identity (``slots``: the reference's slot order is vLLM's free queue),
+- ``pool_used`` (the adapter's own checks, each a ``BackendCheckFailed``): exact page accounting per
+  pool after every operation (SGLang's pages in use are its tree's plus the open rows' own), and a
+  one-sided eviction bound at every allocation (a tree eviction that leaves a pool short while the
+  tree had the unlocked pages to cover it). Not compared with the reference's ``pool_used`` (the
+  reference's cache and SGLang's tree keep different blocks, in either direction).
+- Not compared: physical identity (``slots``: the reference's slot order is vLLM's free queue),
   cached content, hits. The hit rate of SGLang itself is counted in :data:`STATS` (printed by the
   test) beside the reference's (the campaign's).
 """
@@ -134,7 +138,9 @@ NOTES = (
     "matched or published prefix's SWA KV, its hits are the LRU tree's)",
     "data: every open request's row reads back its own token ids from SGLang's KV buffers (full pages, "
     "and SWA pages still mapped) after every operation",
-    "not compared: pool_used, slots, cached content, hits (SGLang's hit rate is counted apart)",
+    "pool_used: SGLang's own page accounting exact after every operation, and tree eviction bounded below "
+    "at every allocation; not compared with the reference's count (cache and tree keep different blocks)",
+    "not compared: slots, cached content, hits (SGLang's hit rate is counted apart)",
     "matched at the first resume only (a retracted request recomputes with nothing to match)",
 )
 
@@ -260,11 +266,26 @@ class SglangRadixBackend:
                 r.output_ids.extend(new)
 
     def _evict_tree(self, unit: _Unit, tokens: int) -> None:
-        """The scheduler's tree eviction before allocating ``tokens`` (SGLang's ``evict_from_tree_cache``)."""
-        before = unit.allocator.full_available_size(), unit.allocator.swa_available_size()
-        _loaded["evict_from_tree_cache"](unit.tree, tokens + MARGIN)
-        if (unit.allocator.full_available_size(), unit.allocator.swa_available_size()) != before:
+        """The scheduler's tree eviction before allocating ``tokens`` (SGLang's ``evict_from_tree_cache``),
+        checked one-sided on ``pool_used``: where a pool is short of what is asked and the tree's
+        unlocked pages of that pool (SGLang's own ``*_evictable_size``) cover the shortfall, the eviction
+        must free that pool up to what is asked (an eviction that frees nothing, or too little, breaks
+        it here, at the step that allocates). The bound: SGLang may evict more than the shortfall, never
+        less while it has the pages; an eviction where the tree cannot cover the shortfall is not judged."""
+        alloc, tree = unit.allocator, unit.tree
+        target = tokens + MARGIN
+        before = alloc.full_available_size(), alloc.swa_available_size()
+        evictable = tree.full_evictable_size(), tree.swa_evictable_size()
+        _loaded["evict_from_tree_cache"](tree, target)
+        after = alloc.full_available_size(), alloc.swa_available_size()
+        if after != before:
             STATS["tree_evictions"] += 1
+        for pool, was, could, now in zip(("full", "SWA"), before, evictable, after):
+            if was < target <= was + could and now < target:
+                raise BackendCheckFailed(
+                    "pool_used", f"SGLang's tree eviction left its {pool} pool {target - now} tokens short of the "
+                    f"{target} asked ({was} free before, {could} evictable in the tree, {now} free after): "
+                    f"evictable pages were not freed")
 
     def _fits(self, unit: _Unit, old: int, new: int) -> bool:
         """The scheduler's admission check for ``[old, new)`` on this unit: tree eviction first
