@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from swafloor.reference import arith, cache_hit, floors, lifecycle, peers, sharing
+from swafloor.reference import admission, arith, cache_hit, floors, lifecycle, peers, sharing
 from swafloor.reference.lifecycle import LifeCycle, LifeCycleKind
 
 from . import replay
@@ -807,6 +807,45 @@ def hit_mixed_valid(W1, W2, e, r1, d1, r2, d2, M, L):
     return tuple(part for t1, t2 in HIT_MIXED_SIZES for part in _hit_mixed(t1, t2, W1, W2, e, r1, d1, r2, d2, M, L))
 
 
+# ----------------------------------------------------------------------------- admission (issue 32)
+T_ADM = upto("t", "tokens per block", 1, 6, "t <= 6", BLOCK_SIZE)
+W_ADM = upto("W", "window in tokens", 1, 12, "W <= 12", TOKENS)
+PROMPT = upto("P", "prompt tokens", 1, 14, "P <= 14", TOKENS)
+OUTPUT = upto("O", "output tokens", 1, 4, "O <= 4", TOKENS)
+CHUNK = upto("C", "prefill chunk: most prompt tokens one step computes", 1, 5, "C <= 5", TOKENS)
+DRAFTS = upto("k", "draft slots a decode step holds (lookahead)", 0, 2, "k <= 2", TOKENS)
+H_RUN = upto("h", "history: tokens already computed", 0, lambda env: env["P"] + env["O"], "h <= P + O", TOKENS)
+
+
+def lone_request_completes(t, W, S, P, O, C, k, h):
+    """Every step of a lone request's run, at the pools admission charged (admission.py)."""
+    n, a = admission.step_tokens(h, P, C, k), admission.advance(h, P, C)
+    nxt = h + a
+    running = h < admission.run_length(P, O)
+    return (
+        implies(running, _live(h, h + n, t, W, S) <= admission.swa_admission_blocks(t, W, S, P, C, k)),
+        implies(running, _full(h, h + n, t) <= admission.full_run_blocks(t, P, O, k)),
+        implies(running, all_of(a >= 1, a <= n, nxt <= admission.run_length(P, O))),
+        implies(all_of(running, nxt < admission.run_length(P, O)),
+                h + n <= nxt + admission.step_tokens(nxt, P, C, k)),
+    )
+
+
+def vllm_gate_admits_at_chunk_floor(t, W, P, C, k, capped):
+    """vLLM's admission charge for an SWA group (max_num_batched_tokens = C, no model-length cap) is at
+    most what the rule charges (no sinks: vLLM has none)."""
+    charged = peers.vllm_admission_blocks(t, W, P, k, C, None, capped)
+    return charged <= admission.swa_admission_blocks(t, W, 0, P, C, k)
+
+
+def vllm_capped_gate_admits_at_chunk_floor(t, W, P, C, k):
+    return vllm_gate_admits_at_chunk_floor(t, W, P, C, k, True)
+
+
+def vllm_uncapped_gate_admits_at_chunk_floor(t, W, P, C, k):
+    return vllm_gate_admits_at_chunk_floor(t, W, P, C, k, False)
+
+
 # ----------------------------------------------------------------------------- the catalogue
 CATALOGUE: tuple[Theorem, ...] = (
     Theorem(
@@ -1244,6 +1283,39 @@ CATALOGUE += (
         PROVED,
         (W1_MH, W2_MH, EAGLE, R1_MH, D1_MH, R2_MH, D2_MH, M_MH, L0_MH),
         hit_mixed_valid,
+    ),
+    Theorem(
+        "lone-request-completes",
+        "A lone request of any prompt P >= 1, output O >= 1, prefill chunk C >= 1 and k >= 0 draft slots, "
+        "admitted with what the rule charges (admission.swa_admission_blocks per SWA life cycle: the step floor "
+        "at its largest step max(min(C, P), 1 + k), never cdiv(P, t); admission.full_run_blocks = "
+        "cdiv(P + O + k, t) for full attention), runs to completion: at every history h < P + O of its run its "
+        "step (capacity h + step_tokens) holds no more SWA blocks than charged and no more full-attention "
+        "blocks than cdiv(P + O + k, t); it commits at least one token and never past P + O (the ranking "
+        "function P + O - h falls every step), and the next step's capacity is never below this one's "
+        "(each step is a growing resize, whose release-first peak is the step's own live blocks).",
+        PROVED,
+        (T_ADM, W_ADM, S, PROMPT, OUTPUT, CHUNK, DRAFTS, H_RUN),
+        lone_request_completes,
+    ),
+    Theorem(
+        "vllm-capped-gate-admits-at-chunk-floor",
+        "Claim: vLLM's admission gate with its recycling-aware cap (min(cdiv(P + k, t), "
+        "ceil((W - 1 + C)/t) + 1), max_num_batched_tokens = C, no model-length cap) charges a lone request's "
+        "SWA group at most the rule's chunk floor, so a pool at that floor admits it.",
+        REFUTED,
+        (T_ADM, W_ADM, PROMPT, CHUNK, DRAFTS),
+        vllm_capped_gate_admits_at_chunk_floor,
+        replay=replay.vllm_gate_refuses(True),
+    ),
+    Theorem(
+        "vllm-uncapped-gate-admits-at-chunk-floor",
+        "Claim: vLLM's admission gate before the cap (the full sequence, cdiv(P + k, t) blocks, charged to an "
+        "SWA group) charges a lone request at most the rule's chunk floor, so a pool at that floor admits it.",
+        REFUTED,
+        (T_ADM, W_ADM, PROMPT, CHUNK, DRAFTS),
+        vllm_uncapped_gate_admits_at_chunk_floor,
+        replay=replay.vllm_gate_refuses(False),
     ),
 )
 

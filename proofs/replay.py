@@ -13,7 +13,7 @@ from typing import Any, Hashable, Mapping
 
 import attrs
 
-from swafloor.reference import AttentionLayer, Config, Manager, Semantics, build_layout, floors
+from swafloor.reference import AttentionLayer, Config, Manager, Semantics, admission, build_layout, floors, peers
 
 from .theorem import Replay
 
@@ -24,6 +24,9 @@ __all__ = [
     "in_flight_short",
     "same_call_transient",
     "resume_copy",
+    "lone_run",
+    "Driver",
+    "vllm_gate_refuses",
 ]
 
 
@@ -200,3 +203,56 @@ def resume_copy(cex: Mapping[str, int]) -> Replay:
     confirmed = replay.confirmed and bool(ok) and peak > floor
     summary = replay.summary + (f"; with {floor + 1} slots it succeeds at peak {peak}" if confirmed else "")
     return Replay(confirmed, summary, replay.trace + ("-- again with one slot more --",) + tuple(roomy.trace))
+
+
+def lone_run(d: _Driver, rid: Hashable, prompt: int, output: int, chunk: int, lookahead: int) -> bool:
+    """Run one request the scheduler's way on the driver's manager: create, resume, then per step a
+    resize to the step's capacity (admission.step_tokens) and a commit of what it computed
+    (admission.advance), until all ``P + O`` tokens are computed; then close. True when every call
+    succeeded."""
+    d.call("create", rid)
+    if not d.call("resume", rid):
+        return False
+    h = 0
+    while h < admission.run_length(prompt, output):
+        if not d.call("resize", rid, h + admission.step_tokens(h, prompt, chunk, lookahead), h):
+            return False
+        step = admission.advance(h, prompt, chunk)
+        d.call("commit", rid, step)
+        h += step
+    d.call("close", rid)
+    return True
+
+
+def vllm_gate_refuses(capped: bool):
+    """The replay of a vLLM admission-gate refutation: the counterexample's lone request (one output
+    token) run on the reference manager with one SWA life cycle and a pool at the rule's chunk floor
+    (admission.swa_admission_blocks, no sinks). Confirmed when the run completes there while vLLM's gate
+    (peers.vllm_admission_blocks) charges more than the pool has: the gate keeps waiting a request the
+    pool serves."""
+
+    def run(cex: Mapping[str, int]) -> Replay:
+        t, w, p, c, k = cex["t"], cex["W"], cex["P"], cex["C"], cex["k"]
+        pool = admission.swa_admission_blocks(t, w, 0, p, c, k)
+        charged = peers.vllm_admission_blocks(t, w, p, k, c, None, capped)
+        d = _Driver(_config(t, w, 0, pool))
+        completed = lone_run(d, "r0", p, 1, c, k)
+        gate = "capped" if capped else "uncapped"
+        d.trace.append(f"vLLM's {gate} admission gate charges {charged} blocks; the pool has {pool}")
+        confirmed = completed and not d.failures and charged > pool
+        if confirmed:
+            summary = (f"a lone request (P={p}, C={c}, k={k}) completes in {pool} slots, the rule's chunk floor, "
+                       f"but vLLM's {gate} gate charges {charged}: it waits forever")
+        elif not completed:
+            summary = f"NOT REPRODUCED: the run failed at the chunk floor {pool}: {d.failures[:1]}"
+        else:
+            summary = f"NOT REPRODUCED: vLLM's {gate} gate charges {charged} <= {pool}"
+        return Replay(confirmed, summary, tuple(d.trace))
+
+    run.__name__ = f"vllm_{'capped' if capped else 'uncapped'}_gate_refuses"
+    return run
+
+
+#: A manager whose every call is recorded with its outcome and followed by ``check()`` (for replays
+#: written elsewhere, e.g. the tests' lone runs).
+Driver = _Driver

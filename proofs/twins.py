@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import attrs
 
-from swafloor.reference import cache_hit, floors, peers, sharing
+from swafloor.reference import admission, cache_hit, floors, peers, sharing
 from swafloor.reference.lifecycle import LifeCycle, LifeCycleKind
 
 __all__ = ["Grid", "TwinResult", "TWINS", "run_twin", "DEFAULT_GRID"]
@@ -783,6 +783,62 @@ def hit_mixed_valid(c: _Counter, g: Grid) -> None:
                             c.check(got == best, t1=t1, t2=t2, W1=W1, W2=W2, e=e, r1=r1, d1=d1, r2=r2, d2=d2, M=M)
 
 
+# ----------------------------------------------------------------------------- admission (issue 32)
+def _schedule(P: int, O: int, C: int, k: int) -> Iterator[tuple[int, int, int]]:
+    """A lone request's run, restated: (history, capacity, tokens committed) per step; prefill chunks
+    of at most C prompt tokens, then one token a step with k draft slots, until P + O are computed."""
+    h = 0
+    while h < P + O:
+        if h < P:
+            n = min(C, P - h)
+            yield h, h + n, n
+            h += n
+        else:
+            yield h, h + 1 + k, 1
+            h += 1
+
+
+@_run
+def lone_request_completes(c: _Counter, g: Grid) -> None:
+    """Each run on the grid, step by step: the blocks it holds (SWA: counted token by token; full: every
+    block allocated) within what admission charges; it ends within P + O steps, never overshooting,
+    with capacities that never fall."""
+    for t, W, S in g.tws():
+        for P in range(1, 7):
+            for O in range(1, 3):
+                for C in range(1, 5):
+                    for k in range(0, g.k_max + 1):
+                        swa = admission.swa_admission_blocks(t, W, S, P, C, k)
+                        full = admission.full_run_blocks(t, P, O, k)
+                        steps, last_c, end = 0, 0, 0
+                        for h, cap, done in _schedule(P, O, C, k):
+                            point = dict(t=t, W=W, S=S, P=P, O=O, C=C, k=k, h=h)
+                            c.check(len(_held(h, cap, t, W, S)) <= swa, **point)
+                            c.check(len(_allocated(cap, t)) <= full, **point)
+                            c.check(done >= 1 and h + done <= P + O and cap >= last_c, **point)
+                            steps, last_c, end = steps + 1, cap, h + done
+                        c.check(end == P + O and steps <= P + O, t=t, W=W, S=S, P=P, O=O, C=C, k=k, h=end)
+
+
+def _vllm_gate_twin(capped: bool) -> Callable[[_Counter, Grid], None]:
+    def body(c: _Counter, g: Grid) -> None:
+        for t, W, _ in g.tws(s_max=0):
+            for P in range(1, 9):
+                for C in range(1, 5):
+                    for k in range(0, g.k_max + 1):
+                        n = max(min(C, P), 1 + k)  # the run's largest step, restated
+                        most = _scan_max(t, W, 0, n)[0]  # what that step holds at worst, token by token
+                        charged = peers.vllm_admission_blocks(t, W, P, k, C, None, capped)
+                        c.check(charged <= most, t=t, W=W, P=P, C=C, k=k)
+
+    body.__name__ = f"vllm_{'capped' if capped else 'uncapped'}_gate_admits_at_chunk_floor"
+    return body
+
+
+vllm_capped_gate_admits_at_chunk_floor = _run(_vllm_gate_twin(True))
+vllm_uncapped_gate_admits_at_chunk_floor = _run(_vllm_gate_twin(False))
+
+
 TWINS: dict[str, Callable[[Grid], TwinResult]] = {
     "window-span": window_span,
     "decode-sufficient": decode_sufficient,
@@ -827,6 +883,9 @@ TWINS: dict[str, Callable[[Grid], TwinResult]] = {
     "mixed-pool-group-sufficient": mixed_pool_group_sufficient,
     "mixed-pool-group-tight": mixed_pool_group_tight,
     "hit-mixed-valid": hit_mixed_valid,
+    "lone-request-completes": lone_request_completes,
+    "vllm-capped-gate-admits-at-chunk-floor": vllm_capped_gate_admits_at_chunk_floor,
+    "vllm-uncapped-gate-admits-at-chunk-floor": vllm_uncapped_gate_admits_at_chunk_floor,
 }
 
 

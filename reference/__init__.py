@@ -6,6 +6,7 @@ imports nothing else of swafloor's and never imports z3 at import time.
 """
 
 from .arith import cdiv, fdiv, fmod, imax, imin, ite
+from . import admission
 from .errors import ConfigError, RequestError, SwafloorError
 from .config import (
     AttentionLayer,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .arith import cdiv, fdiv, imin
+from .arith import cdiv, fdiv, imin, ite
 
 __all__ = [
     "upstream_window_term",
@@ -17,6 +17,7 @@ __all__ = [
     "vllm_blocks_per_request",
     "trtllm_cpp_blocks",
     "sglang_request_pages",
+    "vllm_admission_blocks",
 ]
 
 
@@ -50,3 +51,13 @@ def sglang_request_pages(t: Any, window: Any, request_tokens: Any) -> Any:
     ``ceil(min(L, W) / t) + 1`` for a request of ``L`` tokens. Its SWA pool itself is a user-set ratio
     of the full pool, with no window-derived floor."""
     return cdiv(imin(request_tokens, window), t) + 1
+
+
+def vllm_admission_blocks(t: Any, window: Any, prompt: Any, lookahead: Any, max_batched: Any, max_model_len: Any,
+                          capped: Any) -> Any:
+    """vLLM v1's admission gate for a sliding-window group of a new request (``allocate_slots`` with
+    ``full_sequence_must_fit``): the blocks of the full sequence, ``cdiv(P + k, t)``; where the
+    release has the recycling-aware cap (``max_admission_blocks_per_request``), at most
+    :func:`vllm_blocks_per_request` with ``T = max_batched`` (``max_num_batched_tokens``)."""
+    charged = cdiv(prompt + lookahead, t)
+    return ite(capped, imin(charged, vllm_blocks_per_request(t, window, max_batched, max_model_len)), charged)

@@ -1,0 +1,77 @@
+"""Issue 32: the admission rule (reference/admission.py) and the engines' gates (reference/peers.py).
+
+The theorems (lone-request-completes, vllm-*-gate-admits-at-chunk-floor) are in the catalogue; here the
+formulas meet hand-computed values and the reference manager runs lone requests at what they charge.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from swafloor.proofs import replay
+from swafloor.reference import admission, peers
+
+
+def test_the_rule_charges_a_window_not_a_prompt():
+    # Mistral-style SWA: t=16, W=4096, a 100,000-token prompt in 2,048-token chunks, no drafts.
+    # The largest step is 2,048 tokens: S + ceil((4096 + 2048 - 2) / 16) + 1 = ceil(6142/16) + 1 = 384 + 1.
+    assert admission.largest_step(100_000, 2048, 0) == 2048
+    assert admission.swa_admission_blocks(16, 4096, 0, 100_000, 2048, 0) == 385
+    # the same prompt's full attention: cdiv(100000, 16) = 6250 to start; 100,000 + 10 outputs: cdiv(100010, 16)
+    assert admission.full_admission_blocks(16, 100_000, 0) == 6250
+    assert admission.full_run_blocks(16, 100_000, 10, 0) == 6251
+    # a decode step with 3 draft slots is a 4-token step: a 2-token prompt's largest step is 4, not 2
+    assert admission.largest_step(2, 8, 3) == 4
+
+
+def test_the_step_schedule_is_chunks_then_one_token_steps():
+    P, O, C, k = 5, 2, 2, 1
+    h, steps = 0, []
+    while h < admission.run_length(P, O):
+        steps.append((h, admission.step_tokens(h, P, C, k), admission.advance(h, P, C)))
+        h += admission.advance(h, P, C)
+    # prefill 2 + 2 + 1, then two decode steps each holding 1 + k = 2 tokens past h and committing 1
+    assert steps == [(0, 2, 2), (2, 2, 2), (4, 1, 1), (5, 2, 1), (6, 2, 1)]
+
+
+def test_vllms_gates_against_the_rule_on_hand_computed_points():
+    # before the cap: the whole prompt, cdiv(100000, 16) = 6250 blocks, for a window of 4096 tokens
+    assert peers.vllm_admission_blocks(16, 4096, 100_000, 0, 2048, None, False) == 6250
+    # with the cap: ceil((4096 - 1 + 2048)/16) + 1 = ceil(6143/16) + 1 = 385, the rule's own 385 here
+    assert peers.vllm_admission_blocks(16, 4096, 100_000, 0, 2048, None, True) == 385
+    # the cap's extra block: t=4, W=4, C=2: vLLM ceil((3 + 2)/4) + 1 = 3; the rule ceil((4 + 2 - 2)/4) + 1 = 2
+    assert peers.vllm_admission_blocks(4, 4, 100, 0, 2, None, True) == 3
+    assert admission.swa_admission_blocks(4, 4, 0, 100, 2, 0) == 2
+    # a short prompt is charged its own blocks either way: cdiv(5, 4) = 2
+    assert peers.vllm_admission_blocks(4, 4, 5, 0, 2, None, True) == 2
+
+
+GRID = [(t, W, S, P, O, C, k) for t, W, S, P, O, C, k in itertools.product(
+    (1, 2, 3), (1, 3, 4, 6), (0, 1), (1, 4, 7), (1, 2), (1, 3), (0, 1))]
+
+
+@pytest.mark.parametrize("t, W, S", sorted({g[:3] for g in GRID}))
+def test_the_reference_manager_runs_a_lone_request_at_what_the_rule_charges(t, W, S):
+    """At a pool of exactly admission.swa_admission_blocks slots, every run of the grid completes on the
+    reference manager (its own accounting, check() after each call): the formula and the manager agree
+    that the charge suffices (the catalogue's lone-request-completes proves it for all sizes)."""
+    from swafloor.reference import AttentionLayer, Config
+
+    for _, _, _, P, O, C, k in (g for g in GRID if g[:3] == (t, W, S)):
+        pool = admission.swa_admission_blocks(t, W, S, P, C, k)
+        config = Config(tokens_per_block=t, layers=[AttentionLayer(window=W, sink_tokens=S * t)], slots=(pool,))
+        d = replay.Driver(config)
+        assert replay.lone_run(d, "r0", P, O, C, k) and not d.failures, (P, O, C, k, d.trace)
+
+
+def test_a_pool_below_the_decode_floor_stops_a_lone_run():
+    """The run is not vacuous: with the pre-fix single slot (legacy rule) a lone request of a window
+    straddling two blocks fails at a step (t=4, W=4: the decode floor is 2)."""
+    from swafloor.reference import AttentionLayer, Config
+
+    config = Config(tokens_per_block=4, layers=[AttentionLayer(window=4)], slots=(1,), floor_rule="legacy")
+    d = replay.Driver(config)
+    assert not replay.lone_run(d, "r0", 2, 8, 1, 0)
+    assert d.failures and d.failures[0].startswith("resize(")
