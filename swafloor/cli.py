@@ -3,7 +3,8 @@
 
 Exit codes: 0 success; 1 a check failed (a theorem contradicted, a divergence found); 2 bad arguments
 or bad input (one line on stderr naming the problem, ``swafloor COMMAND: message``, no class names); 3 a solver answered unknown; 4 ``simulate``'s
-request deadlocked (the pool ran out of slots); 130 interrupted.
+request deadlocked (the pool ran out of slots), ``serve-sim``'s workload deadlocked or livelocked; 130
+interrupted.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Sequence
 from . import __version__
 
 # Subcommand modules under swafloor.commands, in the order ``--help`` lists them.
-COMMANDS = ("prove", "floor", "explain", "simulate", "fuzz", "replay", "matrix", "bench", "docs", "check")
+COMMANDS = ("prove", "floor", "explain", "simulate", "serve-sim", "fuzz", "replay", "matrix", "bench", "docs", "check")
 
 
 class UsageError(Exception):
@@ -78,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     subparsers.required = True
     for name in COMMANDS:
-        importlib.import_module(f"swafloor.commands.{name}").register(subparsers)
+        importlib.import_module(f"swafloor.commands.{name.replace('-', '_')}").register(subparsers)
     return parser
 
 

@@ -1,0 +1,88 @@
+"""Issue 32: ``swafloor serve-sim`` and the scheduler layer (reference/scheduler.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from swafloor.cli import main
+from swafloor.reference import AttentionLayer, Config
+from swafloor.reference.scheduler import Arrival, Victim, pick_victim, serve
+
+MISTRAL = ["serve-sim", "--window", "4096", "--tokens-per-block", "16", "--generate", "1", "--prompt", "100000",
+           "--output", "10", "--chunk", "2048"]
+
+
+def _json(capsys, argv):
+    code = main([*argv, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_an_over_charging_gate_deadlocks_a_lone_request_the_rule_completes(capsys):
+    # the pool defaults to the rule's charge: ceil((4096 + 2048 - 2)/16) + 1 = 385 slots
+    code, out = _json(capsys, [*MISTRAL, "--engine", "vllm-uncapped"])
+    assert code == 4 and not out["completed"]
+    # vLLM before its cap charges the whole prompt to the SWA group: cdiv(100000, 16) = 6250 blocks
+    assert out["deadlock"] == {"step": 0, "request": "r0", "charged": [6250], "needed": [385], "free": [385]}
+    code, out = _json(capsys, [*MISTRAL, "--engine", "reference"])
+    assert code == 0 and out["completed"] and out["finished"] == 1 and out["pool"] == [385]
+    # admitted at the end of step 0; ceil(100000 / 2048) = 49 prefill chunks, then 10 decode steps (the run
+    # ends at P + O) at steps 1..59: 60 steps
+    assert out["steps"] == 60
+    code, out = _json(capsys, [*MISTRAL, "--engine", "vllm"])  # the cap: here exactly the rule's 385
+    assert code == 0 and out["completed"]
+
+
+def test_the_text_output_names_the_step_and_the_blocks(capsys):
+    assert main([*MISTRAL, "--engine", "vllm-uncapped"]) == 4
+    text = capsys.readouterr().out
+    assert "DEADLOCK at step 0" in text and "[6250]" in text and "[385]" in text
+
+
+def _two_growing(victim):
+    # two requests whose full-attention blocks cannot both grow to the end: each needs cdiv(30, 4) = 8 of 12
+    config = Config(tokens_per_block=4, layers=[AttentionLayer(window=8), AttentionLayer()], slots=(12, 12))
+    arrivals = [Arrival(f"r{i}", 0, 20, 10) for i in range(3)]
+    return serve(config, arrivals, chunk=4, victim=victim)
+
+
+def test_preempting_the_newest_other_request_livelocks_and_fcfs_preemption_finishes():
+    fcfs = _two_growing(Victim.NEWEST)
+    assert fcfs.completed and len(fcfs.finished) == 3 and fcfs.preemptions > 0
+    bugged = _two_growing(Victim.NEWEST_OTHER)
+    assert bugged.livelock_at is not None and len(bugged.finished) < 3 and bugged.deadlock is None
+
+
+def test_victims():
+    assert pick_victim(["a", "b", "c"], "b", Victim.NEWEST) == "c"
+    assert pick_victim(["a", "b", "c"], "c", Victim.NEWEST) == "c"  # itself, the lowest priority
+    assert pick_victim(["a", "b", "c"], "c", Victim.NEWEST_OTHER) == "b"
+    assert pick_victim(["a"], "a", Victim.NEWEST_OTHER) == "a"
+    assert pick_victim(["a", "b"], "b", Victim.OLDEST) == "a"
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--window", "8", "--tokens-per-block", "4", "--requests", "/nonexistent/r.json"], "--requests=/nonexistent/r.json"),
+    (["--window", "8", "--tokens-per-block", "4", "--generate", "2", "--requests", "x.json"], "cannot be combined"),
+    (["--tokens-per-block", "4"], "--window"),
+    (["--window", "8", "--tokens-per-block", "4", "--chunk", "0"], "--chunk"),
+    (["--window", "8", "--tokens-per-block", "4", "--engine", "sglang"], "--engine"),
+])
+def test_bad_input_is_one_line_and_exit_2(capsys, argv, needle):
+    assert main(["serve-sim", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("swafloor serve-sim: ") and needle in err[0], err
+
+
+def test_a_request_file_with_a_bad_field_names_it(tmp_path, capsys):
+    bad = tmp_path / "r.json"
+    bad.write_text(json.dumps([{"id": "a", "at": 0, "prompt": 0, "output": 3}]), encoding="utf-8")
+    assert main(["serve-sim", "--window", "8", "--tokens-per-block", "4", "--requests", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "prompt" in err and "0" in err and "\n" not in err
+    good = tmp_path / "g.json"
+    good.write_text(json.dumps([{"id": "a", "at": 0, "prompt": 9, "output": 3},
+                                {"id": "b", "at": 2, "prompt": 5, "output": 2}]), encoding="utf-8")
+    code, out = _json(capsys, ["serve-sim", "--window", "8", "--tokens-per-block", "4", "--requests", str(good)])
+    assert code == 0 and out["finished"] == 2
