@@ -202,4 +202,18 @@ IDEAS: dict[str, str] = {
         "cycle whose run_hit is larger also returns exactly L (it cannot exceed its cap L + e*t_i less e*t_i), "
         "and run_hit is valid in its run (hit-valid), so L is valid for both."
     ),
+    "lone-request-completes": (
+        "Every step holds room for at most n = max(min(C, P), 1 + k) tokens past its history (a prefill chunk "
+        "min(C, P - h) <= min(C, P), a decode step 1 + k), and live blocks of an m-token step are at most "
+        "step_floor(m), which grows with m; full attention allocates ceil((h + m)/t) with h + m <= P + O + k. "
+        "A step commits min(C, P - h) >= 1 or 1 token and never passes P + O, so P + O - h falls every step."
+    ),
+    "vllm-capped-gate-admits-at-chunk-floor": (
+        "The cap is ceil((W - 1 + C)/t) + 1 where the chunk floor is ceil((W + C - 2)/t) + 1: one block more "
+        "whenever t divides W + C - 2 (always at t = 1), and a long prompt reaches the cap."
+    ),
+    "vllm-uncapped-gate-admits-at-chunk-floor": (
+        "The gate charges cdiv(P + k, t), growing with the prompt, while the chunk floor does not depend on P: "
+        "any prompt longer than the window and a chunk exceeds it."
+    ),
 }
