@@ -810,9 +810,9 @@ def hit_mixed_valid(W1, W2, e, r1, d1, r2, d2, M, L):
 # ----------------------------------------------------------------------------- admission (issue 32)
 T_ADM = upto("t", "tokens per block", 1, 6, "t <= 6", BLOCK_SIZE)
 W_ADM = upto("W", "window in tokens", 1, 12, "W <= 12", TOKENS)
-PROMPT = upto("P", "prompt tokens", 1, 14, "P <= 14", TOKENS)
-OUTPUT = upto("O", "output tokens", 1, 4, "O <= 4", TOKENS)
-CHUNK = upto("C", "prefill chunk: most prompt tokens one step computes", 1, 5, "C <= 5", TOKENS)
+PROMPT = upto("P", "prompt tokens", 1, 10, "P <= 10", TOKENS)
+OUTPUT = upto("O", "output tokens", 1, 3, "O <= 3", TOKENS)
+CHUNK = upto("C", "prefill chunk: most prompt tokens one step computes", 1, 4, "C <= 4", TOKENS)
 DRAFTS = upto("k", "draft slots a decode step holds (lookahead)", 0, 2, "k <= 2", TOKENS)
 H_RUN = upto("h", "history: tokens already computed", 0, lambda env: env["P"] + env["O"], "h <= P + O", TOKENS)
 
