@@ -137,3 +137,69 @@ def test_the_registered_backend_needs_a_source(monkeypatch):
     rec = resolve("trtllm-v2")
     with pytest.raises(Unsupported, match="--trtllm-source"):
         rec.factory(Config(4, [AttentionLayer(4)]))
+
+
+# --------------------------------------------------------------------------- the whole-package loader
+_PACKAGE_INIT = '''
+"""A stand-in source folder written for this test: it exports the fake manager's names, logs through
+tensorrt_llm.logger (absent here: the loader makes it) and makes driver calls at construction."""
+from cuda.bindings import driver
+from tensorrt_llm.logger import logger
+import tests.trtllm_fake_manager as _fake
+
+BufferConfig = _fake.BufferConfig
+AttentionLayerConfig = _fake.AttentionLayerConfig
+SsmLayerConfig = _fake.SsmLayerConfig
+GpuCacheTierConfig = _fake.GpuCacheTierConfig
+KVCacheManagerConfig = _fake.KVCacheManagerConfig
+
+
+class KVCacheManager(_fake.FakeKVCacheManager):
+    def __init__(self, config):
+        err, handle = driver.cuMemCreate(2 << 20, None, 0)
+        assert int(err) == 0, err
+        logger.info("made a physical allocation")
+        super().__init__(config)
+'''
+
+
+def _source(tmp_path):
+    folder = tmp_path / "kv_cache_manager_v2"
+    (folder / "rawref").mkdir(parents=True)
+    (folder / "__init__.py").write_text(_PACKAGE_INIT)
+    (folder / "_life_cycle_registry.py").write_text("")
+    (folder / "rawref" / "__init__.py").write_text("NULL = None\n")
+    return folder
+
+
+def test_the_whole_loader_names_cuda_bindings_when_it_is_missing(tmp_path, monkeypatch):
+    from swafloor.fuzz.trtllm import cuda_standin, whole
+    from swafloor.fuzz.trtllm.loader import LoadError
+
+    monkeypatch.setattr(cuda_standin, "bindings", lambda: None)
+    with pytest.raises(LoadError, match="cuda-bindings"):
+        whole.load_whole(_source(tmp_path))
+
+
+def test_the_registered_backend_runs_a_source_folder_on_the_cuda_standin(tmp_path, monkeypatch):
+    pytest.importorskip("cuda.bindings", reason="needs cuda-bindings (not in the CI venv); CI runs the fake directly")
+    import sys
+
+    from swafloor.fuzz.backends import trtllm_v2 as v2_backend
+    from swafloor.fuzz.trtllm import whole
+
+    source = _source(tmp_path)
+    monkeypatch.setenv("SWAFLOOR_TRTLLM_SOURCE", str(source))
+    monkeypatch.setenv("SWAFLOOR_CUDA_DRIVER", "standin")
+    monkeypatch.setattr(v2_backend, "_LOADED", {})
+    try:
+        result = run_campaign("trtllm-v2", "reference", examples=10, steps=8, seed=0, out_dir=None)
+        assert result.divergence is None, result.divergence and result.divergence.describe()
+        assert result.served > 0
+        standin = whole.standin_in_use()
+        assert standin is not None and standin.calls["cuMemCreate"] >= result.served
+    finally:
+        if "restore" in whole._STATE:
+            whole._STATE.pop("restore")()
+        for name in [n for n in sys.modules if n == "tensorrt_llm" or n.startswith("tensorrt_llm.")]:
+            del sys.modules[name]
