@@ -203,3 +203,18 @@ def test_the_registered_backend_runs_a_source_folder_on_the_cuda_standin(tmp_pat
             whole._STATE.pop("restore")()
         for name in [n for n in sys.modules if n == "tensorrt_llm" or n.startswith("tensorrt_llm.")]:
             del sys.modules[name]
+
+
+def test_the_cli_flag_refuses_bad_input_in_one_line(tmp_path, monkeypatch, capsys):
+    from swafloor.cli import main
+
+    monkeypatch.delenv("SWAFLOOR_TRTLLM_SOURCE", raising=False)
+    cases = [
+        (["fuzz", "--backend", "trtllm-v2"], "needs --trtllm-source"),
+        (["fuzz", "--backend", "trtllm-v2", "--trtllm-source", str(tmp_path / "absent")], "not a directory"),
+        (["fuzz", "--backend", "oracle", "--trtllm-source", str(tmp_path)], "trtllm-v2 backend only"),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert message in err and "\n" not in err, err
