@@ -53,6 +53,7 @@ __all__ = [
     "select_driver",
     "device_present",
     "ENV_VAR",
+    "namespace",
 ]
 
 #: Set to ``standin`` to use the stand-in even where a device is present (``real`` to insist on one).
@@ -562,21 +563,15 @@ class CudaStandIn:
         return self._ok()
 
 
-def _same_module(target: Any) -> Any:
-    if target is None:
-        found = bindings()
-        if found is None:
-            raise ImportError("install: cuda.bindings is not importable; pass the module to patch as target")
-        return found
-    return target, target
-
-
 def install(standin: CudaStandIn, target: Any = None, runtime_target: Any = None) -> Callable[[], None]:
     """Put ``standin``'s calls in place of ``target``'s (a module or namespace; default
     ``cuda.bindings.driver``, with ``cudaFree`` on ``cuda.bindings.runtime``). Returns a function that
     puts the originals back."""
     if target is None:
-        driver, runtime = _same_module(None)
+        found = bindings()
+        if found is None:
+            raise ImportError("install: cuda.bindings is not importable; pass the module to patch as target")
+        driver, runtime = found
         runtime_target = runtime if runtime_target is None else runtime_target
     else:
         driver = target
