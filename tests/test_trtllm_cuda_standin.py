@@ -281,3 +281,29 @@ def test_the_selector_takes_the_standin_when_asked_or_without_a_device(monkeypat
     monkeypatch.setenv(cs.ENV_VAR, "standin")
     monkeypatch.setattr(cs, "device_present", lambda: True)
     assert cs.select_driver()[0] == "standin"
+
+
+def test_a_virtual_pool_grown_and_shrunk_chunk_by_chunk_with_the_bindings_argument_types(use_bindings):
+    """The call shapes a virtual-memory pool uses (facts: upstream's _cuda_virt_mem reserves once, maps
+    one physical chunk at a time at the end, sets access with a one-descriptor tuple, unmaps from the
+    end): handles and addresses passed back as the bindings' objects where they are importable."""
+    d = make(use_bindings, cap=4 * G)
+    wrap = (lambda v: __import__("cuda.bindings.driver", fromlist=["x"]).CUdeviceptr(v)) if use_bindings else int
+    _, base = d.cuMemAddressReserve(8 * G, 0, 0, 0)
+    handles = []
+    for i in range(5):
+        err, h = d.cuMemCreate(G, None, 0)
+        if int(err) != OK:
+            assert int(err) == int(CUresult.CUDA_ERROR_OUT_OF_MEMORY) and i == 4  # the cap: 4 chunks
+            break
+        handles.append(h)
+        ptr = wrap(int(base) + i * G)
+        assert code(d.cuMemMap(ptr, G, 0, h, 0)) == OK
+        assert code(d.cuMemSetAccess(ptr, G, ("rw",), 1)) == OK
+    assert len(handles) == 4 and d.cuMemGetInfo()[1] == 0
+    d.write(int(base) + 3 * G + 5, b"tail")
+    for i in reversed(range(4)):
+        assert code(d.cuMemUnmap(wrap(int(base) + i * G), G)) == OK
+        assert code(d.cuMemRelease(handles[i])) == OK
+    assert d.cuMemGetInfo()[1] == 4 * G
+    assert code(d.cuMemAddressFree(base, 8 * G)) == OK

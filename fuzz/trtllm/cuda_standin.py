@@ -78,6 +78,7 @@ class CUresult(enum.IntEnum):
     CUDA_ERROR_INVALID_VALUE = 1
     CUDA_ERROR_OUT_OF_MEMORY = 2
     CUDA_ERROR_NOT_INITIALIZED = 3
+    CUDA_ERROR_INVALID_DEVICE = 101
     CUDA_ERROR_INVALID_CONTEXT = 201
     CUDA_ERROR_INVALID_HANDLE = 400
     CUDA_ERROR_NOT_READY = 600
@@ -100,6 +101,7 @@ _DESCRIPTIONS = {
     CUresult.CUDA_ERROR_INVALID_VALUE: "an argument is out of its range",
     CUresult.CUDA_ERROR_OUT_OF_MEMORY: "device memory exhausted",
     CUresult.CUDA_ERROR_NOT_INITIALIZED: "driver not initialized",
+    CUresult.CUDA_ERROR_INVALID_DEVICE: "no such device",
     CUresult.CUDA_ERROR_INVALID_CONTEXT: "no valid context",
     CUresult.CUDA_ERROR_INVALID_HANDLE: "the handle names no live object",
     CUresult.CUDA_ERROR_NOT_READY: "the work is not complete yet",
