@@ -58,6 +58,9 @@ OWN_VENV = {name for name, entry in REGISTRY.items() if "own venv" in entry.need
 # Backends that need a GPU and a peer no CI machine can install (TensorRT-LLM is not on PyPI);
 # tests/test_trtllm_check.py checks that their factory refuses cleanly, naming what is missing.
 GPU_ONLY = {name for name in REGISTRY if resolve(name).capabilities.needs_gpu}
+# Backends that need an upstream source folder (not in CI): their plumbing is tested against a fake
+# (tests/test_trtllm_v2_backend.py).
+SOURCE_ONLY = {name for name, entry in REGISTRY.items() if "--trtllm-source" in entry.needs}
 
 
 # --------------------------------------------------------------------------- protocol conformance
@@ -65,7 +68,7 @@ def test_gpu_only_backends_are_known():
     assert GPU_ONLY == {"trtllm"}
 
 
-@pytest.mark.parametrize("name", [n for n in REGISTRY if n not in OWN_VENV | GPU_ONLY])
+@pytest.mark.parametrize("name", [n for n in REGISTRY if n not in OWN_VENV | GPU_ONLY | SOURCE_ONLY])
 def test_each_shipped_backend_conforms_to_the_protocol(name):
     resolved = resolve(name)
     assert isinstance(resolved.capabilities, Capabilities)

@@ -104,6 +104,10 @@ REGISTRY: dict[str, Registered] = {
                                 status="run by swafloor matrix vllm on older releases"),
     "trtllm": Registered("swafloor.fuzz.backends.trtllm:trtllm", needs="tensorrt_llm and a CUDA GPU",
                          status="never run on a GPU"),
+    "trtllm-v2": Registered("swafloor.fuzz.backends.trtllm_v2:trtllm_v2",
+                            needs="a KVCacheManagerV2 source folder (--trtllm-source PATH) and cuda-bindings",
+                            status="plumbing fuzzed in CI against a fake manager (tests/test_trtllm_v2_backend.py); "
+                                   "never run on upstream's sources"),
 }
 #: ``dataplane:NAME``: any registered NAME, wrapped (:func:`.dataplane.wrap`).
 DATAPLANE = Registered("swafloor.fuzz.backends.dataplane:wrap", needs="torch (swafloor[dataplane]); CUDA optional",

@@ -42,6 +42,9 @@ def register(subparsers) -> None:
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None,
                    help="where a dataplane:NAME backend keeps its paged KV tensors (default: $SWAFLOOR_DEVICE, "
                         "else auto: CUDA when torch sees it)")
+    p.add_argument("--trtllm-source", default=None, metavar="PATH",
+                   help="the trtllm-v2 backend's KVCacheManagerV2 source: a Python-era kv_cache_manager_v2 "
+                        "folder or a checkout holding one (default: $SWAFLOOR_TRTLLM_SOURCE)")
     p.add_argument("--list", action="store_true", help="list the registered backends and exit")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=run)
@@ -134,6 +137,20 @@ def run(args) -> int:
 
             raise UsageError("swafloor fuzz: --device applies to dataplane:NAME backends only")
         os.environ["SWAFLOOR_DEVICE"] = args.device  # read when resolving, here and in --workers processes
+    if args.trtllm_source is not None:
+        from ..cli import UsageError
+
+        if "trtllm-v2" not in (args.backend, args.against):
+            raise UsageError("swafloor fuzz: --trtllm-source applies to the trtllm-v2 backend only")
+        if not Path(args.trtllm_source).expanduser().is_dir():
+            raise UsageError(f"swafloor fuzz: --trtllm-source={args.trtllm_source!r}: not a directory")
+        from swafloor.fuzz.backends.trtllm_v2 import SOURCE_ENV
+
+        os.environ[SOURCE_ENV] = str(Path(args.trtllm_source).expanduser().resolve())  # read when building
+    if "trtllm-v2" in (args.backend, args.against) and not os.environ.get("SWAFLOOR_TRTLLM_SOURCE"):
+        from ..cli import UsageError
+
+        raise UsageError("swafloor fuzz: the trtllm-v2 backend needs --trtllm-source PATH (or $SWAFLOOR_TRTLLM_SOURCE)")
     import_started = time.perf_counter()
     backend = resolve(args.backend, "--backend")
     against = resolve(args.against, "--against")

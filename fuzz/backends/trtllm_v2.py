@@ -1,0 +1,212 @@
+"""TensorRT-LLM KVCacheManagerV2's whole manager from a source folder, on the CPU (``--backend trtllm-v2``).
+
+The adapter drives a manager shaped as upstream's Python KVCacheManagerV2 (facts in
+../shared/facts/upstream.md §1.3 and §10): ``KVCacheManager(KVCacheManagerConfig(...))``,
+``create_kv_cache(id=...)`` giving a ``_KVCache`` with ``resume(stream) -> bool``,
+``resize(capacity, history_length) -> bool`` (False: out of slots, rolled back), ``commit(tokens)``,
+``suspend()``, ``close()``, ``get_base_page_indices(life_cycle)`` (-1 where a block holds no page),
+``capacity``, ``history_length``, ``status``; the manager's ``get_storage_statistics()`` (per pool
+group ``total``, ``free``, ``evictable``) and ``get_life_cycle_pool_group_indices()``.
+
+What is observed, as upstream shows it: the outcome each call returns; per pool group the slots and
+the slots in use, where in use is ``total - free - evictable`` (a committed page out of the window is
+evictable cache, which upstream's own resume gate counts as available and drops on demand, so it is
+compared with the reference's freed slot); per request its status, capacity and history; per life
+cycle the blocks holding a page. How the semantics line up with the reference's
+(:class:`~swafloor.reference.Semantics`): a step commits first and then resizes at the current history
+(``commit_before_allocate``: upstream advances history by commit); a resize's own stale pages held
+until it returns (``hold-until-return``); suspend keeps every page (``keep``: GPU memory only).
+
+Set by the adapter, never compared: ``max_util_for_resume = 1.0`` (the resume gate never refuses;
+the reference has no gate), the quota (the config's slots, before any raise to the minimum, times
+each pool group's slot size, so upstream's own silent raise is what makes the pools) and its
+``initial_pool_ratio``, the tokens committed (ids the adapter makes up). Not driven: reused history
+(needs token matching), SSM layers, host tiers.
+
+Two ways to build it: :func:`adapter_factory` over any module namespace holding upstream's names
+(the tests' fake manager, tests/trtllm_fake_manager.py), and :func:`trtllm_v2`, the registered
+factory, which loads the real upstream from ``--trtllm-source PATH`` (or ``$SWAFLOOR_TRTLLM_SOURCE``)
+with the CUDA driver stand-in (:mod:`swafloor.fuzz.trtllm.cuda_standin`) where no device is present.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Hashable
+
+from swafloor.reference import BlockTable, Config, Outcome, RequestState, Semantics, build_layout
+from swafloor.reference.config import BelowMinimum, ReleaseOrder, SuspendMode
+
+from ..protocol import Capabilities, Part, Unsupported, factory
+
+__all__ = ["CAPABILITIES", "TrtllmV2Backend", "adapter_factory", "trtllm_v2", "SOURCE_ENV"]
+
+SOURCE_ENV = "SWAFLOOR_TRTLLM_SOURCE"
+#: Bytes per size unit of the mapping: slot sizes are then multiples of 2 MiB (upstream's pool
+#: granularity), so a quota of whole slots makes pools of exactly those slots.
+UNIT_BYTES = 1 << 20
+
+SEMANTICS = Semantics(suspend=SuspendMode.KEEP, release_order=ReleaseOrder.HOLD_UNTIL_RETURN)
+
+CAPABILITIES = Capabilities(
+    operations={"create", "resume", "resize", "commit", "suspend", "close"},
+    observations={"outcome": "exact", "pool_totals": "exact", "pool_used": "exact", "lengths": "exact",
+                  "tables": "exact"},
+    layer_kinds={"swa", "full"},
+    reused_history=False,
+    legacy_floor=False,
+    commit_before_allocate=True,
+    semantics=SEMANTICS,
+    notes=("pool_used is total - free - evictable (upstream's committed stale pages are evictable cache)",
+           "set by the adapter: max_util_for_resume=1.0, the quota and initial_pool_ratio, committed token ids"),
+)
+
+_STATES = {s.name: s for s in RequestState}
+
+
+def _quota_slots(config: Config, layout: Any) -> tuple[int, ...]:
+    """The slots the adapter asks for: the config's own (below the minimum where it bumps, so that
+    upstream's silent raise is exercised), else the layout's; at least 1 per pool group."""
+    if config.slots is not None and config.below_minimum is BelowMinimum.BUMP:
+        return tuple(max(1, n) for n in config.slots)
+    return tuple(layout.slots)
+
+
+class TrtllmV2Backend:
+    """One upstream-shaped manager driven through the protocol."""
+
+    def __init__(self, config: Config, v2: Any, stream: Any = 0):
+        from ..trtllm.mapping import to_trtllm
+
+        if any(lc.kind.value == "ssm" for lc in build_layout(config).life_cycles):
+            raise Unsupported("trtllm-v2: SSM layers are not driven")
+        self.v2 = v2
+        self.stream = stream
+        self.layout = build_layout(config)
+        self.tl = to_trtllm(config, unit_bytes=UNIT_BYTES)
+        slots = _quota_slots(config, self.layout)
+        sizes = [n * size for n, size in zip(slots, self.tl.slot_sizes)]  # bytes per pool group, ours
+        self.manager, self.group_map = self._build(config, sizes, list(range(len(sizes))))
+        order = [self.group_map[g] for g in range(len(sizes))]  # ours of each upstream pool group
+        if order != list(range(len(sizes))):  # upstream numbers its pool groups otherwise: ratios in its order
+            shutdown = getattr(self.manager, "shutdown", None)
+            if callable(shutdown):
+                shutdown()
+            self.manager, self.group_map = self._build(config, sizes, order)
+        self.caches: dict[Hashable, Any] = {}
+        self.committed: dict[Hashable, int] = {}
+
+    def _build(self, config: Config, sizes: list[int], order: list[int]) -> tuple[Any, dict[int, int]]:
+        """A manager whose pool group ``i`` (upstream's numbering) gets ``sizes[order[i]]`` bytes, and
+        the map from upstream's pool groups to ours."""
+        from ..trtllm.mapping import layer_configs
+
+        v2 = self.v2
+        manager = v2.KVCacheManager(v2.KVCacheManagerConfig(
+            tokens_per_block=config.tokens_per_block,
+            cache_tiers=[v2.GpuCacheTierConfig(quota=sum(sizes))],
+            layers=layer_configs(self.tl, v2),
+            max_util_for_resume=1.0,
+            initial_pool_ratio=[sizes[g] / sum(sizes) for g in order],
+        ))
+        theirs = list(manager.get_life_cycle_pool_group_indices())
+        group_map: dict[int, int] = {}  # upstream pool group -> ours
+        for lc, ours in enumerate(self.tl.pool_group_of):
+            if group_map.setdefault(int(theirs[lc]), ours) != ours:
+                raise AssertionError(f"trtllm-v2: upstream pool groups {theirs} do not match ours {self.tl.pool_group_of}")
+        if sorted(group_map) != list(range(len(sizes))):
+            raise AssertionError(f"trtllm-v2: upstream pool groups {theirs} are not {len(sizes)} groups numbered from 0")
+        return manager, group_map
+
+    def create(self, request_id: Hashable, reused_history: int = 0) -> None:
+        if reused_history:
+            raise Unsupported("trtllm-v2: reused history needs prefix matching (not driven)")
+        self.caches[request_id] = self.manager.create_kv_cache(id=request_id)
+        self.committed[request_id] = 0
+
+    def resume(self, request_id: Hashable) -> Outcome:
+        return Outcome(bool(self.caches[request_id].resume(self.stream)))
+
+    def resize(self, request_id: Hashable, capacity: int, history: int) -> Outcome:
+        return Outcome(bool(self.caches[request_id].resize(capacity, history)))
+
+    def commit(self, request_id: Hashable, tokens: int) -> None:
+        start = self.committed[request_id]
+        self.caches[request_id].commit([1000 + (start + i) % 30000 for i in range(tokens)])
+        self.committed[request_id] = start + tokens
+
+    def suspend(self, request_id: Hashable) -> None:
+        self.caches[request_id].suspend()
+
+    def close(self, request_id: Hashable) -> None:
+        self.caches[request_id].close()
+
+    def observe(self) -> dict:
+        groups = self.layout.num_pool_groups
+        totals, used = [0] * groups, [0] * groups
+        for theirs, s in enumerate(self.manager.get_storage_statistics()):
+            ours = self.group_map.get(theirs)
+            if ours is not None:
+                totals[ours] += int(s.total)
+                used[ours] += int(s.total) - int(s.free) - int(getattr(s, "evictable", 0))
+        lengths, tables = {}, {}
+        for rid, kv in self.caches.items():
+            name = getattr(kv.status, "name", str(kv.status))
+            state = _STATES.get(name, name)
+            if state is RequestState.CLOSED:
+                continue  # a closed request leaves the observation, as it leaves the reference's snapshot
+            lengths[rid] = (state, int(kv.capacity), int(kv.history_length))
+            tables[rid] = tuple(_table(kv.get_base_page_indices(lc)) for lc in range(len(self.tl.life_cycles)))
+        return {Part.POOL_TOTALS: tuple(totals), Part.POOL_USED: tuple(used), Part.LENGTHS: lengths,
+                Part.TABLES: tables}
+
+
+def _table(pages: Any) -> BlockTable:
+    pages = [int(p) for p in pages]
+    return BlockTable.from_blocks(len(pages), (b for b, p in enumerate(pages) if p != -1))
+
+
+def adapter_factory(v2: Any, *, name: str = "trtllm-v2", stream: Any = 0,
+                    capabilities: Capabilities = CAPABILITIES) -> Callable[[Config], TrtllmV2Backend]:
+    """A factory driving managers built from ``v2`` (a namespace holding upstream's names)."""
+
+    @factory(capabilities, name=name)
+    def build(config: Config) -> TrtllmV2Backend:
+        return TrtllmV2Backend(config, v2, stream)
+
+    return build
+
+
+_LOADED: dict[str, tuple[Any, Any]] = {}
+
+
+def _load_real(path: str) -> tuple[Any, Any]:
+    """The upstream package from ``path`` and a stream, with the CUDA stand-in where no device is."""
+    if path in _LOADED:
+        return _LOADED[path]
+    from ..trtllm.whole import load_whole  # noqa: PLC0415 - only with a source
+
+    _LOADED[path] = load_whole(path)
+    return _LOADED[path]
+
+
+def _prepare() -> None:
+    path = os.environ.get(SOURCE_ENV)
+    if path:
+        _load_real(path)
+
+
+@factory(CAPABILITIES, name="trtllm-v2", prepare=_prepare)
+def trtllm_v2(config: Config) -> TrtllmV2Backend:
+    """The real upstream from ``$SWAFLOOR_TRTLLM_SOURCE`` (``swafloor fuzz --trtllm-source PATH``);
+    raises :class:`Unsupported` with the reason when no source is given or it cannot be loaded."""
+    path = os.environ.get(SOURCE_ENV)
+    if not path:
+        raise Unsupported(f"trtllm-v2: needs a source folder (--trtllm-source PATH or ${SOURCE_ENV})")
+    from ..trtllm.loader import LoadError  # noqa: PLC0415
+
+    try:
+        v2, stream = _load_real(path)
+    except LoadError as exc:
+        raise Unsupported(f"trtllm-v2: {exc}") from None
+    return TrtllmV2Backend(config, v2, stream)
