@@ -19,6 +19,7 @@ __all__ = [
     "ranges_minus", "ranges_of",
 ]
 
+
 class RequestState(str, enum.Enum):
     ACTIVE = "active"
     SUSPENDED = "suspended"
