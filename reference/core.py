@@ -161,22 +161,18 @@ class CoreManager(Hooks, Observing, UnchangedSteps):
         copies = list(extra)
         for lc_index, found in enumerate(hits or ()):
             pool = self.pool_of(lc_index)  # a hit on a held slot takes no slot; a cached free one takes it
-            extra[self.pool_group_of[lc_index]] -= sum(1 for slot in found.values() if slot not in pool.queue)
+            extra[self.pool_group_of[lc_index]] -= sum(1 for slot in found.values() if not pool.hit_takes(slot))
         self._planning = req
         outcome = self.feasible(plan, None, extra)
         if not outcome:
             return outcome
-        caching = any(p.cache for p in self._pools)  # a caching pool takes the copy after the blocks (no hit evicted)
-        transient = [] if caching else [[self._pools[g].take() for _ in range(n)] for g, n in enumerate(copies)]
+        after = self.copies_after_blocks()
+        transient = [] if after else [[self._pools[g].take() for _ in range(n)] for g, n in enumerate(copies)]
         self.apply(req, plan, None, hits)
-        if caching:
+        if after:
             transient = [[self._pools[g].take() for _ in range(n)] for g, n in enumerate(copies)]
         for g, slots in enumerate(transient):
-            if caching:
-                self._pools[g].give_batch(slots)
-            else:
-                for slot in slots:
-                    self._pools[g].give(slot)
+            self._pools[g].give_back(slots)
         req.evicted_on, req.released_to = points, req.history
         req.state, req.resumed, req.pending_copy = RequestState.ACTIVE, True, False
         self.stepped(req, req.history, req.capacity, "resumed")
@@ -304,10 +300,7 @@ class CoreManager(Hooks, Observing, UnchangedSteps):
             pool, held = self.pool_of(lc_index), record.held[lc_index]
             for b, slot in found.items():
                 held[b] = slot
-                if slot in pool.queue:
-                    pool.touch(slot)
-                else:
-                    pool.share(slot)
+                pool.hold(slot)
         for lc_index, step in enumerate(plan):
             if step is not None:
                 found, held = hits[lc_index] if hits is not None else (), record.held[lc_index]
@@ -324,13 +317,9 @@ class CoreManager(Hooks, Observing, UnchangedSteps):
         return self.pool_of(life_cycle).take()
 
     def free_blocks(self, record: RequestRecord, life_cycle: int, ranges: Ranges) -> None:
-        """Hook: the request lets go of ``ranges`` of a life cycle (a caching pool: last block first, as one free)."""
-        pool, held = self.pool_of(life_cycle), record.held[life_cycle]
-        if pool.cache:
-            pool.give_batch([held.pop(b) for b in sorted(range_blocks(ranges), reverse=True)])
-        else:
-            for b in range_blocks(ranges):
-                pool.give(held.pop(b))
+        """Hook: the request lets go of ``ranges`` of a life cycle, last block first, as one free."""
+        held = record.held[life_cycle]
+        self.pool_of(life_cycle).give_back([held.pop(b) for b in sorted(range_blocks(ranges), reverse=True)])
 
     def release_all(self, record: RequestRecord) -> None:
         """Hook: the request lets go of every slot."""

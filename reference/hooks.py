@@ -36,6 +36,11 @@ class Hooks:
         """Hook: per life cycle, the released blocks a resize keeps until it returns (None: none)."""
         return None
 
+    def copies_after_blocks(self) -> bool:
+        """Hook: whether a first resume takes its copy slots after its blocks (a caching pool: so they
+        evict no hit) rather than before."""
+        return False
+
     def resume_hits(self, record: Any, plan: Plan) -> list[dict[int, int]] | None:
         """Hook: per life cycle, the blocks a resume takes in slots that already hold them (None: none)."""
         return None

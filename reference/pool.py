@@ -83,6 +83,26 @@ class Pool:
             self.peak_used = self.used
         return slot
 
+    def hit_takes(self, slot: int) -> bool:
+        """Whether a hit on ``slot`` takes it from the free slots (a cached free slot) rather than
+        sharing it with its holders."""
+        return slot in self.queue
+
+    def hold(self, slot: int) -> None:
+        """A hit holds ``slot``: a cached free one leaves the free queue, a held one gains a holder."""
+        if slot in self.queue:
+            self.touch(slot)
+        else:
+            self.share(slot)
+
+    def give_back(self, slots: list[int]) -> None:
+        """Holders let go of ``slots`` (a caching pool: in this order, as one free)."""
+        if self.cache:
+            self.give_batch(slots)
+        else:
+            for slot in slots:
+                self.give(slot)
+
     def share(self, slot: int) -> None:
         """One more holder of a slot in use (a cache hit): no slot is taken."""
         self.sharers[slot] = self.sharers.get(slot, 0) + 1

@@ -68,6 +68,9 @@ class PrefixCache(HitRules, CoreManager):
         self._alignment = cache_hit.alignment(attention_t)  # a common-prefix hit ends on a whole block of each
         self._least_t = min(sizes)
 
+    def copies_after_blocks(self) -> bool:
+        return self._cache
+
     def hit_blocks(self, request_id: str) -> int:
         """The blocks the request's first resume took as cache hits (0 before it or without any)."""
         return self.prefix_of(self._get(request_id, allow_closed=True)).hit_blocks
