@@ -86,11 +86,9 @@ def _sized(share: Callable[..., int]) -> Callable[[Config], Manager]:
     original = reference_config.life_cycle_min_slots
 
     def mutated(lc, t, rule, all_life_cycles, in_flight=0, lookahead=0, **more):
-        # ``lookahead`` (draft slots) and ``more`` (the eviction interval, passed only when above 1):
-        # the original gets them as given; a share sees the five-argument form.
-        if lookahead:
-            more = {**more, "lookahead": lookahead}
-        base = functools.partial(original, **more) if more else original
+        # ``lookahead`` (draft slots) and ``more`` (the eviction interval): the original gets them as
+        # given; a share sees the five-argument form.
+        base = functools.partial(original, lookahead=lookahead, **more)
         return share(base, lc, t, rule, tuple(all_life_cycles), in_flight)
 
     def make(config: Config) -> Manager:
