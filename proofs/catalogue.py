@@ -308,7 +308,7 @@ def _one_in_flight_lemmas(t, W, S, h):
 # ----------------------------------------------------------------------------- eviction interval (SGLang)
 # A window's eviction cursor was last set at history r <= h; a decode step at h frees stale blocks on h
 # when the eviction is due (floors.eviction_due), else keeps what it freed on r: it holds the live blocks
-# at that point (what Manager._release_points and required_ranges make it hold).
+# at that point (what Manager.release_points and required_ranges make it hold).
 T_E = upto("t", "tokens per block", 1, 6, "t <= 6", BLOCK_SIZE)
 W_E = upto("W", "window in tokens", 1, 14, "W <= 14", TOKENS)
 S_E = upto("S", "sink blocks", 0, 1, "S <= 1")

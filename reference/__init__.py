@@ -60,6 +60,7 @@ from .peers import (
     upstream_window_term,
     vllm_blocks_per_request,
 )
+from .core import CoreManager
 from .manager import (
     BlockTable,
     Manager,

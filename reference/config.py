@@ -475,10 +475,7 @@ def build_layout(config: Config) -> Layout:
 
     min_slots = [0] * num_groups
     in_flight, lookahead = config.semantics.in_flight_tokens, config.semantics.lookahead_tokens
-    # The interval is passed only when set, so a function standing in for life_cycle_min_slots (a
-    # reference mutant) keeps its six-argument form for every other semantics.
-    e = config.semantics.eviction_interval
-    interval = {"eviction_interval": e} if e != 1 else {}
+    interval = {"eviction_interval": config.semantics.eviction_interval}
     full_share: dict[int | None, int] = {}  # the same for every full-attention life cycle of one t: computed once
     for lc, g in zip(life_cycles, pool_group_of):
         if lc.kind is LifeCycleKind.FULL:

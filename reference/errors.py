@@ -8,7 +8,7 @@ from typing import Any
 
 from .show import bounded
 
-__all__ = ["SwafloorError", "ConfigError", "RequestError"]
+__all__ = ["SwafloorError", "ConfigError", "RequestError", "require_count", "require_id"]
 
 
 class SwafloorError(Exception):
@@ -38,3 +38,18 @@ class RequestError(SwafloorError, ValueError):
         self.value = value
         self.reason = reason
         super().__init__(f"request {bounded(request_id)}: {field}={bounded(value)}: {reason}")
+
+
+def require_id(request_id: Any) -> None:
+    """Request ids are non-empty strings (the protocol's and the traces' form)."""
+    if type(request_id) is not str or not request_id:
+        raise RequestError(request_id, "request_id", request_id, "must be a non-empty string")
+
+
+def require_count(request_id: Any, field: str, value: Any) -> None:
+    """A count (capacity, history, tokens) is a non-negative integer."""
+    if type(value) is not int:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise RequestError(request_id, field, value, "must be an integer")
+    if value < 0:
+        raise RequestError(request_id, field, value, "must be >= 0")

@@ -249,7 +249,7 @@ def test_longest_common_hit_jumps_to_what_trying_every_length_finds():
         sem = Semantics(prefix_sharing=True, cache_freed=True, hit_rule=HitRule.COMMON_PREFIX,
                         in_flight_tokens=rng.choice([0, 1]))
         manager = Manager(Config(2, layers, semantics=sem))
-        a = manager._hit_alignment()
+        a = manager.hit_alignment()
         for _ in range(300):
             limit = rng.randint(0, 60)
             present = {(i, b): rng.random() < 0.8 for i in range(len(layers)) for b in range(61)}
@@ -257,7 +257,7 @@ def test_longest_common_hit_jumps_to_what_trying_every_length_finds():
             def found(i, b):
                 return 1 if present.get((i, b)) else None
 
-            brute = next(L for L in range(limit - limit % a, -1, -a) if manager._hit_length_fits(L, found))
-            assert manager._longest_common_hit(limit, found) == brute, (layers, limit)
+            brute = next(L for L in range(limit - limit % a, -1, -a) if manager.hit_length_fits(L, found))
+            assert manager.longest_common_hit(limit, found) == brute, (layers, limit)
             checked += brute > 0
     assert checked > 100

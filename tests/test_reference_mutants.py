@@ -173,7 +173,35 @@ def test_a_mutant_never_leaks_into_the_spec():
         assert reference_config.life_cycle_min_slots is original
         assert build_layout(config).min_slots == real
         assert type(mutant) is Manager or isinstance(mutant, Manager)
-    assert Manager.resume.__module__ == "swafloor.reference.manager"
+    assert Manager.resume.__module__.startswith("swafloor.reference.")  # the spec's own (a layer's), no mutant's
+
+
+def test_every_mutant_changes_the_spec_through_named_hooks_only():
+    """Issue 29: no seeded bug overrides a private method of the manager or its pools; each overrides
+    public hooks (or none) of a class of the reference, and no module outside reference/ imports a
+    private name of it."""
+    import ast
+    import inspect
+
+    from swafloor.fuzz.backends import mutants, reference_mutants
+    from swafloor.reference.pool import Pool
+
+    classes = [c for module in (mutants, reference_mutants) for c in vars(module).values()
+               if isinstance(c, type) and (issubclass(c, Manager) or issubclass(c, Pool))
+               and c.__module__ == module.__name__]
+    assert len(classes) > 30
+    for cls in classes:
+        base = Manager if issubclass(cls, Manager) else Pool
+        for name, value in vars(cls).items():
+            if callable(value) or isinstance(value, property):
+                if name.startswith("_") and not name.startswith("__"):
+                    assert not hasattr(base, name), (cls.__name__, name)
+                if hasattr(base, name) and not name.startswith("__"):
+                    assert not name.startswith("_"), (cls.__name__, name)
+    for module in (mutants, reference_mutants):
+        for node in ast.walk(ast.parse(inspect.getsource(module))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("swafloor.reference"):
+                assert not [a.name for a in node.names if a.name.startswith("_")], (module.__name__, node.module)
 
 
 # --------------------------------------------------------------------------- the four, pinned

@@ -61,6 +61,8 @@ _MUTANTS: dict[str, Registered] = {
 
 REGISTRY: dict[str, Registered] = {
     "reference": Registered("swafloor.fuzz.backends.reference:reference", status="the specification itself"),
+    "core": Registered("swafloor.fuzz.backends.core:core",
+                       status="the core manager alone: fuzzed against the reference in CI (default semantics, tests/test_core.py)"),
     "oracle": Registered("swafloor.fuzz.backends.oracle:oracle", status="fuzzed against the reference in CI"),
     "oracle-eviction": Registered("swafloor.fuzz.backends.oracle:oracle_eviction",
                                   status="fuzzed against the reference in CI (eviction intervals, tests/test_eviction_interval.py)"),

@@ -52,8 +52,9 @@ from swafloor.reference import (
     swa_floor,
 )
 
-from swafloor.reference.manager import _Pool
-from swafloor.reference.manager import _blocks as _manager_blocks, _root as _manager_root
+from swafloor.reference.pool import Pool
+from swafloor.reference.prefix_cache import content_key
+from swafloor.reference.values import range_blocks
 
 from ..protocol import EXACT_WITH_IDENTITY, Capabilities, Comparison, Part, factory
 from .reference import ManagerBackend
@@ -101,7 +102,15 @@ def _sized_manager(
     return manager_class(_resized(config, mutant_minimum(config, swa_share)))
 
 
-class _NoInflightToken(Manager):
+class _RequiredRangesChanged(Manager):
+    """A manager whose :meth:`required_ranges` is its own: every step is planned (the no-change box
+    assumes the spec's dependence on the history)."""
+
+    def skips_unchanged_steps(self) -> bool:
+        return False
+
+
+class _NoInflightToken(_RequiredRangesChanged):
     """Live window ``[h - W, h - 1]``: the window of history ``h - 1``."""
 
     def required_ranges(self, life_cycle: int, history: int, capacity: int):
@@ -111,7 +120,7 @@ class _NoInflightToken(Manager):
         return super().required_ranges(life_cycle, history, capacity)
 
 
-class _IgnoreSinks(Manager):
+class _IgnoreSinks(_RequiredRangesChanged):
     """Releases sink blocks like any other block (S taken as 0)."""
 
     def required_ranges(self, life_cycle: int, history: int, capacity: int):
@@ -121,7 +130,7 @@ class _IgnoreSinks(Manager):
         return super().required_ranges(life_cycle, history, capacity)
 
 
-class _ReleaseInflightBlock(Manager):
+class _ReleaseInflightBlock(_RequiredRangesChanged):
     """Drops the block of position ``h`` unless a sink or another needed position keeps it."""
 
     def required_ranges(self, life_cycle: int, history: int, capacity: int):
@@ -141,22 +150,19 @@ class _ReleaseInflightBlock(Manager):
 class _SharedSlot(Manager):
     """Hands one slot to two requests (see the module docstring)."""
 
-    def _apply(self, req, plan, held_back=None) -> None:
-        before = [set(held) for held in req.held]
-        super()._apply(req, plan, held_back)
-        for lc_index, held in enumerate(req.held):
-            g = self._group_of[lc_index]
-            for b in sorted(set(held) - before[lc_index]):
-                others = [
-                    slot
-                    for other in self._requests.values()
-                    if other is not req and other.state is RequestState.ACTIVE
-                    for i, theirs in enumerate(other.held)
-                    if self._group_of[i] == g
-                    for slot in theirs.values()
-                ]
-                if others:
-                    held[b] = min(others)  # the slot taken for b stays taken: counts are unchanged
+    def take_slot(self, record, life_cycle: int, block: int) -> int:
+        slot = super().take_slot(record, life_cycle, block)  # stays taken: counts are unchanged
+        g = self.pool_group_of[life_cycle]
+        held = self.slots().held
+        others = [
+            theirs
+            for rid, tables in held.items()
+            if rid != record.request_id and self.state_of(rid) is RequestState.ACTIVE
+            for i, table in enumerate(tables)
+            if self.pool_group_of[i] == g
+            for theirs in table.values()
+        ]
+        return min(others) if others else slot
 
 
 @factory(EXACT_WITH_IDENTITY, name="mutant:legacy-floor")
@@ -220,16 +226,15 @@ SHARING_IDENTITY = Capabilities(
 class _SharedFreedEarly(Manager):
     """Frees a shared slot when one holder lets go of it: the other holders' count is forgotten."""
 
-    def _free(self, req, lc_index, ranges) -> None:
-        pool, held = self._pools[self._group_of[lc_index]], req.held[lc_index]
-        for lo, hi in ranges:
-            for b in range(lo, hi):
-                slot = held.pop(b)
-                pool.sharers.pop(slot, None)
-                pool.give(slot)
+    def free_blocks(self, record, life_cycle: int, ranges) -> None:
+        pool, held = self.pool_of(life_cycle), record.held[life_cycle]
+        for b in range_blocks(ranges):
+            slot = held.pop(b)
+            pool.sharers.pop(slot, None)
+            pool.give(slot)
 
 
-class _CountingPool(_Pool):
+class _CountingPool(Pool):
     """A pool whose use counts a shared slot once per holder."""
 
     def share(self, slot: int) -> None:
@@ -245,9 +250,8 @@ class _CountingPool(_Pool):
 class _SharedCountedPerHolder(Manager):
     """Counts a cache hit as a slot in use (once per holder) and frees that count with the holder."""
 
-    def __init__(self, config, release_order=None):
-        super().__init__(config, release_order)
-        self._pools = [_CountingPool(p.total) for p in self._pools]
+    def new_pool(self, total: int) -> Pool:
+        return _CountingPool(total)
 
 
 #: The cache mutants: everything compared exactly, under prefix sharing with freed blocks cached.
@@ -263,16 +267,16 @@ class _HitHoldsNullBlocks(Manager):
     in use after their other holders let go. (Only held slots: a cached free one would be taken past
     what the resume checked room for, and the mutant would crash rather than show its bug.)"""
 
-    def _cache_hits(self, req, plan):
-        hits = super()._cache_hits(req, plan)
+    def cache_hits(self, record, plan):
+        hits = super().cache_hits(record, plan)
         for lc_index, lc in enumerate(self.layout.life_cycles):
             if lc.kind is not LifeCycleKind.SWA:
                 continue
-            pool = self._pools[self._group_of[lc_index]]
-            wanted = set(_manager_blocks(plan[lc_index][0])) if plan[lc_index] is not None else set()
-            for b in range(req.prefix_blocks):
+            pool = self.pool_of(lc_index)
+            wanted = set(range_blocks(plan[lc_index][0])) if plan[lc_index] is not None else set()
+            for b in range(self.prefix_of(record).prefix_blocks):
                 if b not in wanted and b not in hits[lc_index]:
-                    slot = pool.first((lc_index, _manager_root(req, b, self.block_size(lc_index)), b))
+                    slot = pool.first(content_key(self, record, lc_index, b))
                     if slot is not None and slot not in pool.queue:
                         hits[lc_index][b] = slot
         return hits

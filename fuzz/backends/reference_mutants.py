@@ -3,9 +3,10 @@
 The oracle campaign (``swafloor fuzz --backend oracle``) is what keeps the spec honest, so it must
 catch every one of these when the mutant stands in for the reference (``swafloor fuzz
 --mutate-reference NAME``, or the backend name ``reference-mutant:NAME``). Each mutant is a subclass
-of :class:`~swafloor.reference.Manager` overriding one method, or a manager built while one function
-of the reference is swapped inside a context manager (restored before the constructor returns): no
-file of the spec is edited, and the reference never imports this module, so a mutant cannot leak
+of :class:`~swafloor.reference.Manager` overriding one of its named hooks (listed in
+:mod:`swafloor.reference.core`), replacing one of its public attributes or semantics, or a manager
+built while one function of the reference is swapped inside a context manager (restored before the
+call returns): no file of the spec is edited, and the reference never imports this module, so a mutant cannot leak
 into the real spec.
 
 They cover every semantics option (tokens in flight, lazy freeing, the three suspend modes, the
@@ -40,7 +41,8 @@ from swafloor.reference import (
 )
 from swafloor.reference import cache_hit
 from swafloor.reference import config as reference_config
-from swafloor.reference import manager as reference_manager
+from swafloor.reference.pool import Pool
+from swafloor.reference.values import range_blocks, range_size
 
 from swafloor.reference.seeded_bugs import ORACLE, SEEDED_BUGS
 
@@ -84,11 +86,9 @@ def _sized(share: Callable[..., int]) -> Callable[[Config], Manager]:
     original = reference_config.life_cycle_min_slots
 
     def mutated(lc, t, rule, all_life_cycles, in_flight=0, lookahead=0, **more):
-        # ``lookahead`` (draft slots) and ``more`` (the eviction interval, passed only when above 1):
-        # the original gets them as given; a share sees the five-argument form.
-        if lookahead:
-            more = {**more, "lookahead": lookahead}
-        base = functools.partial(original, **more) if more else original
+        # ``lookahead`` (draft slots) and ``more`` (the eviction interval): the original gets them as
+        # given; a share sees the five-argument form.
+        base = functools.partial(original, lookahead=lookahead, **more)
         return share(base, lc, t, rule, tuple(all_life_cycles), in_flight)
 
     def make(config: Config) -> Manager:
@@ -102,24 +102,27 @@ def _sized(share: Callable[..., int]) -> Callable[[Config], Manager]:
 class _ReleasedOnHistory(Manager):
     """Releases on ``h`` instead of ``h - k``: the tokens in flight are ignored."""
 
-    def _stale(self, lc: Any, history: int) -> tuple[int, int]:
-        return lifecycle.stale_range(history, lc.block_size(self.tokens_per_block), lc.window, lc.sink_blocks)
+    def stale_range(self, life_cycle: int, history: int) -> tuple[int, int]:
+        lc = self.layout.life_cycles[life_cycle]
+        return lifecycle.stale_range(history, self.block_size(life_cycle), lc.window, lc.sink_blocks)
 
 
 class _ReleasedOneEarly(Manager):
     """Releases on ``max(0, h - k) + 1``: the block the token in flight reads first may go."""
 
-    def _stale(self, lc: Any, history: int) -> tuple[int, int]:
-        released_on = lifecycle.released_history(history, self._in_flight) + 1
-        return lifecycle.stale_range(released_on, lc.block_size(self.tokens_per_block), lc.window, lc.sink_blocks)
+    def stale_range(self, life_cycle: int, history: int) -> tuple[int, int]:
+        lc = self.layout.life_cycles[life_cycle]
+        released_on = lifecycle.released_history(history, self.semantics.in_flight_tokens) + 1
+        return lifecycle.stale_range(released_on, self.block_size(life_cycle), lc.window, lc.sink_blocks)
 
 
 class _SinksReleased(Manager):
     """Releases sink blocks like any other (the sizing still counts them)."""
 
-    def _stale(self, lc: Any, history: int) -> tuple[int, int]:
-        released_on = lifecycle.released_history(history, self._in_flight)
-        return lifecycle.stale_range(released_on, lc.block_size(self.tokens_per_block), lc.window, 0)
+    def stale_range(self, life_cycle: int, history: int) -> tuple[int, int]:
+        lc = self.layout.life_cycles[life_cycle]
+        released_on = lifecycle.released_history(history, self.semantics.in_flight_tokens)
+        return lifecycle.stale_range(released_on, self.block_size(life_cycle), lc.window, 0)
 
 
 # ----------------------------------------------------------------------------- eviction interval
@@ -129,7 +132,7 @@ class _IntervalIgnored(Manager):
 
     def __init__(self, config: Config, release_order: Any = None):
         super().__init__(config, release_order)
-        self._interval = 1
+        self.eviction_interval = 1
 
 
 class _EvictionOneLate(Manager):
@@ -137,8 +140,8 @@ class _EvictionOneLate(Manager):
 
     def __init__(self, config: Config, release_order: Any = None):
         super().__init__(config, release_order)
-        if self._interval > 1:
-            self._interval += 1
+        if self.eviction_interval > 1:
+            self.eviction_interval += 1
 
 
 # ----------------------------------------------------------------------------- draft slots, the prefix cache
@@ -212,9 +215,9 @@ def _run_hit_pops_first(r0: Any, r1: Any, t: Any, window: Any, a: Any, eagle: An
 class _EaglePopsFirstBlock(Manager):
     """The EAGLE hit computed with the pop taken from the matched window's first block."""
 
-    def _eagle_hit(self, req: Any, found: Any) -> int:
+    def eagle_hit(self, record: Any, found: Any) -> int:
         with _swapped(cache_hit, "run_hit", _run_hit_pops_first):
-            return super()._eagle_hit(req, found)
+            return super().eagle_hit(record, found)
 
 
 def _run_hit_aligned_before_pop(r0: Any, r1: Any, t: Any, window: Any, a: Any, eagle: Any, M: Any) -> Any:
@@ -227,9 +230,9 @@ def _run_hit_aligned_before_pop(r0: Any, r1: Any, t: Any, window: Any, a: Any, e
 class _AlignBeforePop(Manager):
     """The EAGLE hit aligned before the pop instead of after it."""
 
-    def _eagle_hit(self, req: Any, found: Any) -> int:
+    def eagle_hit(self, record: Any, found: Any) -> int:
         with _swapped(cache_hit, "run_hit", _run_hit_aligned_before_pop):
-            return super()._eagle_hit(req, found)
+            return super().eagle_hit(record, found)
 
 
 class _EagleIgnored(Manager):
@@ -244,11 +247,11 @@ class _EagleIgnored(Manager):
 class _DraftSlotsNamed(Manager):
     """A step's draft slots counted as scheduled tokens: their blocks become findable content."""
 
-    def _scheduled_end(self, history: int, capacity: int, resuming: bool = False) -> int | None:
+    def scheduled_end(self, history: int, capacity: int, resuming: bool = False) -> int | None:
         return capacity
 
 
-class _NullFreePool(reference_manager._Pool):
+class _NullFreePool(Pool):
     """A pool counting the shared null block among its free blocks."""
 
     __slots__ = ()
@@ -261,10 +264,8 @@ class _NullFreePool(reference_manager._Pool):
 class _NullCountedFree(Manager):
     """The pools' shared null block counted as free: one slot more than the pool has seems free."""
 
-    def __init__(self, config: Config, release_order: Any = None):
-        super().__init__(config, release_order)
-        for pool in self._pools:
-            pool.__class__ = _NullFreePool
+    def new_pool(self, total: int) -> Pool:
+        return _NullFreePool(total, cache=self.semantics.cache_freed)
 
 
 # ----------------------------------------------------------------------------- lazy freeing
@@ -288,82 +289,53 @@ class _LazyReleaseUndone(Manager):
     """Lazy freeing whose release does not stand when the allocation fails: the blocks stale at the
     current history are released within the resize's own plan, all or nothing."""
 
-    def resize(self, request_id: str, capacity: int, history: int | None = None) -> Outcome:
-        req = self._requests.get(request_id) if type(request_id) is str else None
-        if req is not None and req.state is RequestState.ACTIVE:
-            req.released_to = req.history  # skips the catch-up: the plan releases them instead
-        return super().resize(request_id, capacity, history)
+    def catch_up(self, record: Any) -> None:
+        record.released_to = record.history  # no catch-up: the plan releases them instead
 
 
 # ----------------------------------------------------------------------------- suspension
-class _Suspend(Manager):
-    """The reference's suspend with :meth:`frees` and :meth:`forgets` deciding what happens."""
-
-    def frees(self, mode: SuspendMode) -> bool:
-        return mode is not SuspendMode.KEEP
-
-    def forgets(self, mode: SuspendMode) -> bool:
-        return mode is SuspendMode.RECOMPUTE
-
-    def suspend(self, request_id: str) -> None:
-        req = self._get(request_id, RequestState.ACTIVE)
-        mode = self.semantics.suspend
-        if self.frees(mode):
-            self._release_all(req)
-        if self.forgets(mode):
-            req.capacity = req.history = req.released_to = 0
-            req.evicted_on = [0] * len(req.evicted_on)
-            req.pending_copy = False
-        req.state = RequestState.SUSPENDED
-        self._refresh(req)
-
-
-class _RecomputeKeepsSlots(_Suspend):
+class _RecomputeKeepsSlots(Manager):
     """A recompute suspend forgets the request's lengths and blocks but gives none of their slots
     back: they stay in use, in no table (so its own snapshot stays valid and the bug shows where it
     is, in ``pool_used``, at the suspend)."""
 
-    def frees(self, mode: SuspendMode) -> bool:
-        return mode is SuspendMode.RELEASE
-
-    def suspend(self, request_id: str) -> None:
-        req = self._get(request_id, RequestState.ACTIVE)
-        if self.semantics.suspend is SuspendMode.RECOMPUTE:
-            for lc_index, held in enumerate(req.held):
-                held.clear()  # out of the table; the slot is never given back to its pool
-                req.ranges[lc_index] = ()
-            req.named = []
-        super().suspend(request_id)
+    def suspend_release(self, record: Any) -> None:
+        if self.semantics.suspend is not SuspendMode.RECOMPUTE:
+            return super().suspend_release(record)
+        for lc_index, held in enumerate(record.held):
+            held.clear()  # out of the table; the slot is never given back to its pool
+            record.ranges[lc_index] = ()
+        self.prefix_of(record).named = []
 
 
-class _RecomputeKeepsLengths(_Suspend):
-    def forgets(self, mode: SuspendMode) -> bool:
+class _RecomputeKeepsLengths(Manager):
+    def suspend_forgets(self, record: Any) -> bool:
         return False
 
 
-class _ReleaseForgetsLengths(_Suspend):
-    def forgets(self, mode: SuspendMode) -> bool:
-        return mode is not SuspendMode.KEEP
+class _ReleaseForgetsLengths(Manager):
+    def suspend_forgets(self, record: Any) -> bool:
+        return self.semantics.suspend is not SuspendMode.KEEP
 
 
-class _KeepFrees(_Suspend):
-    def frees(self, mode: SuspendMode) -> bool:
-        return True
+class _KeepFrees(Manager):
+    def suspend_release(self, record: Any) -> None:
+        self.release_all(record)
 
 
 class _KeptResumeChargesAll(Manager):
     """Resuming a request that kept its slots checks room for all its blocks, as if it held none."""
 
     def resume(self, request_id: str) -> Outcome:
-        req = self._get(request_id, RequestState.SUSPENDED)
-        if any(req.ranges):
-            fresh = [
-                None if not new else (new, (), new)
-                for new in (self.required_ranges(i, req.history, req.capacity) for i in range(len(req.ranges)))
-            ]
-            outcome = self._feasible(fresh, held_back=None, extra=None)
-            if not outcome:
-                return outcome
+        if self.state_of(request_id) is RequestState.SUSPENDED:
+            tables = next(r.tables for r in self.snapshot().requests if r.request_id == request_id)
+            if any(table.held for table in tables):
+                h, c = self.history_of(request_id), self.capacity_of(request_id)
+                fresh = [None if not new else (new, (), new)
+                         for new in (self.required_ranges(i, h, c) for i in range(len(tables)))]
+                outcome = self.feasible(fresh, None, None)
+                if not outcome:
+                    return outcome
         return super().resume(request_id)
 
 
@@ -431,8 +403,8 @@ class _CopyNever(Manager):
 class _HoldUncharged(Manager):
     """Hold-until-return whose feasibility check counts the held-back blocks as free."""
 
-    def _feasible(self, plan, held_back, extra):
-        return super()._feasible(plan, None, extra)
+    def feasible(self, plan, held_back, extra):
+        return super().feasible(plan, None, extra)
 
 
 class _HoldLeaks(Manager):
@@ -440,12 +412,18 @@ class _HoldLeaks(Manager):
     returned: they leave the request's table but stay in use. (Also holding the blocks a capacity
     cut frees would be no bug one can see: a resize that cuts capacity allocates nothing.)"""
 
-    def _apply(self, req, plan, held_back=None) -> None:
-        super()._apply(req, plan, held_back)
-        for lc_index, kept in enumerate(held_back or ()):
-            for lo, hi in kept or ():
-                for _ in range(lo, hi):
-                    self._pools[self._group_of[lc_index]].take()
+    _leaked: list = []  # per resize: (life cycle, slots) it gave back and takes again once it returns
+
+    def release_held_back(self, record: Any, life_cycle: int, ranges: Any) -> None:
+        super().release_held_back(record, life_cycle, ranges)
+        self._leaked = [*self._leaked, (life_cycle, range_size(ranges))]
+
+    def stepped(self, record: Any, history: int, capacity: int, how: str) -> None:
+        leaked, self._leaked = self._leaked, []
+        for life_cycle, n in leaked:
+            for _ in range(n):
+                self.pool_of(life_cycle).take()
+        super().stepped(record, history, capacity, how)
 
 
 def _order_swapped(config: Config) -> Manager:
@@ -462,7 +440,7 @@ class _InterleavedPoolGroups(Manager):
     def __init__(self, config: Config, release_order: Any = None):
         super().__init__(config, release_order)
         groups = self.layout.num_pool_groups
-        self._group_of = tuple(i % groups for i in range(len(self.layout.life_cycles)))
+        self.pool_group_of = tuple(i % groups for i in range(len(self.layout.life_cycles)))
 
 
 class _SortedPoolGroups(Manager):
@@ -470,7 +448,7 @@ class _SortedPoolGroups(Manager):
 
     def __init__(self, config: Config, release_order: Any = None):
         super().__init__(config, release_order)
-        self._group_of = tuple(sorted(self._group_of))
+        self.pool_group_of = tuple(sorted(self.pool_group_of))
 
 
 # ----------------------------------------------------------------------------- failure paths
@@ -479,44 +457,32 @@ class _FailedResizeKeepsPartial(Manager):
     room (it is not all or nothing): they stay in use, in no table, so its own snapshot stays valid
     and the bug shows where it is, in ``pool_used``, at the failed resize."""
 
-    def resize(self, request_id: str, capacity: int, history: int | None = None) -> Outcome:
-        outcome = super().resize(request_id, capacity, history)
-        if outcome:
-            return outcome
-        req = self._requests[request_id]
+    def resize_refused(self, record: Any, history: int, capacity: int, plan: Any, outcome: Outcome) -> None:
         short = {s.pool_group for s in outcome.shortfalls}
-        plan = self._plan(req, req.history if history is None else history, capacity)
         for lc_index, step in enumerate(plan):
-            g = self._group_of[lc_index]
-            if step is None or g in short or not step[0]:
+            if step is None or self.pool_group_of[lc_index] in short or not step[0]:
                 continue
-            for lo, hi in step[0]:
-                for _ in range(lo, hi):
-                    self._pools[g].take()
-        return outcome
+            for _ in range_blocks(step[0]):
+                self.pool_of(lc_index).take()
 
 
 class _FailedResizeKeepsHistory(Manager):
     """A resize that runs out of slots still moves history to the new value."""
 
-    def resize(self, request_id: str, capacity: int, history: int | None = None) -> Outcome:
-        outcome = super().resize(request_id, capacity, history)
-        if not outcome and history is not None:
-            req = self._requests[request_id]
-            if history <= req.capacity:
-                req.history = history
-        return outcome
+    def resize_refused(self, record: Any, history: int, capacity: int, plan: Any, outcome: Outcome) -> None:
+        if history <= record.capacity:
+            record.history = history
 
 
 class _ShortfallWithoutReleased(Manager):
     """Out of slots, the shortfall reports as available only the free slots, not the blocks the
     step would release."""
 
-    def _feasible(self, plan, held_back, extra):
-        outcome = super()._feasible(plan, held_back, extra)
+    def feasible(self, plan, held_back, extra):
+        outcome = super().feasible(plan, held_back, extra)
         if outcome:
             return outcome
-        free = [p.free for p in self._pools]
+        free = [self.free_slots(g) for g in range(self.layout.num_pool_groups)]
         return Outcome(False, tuple(Shortfall(s.pool_group, s.needed, free[s.pool_group]) for s in outcome.shortfalls))
 
 
@@ -547,22 +513,14 @@ class _OneBlockSize(Manager):
     """Every life cycle counts its blocks (allocated, stale, copied, named, hit) in the config's block
     size; the pools are sized as the reference sizes them."""
 
-    def __init__(self, config: Config, release_order: Any = None):
-        super().__init__(config, release_order)
-        t = self.tokens_per_block
-        self._t = (t,) * len(self.layout.life_cycles)
-        self._alignment = self._least_t = t
-        self._sizes = (t,)
-
-    def _stale(self, lc: Any, history: int) -> tuple[int, int]:
-        released_on = lifecycle.released_history(history, self._in_flight)
-        return lifecycle.stale_range(released_on, self.tokens_per_block, lc.window, lc.sink_blocks)
+    def use_block_sizes(self, sizes: tuple[int, ...]) -> None:
+        super().use_block_sizes((self.layout.tokens_per_block,) * len(sizes))
 
 
 class _HitAlignedToT(Manager):
     """A common-prefix hit aligned to the config's block size instead of the lcm of the life cycles'."""
 
-    def _hit_alignment(self) -> int:
+    def hit_alignment(self) -> int:
         return self.tokens_per_block
 
 

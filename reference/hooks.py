@@ -1,0 +1,70 @@
+"""The named extension points of :class:`~.core.CoreManager` whose core behaviour is to do nothing
+special (a base class of the core): each layer (:mod:`.release`, :mod:`.prefix_cache`,
+:mod:`.lookahead`) and each seeded bug changes the manager by overriding these, or the hooks that
+are the rule itself (in :mod:`.core`: ``stale_range``, ``required_ranges``, ``first_resume_copies``,
+``feasible``, ``take_slot``, ``free_blocks``, ``release_all``, ``committed``, ``catch_up``,
+``suspend_release``), never a private method. ``record`` is the core's
+:class:`~.core.RequestRecord`; a plan is :data:`~.values.Plan`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .pool import Pool
+from .values import Outcome, Plan, Ranges
+
+__all__ = ["Hooks"]
+
+
+class Hooks:
+    """The extension points with their core defaults."""
+
+    def use_block_sizes(self, sizes: tuple[int, ...]) -> None:
+        """Hook: the tokens per block each life cycle counts its blocks in."""
+        self.block_sizes = tuple(sizes)
+        self._sizes = tuple(sorted(set(sizes)))  # the distinct block sizes
+
+    def new_pool(self, total: int) -> Pool:
+        """Hook: the pool of a pool group of ``total`` slots."""
+        return Pool(total)
+
+    def release_points(self, record: Any, history: int) -> list[int]:
+        """Hook: per life cycle, the history a step to ``history`` frees stale blocks on."""
+        return [history] * len(record.ranges)
+
+    def held_until_return(self, plan: Plan, history: int) -> list[Ranges | None] | None:
+        """Hook: per life cycle, the released blocks a resize keeps until it returns (None: none)."""
+        return None
+
+    def copies_after_blocks(self) -> bool:
+        """Hook: whether a first resume takes its copy slots after its blocks (a caching pool: so they
+        evict no hit) rather than before."""
+        return False
+
+    def resume_hits(self, record: Any, plan: Plan) -> list[dict[int, int]] | None:
+        """Hook: per life cycle, the blocks a resume takes in slots that already hold them (None: none)."""
+        return None
+
+    def released_on(self, record: Any, life_cycle: int) -> int:
+        """Hook: the history whose stale blocks the life cycle has freed (what :meth:`check` expects)."""
+        return record.released_to
+
+    def keeps_slots_suspended(self) -> bool:
+        """Hook: whether a suspended request that was active keeps its slots."""
+        return False
+
+    def stepped(self, record: Any, history: int, capacity: int, how: str) -> None:
+        """Hook: a step to ``(history, capacity)``: ``planned`` (feasible, about to apply), ``resized``,
+        ``unchanged`` (no block changed) or ``resumed``."""
+
+    def resize_refused(self, record: Any, history: int, capacity: int, plan: Plan, outcome: Outcome) -> None:
+        """Hook: a resize to ``(history, capacity)`` ran out of slots (it changes nothing)."""
+
+    def suspend_forgets(self, record: Any) -> bool:
+        """Hook: whether a suspension drops the request's lengths."""
+        return False
+
+    def release_held_back(self, record: Any, life_cycle: int, ranges: Ranges) -> None:
+        """Hook: a resize frees the blocks it held until it returned."""
+        self.free_blocks(record, life_cycle, ranges)
+
