@@ -180,6 +180,9 @@ declared once (:func:`option`); the list below is generated from those declarati
 
 @attrs.frozen
 class Semantics:
+    """The behaviours in which real engines differ from one another (replaced, below the class, by the
+    docstring generated from the option declarations that follow)."""
+
     in_flight_tokens: int = option(0, "tokens scheduled but not yet computed (k)", """
         Tokens scheduled but not yet computed (k): blocks are released on history ``max(0, h - k)``, so a
         window keeps ``W + k`` tokens and the floor is :func:`~.floors.in_flight_floor`.""",

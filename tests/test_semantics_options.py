@@ -100,3 +100,17 @@ def test_a_throwaway_option_needs_only_its_layer_in_the_manager(extended):
         m.commit("r0", 5)
         sides.append((repr(m.snapshot()), getattr(config.semantics, "throwaway", 0)))
     assert sides[0][0] == sides[1][0] and [layer for _, layer in sides] == [0, 2]
+
+
+def test_simulate_takes_a_flag_per_option(capsys):
+    from swafloor.cli import main
+
+    assert main(["simulate", "--window", "5", "--tokens-per-block", "4", "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert main(["simulate", "--window", "5", "--tokens-per-block", "4", "--in-flight", "1", "--json"]) == 0
+    in_flight = json.loads(capsys.readouterr().out)
+    # the in-flight floor S + ceil((W-1+k)/t) + 1 at W = 5, t = 4, k = 1: 3 slots, where k = 0 needs 2
+    assert (plain["min_slots"], in_flight["min_slots"]) == (2, 3)
+    assert main(["simulate", "--window", "5", "--tokens-per-block", "4", "--eagle"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["swafloor simulate: semantics.eagle=True: needs semantics.hit_rule common-prefix"]
