@@ -292,10 +292,10 @@ class Capabilities:
             )
             if on
         ]
-        semantics = (
-            f"semantics [in-flight {sem.in_flight_tokens}, free {sem.free_stale.value}, suspend {sem.suspend.value}, "
-            f"first-resume copy {'yes' if sem.first_resume_copy else 'no'}, {sem.release_order.value}]"
-        )
+        shown = [(o, getattr(sem, o.name)) for o in semantics_options(type(sem))]  # as its to_dict writes them
+        semantics = "semantics [" + ", ".join(
+            f"{o.name} {str(o.serialised(v)).lower() if o.is_flag else o.serialised(v)}"
+            for o, v in shown if o.always_written or v != o.default) + "]"
         if self.all_semantics:
             drawn_too = [o.drawn_apart for o in semantics_mirrors(type(self)) if getattr(self, o.name)]
             drawn_too += ["mixed block sizes"] if self.mixed_block_sizes else []
