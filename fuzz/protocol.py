@@ -30,6 +30,7 @@ from swafloor.reference import (
 )
 from swafloor.reference.show import bounded
 from swafloor.reference.cache_hit import LOST_HIT_RULES
+from swafloor.reference.semantics import options as semantics_options
 
 __all__ = [
     "slots_of",
@@ -129,7 +130,36 @@ def _observations(value: Any) -> Mapping[Part, Comparison]:
     return types.MappingProxyType({Part(k): Comparison(v) for k, v in items})
 
 
+#: The key, in a mirror field's metadata, of the Semantics option it mirrors.
+MIRROR_KEY = "swafloor.capabilities.mirrors"
+
+
+def with_semantics_mirrors(semantics_class: type | None = None):
+    """A class decorator, applied before ``attrs.frozen``: adds a bool field, False by default, for each
+    option of ``semantics_class`` (default: the reference's ``Semantics``) declared ``drawn_apart``
+    that the class and its bases do not have yet. A subclass of :class:`Capabilities` decorated with a
+    class from ``reference.semantics.semantics_with`` gets the mirrors of its new options."""
+
+    def add(cls: type) -> type:
+        inherited = {f.name for base in cls.__mro__[1:] if attrs.has(base) for f in attrs.fields(base)}
+        own = dict(cls.__dict__.get("__annotations__", {}))
+        for o in semantics_options(semantics_class):
+            if o.drawn_apart and o.name not in inherited and o.name not in own:
+                own[o.name] = "bool"
+                setattr(cls, o.name, attrs.field(default=False, metadata={MIRROR_KEY: o}))
+        cls.__annotations__ = own
+        return cls
+
+    return add
+
+
+def semantics_mirrors(capabilities_class: type) -> tuple:
+    """The Semantics options (``reference.semantics.Option``) a Capabilities class mirrors, in order."""
+    return tuple(f.metadata[MIRROR_KEY] for f in attrs.fields(capabilities_class) if MIRROR_KEY in f.metadata)
+
+
 @attrs.frozen
+@with_semantics_mirrors()
 class Capabilities:
     """What a backend supports; the harness generates nothing else.
 
@@ -150,11 +180,15 @@ class Capabilities:
     flight, when stale blocks are freed, what suspend does, the first resume's copy slot, the release
     order); every generated config carries it, so the reference side is built with the same semantics.
     ``all_semantics``: the backend serves every ``Semantics`` a config names (the reference, the
-    oracle); the generator then draws one per example instead of using ``semantics``. Two options are
-    drawn only for a backend that declares them besides: ``prefix_sharing`` (requests created on
-    another's committed prefix, ``Semantics.prefix_sharing`` on) and ``eviction_interval`` (SGLang's
-    eviction intervals above 1, ``Semantics.eviction_interval``): each is a campaign of its own
-    (``oracle-sharing``, ``oracle-eviction``), so the plain oracle campaign's draws stay as they were.
+    oracle); the generator then draws one per example instead of using ``semantics``.
+    Mirrors: each ``Semantics`` option declared ``drawn_apart`` (``reference.semantics.option``) gets a
+    bool field of its own name here (:func:`with_semantics_mirrors`), False by default: a backend
+    serving every semantics has that option drawn only where it declares the mirror, a campaign of its
+    own, so the plain oracle campaign's draws stay as they were. Today ``eviction_interval`` (SGLang's
+    intervals above 1, and draft slots), ``prefix_sharing`` (requests created on another's committed
+    prefix, ``create(..., share_with=...)``; for a backend of one semantics too) and ``eagle`` (with
+    ``prefix_sharing``: the EAGLE hit rule and draft slots on every config, freed blocks cached, one hit
+    length): :mod:`~.strategies` reads them.
     ``mixed_block_sizes``: attention layers may carry a block size of their own
     (``AttentionLayer.tokens_per_block``), drawn in the ``oracle-mixed`` campaign; with
     ``full_attention_block_multiples`` only full attention layers get one, the config's ``t`` times one
@@ -184,15 +218,7 @@ class Capabilities:
     adapter_set: frozenset[Part] = attrs.field(default=frozenset(), converter=lambda v: frozenset(Part(x) for x in v))
     notes: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     all_semantics: bool = False
-    prefix_sharing: bool = False  # create(..., share_with=...): requests on another's committed prefix
     min_window: int = 1  # the smallest window its configs may have
-    # Under all_semantics: eviction intervals above 1 (Semantics.eviction_interval, SGLang's) and draft
-    # slots (Semantics.lookahead_tokens) are drawn too.
-    eviction_interval: bool = False
-    # Under all_semantics with prefix_sharing: the EAGLE hit rule (Semantics.eagle) and draft slots
-    # (Semantics.lookahead_tokens) drawn on every config, freed blocks cached, one hit length: a
-    # campaign of its own (oracle-eagle), so the sharing campaign's draws stay as they were.
-    eagle: bool = False
     mixed_block_sizes: bool = False  # attention layers with block sizes of their own (AttentionLayer.tokens_per_block)
     # With mixed_block_sizes: () draws any block size per attention layer; else SWA layers keep the
     # config's t and full attention layers get t times one of these (vLLM: full attention at 2t or 4t).
@@ -266,15 +292,13 @@ class Capabilities:
             )
             if on
         ]
-        semantics = (
-            f"semantics [in-flight {sem.in_flight_tokens}, free {sem.free_stale.value}, suspend {sem.suspend.value}, "
-            f"first-resume copy {'yes' if sem.first_resume_copy else 'no'}, {sem.release_order.value}]"
-        )
+        shown = [(o, getattr(sem, o.name)) for o in semantics_options(type(sem))]  # as its to_dict writes them
+        semantics = "semantics [" + ", ".join(
+            f"{o.name} {str(o.serialised(v)).lower() if o.is_flag else o.serialised(v)}"
+            for o, v in shown if o.always_written or v != o.default) + "]"
         if self.all_semantics:
-            drawn_too = [name for name, on in (("prefix sharing", self.prefix_sharing),
-                                               ("eviction intervals", self.eviction_interval),
-                                               ("EAGLE hits and draft slots", self.eagle),
-                                               ("mixed block sizes", self.mixed_block_sizes)) if on]
+            drawn_too = [o.drawn_apart for o in semantics_mirrors(type(self)) if getattr(self, o.name)]
+            drawn_too += ["mixed block sizes"] if self.mixed_block_sizes else []
             semantics = "semantics [any, drawn per example" + "".join(f"; {d}" for d in drawn_too) + "]"
         return f"operations [{ops}]; observations [{parts}]; layers [{kinds}]; {semantics}" + (
             f"; {', '.join(flags)}" if flags else ""

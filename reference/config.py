@@ -16,7 +16,8 @@ import attrs
 from .errors import ConfigError
 from .floors import FloorRule, life_cycle_min_slots
 from .lifecycle import LifeCycle, LifeCycleKind, sink_blocks_for
-from .show import bounded
+from .semantics import FreeStale, HitRule, ReleaseOrder, Semantics, SuspendMode
+from .validation import MAX_COUNT, enum_value, printable_key, require_int
 
 __all__ = [
     "MAX_COUNT",
@@ -35,26 +36,8 @@ __all__ = [
 ]
 
 
-#: The largest count a config may hold (tokens per block, window, sink tokens, slots, pool group
-#: numbers, tokens in flight): beyond any engine's fixed-width integers, and it keeps every formula
-#: on it cheap. Larger values are rejected, never silently clipped.
-MAX_COUNT = 10**18
-
-
-def _key(key: Any) -> str:
-    """A dict key as it may appear in a field name: plain when short and printable, else bounded."""
-    if isinstance(key, str) and len(key) <= 40 and key.isprintable():
-        return key
-    return bounded(key, 40)
-
-
-def _require_int(field: str, value: Any, minimum: int, maximum: int = MAX_COUNT) -> None:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ConfigError(field, value, "must be an integer")
-    if value < minimum:
-        raise ConfigError(field, value, f"must be >= {minimum}")
-    if value > maximum:
-        raise ConfigError(field, value, f"must be <= {maximum}")
+_key = printable_key
+_require_int = require_int
 
 
 @attrs.frozen
@@ -95,10 +78,7 @@ def _tuple_of(field: str):
 
 def _enum_of(field: str, enum_type: type[enum.Enum]):
     def convert(value: Any) -> Any:
-        try:
-            return enum_type(value)
-        except (TypeError, ValueError):
-            raise ConfigError(field, value, f"must be one of {[m.value for m in enum_type]}") from None
+        return enum_value(field, enum_type, value)
 
     return convert
 
@@ -115,188 +95,6 @@ def _validate_layer(index: int, layer: Any) -> None:
         _require_int(f"layers[{index}].tokens_per_block", layer.tokens_per_block, 1)
     if layer.sink_tokens and layer.window is None:
         raise ConfigError(f"layers[{index}].sink_tokens", layer.sink_tokens, "sink tokens need a window")
-
-
-class FreeStale(str, enum.Enum):
-    """When blocks that fell out of the window are freed."""
-
-    AT_COMMIT = "at-commit"  # the spec: commit (and resize) free newly stale blocks at once
-    AT_ALLOCATE = "at-allocate"  # lazily (vLLM): commit frees nothing; the next resize frees first
-
-
-class SuspendMode(str, enum.Enum):
-    """What suspending a request does with its slots and lengths."""
-
-    RELEASE = "release"  # the spec: free every slot, keep capacity and history
-    RECOMPUTE = "recompute"  # vLLM's preemption: free every slot, drop the computed tokens (lengths -> 0)
-    KEEP = "keep"  # TensorRT-LLM V2 with GPU memory only: nothing is freed; resume allocates nothing new
-
-
-class HitRule(str, enum.Enum):
-    """Which blocks of a reused prefix a first resume takes as cache hits (with ``cache_freed``)."""
-
-    PER_BLOCK = "per-block"  # the spec: every block it must hold whose content some slot keeps
-    # vLLM: one hit length for every life cycle, the longest prefix of whole blocks (at most the reused
-    # ones) for which every life cycle finds each block it needs at that length (its blocks live at
-    # that history; where none is, the last block before it: vLLM declares a match only on a found
-    # block); the blocks past it are computed again
-    COMMON_PREFIX = "common-prefix"
-
-
-class ReleaseOrder(str, enum.Enum):
-    """When a resize frees the blocks it made stale."""
-
-    RELEASE_FIRST = "release-first"  # the spec: freed before the call allocates
-    HOLD_UNTIL_RETURN = "hold-until-return"  # TensorRT-LLM: held until the call returns
-
-
-def _non_negative_int(field: str):
-    def check(instance: Any, attribute: Any, value: Any) -> None:
-        _require_int(field, value, 0)
-
-    return check
-
-
-def _positive_int(field: str):
-    def check(instance: Any, attribute: Any, value: Any) -> None:
-        _require_int(field, value, 1)
-
-    return check
-
-
-def _bool_field(field: str):
-    def check(instance: Any, attribute: Any, value: Any) -> None:
-        if not isinstance(value, bool):
-            raise ConfigError(field, value, "must be true or false")
-
-    return check
-
-
-@attrs.frozen
-class Semantics:
-    """The behaviours in which real engines differ from one another, each a modelled choice, so a
-    backend is compared with the reference configured to the semantics it claims.
-
-    ``in_flight_tokens`` (k): tokens scheduled but not yet computed; blocks are released on history
-    ``max(0, h - k)``, so a window keeps ``W + k`` tokens and the floor is
-    :func:`~.floors.in_flight_floor`. ``free_stale``: see :class:`FreeStale`. ``suspend``: see
-    :class:`SuspendMode`. ``first_resume_copy``: the first resume of a request whose reused history
-    ends mid-block holds one transient slot per attention life cycle for a private copy (SSM: one for
-    the state snapshot when the reused history is above 0); engines that load a reused prefix in place
-    need none. ``release_order``: see :class:`ReleaseOrder` (blocks cut off by a smaller capacity are
-    freed before allocating in both orders). ``eviction_interval`` (e, SGLang's
-    ``SGLANG_SWA_EVICTION_INTERVAL``): an SWA life cycle frees its stale blocks at history ``h`` only
-    when at least ``e`` tokens have left the window since its eviction cursor, ``h' + 1 - W >= cursor +
-    e`` (``h' = max(0, h - k)``; the cursor is the first token of the first block not yet freed,
-    :func:`~.floors.eviction_cursor`); then everything stale at ``h'`` goes. ``e = 1`` frees whatever is
-    stale (today's behaviour); the floor is :func:`~.floors.eviction_floor`. ``prefix_sharing``: a
-    request created on another's committed prefix (``Manager.create(..., share_with=...)``) takes the
-    whole prefix blocks that request holds at its first resume as cache hits, one slot for all holders (see :mod:`~.sharing`); off, every
-    request computes its prefix into slots of its own (today's model). ``cache_freed`` (needs
-    ``prefix_sharing``): a freed block whose tokens were all committed stays cached in its free slot
-    (vLLM's prefix cache): a later first resume on the same content takes it back as a hit, from a live
-    holder or from the cache, and a slot taken from the pool evicts what it cached. A pool hands out
-    first the free slots that keep nothing (the last freed first, then the never-used ones), then the
-    cached ones least recently freed first (vLLM's free queue: uncached blocks prepended, cached ones
-    appended); a request frees its blocks last block first, life cycle by life cycle, so a freed
-    request's tail is evicted before its head. The cache takes no slot: a cached slot counts as free.
-    ``hit_rule`` (needs ``cache_freed``): see :class:`HitRule`. ``cache_scheduled`` (needs ``cache_freed``):
-    a block's content counts as computed, for the cache and for hits on live holders, once every token
-    of it lies within the capacity its request reserved (vLLM hashes a block when the step that fills it
-    is scheduled), not only once committed. ``lookahead_tokens`` (k): draft slots of speculative
-    decoding (vLLM's ``num_lookahead_tokens``): every decode step asks capacity ``h + 1 + k``, blocks
-    are released on history as with the tokens in flight, so the minimum is
-    :func:`~.floors.lookahead_floor` (the in-flight floor at ``in_flight_tokens + k``); the manager
-    itself serves whatever capacity a step asks. Of a step of ``n = c - h > 0`` new tokens the last
-    ``min(k, n - 1)`` are draft slots: held, but holding no token of the request yet, so under
-    ``cache_scheduled`` the step names (makes findable) only the blocks within ``c - min(k, n - 1)``,
-    and a step with no new token names nothing (vLLM caches up to the request's known tokens).
-    ``eagle`` (needs ``hit_rule`` common-prefix): speculative decoding with an EAGLE drafter: a first
-    resume's hit is :func:`~.cache_hit.longest_hit` with the pop (the block after the hit must be
-    found too and lie within the reused tokens: the engine matched it and gave it back for the
-    drafter to recompute); defined for windows without sink tokens. ``cache_aligned`` (needs
-    ``cache_freed``): the cache keeps only what a hit whose length is a multiple of the alignment (the
-    lcm of the block sizes, :func:`~.cache_hit.alignment`) can take: a life cycle of ``t`` tokens per
-    block names only the blocks within its :func:`~.cache_hit.cacheable_tokens` of the computed ones
-    (vLLM's hybrid coordinator caches up to the computed tokens rounded down to its scheduler block
-    size, with ``eagle`` one block of the life cycle's own more, and nothing before the first
-    boundary), and of those only the ones a hit reads (:func:`~.cache_hit.retained_block`: vLLM's
-    retention mask for its sliding-window groups). With one block size and windows of two or more
-    tokens it changes nothing. ``cache_prompt_tail`` (needs ``cache_freed``): a full-attention life
-    cycle whose block size differs from the config's ``t`` (vLLM's hash block size) names the block a
-    request's prompt ends inside, while it fills, by the prompt's whole hash blocks (vLLM's partial
-    prefix entry, :func:`~.cache_hit.prompt_tail_tokens`): no hit reads that content, but a block
-    freed with it is cached (the end of the free queue); a request's prompt is its reused history and
-    the first token it computes itself."""
-
-    in_flight_tokens: int = attrs.field(default=0, validator=_non_negative_int("semantics.in_flight_tokens"))
-    free_stale: FreeStale = attrs.field(
-        default=FreeStale.AT_COMMIT, converter=_enum_of("semantics.free_stale", FreeStale)
-    )
-    suspend: SuspendMode = attrs.field(
-        default=SuspendMode.RELEASE, converter=_enum_of("semantics.suspend", SuspendMode)
-    )
-    first_resume_copy: bool = attrs.field(default=True, validator=_bool_field("semantics.first_resume_copy"))
-    release_order: ReleaseOrder = attrs.field(
-        default=ReleaseOrder.RELEASE_FIRST, converter=_enum_of("semantics.release_order", ReleaseOrder)
-    )
-    eviction_interval: int = attrs.field(default=1, validator=_positive_int("semantics.eviction_interval"))
-    prefix_sharing: bool = attrs.field(default=False, validator=_bool_field("semantics.prefix_sharing"))
-    cache_freed: bool = attrs.field(default=False, validator=_bool_field("semantics.cache_freed"))
-    hit_rule: HitRule = attrs.field(default=HitRule.PER_BLOCK, converter=_enum_of("semantics.hit_rule", HitRule))
-    cache_scheduled: bool = attrs.field(default=False, validator=_bool_field("semantics.cache_scheduled"))
-    lookahead_tokens: int = attrs.field(default=0, validator=_non_negative_int("semantics.lookahead_tokens"))
-    eagle: bool = attrs.field(default=False, validator=_bool_field("semantics.eagle"))
-    cache_aligned: bool = attrs.field(default=False, validator=_bool_field("semantics.cache_aligned"))
-    cache_prompt_tail: bool = attrs.field(default=False, validator=_bool_field("semantics.cache_prompt_tail"))
-
-    def __attrs_post_init__(self) -> None:
-        if self.cache_freed and not self.prefix_sharing:
-            raise ConfigError("semantics.cache_freed", self.cache_freed, "needs semantics.prefix_sharing")
-        if self.hit_rule is not HitRule.PER_BLOCK and not self.cache_freed:
-            raise ConfigError("semantics.hit_rule", self.hit_rule.value, "needs semantics.cache_freed")
-        if self.cache_scheduled and not self.cache_freed:
-            raise ConfigError("semantics.cache_scheduled", self.cache_scheduled, "needs semantics.cache_freed")
-        if self.eagle and self.hit_rule is not HitRule.COMMON_PREFIX:
-            raise ConfigError("semantics.eagle", self.eagle, "needs semantics.hit_rule common-prefix")
-        if self.cache_aligned and not self.cache_freed:
-            raise ConfigError("semantics.cache_aligned", self.cache_aligned, "needs semantics.cache_freed")
-        if self.cache_prompt_tail and not self.cache_freed:
-            raise ConfigError("semantics.cache_prompt_tail", self.cache_prompt_tail, "needs semantics.cache_freed")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "in_flight_tokens": self.in_flight_tokens,
-            "free_stale": self.free_stale.value,
-            "suspend": self.suspend.value,
-            "first_resume_copy": self.first_resume_copy,
-            "release_order": self.release_order.value,
-            # Each written only when set: traces of every other semantics stay as they were.
-            **({"eviction_interval": self.eviction_interval} if self.eviction_interval != 1 else {}),
-            **({"prefix_sharing": True} if self.prefix_sharing else {}),  # absent: off (older traces)
-            **({"cache_freed": True} if self.cache_freed else {}),
-            **({"hit_rule": self.hit_rule.value} if self.hit_rule is not HitRule.PER_BLOCK else {}),
-            **({"cache_scheduled": True} if self.cache_scheduled else {}),
-            **({"lookahead_tokens": self.lookahead_tokens} if self.lookahead_tokens else {}),  # absent: 0
-            **({"eagle": True} if self.eagle else {}),  # absent: off
-            **({"cache_aligned": True} if self.cache_aligned else {}),
-            **({"cache_prompt_tail": True} if self.cache_prompt_tail else {}),
-        }
-
-    @classmethod
-    def from_dict(cls, data: Any) -> "Semantics":
-        if not isinstance(data, dict):
-            raise ConfigError("config.semantics", data, "must be an object")
-        known = (
-            "in_flight_tokens", "free_stale", "suspend", "first_resume_copy", "release_order",
-            "eviction_interval", "prefix_sharing", "cache_freed", "hit_rule", "cache_scheduled", "lookahead_tokens",
-            "eagle",
-            "cache_aligned", "cache_prompt_tail",
-        )
-        for key in data:
-            if key not in known:
-                raise ConfigError(f"config.semantics.{_key(key)}", data[key], "unknown field")
-        return cls(**{key: data[key] for key in known if key in data})
 
 
 def _semantics(value: Any) -> Semantics:

@@ -52,23 +52,54 @@ def test_retained_block_is_a_block_some_aligned_hit_reads(eagle):
                     assert cache_hit.retained_block(b, t, window, A, eagle) == (everything or read), (t, A, window, b)
 
 
+def _cached_reach(computed: int, t: int, A: int, eagle: int) -> int:
+    """Token by token: the furthest token (plus one) that any hit of ``L > 0`` tokens, ``L`` a multiple
+    of ``A`` and at most ``computed``, reads: its tokens ``0..L-1`` and, with EAGLE, every token of the
+    block holding token ``L`` (the block matched and given back), of those the computed ones only."""
+    reach = 0
+    for L in range(1, computed + 1):
+        if L % A:
+            continue
+        read = set(range(L)) | ({p for p in range(computed) if p // t == L // t} if eagle else set())
+        reach = max(reach, 1 + max(p for p in read if p < computed))
+    return reach
+
+
 def test_cacheable_tokens_is_the_furthest_an_aligned_hit_and_its_eagle_block_reach():
-    """The tokens a life cycle caches: the furthest any hit of ``L > 0`` tokens (a multiple of ``A``,
-    ``L <= computed``) reaches, with EAGLE its block after ``L`` too, never past ``computed``."""
+    """The tokens a life cycle caches: the furthest any aligned hit reaches, with EAGLE its block
+    after the hit too, never past the computed tokens (:func:`_cached_reach`, token by token)."""
     for t in (1, 2, 4):
         for a in (1, 2, 4):
             A = a * t
             for computed in range(0, 5 * A):
                 for eagle in (0, 1):
-                    reach = max((min(computed, L + eagle * t) for L in range(A, computed + 1, A)), default=0)
-                    assert cache_hit.cacheable_tokens(computed, t, A, eagle) == reach, (t, A, computed, eagle)
+                    assert cache_hit.cacheable_tokens(computed, t, A, eagle) == _cached_reach(computed, t, A, eagle), \
+                        (t, A, computed, eagle)
+    # By hand: t = 2, A = 4, 9 computed: hits of 4 and 8 tokens; the longest reads tokens 0-7 (8), with
+    # EAGLE also block 4 (tokens 8, 9), of which token 8 is computed (9). t = 4, A = 8, 13 computed: the
+    # hit of 8 and, with EAGLE, block 2 (tokens 8-11, all computed): 12. 3 computed, A = 4: no hit, 0.
+    assert [cache_hit.cacheable_tokens(9, 2, 4, e) for e in (0, 1)] == [8, 9]
+    assert [cache_hit.cacheable_tokens(13, 4, 8, e) for e in (0, 1)] == [8, 12]
+    assert [cache_hit.cacheable_tokens(3, 1, 4, e) for e in (0, 1)] == [0, 0]
+
+
+def _whole_blocks_within(tokens: int, hash_t: int) -> int:
+    """Token by token: the tokens of the hash blocks every token of which lies within the first ``tokens``."""
+    return sum(hash_t for b in range(tokens + 1) if all(p < tokens for p in range(b * hash_t, (b + 1) * hash_t)))
 
 
 def test_prompt_tail_tokens_is_the_prompts_whole_hash_blocks():
+    """The prompt's whole hash blocks within its first ``prompt - 1`` tokens, with EAGLE within all of it."""
     for hash_t in (1, 2, 3):
         for prompt in range(1, 20):
-            assert cache_hit.prompt_tail_tokens(prompt, hash_t, 1) == prompt // hash_t * hash_t
-            assert cache_hit.prompt_tail_tokens(prompt, hash_t, 0) == (prompt - 1) // hash_t * hash_t
+            for eagle in (0, 1):
+                assert cache_hit.prompt_tail_tokens(prompt, hash_t, eagle) == \
+                    _whole_blocks_within(prompt - 1 + eagle, hash_t), (prompt, hash_t, eagle)
+    # By hand, hash blocks of 3: a prompt of 7 tokens: its first 6 hold blocks 0 and 1 whole (6), with
+    # EAGLE all 7 hold the same two (6); a prompt of 6: its first 5 hold block 0 (3), all 6 hold two (6).
+    # A prompt of 1 token: none without EAGLE; with EAGLE its one token is a whole block of size 1 only.
+    assert [cache_hit.prompt_tail_tokens(p, 3, e) for p in (7, 6) for e in (0, 1)] == [6, 6, 3, 6]
+    assert [cache_hit.prompt_tail_tokens(1, h, e) for h in (1, 2) for e in (0, 1)] == [0, 1, 0, 0]
 
 
 def test_cache_prompt_tail_needs_cache_freed_and_round_trips():

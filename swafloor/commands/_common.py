@@ -133,6 +133,36 @@ def add_window_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sink-tokens", type=int_at_least(0), default=0, help="sink tokens (default 0)")
 
 
+def add_semantics_arguments(parser: argparse.ArgumentParser, semantics_class: type | None = None) -> None:
+    """One flag per option a ``Semantics`` class declares (``reference.semantics.options``; default
+    the reference's): a count takes an integer at least its minimum, an enum one of its values, a flag
+    ``--NAME``/``--no-NAME``. An option not given keeps its default; :func:`semantics_from_args` builds
+    the semantics, its own checks (what an option needs) raising ``ConfigError``: one line, exit 2."""
+    from swafloor.reference.semantics import options
+
+    group = parser.add_argument_group("semantics (the reference's Semantics options; default: the spec)")
+    for o in options(semantics_class):
+        first = o.summary
+        dest = f"semantics_{o.name}"
+        if o.is_flag:
+            group.add_argument(o.cli_flag, dest=dest, action=argparse.BooleanOptionalAction, default=None,
+                               help=f"{first} (default: {'on' if o.default else 'off'})".replace("%", "%%"))
+        elif o.values is not None:
+            group.add_argument(o.cli_flag, dest=dest, choices=o.values, default=None,
+                               help=f"{first} (default: {o.serialised(o.default)})".replace("%", "%%"))
+        else:
+            group.add_argument(o.cli_flag, dest=dest, type=int_at_least(o.minimum), default=None, metavar="N",
+                               help=f"{first} (default: {o.default})".replace("%", "%%"))
+
+
+def semantics_from_args(args: argparse.Namespace, semantics_class: type | None = None) -> Any:
+    """The ``Semantics`` the flags :func:`add_semantics_arguments` added name (the defaults where none is given)."""
+    from swafloor.reference.semantics import Semantics, options
+
+    given = {o.name: getattr(args, f"semantics_{o.name}") for o in options(semantics_class)}
+    return (semantics_class or Semantics)(**{name: value for name, value in given.items() if value is not None})
+
+
 def print_json(data: Any) -> None:
     json.dump(data, sys.stdout, indent=2, sort_keys=False)
     sys.stdout.write("\n")

@@ -10,7 +10,9 @@ import time
 
 from swafloor.reference import AttentionLayer, Config, FloorRule, Manager, ReleaseOrder, build_layout
 
-from ._common import add_window_arguments, format_duration, int_at_least, print_json
+from ._common import (
+    add_semantics_arguments, add_window_arguments, format_duration, int_at_least, print_json, semantics_from_args,
+)
 
 
 #: The exit code of a simulation whose request deadlocked.
@@ -29,14 +31,12 @@ def register(subparsers) -> None:
                         "fixed, TensorRT-LLM after PR #15588, the floor S + ceil((W-1)/t) + 1 (default); legacy, "
                         "before it, one slot per life cycle")
     p.add_argument(
-        "--release-order", choices=[o.value for o in ReleaseOrder], default=ReleaseOrder.RELEASE_FIRST.value
-    )
-    p.add_argument(
         "--history-in-resize",
         action="store_true",
         help="advance history inside each resize (resize(h+1, h) from (h, h-1)) instead of by commit",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_semantics_arguments(p)
     p.set_defaults(handler=run)
 
 
@@ -95,8 +95,10 @@ class _Progress:
 
 def run(args) -> int:
     layers = [AttentionLayer(window=args.window, sink_tokens=args.sink_tokens)]
+    semantics = semantics_from_args(args)
     rule = FloorRule(args.floor_rule)
-    rule_min = build_layout(Config(tokens_per_block=args.tokens_per_block, layers=layers, floor_rule=rule)).min_slots[0]
+    rule_min = build_layout(Config(tokens_per_block=args.tokens_per_block, layers=layers, floor_rule=rule,
+                                   semantics=semantics)).min_slots[0]
     # Any pool may be simulated, even one below the rule's minimum (that is how one sees the deadlock):
     # the manager ignores the rule but for validating slots, so such a pool is built under the legacy rule.
     below = args.slots is not None and args.slots < rule_min
@@ -105,10 +107,11 @@ def run(args) -> int:
         layers=layers,
         slots=None if args.slots is None else [args.slots],
         floor_rule=FloorRule.LEGACY if below else rule,
+        semantics=semantics,
     )
     layout = build_layout(config)
     steps = 10 * args.window if args.steps is None else args.steps
-    manager = Manager(config, release_order=args.release_order)
+    manager = Manager(config)  # in the release order its semantics name
     manager.create("r0")
     progress = _Progress(steps)
     try:
@@ -159,6 +162,6 @@ def explain_hint(args, failed_at: int) -> str:
     order change the step's blocks)."""
     hint = (f"swafloor explain --window {args.window} --tokens-per-block {args.tokens_per_block}"
             f" --sink-tokens {args.sink_tokens} --history {failed_at}")
-    if args.history_in_resize and args.release_order == ReleaseOrder.HOLD_UNTIL_RETURN.value:
-        hint += f" --release-order {args.release_order}"
+    if args.history_in_resize and args.semantics_release_order == ReleaseOrder.HOLD_UNTIL_RETURN.value:
+        hint += f" --release-order {args.semantics_release_order}"
     return hint

@@ -286,29 +286,22 @@ def _factory_doc(module: str, attr: str) -> str:
     return "(no docstring)"
 
 
-def semantics_options() -> str:
-    """The reference's Semantics fields: default and allowed values, read from the class."""
-    import enum
+def semantics_options(semantics_class=None) -> str:
+    """The reference's Semantics options as declared (``reference.semantics.options``): default,
+    allowed values, what each needs and the engines that behave so."""
+    from swafloor.reference import semantics
 
-    from swafloor.reference import config
+    def shown(value) -> str:
+        return str(value).lower() if isinstance(value, bool) else str(value)
 
-    lines = ["| option | default (the spec) | values |", "|---|---|---|"]
-    for field in attrs.fields(config.Semantics):
-        default = field.default
-        kind = type(default)
-        if isinstance(default, enum.Enum):
-            values = ", ".join(f"`{m.value}`" for m in kind)
-            shown = default.value
-        elif isinstance(default, bool):
-            values, shown = "`true`, `false`", str(default).lower()
-        else:
-            try:  # the least value the class accepts (0 or 1), read from its validator
-                config.Semantics(**{field.name: 0})
-                least = 0
-            except config.ConfigError:
-                least = 1
-            values, shown = f"an integer >= {least}", default
-        lines.append(f"| `{field.name}` | `{shown}` | {values} |")
+    lines = ["| option | what | default (the spec) | values | needs | engines that behave so |",
+             "|---|---|---|---|---|---|"]
+    for o in semantics.options(semantics_class):
+        values = (f"an integer >= {o.minimum}" if o.values is None
+                  else ", ".join(f"`{shown(v)}`" for v in o.values))
+        needs = "" if o.needs is None else f"`{o.needs[0]}`" + ("" if o.needs[1] is True else f" = `{o.needs[1]}`")
+        engines = "; ".join(o.engines).replace("|", "\\|")
+        lines.append(f"| `{o.name}` | {o.summary} | `{shown(o.serialised(o.default))}` | {values} | {needs} | {engines} |")
     return "\n".join(lines)
 
 

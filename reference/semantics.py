@@ -1,0 +1,322 @@
+"""The behaviours in which engines differ, each declared once: :class:`Semantics` and its options.
+
+Each option is one :func:`option` field of :class:`Semantics`: its default (the spec), its doc, the
+engines that behave so, what it needs of another option, whether the campaigns draw it apart. The
+class docstring, validation, :meth:`Semantics.to_dict`/:meth:`Semantics.from_dict`, the docs table,
+the CLI flags and the harness's ``Capabilities`` mirrors are all read from these declarations
+(:func:`options`); a new option is one more declaration here and the layer of the manager that reads
+it. :func:`semantics_with` builds a class with more options (a throwaway option in a test).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import attrs
+
+from .errors import ConfigError
+from .validation import enum_value, printable_key, require_int
+
+__all__ = [
+    "FreeStale",
+    "SuspendMode",
+    "ReleaseOrder",
+    "HitRule",
+    "Option",
+    "option",
+    "options",
+    "semantics_with",
+    "Semantics",
+]
+
+
+class FreeStale(str, enum.Enum):
+    """When blocks that fell out of the window are freed."""
+
+    AT_COMMIT = "at-commit"  # the spec: commit (and resize) free newly stale blocks at once
+    AT_ALLOCATE = "at-allocate"  # lazily (vLLM): commit frees nothing; the next resize frees first
+
+
+class SuspendMode(str, enum.Enum):
+    """What suspending a request does with its slots and lengths."""
+
+    RELEASE = "release"  # the spec: free every slot, keep capacity and history
+    RECOMPUTE = "recompute"  # vLLM's preemption: free every slot, drop the computed tokens (lengths -> 0)
+    KEEP = "keep"  # TensorRT-LLM V2 with GPU memory only: nothing is freed; resume allocates nothing new
+
+
+class HitRule(str, enum.Enum):
+    """Which blocks of a reused prefix a first resume takes as cache hits (with ``cache_freed``)."""
+
+    PER_BLOCK = "per-block"  # the spec: every block it must hold whose content some slot keeps
+    # vLLM: one hit length for every life cycle, the longest prefix of whole blocks (at most the reused
+    # ones) for which every life cycle finds each block it needs at that length (its blocks live at
+    # that history; where none is, the last block before it: vLLM declares a match only on a found
+    # block); the blocks past it are computed again
+    COMMON_PREFIX = "common-prefix"
+
+
+class ReleaseOrder(str, enum.Enum):
+    """When a resize frees the blocks it made stale."""
+
+    RELEASE_FIRST = "release-first"  # the spec: freed before the call allocates
+    HOLD_UNTIL_RETURN = "hold-until-return"  # TensorRT-LLM: held until the call returns
+
+
+#: The key of an option's declaration in its attrs field's metadata.
+OPTION_KEY = "swafloor.semantics.option"
+
+
+@attrs.frozen
+class Option:
+    """One semantics option as declared.
+
+    ``name``: the field (and the serialised key). ``default``: the spec's behaviour; its type says the
+    option's kind (a bool, a count, an enum). ``summary``: one line (the CLI's help, the docs table). ``minimum``: the least count accepted. ``doc``: what the
+    behaviour is. ``engines``: the engines that behave so (with the value they take). ``needs``:
+    ``(other option, value)`` the other must have whenever this one is off its default. ``always_written``:
+    serialised even at its default (the five first options, as every trace has them); every other option
+    is written only when set, so traces of every other semantics stay as they were. ``drawn_apart``:
+    a backend serving every semantics draws this option only where its ``Capabilities`` declare the
+    option's mirror (a bool of the same name), a campaign of its own; the text names what is drawn."""
+
+    name: str
+    default: Any
+    summary: str
+    doc: str
+    engines: tuple[str, ...] = ()
+    needs: tuple[str, Any] | None = None
+    minimum: int = 0
+    always_written: bool = False
+    drawn_apart: str = ""
+    flag: str = ""  # the command line's flag, when not ``--`` and the name with dashes
+
+    @property
+    def cli_flag(self) -> str:
+        return self.flag or "--" + self.name.replace("_", "-")
+
+    @property
+    def enum_type(self) -> type[enum.Enum] | None:
+        return type(self.default) if isinstance(self.default, enum.Enum) else None
+
+    @property
+    def is_flag(self) -> bool:
+        return isinstance(self.default, bool)
+
+    @property
+    def values(self) -> tuple[Any, ...] | None:
+        """The serialised values allowed, or None for a count (any integer >= ``minimum``)."""
+        if self.enum_type is not None:
+            return tuple(m.value for m in self.enum_type)
+        return (True, False) if self.is_flag else None
+
+    def serialised(self, value: Any) -> Any:
+        """``value`` as JSON holds it: an enum's value, else the value itself."""
+        return value.value if isinstance(value, enum.Enum) else value
+
+    def describe_needs(self) -> str:
+        """``needs semantics.OTHER`` (a flag that must be on) or ``needs semantics.OTHER VALUE``; '' when none."""
+        if self.needs is None:
+            return ""
+        other, value = self.needs
+        return f"needs semantics.{other}" + ("" if value is True else f" {value}")
+
+
+def _check_flag(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ConfigError(f"semantics.{attribute.name}", value, "must be true or false")
+
+
+def _check_count(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    require_int(f"semantics.{attribute.name}", value, attribute.metadata[OPTION_KEY].minimum)
+
+
+def _to_enum(enum_type: type[enum.Enum]):
+    def convert(value: Any, field: attrs.Attribute) -> Any:
+        return enum_value(f"semantics.{field.name}", enum_type, value)
+
+    return attrs.Converter(convert, takes_field=True)
+
+
+def option(default: Any, summary: str, doc: str, engines: tuple[str, ...] = (), needs: tuple[str, Any] | None = None,
+           minimum: int = 0, always_written: bool = False, drawn_apart: str = "", flag: str = "") -> Any:
+    """Declare one option of a :class:`Semantics` class (a field of it): see :class:`Option`. Its
+    checks follow from the default's type: an enum converts from its value (``ConfigError`` naming
+    the choices), a bool must be a bool, a count an integer >= ``minimum``."""
+    declared = Option("", default, summary, " ".join(doc.split()), tuple(engines), needs, minimum, always_written, drawn_apart,
+                      flag)
+    metadata = {OPTION_KEY: declared}
+    if isinstance(default, enum.Enum):
+        return attrs.field(default=default, converter=_to_enum(type(default)), metadata=metadata)
+    if isinstance(default, bool):
+        return attrs.field(default=default, validator=_check_flag, metadata=metadata)
+    if isinstance(default, int):
+        return attrs.field(default=default, validator=_check_count, metadata=metadata)
+    raise TypeError(f"a semantics option's default is a bool, an int or an enum, got {default!r}")
+
+
+def options(semantics_class: type | None = None) -> tuple[Option, ...]:
+    """The options a :class:`Semantics` class (default: :class:`Semantics`) declares, in order."""
+    fields = attrs.fields(Semantics if semantics_class is None else semantics_class)
+    return tuple(attrs.evolve(f.metadata[OPTION_KEY], name=f.name) for f in fields if OPTION_KEY in f.metadata)
+
+
+def _class_doc(lead: str, semantics_class: type) -> str:
+    """The class docstring: ``lead``, then each option's doc, engines and needs, from its declaration."""
+    lines = [lead, ""]
+    for o in options(semantics_class):
+        extra = "".join(f" {part}." for part in (
+            o.describe_needs().capitalize(), f"Engines: {'; '.join(o.engines)}" if o.engines else "") if part)
+        lines.append(f"``{o.name}`` (default ``{o.serialised(o.default)}``), {o.summary}: {o.doc}{extra}")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+_LEAD = """The behaviours in which real engines differ from one another, each a modelled choice, so a
+backend is compared with the reference configured to the semantics it claims. Each option is
+declared once (:func:`option`); the list below is generated from those declarations."""
+
+
+@attrs.frozen
+class Semantics:
+    """The behaviours in which real engines differ from one another (replaced, below the class, by the
+    docstring generated from the option declarations that follow)."""
+
+    in_flight_tokens: int = option(0, "tokens scheduled but not yet computed (k)", """
+        Tokens scheduled but not yet computed (k): blocks are released on history ``max(0, h - k)``, so a
+        window keeps ``W + k`` tokens and the floor is :func:`~.floors.in_flight_floor`.""",
+        engines=("vLLM with asynchronous scheduling: 1",), always_written=True, flag="--in-flight")
+    free_stale: FreeStale = option(FreeStale.AT_COMMIT, "when blocks that fell out of the window are freed", """
+        When blocks that fell out of the window are freed (:class:`FreeStale`): ``at-commit`` frees them
+        at once (commit and resize); ``at-allocate`` frees nothing at commit, the request's next resize
+        first frees what is stale, and that release stands even if the allocation then fails.""",
+        engines=("vLLM: at-allocate",), always_written=True)
+    suspend: SuspendMode = option(SuspendMode.RELEASE, "what suspending a request does with its slots and lengths", """
+        What suspending a request does (:class:`SuspendMode`): ``release`` frees every slot and keeps the
+        lengths; ``recompute`` frees every slot and drops the computed tokens; ``keep`` frees nothing, and
+        resume allocates nothing new.""",
+        engines=("vLLM's preemption: recompute", "TensorRT-LLM V2 with GPU memory only: keep"), always_written=True)
+    first_resume_copy: bool = option(True, "a first resume holds a transient slot to copy a reused partial block", """
+        The first resume of a request whose reused history ends mid-block holds one transient slot per
+        attention life cycle for a private copy (SSM: one for the state snapshot when the reused history
+        is above 0); engines that load a reused prefix in place need none.""",
+        engines=("vLLM: false", "SGLang: false"), always_written=True)
+    release_order: ReleaseOrder = option(ReleaseOrder.RELEASE_FIRST, "when a resize frees the blocks it made stale", """
+        When a resize frees the blocks it made stale (:class:`ReleaseOrder`): before it allocates, or held
+        until the call returns (blocks cut off by a smaller capacity are freed before allocating in both
+        orders). ``Manager(config, release_order=...)`` overrides it.""",
+        engines=("TensorRT-LLM: hold-until-return",), always_written=True)
+    eviction_interval: int = option(1, "tokens that leave a window before it frees its stale blocks (e)", """
+        (e) An SWA life cycle frees its stale blocks at history ``h`` only when at least ``e`` tokens have
+        left the window since its eviction cursor, ``h' + 1 - W >= cursor + e`` (``h' = max(0, h - k)``;
+        the cursor is the first token of the first block not yet freed, :func:`~.floors.eviction_cursor`);
+        then everything stale at ``h'`` goes. ``e = 1`` frees whatever is stale; the floor is
+        :func:`~.floors.eviction_floor`.""",
+        engines=("SGLang: SGLANG_SWA_EVICTION_INTERVAL",), minimum=1, drawn_apart="eviction intervals")
+    prefix_sharing: bool = option(False, "a request created on another's committed prefix shares its blocks", """
+        A request created on another's committed prefix (``Manager.create(..., share_with=...)``) takes
+        the whole prefix blocks that request holds at its first resume as cache hits, one slot for all
+        holders (see :mod:`~.sharing`); off, every request computes its prefix into slots of its own.""",
+        engines=("vLLM's prefix cache", "SGLang's radix cache"), drawn_apart="prefix sharing")
+    cache_freed: bool = option(False, "a freed block of committed tokens stays cached in its free slot", """
+        A freed block whose tokens were all committed stays cached in its free slot: a later first resume
+        on the same content takes it back as a hit, from a live holder or from the cache, and a slot taken
+        from the pool evicts what it cached. A pool hands out first the free slots that keep nothing (the
+        last freed first, then the never-used ones), then the cached ones least recently freed first
+        (vLLM's free queue: uncached blocks prepended, cached ones appended); a request frees its blocks
+        last block first, life cycle by life cycle, so a freed request's tail is evicted before its head.
+        The cache takes no slot: a cached slot counts as free.""",
+        engines=("vLLM's prefix cache", "SGLang's radix cache"), needs=("prefix_sharing", True))
+    hit_rule: HitRule = option(HitRule.PER_BLOCK, "which blocks of a reused prefix a first resume takes as hits", """
+        Which blocks of a reused prefix a first resume takes as cache hits (:class:`HitRule`).""",
+        engines=("vLLM: common-prefix",), needs=("cache_freed", True))
+    cache_scheduled: bool = option(False, "a block counts as computed once the step filling it is scheduled", """
+        A block's content counts as computed, for the cache and for hits on live holders, once every token
+        of it lies within the capacity its request reserved, not only once committed.""",
+        engines=("vLLM: it hashes a block when the step that fills it is scheduled",), needs=("cache_freed", True))
+    lookahead_tokens: int = option(0, "draft slots of speculative decoding (k)", """
+        (k) Draft slots of speculative decoding: every decode step asks capacity ``h + 1 + k``, blocks are
+        released on history as with the tokens in flight, so the minimum is
+        :func:`~.floors.lookahead_floor` (the in-flight floor at ``in_flight_tokens + k``); the manager
+        itself serves whatever capacity a step asks. Of a step of ``n = c - h > 0`` new tokens the last
+        ``min(k, n - 1)`` are draft slots: held, but holding no token of the request yet, so under
+        ``cache_scheduled`` the step names (makes findable) only the blocks within ``c - min(k, n - 1)``,
+        and a step with no new token names nothing (vLLM caches up to the request's known tokens).""",
+        engines=("vLLM: num_lookahead_tokens",))
+    eagle: bool = option(False, "an EAGLE drafter: the block after a hit is matched and given back", """
+        Speculative decoding with an EAGLE drafter: a first resume's hit is
+        :func:`~.cache_hit.longest_hit` with the pop (the block after the hit must be found too and lie
+        within the reused tokens: the engine matched it and gave it back for the drafter to recompute);
+        defined for windows without sink tokens (a config with sink tokens is refused).""",
+        engines=("vLLM with an EAGLE drafter",), needs=("hit_rule", "common-prefix"),
+        drawn_apart="EAGLE hits and draft slots")
+    cache_aligned: bool = option(False, "only what a hit of an aligned length can take is cached", """
+        The cache keeps only what a hit whose length is a multiple of the alignment (the lcm of the block
+        sizes, :func:`~.cache_hit.alignment`) can take: a life cycle of ``t`` tokens per block names only
+        the blocks within its :func:`~.cache_hit.cacheable_tokens` of the computed ones, and of those only
+        the ones a hit reads (:func:`~.cache_hit.retained_block`). With one block size and windows of two
+        or more tokens it changes nothing.""",
+        engines=("vLLM's hybrid coordinator: computed tokens rounded down to its scheduler block size, with "
+                 "EAGLE one block of the life cycle's own more; its retention mask for sliding-window groups",),
+        needs=("cache_freed", True))
+    cache_prompt_tail: bool = option(False, "the block a prompt ends inside is named by its whole hash blocks", """
+        A full-attention life cycle whose block size differs from the config's ``t`` (the hash block size)
+        names the block a request's prompt ends inside, while it fills, by the prompt's whole hash blocks
+        (:func:`~.cache_hit.prompt_tail_tokens`): no hit reads that content, but a block freed with it is
+        cached (the end of the free queue); a request's prompt is its reused history and the first token
+        it computes itself.""",
+        engines=("vLLM's partial prefix entry",), needs=("cache_freed", True))
+
+    def __attrs_post_init__(self) -> None:
+        for o in options(type(self)):
+            value = getattr(self, o.name)
+            if o.needs is None or value == o.default:
+                continue
+            other, wanted = o.needs
+            if _declared(type(self), other).serialised(getattr(self, other)) != wanted:
+                raise ConfigError(f"semantics.{o.name}", o.serialised(value), o.describe_needs())
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict: every option always written, the others only when off their default."""
+        values = [(o, getattr(self, o.name)) for o in options(type(self))]
+        return {o.name: o.serialised(value) for o, value in values if o.always_written or value != o.default}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Semantics":
+        if not isinstance(data, dict):
+            raise ConfigError("config.semantics", data, "must be an object")
+        known = [o.name for o in options(cls)]
+        for key in data:
+            if key not in known:
+                raise ConfigError(f"config.semantics.{printable_key(key)}", data[key], "unknown field")
+        return cls(**{key: data[key] for key in known if key in data})
+
+
+def _declared(semantics_class: type, name: str) -> Option:
+    return attrs.evolve(attrs.fields_dict(semantics_class)[name].metadata[OPTION_KEY], name=name)
+
+
+Semantics.__doc__ = _class_doc(_LEAD, Semantics)
+
+
+def semantics_with(name: str = "Semantics", **declared: Any) -> type[Semantics]:
+    """A subclass of :class:`Semantics` with more options, each an :func:`option` field: everything
+    read from the declarations (checks, serialised form, docs table, CLI flags, mirrors) serves them."""
+    cls = attrs.make_class(name, declared, bases=(Semantics,), frozen=True)
+    _check_declarations(cls)
+    cls.__doc__ = _class_doc(_LEAD, cls)
+    return cls
+
+
+def _check_declarations(semantics_class: type) -> None:
+    """Each ``needs`` names a declared option and one of its values (checked at import)."""
+    names = {o.name: o for o in options(semantics_class)}
+    for o in names.values():
+        if o.needs is not None:
+            other, value = o.needs
+            if other not in names or (names[other].values is not None and value not in names[other].values):
+                raise TypeError(f"semantics option {o.name}: needs {o.needs!r}, not a declared option and value")
+
+
+_check_declarations(Semantics)
