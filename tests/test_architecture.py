@@ -66,7 +66,7 @@ def test_reference_modules_name_no_z3_at_top_level():
 
 #: The only modules that may import torch at their top level: the data plane's device side, imported
 #: when a ``dataplane:`` backend is built (never by swafloor's own imports).
-TORCH_MODULES = {"fuzz/backends/dataplane/engine.py"}
+TORCH_MODULES = {"fuzz/engines/dataplane/engine.py"}
 
 
 def test_only_the_data_plane_engine_names_torch_at_top_level():
@@ -84,7 +84,7 @@ def test_swafloor_and_its_commands_do_not_import_torch():
     code = (
         "import sys, importlib, pkgutil; import swafloor.cli, swafloor.commands as c; "
         "[importlib.import_module('swafloor.commands.' + m.name) for m in pkgutil.iter_modules(c.__path__)]; "
-        "import swafloor.fuzz.runner, swafloor.fuzz.backends as b, swafloor.fuzz.backends.dataplane; "
+        "import swafloor.fuzz.runner, swafloor.fuzz.backends as b, swafloor.fuzz.engines.dataplane; "
         "swafloor.cli.build_parser(); b.resolve('reference'); "
         "assert 'torch' not in sys.modules, 'torch imported'"
     )

@@ -6,7 +6,7 @@ factory is (``MODULE:FUNCTION``, imported only when the name is resolved, so slo
 backends cost nothing until used), what it needs installed beyond swafloor's dependencies and how far
 it has been checked. Its capabilities, display name, ``prepare()`` and limits are what its factory
 declares (:func:`swafloor.fuzz.protocol.factory`). ``dataplane:NAME`` wraps the record NAME resolves
-to (:mod:`.dataplane`). ``reference-mutant:NAME`` names a seeded bug of the reference itself
+to (:mod:`swafloor.fuzz.engines.dataplane`). ``reference-mutant:NAME`` names a seeded bug of the reference itself
 (:mod:`.reference_mutants`), for the oracle to catch. A name not in the registry that
 has the form ``MODULE:FACTORY`` loads a third-party factory (a ``config -> Backend`` callable, ideally
 declared with ``factory``). The docs' backend table is generated from here (:func:`backend_rows`).
@@ -71,42 +71,42 @@ REGISTRY: dict[str, Registered] = {
     "oracle-mixed": Registered("swafloor.fuzz.backends.oracle:oracle_mixed",
                                status="fuzzed against the reference in CI (block sizes per life cycle, tests/test_block_sizes.py)"),
     **_MUTANTS,
-    "vllm": Registered("swafloor.fuzz.backends.vllm:vllm", needs="vLLM, in its own venv (scripts/vllm-venv)",
+    "vllm": Registered("swafloor.fuzz.engines.vllm.backend:vllm", needs="vLLM, in its own venv (scripts/vllm-venv)",
                        status="fuzzed in CI, in the vLLM venv (tests/test_vllm.py)"),
-    "vllm-async": Registered("swafloor.fuzz.backends.vllm:vllm_async", needs="vLLM, in its own venv (scripts/vllm-venv)",
+    "vllm-async": Registered("swafloor.fuzz.engines.vllm.backend:vllm_async", needs="vLLM, in its own venv (scripts/vllm-venv)",
                              status="fuzzed in CI, in the vLLM venv (tests/test_vllm.py)"),
-    "vllm-prefix": Registered("swafloor.fuzz.backends.vllm_prefix:vllm_prefix",
+    "vllm-prefix": Registered("swafloor.fuzz.engines.vllm.prefix:vllm_prefix",
                               needs="vLLM, in its own venv (scripts/vllm-venv)",
                               status="fuzzed in CI, in the vLLM venv (tests/test_vllm_prefix.py)"),
-    "vllm-prefix-eagle": Registered("swafloor.fuzz.backends.vllm_prefix:vllm_prefix_eagle",
+    "vllm-prefix-eagle": Registered("swafloor.fuzz.engines.vllm.prefix:vllm_prefix_eagle",
                                     needs="vLLM, in its own venv (scripts/vllm-venv)",
                                     status="fuzzed in CI, in the vLLM venv (tests/test_vllm_prefix.py)"),
-    "vllm-prefix-mixed": Registered("swafloor.fuzz.backends.vllm_prefix:vllm_prefix_mixed",
+    "vllm-prefix-mixed": Registered("swafloor.fuzz.engines.vllm.prefix:vllm_prefix_mixed",
                                     needs="vLLM, in its own venv (scripts/vllm-venv)",
                                     status="fuzzed in CI, in the vLLM venv (tests/test_vllm_prefix.py)"),
-    "vllm-prefix-eagle-mixed": Registered("swafloor.fuzz.backends.vllm_prefix:vllm_prefix_eagle_mixed",
+    "vllm-prefix-eagle-mixed": Registered("swafloor.fuzz.engines.vllm.prefix:vllm_prefix_eagle_mixed",
                                           needs="vLLM, in its own venv (scripts/vllm-venv)",
                                           status="diverges on the pinned release (semantics not modelled yet); CI replays "
                                                  "tests/regressions/vllm-prefix-eagle-mixed-cache-past-boundary.json"),
-    "vllm-prefix-any-window": Registered("swafloor.fuzz.backends.vllm_prefix:vllm_prefix_any_window",
+    "vllm-prefix-any-window": Registered("swafloor.fuzz.engines.vllm.prefix:vllm_prefix_any_window",
                                          needs="vLLM, in its own venv (scripts/vllm-venv)",
                                          status="replays the trace that pins why vllm-prefix refuses a window of 1"),
-    "sglang": Registered("swafloor.fuzz.backends.sglang:sglang", needs="SGLang, in its own venv (scripts/sglang-venv)",
+    "sglang": Registered("swafloor.fuzz.engines.sglang.backend:sglang", needs="SGLang, in its own venv (scripts/sglang-venv)",
                          status="fuzzed in CI, in the SGLang venv (tests/test_sglang.py)"),
-    "sglang-lazy": Registered("swafloor.fuzz.backends.sglang:sglang_lazy",
+    "sglang-lazy": Registered("swafloor.fuzz.engines.sglang.backend:sglang_lazy",
                               needs="SGLang, in its own venv (scripts/sglang-venv)",
                               status="fuzzed in CI, in the SGLang venv (tests/test_sglang.py)"),
-    "sglang-radix": Registered("swafloor.fuzz.backends.sglang_radix:sglang_radix",
+    "sglang-radix": Registered("swafloor.fuzz.engines.sglang.radix:sglang_radix",
                                needs="SGLang, in its own venv (scripts/sglang-venv)",
                                status="fuzzed in CI, in the SGLang venv (tests/test_sglang_radix.py)"),
-    "vllm-no-reuse": Registered("swafloor.fuzz.backends.vllm:vllm_no_reuse",
+    "vllm-no-reuse": Registered("swafloor.fuzz.engines.vllm.backend:vllm_no_reuse",
                                 needs="vLLM, in its own venv (scripts/vllm-venv)",
                                 status="run by swafloor matrix vllm on older releases"),
-    "trtllm": Registered("swafloor.fuzz.backends.trtllm:trtllm", needs="tensorrt_llm and a CUDA GPU",
+    "trtllm": Registered("swafloor.fuzz.engines.trtllm.backend:trtllm", needs="tensorrt_llm and a CUDA GPU",
                          status="never run on a GPU"),
 }
-#: ``dataplane:NAME``: any registered NAME, wrapped (:func:`.dataplane.wrap`).
-DATAPLANE = Registered("swafloor.fuzz.backends.dataplane:wrap", needs="torch (swafloor[dataplane]); CUDA optional",
+#: ``dataplane:NAME``: any registered NAME, wrapped (:func:`swafloor.fuzz.engines.dataplane.wrap`).
+DATAPLANE = Registered("swafloor.fuzz.engines.dataplane:wrap", needs="torch (swafloor[dataplane]); CUDA optional",
                        status="run on the CPU in CI; never run on a GPU")
 
 #: Seeded bugs a table-only campaign catches (``swafloor fuzz --backend mutant:NAME``).
@@ -225,7 +225,7 @@ def _import_user_module(module_name: str):
 
 def _dataplane(spec: str, field: str, device: str | None) -> BackendRecord:
     """``dataplane:NAME``: the record NAME resolves to, wrapped on the chosen device."""
-    from .dataplane import DEVICES, choose_device, device_from_env, wrap
+    from swafloor.fuzz.engines.dataplane import DEVICES, choose_device, device_from_env, wrap
 
     inner_spec = spec[len(DATAPLANE_PREFIX):]
     if not inner_spec:

@@ -407,9 +407,10 @@ def _release_traces(engine: str = "vllm") -> list[tuple[str, dict]]:
 
 def vllm_domain() -> str:
     """The vLLM backends' generated domain, from their capabilities."""
+    from swafloor.fuzz.engines.vllm.matrix import DEFAULT_BACKENDS
     from swafloor.fuzz.matrix import domain
 
-    text = domain()
+    text = domain(DEFAULT_BACKENDS)
     return f"**{text[0].upper()}{text[1:]}.** Everything else the reference does is compared, exactly."
 
 
@@ -639,7 +640,7 @@ def checked_where() -> str:
     import json
 
     from swafloor.fuzz.backends import backend_rows
-    from swafloor.fuzz.trtllm.compare import CHECKS
+    from swafloor.fuzz.engines.trtllm.compare import CHECKS
     from swafloor.proofs.catalogue import CATALOGUE
     from swafloor.proofs.theorem import Expected
     from swafloor.reference.seeded_bugs import SEEDED_BUGS

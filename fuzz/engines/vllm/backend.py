@@ -34,7 +34,7 @@ history: right after a connector load nothing is in flight (vLLM frees on the lo
 while the model's ``k`` applies to every history.
 
 Every release whose v1 manager has a sliding-window manager (0.8.3 on) is driven, adapted by inspection
-(:mod:`._vllm_compat`: imports, constructor and call signatures, the connector load path); a release
+(:mod:`.compat`: imports, constructor and call signatures, the connector load path); a release
 lacking a piece the backend needs raises :class:`Unsupported` saying which. ``vllm-no-reuse`` is
 ``vllm`` without reused history (the matrix compares everything else on releases whose connector load
 differs).
@@ -62,8 +62,8 @@ from swafloor.reference import (
     build_layout,
 )
 
-from ..protocol import Capabilities, Operation, Part, Unsupported, factory
-from ._vllm_compat import check_in_flight, import_vllm, release_of
+from swafloor.fuzz.protocol import Capabilities, Operation, Part, Unsupported, factory
+from .compat import check_in_flight, import_vllm, release_of
 
 __all__ = ["VllmBackend", "vllm", "vllm_async", "vllm_no_reuse", "load", "load_async", "capabilities", "semantics", "import_seconds"]
 
@@ -78,7 +78,7 @@ def load() -> dict[str, Any]:
     """Import the parts of vLLM the backend uses (once; 10 to 25 s the first time).
 
     Any vLLM release whose v1 KV-cache manager has a sliding-window manager (0.8.3 on) is driven:
-    what differs between releases is found by inspection (:mod:`._vllm_compat`), never by version
+    what differs between releases is found by inspection (:mod:`.compat`), never by version
     string. A release that cannot serve the backend raises :class:`Unsupported` with one line why."""
     if not _loaded:
         started = time.perf_counter()
@@ -173,7 +173,7 @@ class VllmBackend:
         self.pool_slots = layout.slots[0]
         if in_flight:
             check_in_flight(v)
-        # The release's constructors and calls, adapted by inspection (see _vllm_compat.Release).
+        # The release's constructors and calls, adapted by inspection (see compat.Release).
         self.vllm = release = release_of(v)
         # a block size per life cycle (only where the layout has them: vllm-prefix-mixed)
         sizes = {"block_sizes": list(layout.block_sizes)} if layout.mixed_block_sizes else {}

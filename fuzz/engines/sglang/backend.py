@@ -56,7 +56,7 @@ from swafloor.reference import (
     build_layout,
 )
 
-from ..protocol import Capabilities, Operation, Part, Unsupported, factory
+from swafloor.fuzz.protocol import Capabilities, Operation, Part, Unsupported, factory
 
 __all__ = ["SglangBackend", "sglang", "sglang_lazy", "import_sglang", "capabilities", "semantics",
            "DEFAULT_EVICTION_INTERVAL"]
@@ -130,11 +130,11 @@ def _stand_in_torchvision() -> None:
 
 def import_sglang() -> dict[str, Any]:
     """Import the parts of SGLang the backend uses (once), where this release puts them
-    (``_sglang_compat``)."""
+    (:mod:`.compat`)."""
     if not _loaded:
         import importlib.util
 
-        from . import _sglang_compat
+        from . import compat
 
         started = time.perf_counter()
         try:
@@ -146,7 +146,7 @@ def import_sglang() -> dict[str, Any]:
                 "SGLang is not importable here (no module named 'sglang'); run the SGLang backends in the venv made by "
                 "scripts/sglang-venv"
             )
-        parts = _sglang_compat.load(_stand_in_torchvision)
+        parts = compat.load(_stand_in_torchvision)
         # The adapter's tensors are a few pages long: one intra-op thread. More only wait on each other
         # (measured: a ci campaign ran twice as fast with one thread on a shared 2-core machine).
         parts["torch"].set_num_threads(1)
@@ -156,10 +156,10 @@ def import_sglang() -> dict[str, Any]:
 
 def _prepare_lazy() -> dict[str, Any]:
     """``sglang-lazy``'s preparation: SGLang imported, and its eviction function takes an interval."""
-    from . import _sglang_compat
+    from . import compat
 
     parts = import_sglang()
-    _sglang_compat.Evictor(parts["free_swa_out_of_window_slots"], DEFAULT_EVICTION_INTERVAL)
+    compat.Evictor(parts["free_swa_out_of_window_slots"], DEFAULT_EVICTION_INTERVAL)
     return parts
 
 
@@ -280,10 +280,10 @@ class SglangBackend:
     """SGLang's SWA allocator behind the protocol (see the module docstring)."""
 
     def __init__(self, config: Config, eviction_interval: int = 1, precheck: bool = True):
-        from . import _sglang_compat
+        from . import compat
 
         s = import_sglang()
-        self._evictor = _sglang_compat.Evictor(s["free_swa_out_of_window_slots"], eviction_interval)
+        self._evictor = compat.Evictor(s["free_swa_out_of_window_slots"], eviction_interval)
         layout = build_layout(config)
         self.t = P = layout.tokens_per_block
         self.e = eviction_interval
@@ -330,7 +330,7 @@ class SglangBackend:
             if entry[2]() is None:
                 break
         else:
-            from ._sglang_compat import build
+            from .compat import build
 
             size_full, size_swa, P = key
             torch = s["torch"]
@@ -379,7 +379,7 @@ class SglangBackend:
             elif not alloc.new_pages_available(pages, pages):
                 return False
         n = capacity - old
-        from ._sglang_compat import alloc_pages, paged_cpu
+        from .compat import alloc_pages, paged_cpu
 
         for a, alloc in enumerate(self.allocators):
             row = self._row(a, req)
@@ -407,7 +407,7 @@ class SglangBackend:
     def _free_row(self, req: _Req) -> None:
         for a, alloc in enumerate(self.allocators):
             if req.allocated:
-                from ._sglang_compat import release_row
+                from .compat import release_row
 
                 indices = self._row(a, req)[: req.allocated].to(_loaded["torch"].int64)
                 release_row(_loaded, alloc, indices, self._evicted(a, req) if self.windows[a] else 0)

@@ -74,9 +74,9 @@ from swafloor.reference import (
     Config, LifeCycleKind, Outcome, RequestError, RequestState, Semantics, build_layout,
 )
 
-from ..protocol import BackendCheckFailed, Capabilities, Operation, Part, Unsupported, factory
-from .sglang import MAX_CONTEXT as _ROW, MAX_REQUESTS as _ROWS, _loaded, import_sglang, open_request
-from .sglang import semantics as _sglang_semantics
+from swafloor.fuzz.protocol import BackendCheckFailed, Capabilities, Operation, Part, Unsupported, factory
+from .backend import MAX_CONTEXT as _ROW, MAX_REQUESTS as _ROWS, _loaded, import_sglang, open_request
+from .backend import semantics as _sglang_semantics
 
 __all__ = ["SglangRadixBackend", "sglang_radix", "semantics", "capabilities", "import_radix", "STATS", "UNCOMPARED"]
 
