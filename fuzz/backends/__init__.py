@@ -225,7 +225,10 @@ def _import_user_module(module_name: str):
 
 def _dataplane(spec: str, field: str, device: str | None) -> BackendRecord:
     """``dataplane:NAME``: the record NAME resolves to, wrapped on the chosen device."""
-    from swafloor.fuzz.engines.dataplane import DEVICES, choose_device, device_from_env, wrap
+    # The data plane's room, by the name its entry gives (the core imports no room by an import statement).
+    dataplane = importlib.import_module(DATAPLANE.target.partition(":")[0])
+    DEVICES, choose_device, device_from_env, wrap = (  # noqa: N806
+        dataplane.DEVICES, dataplane.choose_device, dataplane.device_from_env, dataplane.wrap)
 
     inner_spec = spec[len(DATAPLANE_PREFIX):]
     if not inner_spec:

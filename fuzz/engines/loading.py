@@ -16,7 +16,7 @@ import contextlib
 import inspect
 from typing import Any, Callable
 
-from swafloor.fuzz.protocol import Unsupported
+from ..protocol import Unsupported
 
 __all__ = ["MissingModule", "missing_module", "brief", "configs_registered_once", "parameters", "arguments"]
 

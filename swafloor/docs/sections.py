@@ -249,6 +249,19 @@ def backends_table() -> str:
     return "\n".join(lines)
 
 
+def checks_table() -> str:
+    """Every ``python -m`` check of swafloor.fuzz (swafloor.fuzz.checks.CHECKS): the command, what it
+    shows, where it runs, how long it takes and the test that runs it."""
+    from swafloor.fuzz.checks import CHECKS
+
+    lines = ["| command | what it shows | runs in | typical time | tested by |", "|---|---|---|---|---|"]
+    for check in CHECKS:
+        cells = [f"`{check.command}`", check.shows, check.runs_in, f"{check.typical} ({check.measured})",
+                 f"`{check.tested_by}`" if check.tested_by else "-"]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines)
+
+
 def seeded_bugs_table() -> str:
     """The one list of seeded bugs (swafloor.reference.seeded_bugs): each bug, the theorems it flips
     (seeded in the formulas, proofs/mutations.py) and the campaigns that catch it (seeded as a
@@ -698,6 +711,7 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "comparison-summary": comparison_summary,
     "commands": commands_table,
     "backends": backends_table,
+    "python-checks": checks_table,
     "seeded-bugs": seeded_bugs_table,
     "vllm-domain": vllm_domain,
     "vllm-matrix": vllm_matrix,

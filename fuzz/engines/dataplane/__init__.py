@@ -27,7 +27,7 @@ import attrs
 
 from swafloor.reference import Config, build_layout
 
-from swafloor.fuzz.protocol import BackendRecord, Capabilities, Comparison, Operation, Part, UnknownBackend, Unsupported, parts_of
+from ...protocol import BackendRecord, Capabilities, Comparison, Operation, Part, UnknownBackend, Unsupported, parts_of
 
 __all__ = ["PREFIX", "DEVICES", "wrap", "device_from_env", "choose_device"]
 

@@ -29,7 +29,7 @@ import attrs
 
 from swafloor.reference import Config, LifeCycleKind, Outcome, RequestState, SuspendMode, build_layout
 
-from swafloor.fuzz.protocol import BackendCheckFailed
+from ...protocol import BackendCheckFailed
 from .engine import Engine, Row, Writer, request_seed
 from .tables import SlotSource
 

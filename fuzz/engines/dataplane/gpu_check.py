@@ -35,7 +35,7 @@ def main() -> int:
     print(f"device: {torch.cuda.get_device_name(0)}", flush=True)
 
     from . import bench
-    from swafloor.fuzz.runner import format_report, run_campaign
+    from ...runner import format_report, run_campaign
 
     examples = int(os.environ.get("SWAFLOOR_GPU_EXAMPLES", "300"))
     bench_examples = int(os.environ.get("SWAFLOOR_GPU_BENCH_EXAMPLES", "100"))

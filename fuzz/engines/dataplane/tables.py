@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from swafloor.fuzz.protocol import BackendCheckFailed, Part, held_blocks, parts_of, slots_of
+from ...protocol import BackendCheckFailed, Part, held_blocks, parts_of, slots_of
 
 __all__ = ["SlotSource", "slot_source", "NoBlockTables", "TABLE_ONLY"]
 

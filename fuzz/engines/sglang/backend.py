@@ -56,7 +56,7 @@ from swafloor.reference import (
     build_layout,
 )
 
-from swafloor.fuzz.protocol import Capabilities, Operation, Part, Unsupported, factory
+from ...protocol import Capabilities, Operation, Part, Unsupported, factory
 
 __all__ = ["SglangBackend", "sglang", "sglang_lazy", "import_sglang", "capabilities", "semantics",
            "DEFAULT_EVICTION_INTERVAL"]

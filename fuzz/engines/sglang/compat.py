@@ -45,7 +45,7 @@ import sys
 import types
 from typing import Any, Callable
 
-from swafloor.fuzz.protocol import Unsupported
+from ...protocol import Unsupported
 from ..loading import MissingModule, arguments, brief, configs_registered_once, missing_module, parameters
 
 __all__ = ["MissingModule", "load", "version", "build", "Evictor", "release_row", "paged_cpu", "alloc_pages"]

@@ -18,8 +18,8 @@ import sys
 from swafloor.reference import AttentionLayer, Config, Manager, build_layout
 
 from .backend import SglangBackend, semantics
-from swafloor.fuzz.identity import integrity
-from swafloor.fuzz.protocol import Part
+from ...identity import integrity
+from ...protocol import Part
 
 __all__ = ["run"]
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from swafloor.fuzz.matrix import Engine
+from ...matrix import Engine
 
 __all__ = ["RELEASES", "BACKENDS", "EXTRA_MODULES", "SGLANG"]
 

@@ -74,7 +74,7 @@ from swafloor.reference import (
     Config, LifeCycleKind, Outcome, RequestError, RequestState, Semantics, build_layout,
 )
 
-from swafloor.fuzz.protocol import BackendCheckFailed, Capabilities, Operation, Part, Unsupported, factory
+from ...protocol import BackendCheckFailed, Capabilities, Operation, Part, Unsupported, factory
 from .backend import MAX_CONTEXT as _ROW, MAX_REQUESTS as _ROWS, _loaded, import_sglang, open_request
 from .backend import semantics as _sglang_semantics
 

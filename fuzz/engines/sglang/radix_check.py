@@ -118,7 +118,7 @@ def _loaded_dec_result() -> Any:
 
 def _campaign(examples: int, out: str) -> tuple[int, dict]:
     """The ci campaign (seed 0), as ``swafloor fuzz --json`` reports it: (exit code, report)."""
-    from swafloor.fuzz.runner import run_campaign
+    from ...runner import run_campaign
 
     result = run_campaign("sglang-radix", profile="ci", examples=examples, seed=0, out_dir=out)
     report = json.loads(json.dumps(result.to_dict(), default=str))
@@ -127,8 +127,8 @@ def _campaign(examples: int, out: str) -> tuple[int, dict]:
 
 def _replay(path: str) -> dict:
     from . import radix as sglang_radix
-    from swafloor.fuzz.replay import replay
-    from swafloor.fuzz.trace import load
+    from ...replay import replay
+    from ...trace import load
 
     trace = load(path)
     before = dict(sglang_radix.STATS)

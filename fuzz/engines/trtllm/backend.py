@@ -29,7 +29,7 @@ from typing import Any, Hashable
 
 from swafloor.reference import BlockTable, Config, Outcome, RequestState, build_layout
 
-from swafloor.fuzz.protocol import Capabilities, Part, Unsupported, factory
+from ...protocol import Capabilities, Part, Unsupported, factory
 
 __all__ = ["trtllm", "TrtllmBackend", "CAPABILITIES", "require_runtime"]
 

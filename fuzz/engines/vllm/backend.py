@@ -62,7 +62,7 @@ from swafloor.reference import (
     build_layout,
 )
 
-from swafloor.fuzz.protocol import Capabilities, Operation, Part, Unsupported, factory
+from ...protocol import Capabilities, Operation, Part, Unsupported, factory
 from .compat import check_in_flight, import_vllm, release_of
 
 __all__ = ["VllmBackend", "vllm", "vllm_async", "vllm_no_reuse", "load", "load_async", "capabilities", "semantics", "import_seconds"]

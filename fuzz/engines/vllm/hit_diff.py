@@ -31,7 +31,7 @@ from typing import Any, Sequence
 from swafloor.reference import cache_hit
 
 from . import compat
-from swafloor.fuzz.protocol import Unsupported
+from ...protocol import Unsupported
 
 __all__ = ["HitCase", "vllm_hit", "classify", "generate", "run", "main"]
 

@@ -9,7 +9,7 @@ when a release's import asks for one.
 
 from __future__ import annotations
 
-from swafloor.fuzz.matrix import Engine
+from ...matrix import Engine
 
 __all__ = ["RELEASES", "BACKENDS", "DEFAULT_BACKENDS", "EXTRA_MODULES", "VLLM"]
 

@@ -39,7 +39,7 @@ import attrs
 
 from swafloor.reference import Config, Outcome, RequestError, Semantics, SlotMap, build_layout
 
-from swafloor.fuzz.protocol import Operation, Unsupported, factory
+from ...protocol import Operation, Unsupported, factory
 from .compat import release_of
 from .backend import MAX_MODEL_LEN, VllmBackend, capabilities as vllm_capabilities, load, semantics as vllm_semantics
 
