@@ -154,7 +154,7 @@ def test_the_style_check_sees_an_absolute_import_inside_its_room(tmp_path, monke
 
 #: What a backend's module may import from the rest of fuzz/: the contract (protocol), the shared
 #: adapter of Manager-like classes, and the engines' rooms (an adapter its own room and the rooms' shared
-#: loading helpers); never the harness (runner, replay, compare, lockstep, machine, ...), and never the
+#: common helpers); never the harness (runner, replay, compare, lockstep, machine, ...), and never the
 #: registry (fuzz/backends/__init__.py), which imports them.
 BACKEND_MAY_IMPORT = {"protocol", "adapter", "engines"}
 
@@ -201,7 +201,7 @@ def test_backends_import_no_harness_and_no_registry():
                 continue
             assert top in BACKEND_MAY_IMPORT, f"{path.relative_to(ROOT)} imports fuzz/{name} (upward)"
             if top == "engines" and room[0] == "engines":  # its own room, or what the rooms share
-                assert name.split(".")[:2] == list(room) or name == "engines.loading", (
+                assert name.split(".")[:2] == list(room) or name == "engines.common", (
                     f"{path.relative_to(ROOT)} imports fuzz/{name}, another engine's room")
 
 
@@ -221,7 +221,7 @@ def test_an_engine_room_imports_no_other_room():
             continue
         for name in _fuzz_imports(path):
             if name.split(".")[0] == "engines":
-                assert name.split(".")[:2] == list(room) or name == "engines.loading", (
+                assert name.split(".")[:2] == list(room) or name == "engines.common", (
                     f"{path.relative_to(ROOT)} imports fuzz/{name}, another engine's room")
 
 

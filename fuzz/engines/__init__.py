@@ -6,7 +6,7 @@ release data for the matrix and its one-off ``python -m`` checks.
 - :mod:`.sglang`: SGLang's SWA allocator and radix cache (``sglang``, ``sglang-lazy``, ``sglang-radix``).
 - :mod:`.trtllm`: TensorRT-LLM's KVCacheManagerV2, from its sources (``trtllm``, ``swafloor check trtllm``).
 - :mod:`.dataplane`: paged attention through a backend's block tables (``dataplane:NAME``).
-- :mod:`.loading`: what the rooms share to import an engine and call it by signature.
+- :mod:`.common`: what the rooms share to import an engine and call it by signature.
 
 A room imports the harness core (:mod:`swafloor.fuzz.protocol` and the rest of ``swafloor.fuzz``)
 and the reference; the core never imports a room: the registry (:mod:`swafloor.fuzz.backends`) and

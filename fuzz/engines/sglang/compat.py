@@ -46,7 +46,7 @@ import types
 from typing import Any, Callable
 
 from ...protocol import Unsupported
-from ..loading import MissingModule, arguments, brief, configs_registered_once, missing_module, parameters
+from ..common import MissingModule, arguments, brief, configs_registered_once, missing_module, parameters
 
 __all__ = ["MissingModule", "load", "version", "build", "Evictor", "release_row", "paged_cpu", "alloc_pages"]
 

@@ -43,7 +43,7 @@ from typing import Any, Callable
 
 from ...protocol import Unsupported
 
-from ..loading import MissingModule, arguments, brief, configs_registered_once, missing_module, parameters
+from ..common import MissingModule, arguments, brief, configs_registered_once, missing_module, parameters
 
 __all__ = ["MissingModule", "import_vllm", "check_in_flight", "Release", "release_of", "version"]
 
@@ -128,7 +128,7 @@ _failed: list[Unsupported] = []
 
 # ----------------------------------------------------------------------------- calls, by signature
 def _arguments(fn: Callable[..., Any], known: dict[str, Any], what: str) -> dict[str, Any]:
-    """The keyword arguments for ``fn`` from ``known`` (:func:`~swafloor.fuzz.engines.loading.arguments`)."""
+    """The keyword arguments for ``fn`` from ``known`` (:func:`~swafloor.fuzz.engines.common.arguments`)."""
     return arguments(fn, known, f"vLLM {version()}'s {what}")
 
 

@@ -70,7 +70,7 @@ def load_prefix() -> dict[str, Any]:
     """:func:`~.vllm.load`, then check that this release's prefix cache can be driven as this backend
     does (its ``Request`` takes a ``block_hasher``, 0.11.2 on; before that the manager hashed on its
     own): else :class:`Unsupported`, one line why."""
-    from ..loading import parameters as _parameters
+    from ..common import parameters as _parameters
 
     v = load()
     if "block_hasher" not in _parameters(v["Request"]):
@@ -185,9 +185,7 @@ class VllmPrefixBackend(VllmBackend):
                 request, c - h - drafts, num_new_computed_tokens=hit, new_computed_blocks=found,
                 num_external_computed_tokens=h - hit, **({"num_lookahead_tokens": drafts} if drafts else {}),
             )
-            request.num_computed_tokens = h
-            if blocks is None:
-                return Outcome(False)
+            return self._admitted(request, h, blocks)
         request.status = self.status.RUNNING
         return Outcome(True)
 
@@ -253,7 +251,7 @@ def eagle_capabilities():
 def load_eagle() -> dict[str, Any]:
     """:func:`load_prefix`, then check that this release's manager takes ``use_eagle`` and its
     ``allocate_slots`` ``num_lookahead_tokens``."""
-    from ..loading import parameters as _parameters
+    from ..common import parameters as _parameters
 
     v = load_prefix()
     if "use_eagle" not in _parameters(v["KVCacheManager"].__init__):

@@ -1,5 +1,6 @@
-"""What every engine adapter needs to load an engine's own modules across its releases, and to call
-what it finds by signature: engine-neutral, shared by the rooms (vLLM's and SGLang's compat modules).
+"""What the engines' rooms share: loading an engine's own modules across its releases, calling what
+it finds by signature, and the capabilities of an adapter that reads an engine's own block tables.
+Engine-neutral; vLLM's and SGLang's rooms use it.
 
 - :class:`MissingModule`: the engine's import needs a module this environment lacks (the release
   matrix then adds it beside the release: :mod:`swafloor.fuzz.matrix`).
@@ -8,6 +9,8 @@ what it finds by signature: engine-neutral, shared by the rooms (vLLM's and SGLa
   ships is kept (older releases register their own copy of one).
 - :func:`parameters` and :func:`arguments`: a callable's named parameters, and the keyword arguments
   an adapter can give it from what it knows (a required one it cannot give is :class:`Unsupported`).
+- :func:`engine_table_capabilities`: what an adapter reading an engine's block tables and slot ids
+  shows and how it is driven, with what differs per engine given.
 """
 
 from __future__ import annotations
@@ -16,9 +19,12 @@ import contextlib
 import inspect
 from typing import Any, Callable
 
-from ..protocol import Unsupported
+from swafloor.reference import LifeCycleKind
 
-__all__ = ["MissingModule", "missing_module", "brief", "configs_registered_once", "parameters", "arguments"]
+from ..protocol import Capabilities, Operation, Part, Unsupported
+
+__all__ = ["MissingModule", "missing_module", "brief", "configs_registered_once", "parameters", "arguments",
+           "engine_table_capabilities"]
 
 
 class MissingModule(Unsupported):
@@ -92,3 +98,26 @@ def arguments(fn: Callable[..., Any], known: dict[str, Any], what: str) -> dict[
         elif p.default is inspect.Parameter.empty:
             raise Unsupported(f"{what} requires {name!r}, which this adapter cannot give")
     return chosen
+
+
+def engine_table_capabilities(**differs: Any) -> Capabilities:
+    """The capabilities of an adapter that drives an engine's own KV-cache manager as its scheduler
+    does and reads its block tables and slot ids (vLLM's, SGLang's): every operation; the outcome,
+    pool usage, tables and physical identity compared exactly (the engine returns no shortfall detail
+    and validates no misuse: its scheduler never misuses it); pool totals (what the adapter built the
+    pool with) and lengths (the engine keeps no capacity) set by the adapter, never compared; SWA and
+    full attention layers without sink tokens; any pool size served (no floor of the engine's own); the
+    computed tokens committed before the next allocation; no table ever shrunk. ``differs``: the rest
+    (``semantics``, pool groups, reused history, ...), as :class:`~swafloor.fuzz.protocol.Capabilities` takes them."""
+    return Capabilities(**{
+        "operations": [Operation.CREATE, Operation.RESUME, Operation.RESIZE, Operation.COMMIT, Operation.SUSPEND,
+                       Operation.CLOSE],
+        "observations": {Part.OUTCOME: "exact", Part.POOL_USED: "exact", Part.TABLES: "exact", Part.SLOTS: "exact"},
+        "adapter_set": [Part.POOL_TOTALS, Part.LENGTHS],
+        "layer_kinds": [LifeCycleKind.SWA, LifeCycleKind.FULL],
+        "sinks": False,
+        "legacy_floor": True,
+        "commit_before_allocate": True,
+        "capacity_cuts": False,
+        **differs,
+    })
