@@ -59,6 +59,16 @@ _MUTANTS: dict[str, Registered] = {
     for bug in SEEDED_BUGS if set(bug.campaigns) & set(_AS_BACKEND)
 }
 
+def _in_venv(engine: str, target: str, status: str) -> Registered:
+    """A backend of an engine that runs in its own venv (``scripts/ENGINE-venv``), its factory in the
+    engine's room; ``status`` naming a test file is how CI fuzzes it there."""
+    title = {"vllm": "vLLM", "sglang": "SGLang"}[engine]
+    if status.startswith("tests/"):
+        status = f"fuzzed in CI, in the {title} venv ({status})"
+    return Registered(f"swafloor.fuzz.engines.{engine}.{target}", needs=f"{title}, in its own venv (scripts/{engine}-venv)",
+                      status=status)
+
+
 REGISTRY: dict[str, Registered] = {
     "reference": Registered("swafloor.fuzz.backends.reference:reference", status="the specification itself"),
     "oracle": Registered("swafloor.fuzz.backends.oracle:oracle", status="fuzzed against the reference in CI"),
@@ -71,37 +81,20 @@ REGISTRY: dict[str, Registered] = {
     "oracle-mixed": Registered("swafloor.fuzz.backends.oracle:oracle_mixed",
                                status="fuzzed against the reference in CI (block sizes per life cycle, tests/test_block_sizes.py)"),
     **_MUTANTS,
-    "vllm": Registered("swafloor.fuzz.engines.vllm.backend:vllm", needs="vLLM, in its own venv (scripts/vllm-venv)",
-                       status="fuzzed in CI, in the vLLM venv (tests/test_vllm.py)"),
-    "vllm-async": Registered("swafloor.fuzz.engines.vllm.backend:vllm_async", needs="vLLM, in its own venv (scripts/vllm-venv)",
-                             status="fuzzed in CI, in the vLLM venv (tests/test_vllm.py)"),
-    "vllm-prefix": Registered("swafloor.fuzz.engines.vllm.prefix:vllm_prefix",
-                              needs="vLLM, in its own venv (scripts/vllm-venv)",
-                              status="fuzzed in CI, in the vLLM venv (tests/test_vllm_prefix.py)"),
-    "vllm-prefix-eagle": Registered("swafloor.fuzz.engines.vllm.prefix:vllm_prefix_eagle",
-                                    needs="vLLM, in its own venv (scripts/vllm-venv)",
-                                    status="fuzzed in CI, in the vLLM venv (tests/test_vllm_prefix.py)"),
-    "vllm-prefix-mixed": Registered("swafloor.fuzz.engines.vllm.prefix:vllm_prefix_mixed",
-                                    needs="vLLM, in its own venv (scripts/vllm-venv)",
-                                    status="fuzzed in CI, in the vLLM venv (tests/test_vllm_prefix.py)"),
-    "vllm-prefix-eagle-mixed": Registered("swafloor.fuzz.engines.vllm.prefix:vllm_prefix_eagle_mixed",
-                                          needs="vLLM, in its own venv (scripts/vllm-venv)",
-                                          status="diverges on the pinned release (semantics not modelled yet); CI replays "
-                                                 "tests/regressions/vllm-prefix-eagle-mixed-cache-past-boundary.json"),
-    "vllm-prefix-any-window": Registered("swafloor.fuzz.engines.vllm.prefix:vllm_prefix_any_window",
-                                         needs="vLLM, in its own venv (scripts/vllm-venv)",
-                                         status="replays the trace that pins why vllm-prefix refuses a window of 1"),
-    "sglang": Registered("swafloor.fuzz.engines.sglang.backend:sglang", needs="SGLang, in its own venv (scripts/sglang-venv)",
-                         status="fuzzed in CI, in the SGLang venv (tests/test_sglang.py)"),
-    "sglang-lazy": Registered("swafloor.fuzz.engines.sglang.backend:sglang_lazy",
-                              needs="SGLang, in its own venv (scripts/sglang-venv)",
-                              status="fuzzed in CI, in the SGLang venv (tests/test_sglang.py)"),
-    "sglang-radix": Registered("swafloor.fuzz.engines.sglang.radix:sglang_radix",
-                               needs="SGLang, in its own venv (scripts/sglang-venv)",
-                               status="fuzzed in CI, in the SGLang venv (tests/test_sglang_radix.py)"),
-    "vllm-no-reuse": Registered("swafloor.fuzz.engines.vllm.backend:vllm_no_reuse",
-                                needs="vLLM, in its own venv (scripts/vllm-venv)",
-                                status="run by swafloor matrix vllm on older releases"),
+    "vllm": _in_venv("vllm", "backend:vllm", "tests/test_vllm.py"),
+    "vllm-async": _in_venv("vllm", "backend:vllm_async", "tests/test_vllm.py"),
+    "vllm-prefix": _in_venv("vllm", "prefix:vllm_prefix", "tests/test_vllm_prefix.py"),
+    "vllm-prefix-eagle": _in_venv("vllm", "prefix:vllm_prefix_eagle", "tests/test_vllm_prefix.py"),
+    "vllm-prefix-mixed": _in_venv("vllm", "prefix:vllm_prefix_mixed", "tests/test_vllm_prefix.py"),
+    "vllm-prefix-eagle-mixed": _in_venv("vllm", "prefix:vllm_prefix_eagle_mixed",
+                                        "diverges on the pinned release (semantics not modelled yet); CI replays "
+                                        "tests/regressions/vllm-prefix-eagle-mixed-cache-past-boundary.json"),
+    "vllm-prefix-any-window": _in_venv("vllm", "prefix:vllm_prefix_any_window",
+                                       "replays the trace that pins why vllm-prefix refuses a window of 1"),
+    "sglang": _in_venv("sglang", "backend:sglang", "tests/test_sglang.py"),
+    "sglang-lazy": _in_venv("sglang", "backend:sglang_lazy", "tests/test_sglang.py"),
+    "sglang-radix": _in_venv("sglang", "radix:sglang_radix", "tests/test_sglang_radix.py"),
+    "vllm-no-reuse": _in_venv("vllm", "backend:vllm_no_reuse", "run by swafloor matrix vllm on older releases"),
     "trtllm": Registered("swafloor.fuzz.engines.trtllm.backend:trtllm", needs="tensorrt_llm and a CUDA GPU",
                          status="never run on a GPU"),
 }

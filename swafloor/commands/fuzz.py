@@ -92,11 +92,7 @@ def _run_workers(args) -> int:
         return 130
     print(f"fuzz: {result.result}: {len(result.workers)} workers, {result.examples} examples, {result.steps} steps "
           f"in {result.seconds:.1f} s ({result.steps / max(result.seconds, 1e-9):,.0f} steps/s)", file=sys.stderr)
-    if args.json:
-        print_json(result.to_dict())
-    else:
-        print(format_workers(result))
-    return 0 if result.result == "pass" else 1
+    return _print_result(args, result, format_workers)
 
 
 def run(args) -> int:
@@ -187,8 +183,14 @@ def run(args) -> int:
     else:  # the same example number as the report on stdout; the rest were spent shrinking
         print(f"fuzz: divergence found at example {result.first_failure_example}; {result.examples} examples "
               f"in all, shrinking included, in {result.seconds:.1f} s", file=sys.stderr)
+    return _print_result(args, result, format_report)
+
+
+def _print_result(args, result, formatted) -> int:
+    """A campaign's result on stdout (JSON with ``--json``, else ``formatted(result)``); the exit status:
+    0 on a pass, else 1."""
     if args.json:
         print_json(result.to_dict())
     else:
-        print(format_report(result))
+        print(formatted(result))
     return 0 if result.result == "pass" else 1
