@@ -52,6 +52,7 @@ from .compare import (
     COMMIT, CREATE, RESIZE, RESUME, SUSPEND, Divergence, Result, compare_parts, compare_results, lengths_of, parts_of,
     run_step,
 )
+from .hits import LostHit, LostHitPolicy, TakingHit
 from .identity import IdentityTracker, integrity, slots_of
 from .protocol import Backend, Capabilities, Part, Unsupported
 from .trace import Step
@@ -62,16 +63,6 @@ __all__ = ["Lockstep", "BuildFailed", "Liveness"]
 def _cached(view: SlotMap) -> list:
     """The content a slot map's cached free slots keep, sorted (slot ids dropped: a pool's own names)."""
     return sorted(key for per_group in view.cached for key in per_group.values())
-
-
-class _Taking:
-    """A side whose ``resume`` passes a given hit on (see Lockstep._resume_taking_the_backends_hit)."""
-
-    def __init__(self, side: Backend, hit_tokens: int):
-        self.side, self.hit_tokens = side, hit_tokens
-
-    def resume(self, request_id: str):
-        return self.side.resume(request_id, hit_tokens=self.hit_tokens)
 
 
 #: swafloor's own code (the adapters among it): an exception raised in a frame of these files is ours.
@@ -187,9 +178,10 @@ class Lockstep:
         self.keeps = config.semantics.suspend is SuspendMode.KEEP
         self.liveness = Liveness.of(config)
         self.slack_events = 0
-        # Lost hits (Capabilities.lost_hit_rules): (step index, request, longest valid hit, hit taken,
-        # the declared rule that yields it), in tokens.
-        self.lost_hits: list[tuple[int, str, int, int, str]] = []
+        # A first resume's hit compared one-sided (Capabilities.lost_hit_rules; None: compared exactly)
+        # and the lost hits found, in tokens.
+        self.lost_hit_policy = LostHitPolicy.of(caps)
+        self.lost_hits: list[LostHit] = []
         self.backend_seconds = 0.0
         self.reference_seconds = 0.0
         layout = build_layout(config)
@@ -223,49 +215,30 @@ class Lockstep:
         self.build_divergence = self._compare_observations(-1, None)
 
     def _resume_taking_the_backends_hit(self, index: int, step: Step) -> tuple[Divergence | None, Result, Result]:
-        """A resume under ``Capabilities.lost_hit_rules``: the backend first; where it was a first resume
-        that looked the cache up, the hit it took (``hit_tokens``) against the reference's longest valid
-        one: longer, shorter and not valid, or shorter and valid but yielded by none of the backend's
-        declared lost-hit rules (``rule_hit``), is a divergence (field ``hit``); shorter, valid and
-        yielded by a declared rule is a lost hit, recorded with the rule's name, and the reference takes
-        that same hit; equal, the reference resumes as it would. Returns (divergence or None, the
-        reference's result, the backend's)."""
+        """A resume under the lost-hit policy (:mod:`swafloor.fuzz.hits`): the backend first; where it
+        was a first resume that looked the cache up, the hit it took (``hit_tokens``) is judged against
+        the reference's (:meth:`~swafloor.fuzz.hits.LostHitPolicy.judge`): a divergence, a lost hit
+        (recorded; the reference then takes that same hit), or the longest (the reference resumes as
+        it would). Returns (divergence or None, the reference's result, the backend's)."""
         rid = step.request
         started = time.perf_counter()
-        try:
-            longest = self.reference.longest_hit(rid)
-            rules = {} if longest is None else {r: self.reference.rule_hit(rid, r) for r in self.caps.lost_hit_rules}
-        except SwafloorError:  # not suspended, unknown...: the step's own error, compared as usual
-            longest, rules = None, {}
+        expected = self.lost_hit_policy.expect(self.reference, rid)
         middle = time.perf_counter()
         got_result = run_step(self.backend, step)
         taken = None
-        if longest is not None and got_result.kind in ("ok", "out-of-slots"):
+        if expected is not None and got_result.kind in ("ok", "out-of-slots"):
             try:
                 taken = self.backend.hit_tokens(rid)
             except Exception as exc:  # noqa: BLE001 - reading the backend is observing it
                 got_result = Result("crash", message=f"hit_tokens: {type(exc).__name__}: {exc}")
         after = time.perf_counter()
         self.backend_seconds += after - middle
-        found = None
-        if taken is not None and taken != longest:
-            valid = taken < longest and self.reference.hit_is_valid(rid, taken)
-            rule = next((r for r, hit in rules.items() if hit == taken), None) if valid else None
-            if not valid:
-                why = ("a hit longer than the longest valid one: the backend reuses what no valid hit may "
-                       "(a correctness bug)" if taken > longest else
-                       "a shorter hit that is not valid either (a block it needs is not cached, or it is off "
-                       "the alignment)")
-                found = Divergence(index, step, "hit", longest, taken, "at-most", why)
-            elif rule is None:
-                yields = ", ".join(f"{r} yields {hit}" for r, hit in rules.items())
-                found = Divergence(index, step, "hit", longest, taken, "at-most",
-                                   f"a shorter valid hit that no declared lost-hit rule explains ({yields}): "
-                                   "a lost hit of no modelled kind")
-            else:
-                self.lost_hits.append((index, str(rid), longest, taken, rule))
-        lost = taken is not None and taken != longest and found is None
-        ref_result = run_step(_Taking(self.reference, taken) if lost else self.reference, step)
+        found = lost = None
+        if taken is not None:
+            found, lost = self.lost_hit_policy.judge(index, step, self.reference, expected, taken)
+        if lost is not None:
+            self.lost_hits.append(lost)
+        ref_result = run_step(TakingHit(self.reference, taken) if lost is not None else self.reference, step)
         self.reference_seconds += (middle - started) + (time.perf_counter() - after)
         return found, ref_result, got_result
 
@@ -397,7 +370,7 @@ class Lockstep:
             and self._lone(step.request)
             and self.liveness.covers(step.capacity, step.history - self.lengths[step.request][1])
         )
-        if step.op is RESUME and self.caps.lost_hits:
+        if step.op is RESUME and self.lost_hit_policy is not None:
             found, ref_result, got_result = self._resume_taking_the_backends_hit(index, step)
             if found is not None:
                 return found, ref_result

@@ -36,6 +36,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from .compare import Divergence, Result
+from .hits import reference_hit_taken
 from .lockstep import Lockstep
 from .protocol import Operation, Part, Unsupported
 from .strategies import block_sizes, configs, default_semantics, has_swa, horizon
@@ -137,18 +138,8 @@ def build_machine(
                 self._fail(divergence)
             if self.prefixed and step.op is Operation.RESUME and step.request in self.prefixed and result.ok:
                 self.prefixed.discard(step.request)  # its first resume: did it hit a shared block?
-                stats.hits += self._hit(step.request)
+                stats.hits += reference_hit_taken(self.lock.reference, step.request)
             return result
-
-        def _hit(self, rid: str) -> bool:
-            """Whether the reference side's first resume of ``rid`` took a block as a cache hit (read
-            from the manager's count, else from a slot it shares)."""
-            manager = getattr(self.lock.reference, "manager", None)
-            count = getattr(manager, "hit_blocks", None)
-            if callable(count):
-                return count(rid) > 0
-            sharing = getattr(self.lock.reference.observe(), "sharing", ())
-            return any(rid in holders for _, _, holders in sharing)
 
         def _repeat_sources(self) -> list[str]:
             """Requests with whole committed blocks a repeated request can share: the active ones

@@ -1,13 +1,14 @@
-"""The ``vllm`` backends on every vLLM release: ``swafloor matrix vllm`` (and, with the engine as a
-parameter, :class:`Engine`, the SGLang backends on SGLang's releases: ``swafloor matrix sglang``, whose
-releases, extra modules and import probe are in :mod:`swafloor.fuzz.sglang_matrix`).
+"""The release matrix: an engine's backends on every supported release of that engine, ``swafloor
+matrix ENGINE``, one machinery for every engine. What differs per engine is data, an :class:`Engine`
+in the engine's room: its releases, backends, the modules some releases need beside it, its pinned
+venv and the function that imports it (vLLM's: :mod:`swafloor.fuzz.engines.vllm.matrix`, SGLang's:
+:mod:`swafloor.fuzz.engines.sglang.matrix`; :data:`ENGINES` names them, so this module imports neither).
 
 Each release is installed once (``pip install --no-deps --target``) into a cache folder,
-``~/.cache/swafloor/vllm/X`` (``$SWAFLOOR_CACHE`` or ``$XDG_CACHE_HOME`` move it; ``--cache`` too),
-beside the pinned vLLM venv's dependencies: with vLLM's compiled kernels deleted (the block manager
-never loads them) a release takes 16-175 MB there (a 0.3-0.4 GB download). A module the release's import path needs and the
-pinned venv lacks is added to the same folder from :data:`EXTRA_MODULES` (pinned), found by trying
-the import, not by release.
+``~/.cache/swafloor/ENGINE/X`` (``$SWAFLOOR_CACHE`` or ``$XDG_CACHE_HOME`` move it; ``--cache`` too),
+beside the pinned venv's dependencies. A module the release's import path needs and the pinned venv
+lacks is added to the same folder from the engine's ``extra_modules`` (pinned), found by trying the
+import, not by release.
 
 Every cell (release x backend) runs in a subprocess of the pinned venv's python with the release's
 folder first on ``PYTHONPATH`` (the pinned release itself runs without one): the same bounded campaign
@@ -24,12 +25,12 @@ An exception raised inside the engine's own code while a cell's backend is built
 ``unsupported``: it is a divergence with its input (the build, or the step; the trace is saved). Only an
 import or a signature the adapter cannot find is ``unsupported``.
 
-The pinned venv is found from ``--vllm-venv``, else ``$SWAFLOOR_VLLM_VENV``, else ``.venv-vllm`` in the
-checkout this swafloor runs from (where ``scripts/vllm-venv`` puts it), so the command runs from the
-main venv and from the vLLM venv alike. The venv's own swafloor must be this checkout (the script
-re-points it when run again).
+The pinned venv is found from ``--ENGINE-venv``, else the engine's ``$SWAFLOOR_..._VENV``, else its
+folder (``.venv-vllm``, ``.venv-sglang``) in the checkout this swafloor runs from (where its script puts
+it), so the command runs from the main venv and from the engine's venv alike. The venv's own swafloor
+must be this checkout (the script re-points it when run again).
 
-``python -m swafloor.fuzz.matrix cell|replay|probe ...`` is what runs inside a cell's subprocess.
+``python -m swafloor.fuzz.matrix cell|replay|probe --engine ENGINE ...`` is what runs inside a cell's subprocess.
 """
 
 from __future__ import annotations
@@ -53,46 +54,21 @@ import attrs
 from swafloor.reference import SwafloorError
 
 __all__ = [
-    "RELEASES", "BACKENDS", "EXTRA_MODULES", "DEFAULT_EXAMPLES", "MatrixError", "Cell", "VllmVenv", "Engine", "VLLM",
-    "engine_named",
+    "DEFAULT_EXAMPLES", "MatrixError", "Cell", "EngineVenv", "Engine", "ENGINES", "engine_named", "probe_engine",
     "release_key", "select_releases", "cache_root", "install", "find_venv", "run_cell", "run_release", "replay_cell", "replay_traces",
     "bisect", "domain", "cell_result", "OFF_TARGET",
 ]
 
-#: The supported releases: every minor line from the first whose v1 manager has a sliding-window
-#: manager (0.8.3) to the pinned one, at its latest patch, plus 0.8.3 itself.
-RELEASES = (
-    "0.8.3", "0.8.5.post1", "0.9.2", "0.10.2", "0.11.2", "0.12.0", "0.13.0", "0.14.1", "0.15.1", "0.16.0",
-    "0.17.1", "0.18.1", "0.19.1", "0.20.2", "0.21.0", "0.22.1", "0.23.0", "0.24.0", "0.25.1", "0.26.0",
-    "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0",
-)
-BACKENDS = ("vllm", "vllm-async", "vllm-no-reuse", "vllm-prefix", "vllm-prefix-eagle", "vllm-prefix-mixed",
-            "vllm-prefix-eagle-mixed")
-#: What ``swafloor matrix vllm`` runs unless told otherwise (``vllm-prefix``: releases whose requests
-#: carry vLLM's block hasher, 0.11.2 on; older ones show it unsupported, saying why).
-DEFAULT_BACKENDS = ("vllm", "vllm-async", "vllm-prefix")
-#: Modules some releases import that the pinned venv lacks, each with the pinned packages that give it.
-EXTRA_MODULES = {
-    "blake3": "blake3==1.0.11", "gguf": "gguf==0.19.0", "diskcache": "diskcache==5.6.3",
-    "mistral_common": "mistral-common==1.13.1 pycountry==26.2.16",  # it asks for pycountry by a RuntimeError
-    "jsonschema": "jsonschema==4.26.0", "referencing": "referencing==0.37.0",
-    "rpds": "rpds-py==2026.9.1", "jsonschema_specifications": "jsonschema-specifications==2025.9.1",
-    "pycountry": "pycountry==26.2.16", "tiktoken": "tiktoken==0.14.0", "setproctitle": "setproctitle==1.3.8",
-    "pydantic_extra_types": "pydantic-extra-types==2.11.1",
-}
 DEFAULT_EXAMPLES = 150
 SEED = 0
 PROFILE = "ci"
-#: Written into an installed release's folder once it is complete; names this recipe.
-MARKER = ".swafloor-vllm-release"
-RECIPE = "swafloor-vllm-release/1"
 CELL_TIMEOUT = 1800  # seconds for one cell's subprocess: a hang still ends
 
 
 @attrs.frozen
 class Engine:
-    """What the matrix needs to know of one engine: its releases, backends, cache, venv and import probe.
-    :data:`VLLM` is the vLLM one; ``swafloor.fuzz.sglang_matrix.SGLANG`` SGLang's."""
+    """What the matrix needs to know of one engine: its releases, backends, cache, venv and how it is
+    imported. Each engine's lives in its room (:data:`ENGINES`)."""
 
     name: str  # the command's engine argument, the cache's sub-folder, the distribution on PyPI
     title: str  # for messages: vLLM, SGLang
@@ -104,7 +80,8 @@ class Engine:
     venv_script: str
     venv_env: str
     venv_dir: str
-    probe: str  # "module:function" returning the probe's dict (run in the cell's process)
+    load: str  # "module:function" importing the engine's pieces (raises Unsupported; run in the cell's process)
+    release_examples: str  # two release numbers of the engine, for a message: "0.9.2 or 0.8.5.post1"
     strip_compiled: bool = False  # delete the release's compiled modules after installing it
     #: packages to add when the import fails on something no module of extra_modules gives (the folder,
     #: what was already added, the probe's error) -> packages, or None
@@ -118,25 +95,17 @@ class Engine:
 
     @property
     def marker(self) -> str:
-        return MARKER if self.name == "vllm" else f".swafloor-{self.name}-release"
+        """Written into an installed release's folder once it is complete; names :attr:`recipe`."""
+        return f".swafloor-{self.name}-release"
 
     @property
     def recipe(self) -> str:
-        return RECIPE if self.name == "vllm" else f"swafloor-{self.name}-release/1"
+        return f"swafloor-{self.name}-release/1"
 
 
-VLLM = Engine(
-    name="vllm", title="vLLM", releases=RELEASES, backends=BACKENDS, default_backends=DEFAULT_BACKENDS,
-    extra_modules=EXTRA_MODULES,
-    first_why="the first release whose v1 manager has a sliding-window manager (SlidingWindowSpec)",
-    venv_script="scripts/vllm-venv", venv_env="SWAFLOOR_VLLM_VENV", venv_dir=".venv-vllm",
-    probe="swafloor.fuzz.matrix:_probe_main", strip_compiled=True,
-)
-
-
-#: Every engine of ``swafloor matrix``, by where its record lives (SGLang's module builds on this one,
-#: so it is found by name, not imported: the import graph stays one-way).
-ENGINES = {"vllm": "swafloor.fuzz.matrix:VLLM", "sglang": "swafloor.fuzz.sglang_matrix:SGLANG"}
+#: Every engine of ``swafloor matrix``, by where its record lives (each engine's room builds on this
+#: module, so it is found by name, not imported: the import graph stays one-way).
+ENGINES = {"vllm": "swafloor.fuzz.engines.vllm.matrix:VLLM", "sglang": "swafloor.fuzz.engines.sglang.matrix:SGLANG"}
 
 
 def engine_named(name: str) -> Engine:
@@ -150,7 +119,7 @@ _VERSION = re.compile(r"^[0-9]+(\.[0-9]+){1,3}(\.?post[0-9]+)?$")
 
 
 class MatrixError(SwafloorError):
-    """The matrix cannot run (bad release list, no vLLM venv, an install that failed)."""
+    """The matrix cannot run (bad release list, no engine venv, an install that failed)."""
 
 
 def release_key(version: str) -> tuple[int, ...]:
@@ -160,17 +129,15 @@ def release_key(version: str) -> tuple[int, ...]:
     return tuple(numbers + [0] * (4 - len(numbers))) + (int(post) if post else -1,)
 
 
-def _check_version(text: str, field: str, engine: "Engine | None" = None) -> str:
+def _check_version(text: str, field: str, engine: Engine) -> str:
     if not isinstance(text, str) or not _VERSION.match(text) or len(text) > 30:
-        example = "0.9.2 or 0.8.5.post1" if engine is None or engine.name == "vllm" else "0.5.14 or 0.5.15.post1"
-        raise MatrixError(f"{field}={text[:40]!r}: not a {(engine or VLLM).title} release number (like {example})")
+        raise MatrixError(f"{field}={text[:40]!r}: not a {engine.title} release number (like {engine.release_examples})")
     return text
 
 
-def select_releases(spec: str | None, engine: "Engine | None" = None) -> tuple[str, ...]:
-    """``A..B`` (the supported releases from A to B, either end may be left out), a comma-separated
-    list (any release numbers), or None (every supported release)."""
-    engine = engine or VLLM
+def select_releases(spec: str | None, engine: Engine) -> tuple[str, ...]:
+    """``A..B`` (the engine's supported releases from A to B, either end may be left out), a
+    comma-separated list (any release numbers), or None (every supported release)."""
     RELEASES = engine.releases  # noqa: N806
     if spec is None or spec == "..":
         return RELEASES
@@ -192,8 +159,8 @@ def select_releases(spec: str | None, engine: "Engine | None" = None) -> tuple[s
     return tuple(sorted(dict.fromkeys(items), key=release_key))
 
 
-def domain(names: Iterable[str] = DEFAULT_BACKENDS) -> str:
-    """The generated domain of the backends (the vLLM ones by default), in one line (what their campaigns never exercise):
+def domain(names: Iterable[str]) -> str:
+    """The generated domain of the backends, in one line (what their campaigns never exercise):
     what every one keeps out, then what only some do."""
     from .backends import resolve
     from .runner import domain_of
@@ -210,22 +177,23 @@ def _checkout() -> Path:
 
 
 @attrs.frozen
-class VllmVenv:
+class EngineVenv:
+    """An engine's pinned venv: where it is, its python, the release it holds."""
+
     path: Path
     python: Path
     pinned: str  # the release the venv holds
-    engine: str = "vllm"  # whose venv: vllm, sglang
+    engine: str  # whose venv: a name of ENGINES
 
     @property
     def spec(self) -> Engine:
         return engine_named(self.engine)
 
 
-def find_venv(option: str | Path | None = None, engine: Engine | None = None) -> VllmVenv:
-    """The engine's pinned venv (vLLM's by default): ``option``, else its ``$SWAFLOOR_..._VENV``, else this
-    checkout's ``.venv-vllm`` / ``.venv-sglang``. Raises :class:`MatrixError` (one line) when it is
-    missing, incomplete, or runs another checkout."""
-    engine = engine or VLLM
+def find_venv(option: str | Path | None, engine: Engine) -> EngineVenv:
+    """The engine's pinned venv: ``option``, else its ``$SWAFLOOR_..._VENV``, else this checkout's
+    ``engine.venv_dir``. Raises :class:`MatrixError` (one line) when it is missing, incomplete, or runs
+    another checkout."""
     where = Path(option or os.environ.get(engine.venv_env) or _checkout() / engine.venv_dir)
     python = where / "bin" / "python"
     if not python.exists() or not (where / engine.venv_marker).exists():
@@ -242,7 +210,7 @@ def find_venv(option: str | Path | None = None, engine: Engine | None = None) ->
     if module.strip() != here:
         raise MatrixError(f"the {engine.title} venv {where} runs swafloor from {Path(module).parent.parent}, not this "
                           f"checkout ({_checkout()}): run {engine.venv_script} here to re-point it")
-    return VllmVenv(where, python, pinned.strip(), engine.name)
+    return EngineVenv(where, python, pinned.strip(), engine.name)
 
 
 def _env(release_dir: Path | None) -> dict[str, str]:
@@ -259,7 +227,8 @@ def _last_line(text: str) -> str:
 
 
 # ----------------------------------------------------------------------------- installing a release
-def cache_root(option: str | Path | None = None, engine: str = "vllm") -> Path:
+def cache_root(option: str | Path | None, engine: str) -> Path:
+    """Where the engine named ``engine`` keeps its installed releases."""
     if option:
         return Path(option)
     if os.environ.get("SWAFLOOR_CACHE"):
@@ -268,7 +237,7 @@ def cache_root(option: str | Path | None = None, engine: str = "vllm") -> Path:
     return Path(base) / "swafloor" / engine
 
 
-def _probe(venv: VllmVenv, folder: Path) -> dict[str, Any]:
+def _probe(venv: EngineVenv, folder: Path) -> dict[str, Any]:
     out = subprocess.run([str(venv.python), "-m", "swafloor.fuzz.matrix", "probe", "--engine", venv.engine],
                          capture_output=True, text=True,
                          env=_env(folder), cwd=str(folder), timeout=600)
@@ -278,7 +247,7 @@ def _probe(venv: VllmVenv, folder: Path) -> dict[str, Any]:
         return {"ok": False, "error": f"the import probe failed: {_last_line(out.stderr)}"}
 
 
-def _pip(venv: VllmVenv, target: Path, packages: Sequence[str]) -> None:
+def _pip(venv: EngineVenv, target: Path, packages: Sequence[str]) -> None:
     command = [str(venv.python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
                "--no-compile", "--target", str(target), *packages]
     out = subprocess.run(command, capture_output=True, text=True, timeout=1800)
@@ -286,8 +255,7 @@ def _pip(venv: VllmVenv, target: Path, packages: Sequence[str]) -> None:
         raise MatrixError(f"pip install {' '.join(packages)} failed: {_last_line(out.stderr)}")
 
 
-def _marker(folder: Path, engine: Engine | None = None) -> list[str] | None:
-    engine = engine or VLLM
+def _marker(folder: Path, engine: Engine) -> list[str] | None:
     marker = folder / engine.marker
     if not marker.exists():
         return None
@@ -300,27 +268,27 @@ def _extras(lines: list[str]) -> list[str]:
     return [x for x in lines[2:] if x and not x.startswith(("probe: ", "table: "))]
 
 
-def _table(engine: Engine | None = None) -> str:
-    modules = (engine or VLLM).extra_modules
+def _table(engine: Engine) -> str:
+    modules = engine.extra_modules
     return "table: " + hashlib.sha256(json.dumps(modules, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def _stale(lines: list[str], engine: Engine | None = None) -> bool:
-    """Whether an install whose import failed was made with another :data:`EXTRA_MODULES` (or recorded
+def _stale(lines: list[str], engine: Engine) -> bool:
+    """Whether an install whose import failed was made with other ``extra_modules`` (or recorded
     no probe): it is then completed in place."""
     probe = next((line for line in lines if line.startswith("probe: ")), None)
     return probe is None or (probe != "probe: ok" and _table(engine) not in lines)
 
 
-def installed(release: str, cache: Path, engine: Engine | None = None) -> Path | None:
+def installed(release: str, cache: Path, engine: Engine) -> Path | None:
     """The release's folder when it is installed and complete."""
     lines = _marker(cache / release, engine)
     return cache / release if lines is not None and not _stale(lines, engine) else None
 
 
-def install(release: str, venv: VllmVenv, cache: Path, progress: Callable[[str], None] = lambda s: None) -> Path | None:
+def install(release: str, venv: EngineVenv, cache: Path, progress: Callable[[str], None] = lambda s: None) -> Path | None:
     """The folder holding ``release`` (None: it is the venv's own). Installed once into ``cache``; an
-    install whose import wanted a module :data:`EXTRA_MODULES` now gives is completed in place."""
+    install whose import wanted a module the engine's ``extra_modules`` now give is completed in place."""
     if release == venv.pinned:
         return None
     engine = venv.spec
@@ -340,9 +308,8 @@ def install(release: str, venv: VllmVenv, cache: Path, progress: Callable[[str],
         return _install(release, venv, cache, progress)
 
 
-def _add_extras(release: str, venv: VllmVenv, folder: Path, extras: list[str], progress: Callable[[str], None]) -> Path:
-    """Add the modules the release's import wants from the engine's extra modules (:data:`EXTRA_MODULES`
-    for vLLM), then write the marker."""
+def _add_extras(release: str, venv: EngineVenv, folder: Path, extras: list[str], progress: Callable[[str], None]) -> Path:
+    """Add the modules the release's import wants from the engine's ``extra_modules``, then write the marker."""
     engine = venv.spec
     modules = engine.extra_modules
     outcome = "ok"
@@ -368,7 +335,7 @@ def _add_extras(release: str, venv: VllmVenv, folder: Path, extras: list[str], p
     return folder
 
 
-def _install(release: str, venv: VllmVenv, cache: Path, progress: Callable[[str], None]) -> Path:
+def _install(release: str, venv: EngineVenv, cache: Path, progress: Callable[[str], None]) -> Path:
     engine = venv.spec
     folder = cache / release
     partial = cache / f".{release}.partial-{os.getpid()}"
@@ -378,7 +345,7 @@ def _install(release: str, venv: VllmVenv, cache: Path, progress: Callable[[str]
     try:
         _pip(venv, partial, [f"{engine.name}=={release}"])
         if engine.strip_compiled:
-            for so in (partial / engine.name).rglob("*.so"):  # compiled kernels: never loaded by the block manager
+            for so in (partial / engine.name).rglob("*.so"):  # compiled kernels: never loaded by the managers driven
                 so.unlink()
         first = engine.with_release(partial) if engine.with_release is not None else []
         if first:
@@ -442,7 +409,7 @@ class Cell:
         return f"{self.result}: {self.why}"
 
 
-def _run_child(venv: VllmVenv, folder: Path | None, args: list[str], timeout: int = CELL_TIMEOUT) -> tuple[dict | None, str]:
+def _run_child(venv: EngineVenv, folder: Path | None, args: list[str], timeout: int = CELL_TIMEOUT) -> tuple[dict | None, str]:
     proc = subprocess.Popen([str(venv.python), "-m", "swafloor.fuzz.matrix", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=_env(folder), cwd=str(folder or _checkout()))
     try:
@@ -460,17 +427,17 @@ def _run_child(venv: VllmVenv, folder: Path | None, args: list[str], timeout: in
     return None, stderr
 
 
-def run_cell(release: str, backend: str, venv: VllmVenv, cache: Path, out_dir: Path, *, examples: int = DEFAULT_EXAMPLES,
+def run_cell(release: str, backend: str, venv: EngineVenv, cache: Path, out_dir: Path, *, examples: int = DEFAULT_EXAMPLES,
              seed: int = SEED, progress: Callable[[str], None] = lambda s: None) -> Cell:
     """Install ``release`` if needed and run the bounded campaign of ``backend`` on it."""
     return run_release(release, [backend], venv, cache, out_dir, examples=examples, seed=seed, progress=progress)[0]
 
 
-def run_release(release: str, backends: Sequence[str], venv: VllmVenv, cache: Path, out_dir: Path, *,
+def run_release(release: str, backends: Sequence[str], venv: EngineVenv, cache: Path, out_dir: Path, *,
                 examples: int = DEFAULT_EXAMPLES, seed: int = SEED,
                 progress: Callable[[str], None] = lambda s: None) -> list[Cell]:
     """Install ``release`` if needed and run the bounded campaign of each backend on it, one after the
-    other in one subprocess (vLLM imported once)."""
+    other in one subprocess (the engine imported once)."""
     started = time.perf_counter()
     try:
         folder = install(release, venv, cache, progress)
@@ -491,15 +458,15 @@ def run_release(release: str, backends: Sequence[str], venv: VllmVenv, cache: Pa
     return [Cell(**{k: v for k, v in d.items() if k in fields}) for d in data["cells"]]
 
 
-def replay_cell(release: str, trace_file: Path, venv: VllmVenv, cache: Path, backend: str | None = None,
+def replay_cell(release: str, trace_file: Path, venv: EngineVenv, cache: Path, backend: str | None = None,
                 progress: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
     """Replay a trace on ``release``: ``{"verdict": "match" | "divergence:PART" | "unsupported" | "error", ...}``."""
     return replay_traces(release, [trace_file], venv, cache, backend, progress)[0]
 
 
-def replay_traces(release: str, trace_files: Sequence[Path], venv: VllmVenv, cache: Path, backend: str | None = None,
+def replay_traces(release: str, trace_files: Sequence[Path], venv: EngineVenv, cache: Path, backend: str | None = None,
                   progress: Callable[[str], None] = lambda s: None) -> list[dict[str, Any]]:
-    """:func:`replay_cell` for several traces, in one subprocess (vLLM imported once)."""
+    """:func:`replay_cell` for several traces, in one subprocess (the engine imported once)."""
     try:
         folder = install(release, venv, cache, progress)
     except (MatrixError, subprocess.SubprocessError, OSError) as exc:
@@ -550,8 +517,8 @@ def bisect(releases: Sequence[str], verdict_of: Callable[[str], str]) -> dict[st
 
 
 # ----------------------------------------------------------------------------- inside a cell's process
-def _imported_release(release: str, engine: str = "vllm") -> str | None:
-    """None when the engine imported here (vLLM by default) is ``release``; else what is wrong (one line)."""
+def _imported_release(release: str, engine: str) -> str | None:
+    """None when the engine imported here is ``release``; else what is wrong (one line)."""
     import importlib
     import importlib.metadata
 
@@ -631,17 +598,17 @@ def _replay_main(args, path: Path) -> dict[str, Any]:
             "step_index": None if d is None else d.step_index, "steps_run": found.steps_run}
 
 
-def _probe_main() -> dict[str, Any]:
-    from .backends import vllm
-    from .backends._vllm_compat import MissingModule
+def probe_engine(engine: Engine) -> dict[str, Any]:
+    """Import the engine here (its ``load``): ``{"ok": True}``, or ``{"ok": False, "error": ...}`` with
+    ``missing``, the module it lacks, where the refusal names one (a ``module`` attribute)."""
     from .protocol import Unsupported
 
+    module, _, function = engine.load.partition(":")
     try:
-        vllm.load()
-    except MissingModule as exc:
-        return {"ok": False, "missing": exc.module, "error": str(exc)}
+        getattr(importlib.import_module(module), function)()
     except Unsupported as exc:
-        return {"ok": False, "error": str(exc)}
+        missing = getattr(exc, "module", None)
+        return {"ok": False, **({"missing": missing} if isinstance(missing, str) else {}), "error": str(exc)}
     return {"ok": True}
 
 
@@ -651,19 +618,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m swafloor.fuzz.matrix")
     sub = parser.add_subparsers(dest="what", required=True)
     cell = sub.add_parser("cell")
-    cell.add_argument("--engine", default="vllm", choices=("vllm", "sglang"))
+    cell.add_argument("--engine", required=True, choices=tuple(ENGINES))
     cell.add_argument("--release", required=True)
     cell.add_argument("--backend", required=True, action="append")
     cell.add_argument("--examples", type=int, default=DEFAULT_EXAMPLES)
     cell.add_argument("--seed", type=int, default=SEED)
     cell.add_argument("--out", type=Path, required=True)
     rep = sub.add_parser("replay")
-    rep.add_argument("--engine", default="vllm", choices=("vllm", "sglang"))
+    rep.add_argument("--engine", required=True, choices=tuple(ENGINES))
     rep.add_argument("--release", required=True)
     rep.add_argument("--backend")
     rep.add_argument("trace", type=Path, nargs="+")
     probe = sub.add_parser("probe")
-    probe.add_argument("--engine", default="vllm", choices=("vllm", "sglang"))
+    probe.add_argument("--engine", required=True, choices=tuple(ENGINES))
     args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # the parent reports an interruption
     real_stdout = sys.stdout
@@ -674,8 +641,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.what == "replay":
             data = _replays_main(args)
         else:
-            module, _, function = engine_named(args.engine).probe.partition(":")
-            data = getattr(importlib.import_module(module), function)()
+            data = probe_engine(engine_named(args.engine))
     finally:
         sys.stdout = real_stdout
     print(json.dumps(data), flush=True)

@@ -41,6 +41,10 @@ __all__ = [
     "Comparison",
     "Capabilities",
     "Backend",
+    "SharesPrefixes",
+    "ShowsSlots",
+    "PrefixCacheHits",
+    "HitModel",
     "BackendFactory",
     "Unsupported",
     "BackendCheckFailed",
@@ -363,6 +367,12 @@ class Backend(Protocol):
     :class:`~swafloor.reference.Shortfall` per pool group that lacked slots (leaving the state as it
     was). Misuse raises :class:`~swafloor.reference.RequestError` naming the offending field. Any
     other exception is a divergence.
+
+    Every method the harness calls on a backend is declared here or in one of the sub-protocols
+    below, each called only where the backend's :class:`Capabilities` ask for it:
+    :class:`SharesPrefixes` (``prefix_sharing``), :class:`ShowsSlots` (the ``slots`` part),
+    :class:`PrefixCacheHits` (``lost_hit_rules``); the side compared against (the reference, the
+    oracle) is a :class:`HitModel` too.
     """
 
     def create(self, request_id: Hashable, reused_history: int = 0) -> None: ...
@@ -381,6 +391,47 @@ class Backend(Protocol):
         """The reference's :class:`~swafloor.reference.Snapshot`, or a mapping holding only the
         declared parts, each in the form :func:`swafloor.fuzz.compare.parts_of` gives."""
         ...
+
+
+@runtime_checkable
+class SharesPrefixes(Protocol):
+    """A backend that creates a request on another's committed prefix (``Capabilities.prefix_sharing``):
+    ``create`` takes ``share_with``, the request whose committed prefix the new one starts from. The
+    harness passes it only on such a step (:attr:`swafloor.fuzz.trace.Step.share_with`)."""
+
+    def create(self, request_id: Hashable, reused_history: int = 0, *, share_with: Hashable) -> None: ...
+
+
+@runtime_checkable
+class ShowsSlots(Protocol):
+    """A backend whose ``observe()`` gives a Snapshot and which shows physical identity (the ``slots``
+    part) apart: its slot map, or None when it keeps no slot ids (read by :func:`slots_of`)."""
+
+    def slots(self) -> SlotMap | None: ...
+
+
+@runtime_checkable
+class PrefixCacheHits(Protocol):
+    """A backend whose first resume's prefix-cache hit is compared one-sided
+    (``Capabilities.lost_hit_rules``; :mod:`swafloor.fuzz.hits` holds the policy): after a first
+    resume that looked the cache up, how many tokens it took as a hit."""
+
+    def hit_tokens(self, request_id: Hashable) -> int: ...
+
+
+@runtime_checkable
+class HitModel(Protocol):
+    """The side a :class:`PrefixCacheHits` backend is compared against (the reference's adapter): what
+    hits a request's next first resume may take, and a resume that takes a given one (the backend's
+    lost hit). ``longest_hit`` and ``rule_hit`` are None where the resume looks nothing up."""
+
+    def longest_hit(self, request_id: Hashable) -> int | None: ...
+
+    def hit_is_valid(self, request_id: Hashable, tokens: int) -> bool: ...
+
+    def rule_hit(self, request_id: Hashable, rule: str) -> int | None: ...
+
+    def resume(self, request_id: Hashable, *, hit_tokens: int) -> Outcome: ...
 
 
 def state_value(value: Any) -> str:

@@ -66,7 +66,7 @@ def test_reference_modules_name_no_z3_at_top_level():
 
 #: The only modules that may import torch at their top level: the data plane's device side, imported
 #: when a ``dataplane:`` backend is built (never by swafloor's own imports).
-TORCH_MODULES = {"fuzz/backends/dataplane/engine.py"}
+TORCH_MODULES = {"fuzz/engines/dataplane/engine.py"}
 
 
 def test_only_the_data_plane_engine_names_torch_at_top_level():
@@ -84,7 +84,7 @@ def test_swafloor_and_its_commands_do_not_import_torch():
     code = (
         "import sys, importlib, pkgutil; import swafloor.cli, swafloor.commands as c; "
         "[importlib.import_module('swafloor.commands.' + m.name) for m in pkgutil.iter_modules(c.__path__)]; "
-        "import swafloor.fuzz.runner, swafloor.fuzz.backends as b, swafloor.fuzz.backends.dataplane; "
+        "import swafloor.fuzz.runner, swafloor.fuzz.backends as b, swafloor.fuzz.engines.dataplane; "
         "swafloor.cli.build_parser(); b.resolve('reference'); "
         "assert 'torch' not in sys.modules, 'torch imported'"
     )
@@ -153,9 +153,20 @@ def test_the_style_check_sees_an_absolute_import_inside_its_room(tmp_path, monke
 
 
 #: What a backend's module may import from the rest of fuzz/: the contract (protocol), the shared
-#: adapter of Manager-like classes, and the TensorRT-LLM mapping; never the harness (runner, replay,
-#: compare, lockstep, machine, ...), and never the registry (fuzz/backends/__init__.py), which imports them.
-BACKEND_MAY_IMPORT = {"protocol", "adapter", "trtllm"}
+#: adapter of Manager-like classes, and the engines' rooms (an adapter its own room and the rooms' shared
+#: common helpers); never the harness (runner, replay, compare, lockstep, machine, ...), and never the
+#: registry (fuzz/backends/__init__.py), which imports them.
+BACKEND_MAY_IMPORT = {"protocol", "adapter", "engines"}
+
+
+def _engine_adapter_modules() -> list[Path]:
+    """The modules of the engines' rooms that build or serve a backend: every one but the rooms' one-off
+    checks (swafloor.fuzz.checks, which run campaigns) and their release data (matrix.py, an Engine
+    of the one matrix machinery)."""
+    from swafloor.fuzz.checks import CHECKS
+
+    checks = {ROOT / "fuzz" / Path(*c.module.split(".")[2:]).with_suffix(".py") for c in CHECKS}
+    return [p for p in sorted((ROOT / "fuzz" / "engines").rglob("*.py")) if p not in checks and p.name != "matrix.py"]
 
 
 def _fuzz_imports(path: Path) -> set[str]:
@@ -180,15 +191,51 @@ def _fuzz_imports(path: Path) -> set[str]:
 
 
 def test_backends_import_no_harness_and_no_registry():
-    for path in sorted((ROOT / "fuzz" / "backends").rglob("*.py")):
-        if path == ROOT / "fuzz" / "backends" / "__init__.py":
-            continue
+    paths = [p for p in sorted((ROOT / "fuzz" / "backends").rglob("*.py")) if p.name != "__init__.py"]
+    for path in paths + _engine_adapter_modules():
+        room = path.relative_to(ROOT / "fuzz").parts[:2]  # ("engines", "vllm") for an engine's module
         for name in _fuzz_imports(path):
             top = name.split(".")[0]
             if top == "backends":
                 assert name != "backends", f"{path.relative_to(ROOT)} imports the registry"
                 continue
             assert top in BACKEND_MAY_IMPORT, f"{path.relative_to(ROOT)} imports fuzz/{name} (upward)"
+            if top == "engines" and room[0] == "engines":  # its own room, or what the rooms share
+                assert name.split(".")[:2] == list(room) or name == "engines.common", (
+                    f"{path.relative_to(ROOT)} imports fuzz/{name}, another engine's room")
+
+
+def test_the_harness_core_imports_no_engine_room():
+    """The core (fuzz/*.py, fuzz/backends/) names an engine's room only as a string (the registry's
+    targets, the matrix's ENGINES), imported when a name is resolved: never by an import statement."""
+    paths = sorted((ROOT / "fuzz").glob("*.py")) + sorted((ROOT / "fuzz" / "backends").rglob("*.py"))
+    for path in paths:
+        rooms = {name for name in _fuzz_imports(path) if name.split(".")[0] == "engines"}
+        assert not rooms, f"{path.relative_to(ROOT)} imports {sorted(rooms)}"
+
+
+def test_an_engine_room_imports_no_other_room():
+    for path in sorted((ROOT / "fuzz" / "engines").rglob("*.py")):
+        room = path.relative_to(ROOT / "fuzz").parts[:2]
+        if len(room) < 2 or room[1].endswith(".py"):
+            continue
+        for name in _fuzz_imports(path):
+            if name.split(".")[0] == "engines":
+                assert name.split(".")[:2] == list(room) or name == "engines.common", (
+                    f"{path.relative_to(ROOT)} imports fuzz/{name}, another engine's room")
+
+
+def test_every_python_m_check_is_listed():
+    """fuzz/checks.py lists every module of swafloor.fuzz with a ``__main__`` entry (the docs' table is
+    made from it), but the matrix's cell runner, which only swafloor matrix starts."""
+    from swafloor.fuzz.checks import CHECKS
+
+    with_main = set()
+    for path in sorted((ROOT / "fuzz").rglob("*.py")):
+        if 'if __name__ == "__main__"' in path.read_text():
+            rel = path.relative_to(ROOT / "fuzz").with_suffix("")
+            with_main.add(".".join(["swafloor", "fuzz", *rel.parts]))
+    assert {c.module for c in CHECKS} == with_main - {"swafloor.fuzz.matrix"}
 
 
 def test_import_graph_has_no_cycle():

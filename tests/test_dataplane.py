@@ -21,11 +21,11 @@ except ImportError:  # pragma: no cover - depends on the environment
 
 from swafloor.cli import main
 from swafloor.fuzz.backends import DATA_MUTANT_NAMES, MUTANT_NAMES, UnknownBackend, resolve
-from swafloor.fuzz.backends.dataplane.engine import ATOL, POISON, Engine, Row, ssm_scan
+from swafloor.fuzz.engines.dataplane.engine import ATOL, POISON, Engine, Row, ssm_scan
 from swafloor.fuzz.lockstep import Lockstep
 from swafloor.fuzz.runner import PROFILES, run_campaign
 from swafloor.fuzz.trace import Step
-from swafloor.fuzz.backends.dataplane import wrap
+from swafloor.fuzz.engines.dataplane import wrap
 from swafloor.fuzz.backends.reference import ManagerBackend
 from swafloor.fuzz.protocol import Capabilities, Comparison, Part, factory
 from swafloor.reference import AttentionLayer, Config, Manager, Semantics, SsmLayer, build_layout

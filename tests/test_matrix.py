@@ -11,33 +11,34 @@ import sys
 import pytest
 
 from swafloor.fuzz import matrix
+from swafloor.fuzz.engines.vllm.matrix import DEFAULT_BACKENDS, RELEASES, VLLM
 
 
 def test_release_order():
     ordered = ["0.8.3", "0.8.5", "0.8.5.post1", "0.8.6", "0.9.0", "0.9.0.1", "0.10.1", "0.10.1.1", "0.33.0"]
     assert sorted(reversed(ordered), key=matrix.release_key) == ordered
-    assert list(matrix.RELEASES) == sorted(matrix.RELEASES, key=matrix.release_key)
+    assert list(RELEASES) == sorted(RELEASES, key=matrix.release_key)
 
 
 def test_supported_releases_span_every_minor_line_from_the_first_with_a_sliding_window_manager():
-    minors = {tuple(matrix.release_key(r)[:2]) for r in matrix.RELEASES}
+    minors = {tuple(matrix.release_key(r)[:2]) for r in RELEASES}
     assert minors == {(0, m) for m in range(8, 34)}
-    assert matrix.RELEASES[0] == "0.8.3" and matrix.RELEASES[-1] == "0.33.0"
+    assert RELEASES[0] == "0.8.3" and RELEASES[-1] == "0.33.0"
 
 
 def test_select_releases():
-    assert matrix.select_releases(None) == matrix.RELEASES
-    assert matrix.select_releases("0.9..0.11.2") == ("0.9.2", "0.10.2", "0.11.2")
-    assert matrix.select_releases("0.32.0..") == ("0.32.0", "0.33.0")
-    assert matrix.select_releases("..0.8.5.post1") == ("0.8.3", "0.8.5.post1")
-    assert matrix.select_releases("0.10.1.1,0.9.2,0.9.2") == ("0.9.2", "0.10.1.1")  # any release, sorted, once
+    assert matrix.select_releases(None, VLLM) == RELEASES
+    assert matrix.select_releases("0.9..0.11.2", VLLM) == ("0.9.2", "0.10.2", "0.11.2")
+    assert matrix.select_releases("0.32.0..", VLLM) == ("0.32.0", "0.33.0")
+    assert matrix.select_releases("..0.8.5.post1", VLLM) == ("0.8.3", "0.8.5.post1")
+    assert matrix.select_releases("0.10.1.1,0.9.2,0.9.2", VLLM) == ("0.9.2", "0.10.1.1")  # any release, sorted, once
     for bad in ("x", "0.9.2,", "1..0.5", "0.7.3", "0.9.2;rm", "0.1..0.2"):
         with pytest.raises(matrix.MatrixError):
-            matrix.select_releases(bad)
+            matrix.select_releases(bad, VLLM)
 
 
 def test_bisect_finds_the_first_change_in_few_tries():
-    releases = matrix.RELEASES
+    releases = RELEASES
     for change in range(1, len(releases)):
         calls = []
 
@@ -54,7 +55,7 @@ def test_bisect_finds_the_first_change_in_few_tries():
 
 
 def test_domain_names_every_restriction():
-    line = matrix.domain()
+    line = matrix.domain(DEFAULT_BACKENDS)
     for part in ("no sinks", "no SSM", "one pool group", "no capacity cuts", "no reused history under vllm-async"):
         assert part in line, line
     assert "under vllm," not in line and matrix.domain(["vllm"]).count("reused history") == 0
@@ -100,8 +101,8 @@ def test_ctrl_c_prints_the_cells_done_and_exits_130(monkeypatch, capsys, tmp_pat
     back, Ctrl-C arrives during the second."""
     from swafloor import cli
 
-    venv = matrix.VllmVenv(tmp_path, tmp_path / "python", "0.33.0")
-    monkeypatch.setattr(matrix, "find_venv", lambda option=None: venv)
+    venv = matrix.EngineVenv(tmp_path, tmp_path / "python", "0.33.0", "vllm")
+    monkeypatch.setattr(matrix, "find_venv", lambda option, engine: venv)
     calls = []
 
     def run_release(release, backends, *args, **kwargs):
@@ -148,7 +149,7 @@ def test_write_docs_replaces_the_rows_of_the_releases_run(monkeypatch, tmp_path)
 
 
 def test_bisect_skips_releases_that_cannot_run_the_trace():
-    releases = matrix.RELEASES[:10]
+    releases = RELEASES[:10]
     verdicts = {r: ("divergence:outcome" if i < 6 else "match") for i, r in enumerate(releases)}
     verdicts[releases[4]] = verdicts[releases[5]] = "unsupported (a module is missing)"
     found = matrix.bisect(releases, verdicts.__getitem__)
@@ -158,7 +159,7 @@ def test_bisect_skips_releases_that_cannot_run_the_trace():
 
 # ----------------------------------------------------------------------------- swafloor matrix sglang
 def test_sglang_releases_and_selection():
-    from swafloor.fuzz import sglang_matrix
+    from swafloor.fuzz.engines.sglang import matrix as sglang_matrix
 
     sg = matrix.engine_named("sglang")
     assert sg.releases == sglang_matrix.RELEASES and sg.backends == ("sglang", "sglang-lazy")
@@ -174,8 +175,8 @@ def test_sglang_releases_and_selection():
         matrix.select_releases("0.5.13.post1", sg)
     with pytest.raises(matrix.MatrixError, match="SGLang release number"):
         matrix.select_releases("x", sg)
-    assert matrix.select_releases(None) == matrix.RELEASES  # vLLM's stays the default
-    assert matrix.cache_root(None, "sglang").name == "sglang" and matrix.cache_root().name == "vllm"
+    assert matrix.select_releases(None, matrix.engine_named("vllm")) == RELEASES  # each engine its own releases
+    assert matrix.cache_root(None, "sglang").name == "sglang" and matrix.cache_root(None, "vllm").name == "vllm"
     with pytest.raises(matrix.MatrixError):
         matrix.engine_named("trt")
 
@@ -201,7 +202,7 @@ def test_sglang_json_report(monkeypatch, capsys, tmp_path):
     its venv and cache, and exit 1 on a divergence."""
     from swafloor import cli
 
-    venv = matrix.VllmVenv(tmp_path, tmp_path / "python", "0.5.23", "sglang")
+    venv = matrix.EngineVenv(tmp_path, tmp_path / "python", "0.5.23", "sglang")
     seen = {}
 
     def find_venv(option=None, engine=None):
@@ -235,7 +236,7 @@ def test_sglang_json_report(monkeypatch, capsys, tmp_path):
 def test_sglang_eviction_flags_follow_the_function_signature():
     """No prefix sharing, said as each release's ``free_swa_out_of_window_slots`` takes it; the interval
     only where the function has one (else ``sglang-lazy`` is unsupported, naming it)."""
-    from swafloor.fuzz.backends._sglang_compat import Evictor
+    from swafloor.fuzz.engines.sglang.compat import Evictor
     from swafloor.fuzz.protocol import Unsupported
 
     def v14(req, pre_len, *, sliding_window_size, page_size, req_to_token_pool, token_to_kv_pool_allocator,
@@ -261,7 +262,7 @@ def test_sglang_eviction_flags_follow_the_function_signature():
 def test_sglang_install_recipe(tmp_path):
     """What goes with a release: the extra modules and the release's own transformers pin (from its
     METADATA); a transformers range check adds that requirement once."""
-    from swafloor.fuzz import sglang_matrix
+    from swafloor.fuzz.engines.sglang import matrix as sglang_matrix
 
     meta = tmp_path / "sglang-0.5.14.dist-info"
     meta.mkdir()

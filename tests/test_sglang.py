@@ -89,7 +89,7 @@ def test_ci_profile_passes_with_the_generator_on_target(campaigns, backend):
 
 def test_alloc_decode_non_atomicity_costs_an_unchecked_caller_a_page_per_failure(tmp_path):
     _need_venv()
-    proc = _run(["-m", "swafloor.fuzz.sglang_finding"], tmp_path)
+    proc = _run(["-m", "swafloor.fuzz.engines.sglang.finding"], tmp_path)
     stdout, stderr = proc.communicate(timeout=TIMEOUT)
     assert proc.returncode == 0, stderr[-4000:]
     found = json.loads(stdout)
@@ -143,7 +143,7 @@ def test_outside_its_venv_the_backend_refuses_cleanly_naming_the_script():
 
 PLANT = '''
 import sys
-from swafloor.fuzz.backends import sglang as adapter
+from swafloor.fuzz.engines.sglang import backend as sglang as adapter
 
 loaded = adapter.import_sglang()
 calls = []

@@ -2,7 +2,7 @@
 ``scripts/sglang-venv`` makes (run in a subprocess; without that venv: a failure in CI, a skip elsewhere,
 as tests/test_sglang.py).
 
-One subprocess (``python -m swafloor.fuzz.sglang_radix_check``) imports SGLang once and runs:
+One subprocess (``python -m swafloor.fuzz.engines.sglang.radix_check``) imports SGLang once and runs:
 
 - the ci profile (seed 0) cut to ``EXAMPLES`` examples: it passes, with the generator on target (the
   sharing generator's hit rate at least 30%) and SGLang's own tree hitting on most looked-up prompts;
@@ -56,7 +56,7 @@ def checked(tmp_path_factory):
     out = tmp_path_factory.mktemp("sglang-radix")
     env = {**os.environ, "PYTHONPATH": "", "PYTHONWARNINGS": "ignore"}
     proc = subprocess.run(
-        [str(PYTHON), "-m", "swafloor.fuzz.sglang_radix_check", "--examples", str(EXAMPLES), "--out", str(out),
+        [str(PYTHON), "-m", "swafloor.fuzz.engines.sglang.radix_check", "--examples", str(EXAMPLES), "--out", str(out),
          "--replay", *map(str, REGRESSIONS)],
         cwd=out, env=env, capture_output=True, text=True, timeout=TIMEOUT,
     )

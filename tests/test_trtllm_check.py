@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from swafloor.cli import main
-from swafloor.fuzz.trtllm.loader import ENV_VAR, LoadError, load
+from swafloor.fuzz.engines.trtllm.loader import ENV_VAR, LoadError, load
 
 from .trtllm_fake import BUGS, write_fake
 
@@ -105,7 +105,7 @@ def test_expecting_the_pre_fix_rule_holds_the_minimum_to_it(tmp_path, capsys):
 
 def test_an_expected_rule_left_undetermined_is_exit_1(tmp_path, capsys, monkeypatch):
     """Issue 28 §4: --expect-rule with an undetermined rule used to pass as "could not run" (exit 2)."""
-    from swafloor.fuzz.trtllm.compare import Checker
+    from swafloor.fuzz.engines.trtllm.compare import Checker
 
     def broken(self, *args, **kwargs):
         raise RuntimeError("an error of ours")
@@ -270,7 +270,7 @@ def test_the_correct_fake_finds_nothing_even_with_more_examples(tmp_path, capsys
 
 
 def _checker(root):
-    from swafloor.fuzz.trtllm.compare import Checker
+    from swafloor.fuzz.engines.trtllm.compare import Checker
 
     return Checker(load(root), examples=0, grid="tiny")
 
@@ -312,7 +312,7 @@ def test_an_ssm_floor_of_zero_is_a_finding_not_a_config_error(tmp_path):
 
 
 def test_a_mismatch_stays_exit_1_when_a_later_phase_fails_on_an_error_of_ours(tmp_path, capsys, monkeypatch):
-    from swafloor.fuzz.trtllm.compare import Checker
+    from swafloor.fuzz.engines.trtllm.compare import Checker
 
     def broken(self, *args, **kwargs):
         raise RuntimeError("an error of ours")
@@ -326,7 +326,7 @@ def test_a_mismatch_stays_exit_1_when_a_later_phase_fails_on_an_error_of_ours(tm
 
 
 def test_an_error_of_ours_without_a_mismatch_exits_2_with_one_line(tmp_path, capsys, monkeypatch):
-    from swafloor.fuzz.trtllm.compare import Checker
+    from swafloor.fuzz.engines.trtllm.compare import Checker
 
     def broken(self, *args, **kwargs):
         raise RuntimeError("an error of ours")
@@ -397,7 +397,7 @@ def test_a_type_error_upstream_raises_calling_a_stand_in_is_upstreams_failure(tm
 def test_an_exception_raised_in_our_stand_in_is_could_not_run_naming_it(tmp_path, capsys, monkeypatch):
     """The other side: an exception raised in our own stand-in (upstream's frames above it) is ours:
     could not run (exit 2) naming where, never an upstream failure."""
-    from swafloor.fuzz.trtllm import standins
+    from swafloor.fuzz.engines.trtllm import standins
 
     def broken(self):
         raise ValueError("a stand-in of ours broke")
@@ -412,7 +412,7 @@ def test_an_exception_raised_in_our_stand_in_is_could_not_run_naming_it(tmp_path
     assert data["not_run"][0]["check"] == "accounting" and "layers" in data["not_run"][0]["input"]
     assert "could not run" in _one_line(captured.err)
 def test_a_mismatch_found_before_upstream_raises_midway_stays_exit_1(tmp_path, capsys, monkeypatch):
-    from swafloor.fuzz.trtllm.compare import Checker
+    from swafloor.fuzz.engines.trtllm.compare import Checker
 
     monkeypatch.setattr(Checker, "_preflight", lambda self: None)  # met midway instead, after the stale ranges
     root = write_fake(tmp_path / "co", bugs=("inconsistent_source", "stale_one_token_late"))
@@ -454,7 +454,7 @@ def test_the_fake_imports_nothing_of_swafloor():
 
 def test_the_fake_gives_upstreams_documented_figures(tmp_path):
     """Figures from upstream's own tests and PR (shared facts §1), not from the reference."""
-    from swafloor.fuzz.trtllm.standins import storage_manager
+    from swafloor.fuzz.engines.trtllm.standins import storage_manager
     from swafloor.reference import AttentionLayer, Config
 
     checker = _checker(write_fake(tmp_path / "co"))

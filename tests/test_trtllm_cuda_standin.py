@@ -1,4 +1,4 @@
-"""The CPU stand-in for the CUDA driver (fuzz/trtllm/cuda_standin.py): every call it implements, the
+"""The CPU stand-in for the CUDA driver (fuzz/engines/trtllm/cuda_standin.py): every call it implements, the
 memory cap, deferred events, bytes shared through mappings, and the error codes the driver documents.
 
 Run without cuda-bindings (the CI venv has none) on the stand-in's own enum; where cuda-bindings is
@@ -11,8 +11,8 @@ import types
 
 import pytest
 
-from swafloor.fuzz.trtllm import cuda_standin as cs
-from swafloor.fuzz.trtllm.cuda_standin import CUresult, CudaStandIn
+from swafloor.fuzz.engines.trtllm import cuda_standin as cs
+from swafloor.fuzz.engines.trtllm.cuda_standin import CUresult, CudaStandIn
 
 G = cs.GRANULARITY
 HAVE_BINDINGS = cs.bindings() is not None

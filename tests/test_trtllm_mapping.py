@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from swafloor.fuzz.trtllm.mapping import GPU_GRANULARITY, layer_configs, round_up, to_trtllm
+from swafloor.fuzz.engines.trtllm.mapping import GPU_GRANULARITY, layer_configs, round_up, to_trtllm
 from swafloor.reference import AttentionLayer, Config, ConfigError, SsmLayer
 
 

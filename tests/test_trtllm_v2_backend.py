@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from swafloor.fuzz.backends import resolve
-from swafloor.fuzz.backends.trtllm_v2 import CAPABILITIES, adapter_factory
+from swafloor.fuzz.engines.trtllm.v2 import CAPABILITIES, adapter_factory
 from swafloor.fuzz.protocol import BackendRecord, Unsupported
 from swafloor.fuzz.runner import run_campaign
 from swafloor.reference import AttentionLayer, Config
@@ -173,8 +173,8 @@ def _source(tmp_path):
 
 
 def test_the_whole_loader_names_cuda_bindings_when_it_is_missing(tmp_path, monkeypatch):
-    from swafloor.fuzz.trtllm import cuda_standin, whole
-    from swafloor.fuzz.trtllm.loader import LoadError
+    from swafloor.fuzz.engines.trtllm import cuda_standin, whole
+    from swafloor.fuzz.engines.trtllm.loader import LoadError
 
     monkeypatch.setattr(cuda_standin, "bindings", lambda: None)
     with pytest.raises(LoadError, match="cuda-bindings"):
@@ -185,8 +185,8 @@ def test_the_registered_backend_runs_a_source_folder_on_the_cuda_standin(tmp_pat
     pytest.importorskip("cuda.bindings", reason="needs cuda-bindings (not in the CI venv); CI runs the fake directly")
     import sys
 
-    from swafloor.fuzz.backends import trtllm_v2 as v2_backend
-    from swafloor.fuzz.trtllm import whole
+    from swafloor.fuzz.engines.trtllm import v2 as v2_backend
+    from swafloor.fuzz.engines.trtllm import whole
 
     source = _source(tmp_path)
     monkeypatch.setenv("SWAFLOOR_TRTLLM_SOURCE", str(source))

@@ -1,4 +1,4 @@
-"""vLLM's own prefix-cache hit function (``swafloor.fuzz.hit_diff``) against the model's longest valid
+"""vLLM's own prefix-cache hit function (``swafloor.fuzz.engines.vllm.hit_diff``) against the model's longest valid
 hit, on the pinned release, in the venv ``scripts/vllm-venv`` makes (a subprocess; in CI a missing
 venv fails, elsewhere it skips). Every saved divergence class, ``tests/regressions/hits/*.json``,
 checks itself here: the model still gives the saved lengths and the saved vLLM length still falls
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from swafloor.fuzz import hit_diff
+from swafloor.fuzz.engines.vllm import hit_diff
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = Path(os.environ.get("SWAFLOOR_VLLM_VENV") or ROOT / ".venv-vllm")
@@ -64,7 +64,7 @@ def test_the_classes_are_what_the_lengths_say():
                          ids=lambda p: p.stem)
 def test_pinned_trace_replays_on_vllm(path):
     _need_venv()
-    out = _python("-m", "swafloor.fuzz.hit_diff", "--replay", str(path))
+    out = _python("-m", "swafloor.fuzz.engines.vllm.hit_diff", "--replay", str(path))
     assert out.returncode == 0, out.stderr[-2000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
     saved = json.loads(path.read_text(encoding="utf-8"))
@@ -76,7 +76,7 @@ def test_pinned_release_has_no_wrong_hit_and_only_traced_classes():
     """150 generated cases (seed 0) on the pinned release: no hit longer than the longest valid one, no
     exception inside vLLM, nothing unsupported, and every other divergence is a class with a trace."""
     _need_venv()
-    out = _python("-m", "swafloor.fuzz.hit_diff", "--cases", "150", "--seed", "0", "--json")
+    out = _python("-m", "swafloor.fuzz.engines.vllm.hit_diff", "--cases", "150", "--seed", "0", "--json")
     assert out.returncode == 0, (out.stdout[-2000:], out.stderr[-2000:])
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert report["version"] == PINNED

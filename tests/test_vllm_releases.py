@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from swafloor.fuzz import matrix
+from swafloor.fuzz.engines.vllm.matrix import VLLM
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = Path(os.environ.get("SWAFLOOR_VLLM_VENV") or ROOT / ".venv-vllm")
@@ -36,9 +37,9 @@ RELEASE_TRACES = [p for p in TRACES if _found(p).get("release")]
 RELEASES = sorted({_found(p)["release"] for p in RELEASE_TRACES}, key=matrix.release_key)
 
 
-def _venv() -> matrix.VllmVenv:
+def _venv() -> matrix.EngineVenv:
     try:
-        return matrix.find_venv(VENV)
+        return matrix.find_venv(VENV, VLLM)
     except matrix.MatrixError as exc:
         if os.environ.get("CI") == "true":
             pytest.fail(str(exc))
@@ -58,7 +59,7 @@ def test_release_traces_are_well_formed():
 def on_pinned() -> dict:
     """Every release trace replayed on the pinned release, in one process (vLLM imported once)."""
     venv = _venv()
-    replays = matrix.replay_traces(venv.pinned, RELEASE_TRACES, venv, matrix.cache_root())
+    replays = matrix.replay_traces(venv.pinned, RELEASE_TRACES, venv, matrix.cache_root(None, "vllm"))
     assert len(replays) == len(RELEASE_TRACES)
     return dict(zip(RELEASE_TRACES, replays))
 
@@ -66,10 +67,10 @@ def on_pinned() -> dict:
 @pytest.mark.parametrize("release", RELEASES)
 def test_release_traces_replay_as_they_expect(release, on_pinned):
     venv = _venv()
-    folder = matrix.install(release, venv, matrix.cache_root(), progress=lambda s: print(s, file=sys.stderr))
+    folder = matrix.install(release, venv, matrix.cache_root(None, "vllm"), progress=lambda s: print(s, file=sys.stderr))
     assert folder is not None, f"{release} is the pinned release"
     paths = [p for p in RELEASE_TRACES if _found(p)["release"] == release]
-    on_release = matrix.replay_traces(release, paths, venv, matrix.cache_root())
+    on_release = matrix.replay_traces(release, paths, venv, matrix.cache_root(None, "vllm"))
     assert len(on_release) == len(paths)
     for path, got in zip(paths, on_release):
         pinned = on_pinned[path]
@@ -111,7 +112,7 @@ def test_matrix_command_runs_a_cell_of_an_older_release(tmp_path):
 
 TWO_BACKENDS = r"""
 import json
-from swafloor.fuzz.backends import vllm
+from swafloor.fuzz.engines.vllm import backend as vllm
 from swafloor.reference import AttentionLayer, Config
 from swafloor.fuzz.protocol import Part
 tables = []
@@ -129,7 +130,7 @@ def test_a_release_without_is_null_reads_every_pool_null_block_as_null():
     block was marked, so every later backend in the same process read its null block as a held one."""
     venv = _venv()
     release = RELEASES[0]
-    folder = matrix.install(release, venv, matrix.cache_root())
+    folder = matrix.install(release, venv, matrix.cache_root(None, "vllm"))
     out = subprocess.run([str(venv.python), "-c", TWO_BACKENDS], capture_output=True, text=True, timeout=TIMEOUT,
                          env=matrix._env(folder), cwd=str(folder))
     assert out.returncode == 0, out.stderr[-3000:]

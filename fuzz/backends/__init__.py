@@ -6,7 +6,7 @@ factory is (``MODULE:FUNCTION``, imported only when the name is resolved, so slo
 backends cost nothing until used), what it needs installed beyond swafloor's dependencies and how far
 it has been checked. Its capabilities, display name, ``prepare()`` and limits are what its factory
 declares (:func:`swafloor.fuzz.protocol.factory`). ``dataplane:NAME`` wraps the record NAME resolves
-to (:mod:`.dataplane`). ``reference-mutant:NAME`` names a seeded bug of the reference itself
+to (:mod:`swafloor.fuzz.engines.dataplane`). ``reference-mutant:NAME`` names a seeded bug of the reference itself
 (:mod:`.reference_mutants`), for the oracle to catch. A name not in the registry that
 has the form ``MODULE:FACTORY`` loads a third-party factory (a ``config -> Backend`` callable, ideally
 declared with ``factory``). The docs' backend table is generated from here (:func:`backend_rows`).
@@ -59,6 +59,16 @@ _MUTANTS: dict[str, Registered] = {
     for bug in SEEDED_BUGS if set(bug.campaigns) & set(_AS_BACKEND)
 }
 
+def _in_venv(engine: str, target: str, status: str) -> Registered:
+    """A backend of an engine that runs in its own venv (``scripts/ENGINE-venv``), its factory in the
+    engine's room; ``status`` naming a test file is how CI fuzzes it there."""
+    title = {"vllm": "vLLM", "sglang": "SGLang"}[engine]
+    if status.startswith("tests/"):
+        status = f"fuzzed in CI, in the {title} venv ({status})"
+    return Registered(f"swafloor.fuzz.engines.{engine}.{target}", needs=f"{title}, in its own venv (scripts/{engine}-venv)",
+                      status=status)
+
+
 REGISTRY: dict[str, Registered] = {
     "reference": Registered("swafloor.fuzz.backends.reference:reference", status="the specification itself"),
     "core": Registered("swafloor.fuzz.backends.core:core",
@@ -73,46 +83,29 @@ REGISTRY: dict[str, Registered] = {
     "oracle-mixed": Registered("swafloor.fuzz.backends.oracle:oracle_mixed",
                                status="fuzzed against the reference in CI (block sizes per life cycle, tests/test_block_sizes.py)"),
     **_MUTANTS,
-    "vllm": Registered("swafloor.fuzz.backends.vllm:vllm", needs="vLLM, in its own venv (scripts/vllm-venv)",
-                       status="fuzzed in CI, in the vLLM venv (tests/test_vllm.py)"),
-    "vllm-async": Registered("swafloor.fuzz.backends.vllm:vllm_async", needs="vLLM, in its own venv (scripts/vllm-venv)",
-                             status="fuzzed in CI, in the vLLM venv (tests/test_vllm.py)"),
-    "vllm-prefix": Registered("swafloor.fuzz.backends.vllm_prefix:vllm_prefix",
-                              needs="vLLM, in its own venv (scripts/vllm-venv)",
-                              status="fuzzed in CI, in the vLLM venv (tests/test_vllm_prefix.py)"),
-    "vllm-prefix-eagle": Registered("swafloor.fuzz.backends.vllm_prefix:vllm_prefix_eagle",
-                                    needs="vLLM, in its own venv (scripts/vllm-venv)",
-                                    status="fuzzed in CI, in the vLLM venv (tests/test_vllm_prefix.py)"),
-    "vllm-prefix-mixed": Registered("swafloor.fuzz.backends.vllm_prefix:vllm_prefix_mixed",
-                                    needs="vLLM, in its own venv (scripts/vllm-venv)",
-                                    status="fuzzed in CI, in the vLLM venv (tests/test_vllm_prefix.py)"),
-    "vllm-prefix-eagle-mixed": Registered("swafloor.fuzz.backends.vllm_prefix:vllm_prefix_eagle_mixed",
-                                          needs="vLLM, in its own venv (scripts/vllm-venv)",
-                                          status="diverges on the pinned release (semantics not modelled yet); CI replays "
-                                                 "tests/regressions/vllm-prefix-eagle-mixed-cache-past-boundary.json"),
-    "vllm-prefix-any-window": Registered("swafloor.fuzz.backends.vllm_prefix:vllm_prefix_any_window",
-                                         needs="vLLM, in its own venv (scripts/vllm-venv)",
-                                         status="replays the trace that pins why vllm-prefix refuses a window of 1"),
-    "sglang": Registered("swafloor.fuzz.backends.sglang:sglang", needs="SGLang, in its own venv (scripts/sglang-venv)",
-                         status="fuzzed in CI, in the SGLang venv (tests/test_sglang.py)"),
-    "sglang-lazy": Registered("swafloor.fuzz.backends.sglang:sglang_lazy",
-                              needs="SGLang, in its own venv (scripts/sglang-venv)",
-                              status="fuzzed in CI, in the SGLang venv (tests/test_sglang.py)"),
-    "sglang-radix": Registered("swafloor.fuzz.backends.sglang_radix:sglang_radix",
-                               needs="SGLang, in its own venv (scripts/sglang-venv)",
-                               status="fuzzed in CI, in the SGLang venv (tests/test_sglang_radix.py)"),
-    "vllm-no-reuse": Registered("swafloor.fuzz.backends.vllm:vllm_no_reuse",
-                                needs="vLLM, in its own venv (scripts/vllm-venv)",
-                                status="run by swafloor matrix vllm on older releases"),
-    "trtllm": Registered("swafloor.fuzz.backends.trtllm:trtllm", needs="tensorrt_llm and a CUDA GPU",
+    "vllm": _in_venv("vllm", "backend:vllm", "tests/test_vllm.py"),
+    "vllm-async": _in_venv("vllm", "backend:vllm_async", "tests/test_vllm.py"),
+    "vllm-prefix": _in_venv("vllm", "prefix:vllm_prefix", "tests/test_vllm_prefix.py"),
+    "vllm-prefix-eagle": _in_venv("vllm", "prefix:vllm_prefix_eagle", "tests/test_vllm_prefix.py"),
+    "vllm-prefix-mixed": _in_venv("vllm", "prefix:vllm_prefix_mixed", "tests/test_vllm_prefix.py"),
+    "vllm-prefix-eagle-mixed": _in_venv("vllm", "prefix:vllm_prefix_eagle_mixed",
+                                        "diverges on the pinned release (semantics not modelled yet); CI replays "
+                                        "tests/regressions/vllm-prefix-eagle-mixed-cache-past-boundary.json"),
+    "vllm-prefix-any-window": _in_venv("vllm", "prefix:vllm_prefix_any_window",
+                                       "replays the trace that pins why vllm-prefix refuses a window of 1"),
+    "sglang": _in_venv("sglang", "backend:sglang", "tests/test_sglang.py"),
+    "sglang-lazy": _in_venv("sglang", "backend:sglang_lazy", "tests/test_sglang.py"),
+    "sglang-radix": _in_venv("sglang", "radix:sglang_radix", "tests/test_sglang_radix.py"),
+    "vllm-no-reuse": _in_venv("vllm", "backend:vllm_no_reuse", "run by swafloor matrix vllm on older releases"),
+    "trtllm": Registered("swafloor.fuzz.engines.trtllm.backend:trtllm", needs="tensorrt_llm and a CUDA GPU",
                          status="never run on a GPU"),
-    "trtllm-v2": Registered("swafloor.fuzz.backends.trtllm_v2:trtllm_v2",
+    "trtllm-v2": Registered("swafloor.fuzz.engines.trtllm.v2:trtllm_v2",
                             needs="a KVCacheManagerV2 source folder (--trtllm-source PATH) and cuda-bindings",
                             status="plumbing fuzzed in CI against a fake manager (tests/test_trtllm_v2_backend.py); "
                                    "never run on upstream's sources"),
 }
-#: ``dataplane:NAME``: any registered NAME, wrapped (:func:`.dataplane.wrap`).
-DATAPLANE = Registered("swafloor.fuzz.backends.dataplane:wrap", needs="torch (swafloor[dataplane]); CUDA optional",
+#: ``dataplane:NAME``: any registered NAME, wrapped (:func:`swafloor.fuzz.engines.dataplane.wrap`).
+DATAPLANE = Registered("swafloor.fuzz.engines.dataplane:wrap", needs="torch (swafloor[dataplane]); CUDA optional",
                        status="run on the CPU in CI; never run on a GPU")
 
 #: Seeded bugs a table-only campaign catches (``swafloor fuzz --backend mutant:NAME``).
@@ -231,7 +224,10 @@ def _import_user_module(module_name: str):
 
 def _dataplane(spec: str, field: str, device: str | None) -> BackendRecord:
     """``dataplane:NAME``: the record NAME resolves to, wrapped on the chosen device."""
-    from .dataplane import DEVICES, choose_device, device_from_env, wrap
+    # The data plane's room, by the name its entry gives (the core imports no room by an import statement).
+    dataplane = importlib.import_module(DATAPLANE.target.partition(":")[0])
+    DEVICES, choose_device, device_from_env, wrap = (  # noqa: N806
+        dataplane.DEVICES, dataplane.choose_device, dataplane.device_from_env, dataplane.wrap)
 
     inner_spec = spec[len(DATAPLANE_PREFIX):]
     if not inner_spec:

@@ -25,13 +25,13 @@ TARGETS = {
     "reference": "swafloor.commands.bench:reference_figures",
     "proofs": "swafloor.proofs.bench:run",
     "fuzz": "swafloor.fuzz.bench:run",
-    "dataplane": "swafloor.fuzz.dataplane_bench:run",
+    "dataplane": "swafloor.fuzz.engines.dataplane.bench:run",
 }
 FORMATTERS = {
     "reference": "swafloor.commands.bench:format_reference",
     "proofs": "swafloor.proofs.bench:format",
     "fuzz": "swafloor.fuzz.bench:format",
-    "dataplane": "swafloor.fuzz.dataplane_bench:format",
+    "dataplane": "swafloor.fuzz.engines.dataplane.bench:format",
 }
 
 
@@ -171,10 +171,10 @@ VLLM_ROWS = ((128, 32, 1), (128, 32, 64), (4096, 32, 1), (4096, 32, 64), (4096, 
 
 
 def _reference_decode(config: Config, requests: int, seconds: float, start_history: int) -> dict:
-    """The reference Manager driven like :func:`swafloor.fuzz.vllm_decode.decode_rate` drives vLLM: warmed
+    """The reference Manager driven like :func:`swafloor.fuzz.engines.vllm.decode.decode_rate` drives vLLM: warmed
     up by decoding from history 0 (untimed), then round-robin ``resize(h + 1, h)`` and ``commit(1)``."""
     from swafloor.reference import Manager
-    from swafloor.fuzz.vllm_decode import timed_rounds
+    from swafloor.fuzz.engines.vllm.decode import timed_rounds
 
     manager = Manager(config)
     ids = [f"r{i}" for i in range(requests)]
@@ -198,7 +198,7 @@ def _reference_decode(config: Config, requests: int, seconds: float, start_histo
 def vllm_figures(seconds: float = 1.0, rows=VLLM_ROWS) -> dict:
     """Decode steps per second of the reference beside vLLM's SlidingWindowManager, row by row, in
     this process; without vLLM, the reference alone and the reason."""
-    from swafloor.fuzz import vllm_decode
+    from swafloor.fuzz.engines.vllm import decode as vllm_decode
 
     missing = vllm_decode.available()
     out = []

@@ -66,8 +66,8 @@ class _Progress:
 
 
 def run(args) -> int:
-    from swafloor.fuzz.trtllm.compare import CHECKS, RULE_TEXT, Checker
-    from swafloor.fuzz.trtllm.loader import load
+    from swafloor.fuzz.engines.trtllm.compare import CHECKS, RULE_TEXT, Checker
+    from swafloor.fuzz.engines.trtllm.loader import load
 
     from ..cli import one_line
 

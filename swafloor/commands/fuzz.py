@@ -95,11 +95,7 @@ def _run_workers(args) -> int:
         return 130
     print(f"fuzz: {result.result}: {len(result.workers)} workers, {result.examples} examples, {result.steps} steps "
           f"in {result.seconds:.1f} s ({result.steps / max(result.seconds, 1e-9):,.0f} steps/s)", file=sys.stderr)
-    if args.json:
-        print_json(result.to_dict())
-    else:
-        print(format_workers(result))
-    return 0 if result.result == "pass" else 1
+    return _print_result(args, result, format_workers)
 
 
 def run(args) -> int:
@@ -144,7 +140,7 @@ def run(args) -> int:
             raise UsageError("swafloor fuzz: --trtllm-source applies to the trtllm-v2 backend only")
         if not Path(args.trtllm_source).expanduser().is_dir():
             raise UsageError(f"swafloor fuzz: --trtllm-source={args.trtllm_source!r}: not a directory")
-        from swafloor.fuzz.backends.trtllm_v2 import SOURCE_ENV
+        from swafloor.fuzz.engines.trtllm.v2 import SOURCE_ENV
 
         os.environ[SOURCE_ENV] = str(Path(args.trtllm_source).expanduser().resolve())  # read when building
     if "trtllm-v2" in (args.backend, args.against) and not os.environ.get("SWAFLOOR_TRTLLM_SOURCE"):
@@ -204,8 +200,14 @@ def run(args) -> int:
     else:  # the same example number as the report on stdout; the rest were spent shrinking
         print(f"fuzz: divergence found at example {result.first_failure_example}; {result.examples} examples "
               f"in all, shrinking included, in {result.seconds:.1f} s", file=sys.stderr)
+    return _print_result(args, result, format_report)
+
+
+def _print_result(args, result, formatted) -> int:
+    """A campaign's result on stdout (JSON with ``--json``, else ``formatted(result)``); the exit status:
+    0 on a pass, else 1."""
     if args.json:
         print_json(result.to_dict())
     else:
-        print(format_report(result))
+        print(formatted(result))
     return 0 if result.result == "pass" else 1

@@ -22,8 +22,8 @@ import sys
 import time
 from pathlib import Path
 
-from ..fuzz.matrix import BACKENDS as VLLM_BACKENDS, DEFAULT_BACKENDS as VLLM_DEFAULT_BACKENDS
-from ..fuzz.sglang_matrix import BACKENDS as SGLANG_BACKENDS
+from ..fuzz.engines.sglang.matrix import BACKENDS as SGLANG_BACKENDS
+from ..fuzz.engines.vllm.matrix import BACKENDS as VLLM_BACKENDS, DEFAULT_BACKENDS as VLLM_DEFAULT_BACKENDS
 from ._common import int_in, print_json, writable_dir
 
 
@@ -106,8 +106,7 @@ def run(args) -> int:
     if engine.name != "sglang" and args.sglang_venv is not None:
         raise _usage(f"--sglang-venv is for swafloor matrix sglang (use --{engine.name}-venv)")
     try:
-        venv = (matrix.find_venv(args.vllm_venv) if engine.name == "vllm"
-                else matrix.find_venv(args.sglang_venv, engine))
+        venv = matrix.find_venv(getattr(args, f"{engine.name}_venv"), engine)
     except matrix.MatrixError as exc:
         raise _usage(str(exc)) from None
     cache = matrix.cache_root(args.cache, engine.name)

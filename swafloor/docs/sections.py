@@ -249,6 +249,19 @@ def backends_table() -> str:
     return "\n".join(lines)
 
 
+def checks_table() -> str:
+    """Every ``python -m`` check of swafloor.fuzz (swafloor.fuzz.checks.CHECKS): the command, what it
+    shows, where it runs, how long it takes and the test that runs it."""
+    from swafloor.fuzz.checks import CHECKS
+
+    lines = ["| command | what it shows | runs in | typical time | tested by |", "|---|---|---|---|---|"]
+    for check in CHECKS:
+        cells = [f"`{check.command}`", check.shows, check.runs_in, f"{check.typical} ({check.measured})",
+                 f"`{check.tested_by}`" if check.tested_by else "-"]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines)
+
+
 def seeded_bugs_table() -> str:
     """The one list of seeded bugs (swafloor.reference.seeded_bugs): each bug, the theorems it flips
     (seeded in the formulas, proofs/mutations.py) and the campaigns that catch it (seeded as a
@@ -400,9 +413,10 @@ def _release_traces(engine: str = "vllm") -> list[tuple[str, dict]]:
 
 def vllm_domain() -> str:
     """The vLLM backends' generated domain, from their capabilities."""
+    from swafloor.fuzz.engines.vllm.matrix import DEFAULT_BACKENDS
     from swafloor.fuzz.matrix import domain
 
-    text = domain()
+    text = domain(DEFAULT_BACKENDS)
     return f"**{text[0].upper()}{text[1:]}.** Everything else the reference does is compared, exactly."
 
 
@@ -632,7 +646,7 @@ def checked_where() -> str:
     import json
 
     from swafloor.fuzz.backends import backend_rows
-    from swafloor.fuzz.trtllm.compare import CHECKS
+    from swafloor.fuzz.engines.trtllm.compare import CHECKS
     from swafloor.proofs.catalogue import CATALOGUE
     from swafloor.proofs.theorem import Expected
     from swafloor.reference.seeded_bugs import SEEDED_BUGS
@@ -690,6 +704,7 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "comparison-summary": comparison_summary,
     "commands": commands_table,
     "backends": backends_table,
+    "python-checks": checks_table,
     "seeded-bugs": seeded_bugs_table,
     "vllm-domain": vllm_domain,
     "vllm-matrix": vllm_matrix,

@@ -41,13 +41,12 @@ from __future__ import annotations
 import importlib
 import importlib.machinery
 import importlib.metadata
-import inspect
 import sys
 import types
 from typing import Any, Callable
 
-from ..protocol import Unsupported
-from ._vllm_compat import MissingModule, _brief, _configs_registered_once
+from ...protocol import Unsupported
+from ..common import MissingModule, arguments, brief, configs_registered_once, missing_module, parameters
 
 __all__ = ["MissingModule", "load", "version", "build", "Evictor", "release_row", "paged_cpu", "alloc_pages"]
 
@@ -136,7 +135,7 @@ def load(stand_in_torchvision: Callable[[], None]) -> dict[str, Any]:
         _stand_in_kvcacheio()
         import torch
 
-        with _configs_registered_once():
+        with configs_registered_once():
             _image_processors_unregistered()
             parts = dict(
                 torch=torch,
@@ -167,14 +166,11 @@ def load(stand_in_torchvision: Callable[[], None]) -> dict[str, Any]:
         _failed.append(exc)
         raise
     except ImportError as exc:
-        name = getattr(exc, "name", None)
-        if isinstance(exc, ModuleNotFoundError) and name and name.split(".")[0] not in ("sglang",):
-            _failed.append(MissingModule(name.split(".")[0], f"SGLang {version()} needs the module {name!r}, not installed here"))
-        else:
-            _failed.append(Unsupported(f"SGLang {version()} does not import here: {_brief(exc)}"))
+        _failed.append(missing_module(exc, "sglang", f"SGLang {version()}")
+                       or Unsupported(f"SGLang {version()} does not import here: {brief(exc)}"))
         raise _failed[0] from exc
     except Exception as exc:  # noqa: BLE001 - a release that does not import on this path
-        _failed.append(Unsupported(f"SGLang {version()} does not import here: {_brief(exc)}"))
+        _failed.append(Unsupported(f"SGLang {version()} does not import here: {brief(exc)}"))
         raise _failed[0] from exc
     import sglang
 
@@ -183,32 +179,17 @@ def load(stand_in_torchvision: Callable[[], None]) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- calls, by signature
-def _parameters(fn: Callable[..., Any]) -> dict[str, inspect.Parameter]:
-    try:
-        params = dict(inspect.signature(fn).parameters)
-    except (TypeError, ValueError):
-        return {}
-    params.pop("self", None)
-    return {n: p for n, p in params.items() if p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)}
-
-
 def build(fn: Callable[..., Any], known: dict[str, Any], what: str) -> Any:
     """Call ``fn`` with every parameter it has that ``known`` names; a required one ``known`` lacks is
     :class:`Unsupported` naming it."""
-    chosen = {}
-    for name, p in _parameters(fn).items():
-        if name in known:
-            chosen[name] = known[name]
-        elif p.default is inspect.Parameter.empty:
-            raise Unsupported(f"SGLang {version()}'s {what} requires {name!r}, which this adapter cannot give")
-    return fn(**chosen)
+    return fn(**arguments(fn, known, f"SGLang {version()}'s {what}"))
 
 
 class Evictor:
     """SGLang's ``free_swa_out_of_window_slots`` called as the scheduler calls it without prefix sharing."""
 
     def __init__(self, fn: Callable[..., Any], eviction_interval: int):
-        params = _parameters(fn)
+        params = parameters(fn)
         self.fn = fn
         self.flags: dict[str, Any] = {}
         if "supports_prefix_sharing" in params:

@@ -39,9 +39,9 @@ import attrs
 
 from swafloor.reference import Config, Outcome, RequestError, Semantics, SlotMap, build_layout
 
-from ..protocol import Operation, Unsupported, factory
-from ._vllm_compat import release_of
-from .vllm import MAX_MODEL_LEN, VllmBackend, capabilities as vllm_capabilities, load, semantics as vllm_semantics
+from ...protocol import Operation, Unsupported, factory
+from .compat import release_of
+from .backend import MAX_MODEL_LEN, VllmBackend, capabilities as vllm_capabilities, load, semantics as vllm_semantics
 
 __all__ = ["VllmPrefixBackend", "VllmPrefixEagleBackend", "vllm_prefix", "vllm_prefix_eagle", "semantics", "capabilities",
            "LOOKAHEAD", "VllmPrefixMixedBackend", "vllm_prefix_mixed", "capabilities_mixed", "VllmPrefixEagleMixedBackend",
@@ -70,7 +70,7 @@ def load_prefix() -> dict[str, Any]:
     """:func:`~.vllm.load`, then check that this release's prefix cache can be driven as this backend
     does (its ``Request`` takes a ``block_hasher``, 0.11.2 on; before that the manager hashed on its
     own): else :class:`Unsupported`, one line why."""
-    from ._vllm_compat import _parameters
+    from ..common import parameters as _parameters
 
     v = load()
     if "block_hasher" not in _parameters(v["Request"]):
@@ -150,7 +150,7 @@ class VllmPrefixBackend(VllmBackend):
         request.num_computed_tokens = reused_history  # held by the connector until loaded
         self.tokens[request_id] = list(tokens)
         self.roots[request_id] = roots
-        from .vllm import _Request
+        from .backend import _Request
 
         self.requests[request_id] = _Request(request, reused_history)
         self._learn(request_id)
@@ -185,9 +185,7 @@ class VllmPrefixBackend(VllmBackend):
                 request, c - h - drafts, num_new_computed_tokens=hit, new_computed_blocks=found,
                 num_external_computed_tokens=h - hit, **({"num_lookahead_tokens": drafts} if drafts else {}),
             )
-            request.num_computed_tokens = h
-            if blocks is None:
-                return Outcome(False)
+            return self._admitted(request, h, blocks)
         request.status = self.status.RUNNING
         return Outcome(True)
 
@@ -253,7 +251,7 @@ def eagle_capabilities():
 def load_eagle() -> dict[str, Any]:
     """:func:`load_prefix`, then check that this release's manager takes ``use_eagle`` and its
     ``allocate_slots`` ``num_lookahead_tokens``."""
-    from ._vllm_compat import _parameters
+    from ..common import parameters as _parameters
 
     v = load_prefix()
     if "use_eagle" not in _parameters(v["KVCacheManager"].__init__):

@@ -26,7 +26,7 @@ each pool group's slot size, so upstream's own silent raise is what makes the po
 Two ways to build it: :func:`adapter_factory` over any module namespace holding upstream's names
 (the tests' fake manager, tests/trtllm_fake_manager.py), and :func:`trtllm_v2`, the registered
 factory, which loads the real upstream from ``--trtllm-source PATH`` (or ``$SWAFLOOR_TRTLLM_SOURCE``)
-with the CUDA driver stand-in (:mod:`swafloor.fuzz.trtllm.cuda_standin`) where no device is present.
+with the CUDA driver stand-in (:mod:`swafloor.fuzz.engines.trtllm.cuda_standin`) where no device is present.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from typing import Any, Callable, Hashable
 from swafloor.reference import BlockTable, Config, Outcome, RequestState, Semantics, build_layout
 from swafloor.reference.config import BelowMinimum, ReleaseOrder, SuspendMode
 
-from ..protocol import Capabilities, Part, Unsupported, factory
+from ...protocol import Capabilities, Part, Unsupported, factory
 
 __all__ = ["CAPABILITIES", "TrtllmV2Backend", "adapter_factory", "trtllm_v2", "SOURCE_ENV"]
 
@@ -184,7 +184,7 @@ def _load_real(path: str) -> tuple[Any, Any]:
     """The upstream package from ``path`` and a stream, with the CUDA stand-in where no device is."""
     if path in _LOADED:
         return _LOADED[path]
-    from ..trtllm.whole import load_whole  # noqa: PLC0415 - only with a source
+    from .whole import load_whole  # noqa: PLC0415 - only with a source
 
     _LOADED[path] = load_whole(path)
     return _LOADED[path]
@@ -203,7 +203,7 @@ def trtllm_v2(config: Config) -> TrtllmV2Backend:
     path = os.environ.get(SOURCE_ENV)
     if not path:
         raise Unsupported(f"trtllm-v2: needs a source folder (--trtllm-source PATH or ${SOURCE_ENV})")
-    from ..trtllm.loader import LoadError  # noqa: PLC0415
+    from .loader import LoadError  # noqa: PLC0415
 
     try:
         v2, stream = _load_real(path)

@@ -15,7 +15,7 @@ fixed point over groups) is vLLM's. The length it returns is compared exactly wi
   hit off the alignment, or the drafter's block reused);
 - ``equal``.
 
-``python -m swafloor.fuzz.hit_diff [--cases N] [--seed S] [--json]`` runs it in the current
+``python -m swafloor.fuzz.engines.vllm.hit_diff [--cases N] [--seed S] [--json]`` runs it in the current
 interpreter (the pinned vLLM venv, or the venv's python with a release folder first on PYTHONPATH).
 """
 
@@ -30,8 +30,8 @@ from typing import Any, Sequence
 
 from swafloor.reference import cache_hit
 
-from .backends import _vllm_compat as compat
-from .protocol import Unsupported
+from . import compat
+from ...protocol import Unsupported
 
 __all__ = ["HitCase", "vllm_hit", "classify", "generate", "run", "main"]
 
@@ -55,7 +55,7 @@ def _manager(v: dict[str, Any], release: Any, ts: Sequence[int], windows: Sequen
     config = v["KVCacheConfig"](**compat._arguments(v["KVCacheConfig"], dict(
         num_blocks=_POOL_BLOCKS, kv_cache_tensors=[], tensors={}, kv_cache_groups=groups), "KVCacheConfig"))
     cls = v["KVCacheManager"]
-    params = compat._parameters(cls.__init__)
+    params = compat.parameters(cls.__init__)
     if "use_eagle" not in params:
         raise Unsupported(f"vLLM {release.version}'s KVCacheManager has no use_eagle")
     known = dict(kv_cache_config=config, max_model_len=4096, enable_caching=True, use_eagle=eagle,
@@ -209,7 +209,7 @@ def replay(saved: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m swafloor.fuzz.hit_diff")
+    parser = argparse.ArgumentParser(prog="python -m swafloor.fuzz.engines.vllm.hit_diff")
     parser.add_argument("--cases", type=int, default=300)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true")

@@ -1,5 +1,5 @@
-"""The ``sglang`` backends on SGLang's releases: ``swafloor matrix sglang`` (the machinery is
-:mod:`swafloor.fuzz.matrix`'s, with :data:`SGLANG` as the engine).
+"""The ``sglang`` backends on SGLang's releases: ``swafloor matrix sglang``: SGLang's release data,
+:data:`SGLANG`, for the one machinery of :mod:`swafloor.fuzz.matrix`.
 
 How the supported releases were chosen (read from the wheels on PyPI of 0.4.10.post2, 0.5.1.post3,
 0.5.3.post3, 0.5.5.post3, 0.5.7, 0.5.8.post1, 0.5.9 and every patch line from 0.5.10.post1, 2026-12):
@@ -29,9 +29,8 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
-from .matrix import Engine
+from ...matrix import Engine
 
 __all__ = ["RELEASES", "BACKENDS", "EXTRA_MODULES", "SGLANG"]
 
@@ -79,24 +78,11 @@ def _fallback(folder: Path, extras: list[str], error: str) -> list[str] | None:
     return None if any(pin in x.split() for x in extras) else [pin]
 
 
-def _probe_main() -> dict[str, Any]:
-    from .backends import sglang
-    from .backends._sglang_compat import MissingModule
-    from .protocol import Unsupported
-
-    try:
-        sglang.import_sglang()
-    except MissingModule as exc:
-        return {"ok": False, "missing": exc.module, "error": str(exc)}
-    except Unsupported as exc:
-        return {"ok": False, "error": str(exc)}
-    return {"ok": True}
-
-
 SGLANG = Engine(
     name="sglang", title="SGLang", releases=RELEASES, backends=BACKENDS, default_backends=BACKENDS,
     extra_modules=EXTRA_MODULES,
     first_why="the first release with free_swa_out_of_window_slots (decode-time SWA eviction as a function)",
     venv_script="scripts/sglang-venv", venv_env="SWAFLOOR_SGLANG_VENV", venv_dir=".venv-sglang",
-    probe="swafloor.fuzz.sglang_matrix:_probe_main", fallback=_fallback, with_release=_with_release,
+    load="swafloor.fuzz.engines.sglang.backend:import_sglang", release_examples="0.5.14 or 0.5.15.post1",
+    fallback=_fallback, with_release=_with_release,
 )

@@ -78,9 +78,10 @@ from swafloor.reference import (
     Config, LifeCycleKind, Outcome, RequestError, RequestState, Semantics, build_layout,
 )
 
-from ..protocol import BackendCheckFailed, Capabilities, Operation, Part, Unsupported, factory
-from .sglang import MAX_CONTEXT as _ROW, MAX_REQUESTS as _ROWS, _loaded, import_sglang, open_request
-from .sglang import semantics as _sglang_semantics
+from ...protocol import BackendCheckFailed, Capabilities, Operation, Part, Unsupported, factory
+from .backend import (MAX_CONTEXT as _ROW, MAX_REQUESTS as _ROWS, _loaded, allocator_pairs, import_sglang, open_request,
+                      pool_tokens, start_step)
+from .backend import semantics as _sglang_semantics
 
 __all__ = ["SglangRadixBackend", "sglang_radix", "semantics", "capabilities", "import_radix", "STATS", "UNCOMPARED"]
 
@@ -197,25 +198,13 @@ class SglangRadixBackend:
         self.t = P = layout.tokens_per_block
         self.layout = layout
         lcs = layout.life_cycles
-        if any(lc.kind is LifeCycleKind.SSM for lc in lcs):
-            raise Unsupported("SGLang's SWA allocator has no SSM state")
-        if any(lc.sink_blocks for lc in lcs):
-            raise Unsupported("SGLang keeps no sink tokens")
-        if len(set(layout.pool_group_of)) != len(lcs):
-            raise Unsupported("SGLang gives each pool (SWA, full) its own pages")
+        pairs = allocator_pairs(layout)
         if any(lc.window is not None and lc.window < 2 for lc in lcs):
             raise Unsupported("a window of 1 token: SGLang's window (W - 1) would be empty")
-        swa = [i for i, lc in enumerate(lcs) if lc.kind is LifeCycleKind.SWA]
-        full = [i for i, lc in enumerate(lcs) if lc.kind is LifeCycleKind.FULL]
         big = UNCOMPARED  # a side the config does not have (SGLang has no one-sided allocator): never runs short
-        pairs: list[tuple[int | None, int | None]] = [(i, full[0] if (k == 0 and full) else None)
-                                                      for k, i in enumerate(swa)]
-        if not swa:
-            pairs.append((None, full[0]))
         self.units: list[_Unit] = []
         for swa_lc, full_lc in pairs:
-            size_full = layout.slots[layout.pool_group_of[full_lc]] * P if full_lc is not None else big
-            size_swa = layout.slots[layout.pool_group_of[swa_lc]] * P if swa_lc is not None else big
+            size_full, size_swa = pool_tokens(layout, full_lc, big), pool_tokens(layout, swa_lc, big)
             window = lcs[swa_lc].window if swa_lc is not None else MAX_CONTEXT  # full only: an SWA side never evicting
             entry = self._take((size_full + MARGIN, size_swa + MARGIN, P, window - 1))
             self.units.append(_Unit(entry, swa_lc, full_lc, window))
@@ -552,11 +541,7 @@ class SglangRadixBackend:
         return Outcome(True)
 
     def resize(self, request_id: Hashable, capacity: int, history: int) -> Outcome:
-        req = self._get(request_id, RequestState.ACTIVE)
-        if history > req.history:
-            req.history = history
-        if capacity > MAX_CONTEXT:
-            raise Unsupported(f"capacity {capacity} above the adapter's row length {MAX_CONTEXT}")
+        req = start_step(self._get(request_id, RequestState.ACTIVE), capacity, history)
         for unit, r in zip(self.units, req.reqs):
             r.kv.kv_committed_len = req.history
             unit.tree.evict_sliding_windows(r, req.history)

@@ -20,10 +20,10 @@ def _rate(steps: int, seconds: float) -> float:
 
 def run(examples: int = 300, seed: int = 0) -> dict[str, Any]:
     """Measure; returns JSON-ready figures (``{"skipped": why}`` when torch or the device is missing)."""
-    from .backends import UnknownBackend, resolve
-    from .bench import decode_workload
-    from .replay import replay
-    from .runner import run_campaign
+    from ...backends import UnknownBackend, resolve
+    from ...bench import decode_workload
+    from ...replay import replay
+    from ...runner import run_campaign
 
     try:
         data = resolve("dataplane:reference")

@@ -268,7 +268,7 @@ class Checker:
         library frames between are skipped. An ``AttributeError`` or ``TypeError`` raised in upstream's
         frame is upstream's like any other exception (a read of another module's class that lacks the
         attribute, a call with arguments the callee does not take): a failure with its input, exit 1,
-        never "could not run". A :class:`~swafloor.fuzz.trtllm.standins.StandInMisuse` is upstream's
+        never "could not run". A :class:`~swafloor.fuzz.engines.trtllm.standins.StandInMisuse` is upstream's
         too: the stand-in refusing a call that breaks upstream's own contract (e.g. more slots than
         are free). Any other exception raised in our stand-ins is ours."""
         from .standins import StandInMisuse

@@ -34,7 +34,7 @@ history: right after a connector load nothing is in flight (vLLM frees on the lo
 while the model's ``k`` applies to every history.
 
 Every release whose v1 manager has a sliding-window manager (0.8.3 on) is driven, adapted by inspection
-(:mod:`._vllm_compat`: imports, constructor and call signatures, the connector load path); a release
+(:mod:`.compat`: imports, constructor and call signatures, the connector load path); a release
 lacking a piece the backend needs raises :class:`Unsupported` saying which. ``vllm-no-reuse`` is
 ``vllm`` without reused history (the matrix compares everything else on releases whose connector load
 differs).
@@ -51,19 +51,12 @@ import time
 from typing import Any, Hashable
 
 from swafloor.reference import (
-    BlockTable,
-    Config,
-    LifeCycleKind,
-    Outcome,
-    RequestError,
-    RequestState,
-    Semantics,
-    SlotMap,
-    build_layout,
+    BlockTable, Config, LifeCycleKind, Outcome, RequestError, RequestState, Semantics, SlotMap, build_layout,
 )
 
-from ..protocol import Capabilities, Operation, Part, Unsupported, factory
-from ._vllm_compat import check_in_flight, import_vllm, release_of
+from ...protocol import Capabilities, Part, Unsupported, factory
+from ..common import engine_table_capabilities
+from .compat import check_in_flight, import_vllm, release_of
 
 __all__ = ["VllmBackend", "vllm", "vllm_async", "vllm_no_reuse", "load", "load_async", "capabilities", "semantics", "import_seconds"]
 
@@ -78,7 +71,7 @@ def load() -> dict[str, Any]:
     """Import the parts of vLLM the backend uses (once; 10 to 25 s the first time).
 
     Any vLLM release whose v1 KV-cache manager has a sliding-window manager (0.8.3 on) is driven:
-    what differs between releases is found by inspection (:mod:`._vllm_compat`), never by version
+    what differs between releases is found by inspection (:mod:`.compat`), never by version
     string. A release that cannot serve the backend raises :class:`Unsupported` with one line why."""
     if not _loaded:
         started = time.perf_counter()
@@ -110,30 +103,16 @@ def semantics(in_flight: int) -> Semantics:
 
 
 def capabilities(in_flight: int, reuse: bool = True) -> Capabilities:
-    """What the backend supports and how each part is compared (everything it shows, exactly).
-    ``reuse=False``: no request is created with reused history."""
-    return Capabilities(
-        operations=[Operation.CREATE, Operation.RESUME, Operation.RESIZE, Operation.COMMIT, Operation.SUSPEND,
-                    Operation.CLOSE],
-        # vLLM returns no shortfall detail and validates no misuse (its scheduler never misuses it).
-        observations={
-            Part.OUTCOME: "exact",
-            Part.POOL_USED: "exact",
-            Part.TABLES: "exact",
-            Part.SLOTS: "exact",
-        },
-        # The pool's size is what the adapter built it with, and vLLM keeps no capacity; its request
-        # status and computed-token count are set by the adapter as the scheduler would: shown, never
-        # compared.
-        adapter_set=[Part.POOL_TOTALS, Part.LENGTHS],
-        layer_kinds=[LifeCycleKind.SWA, LifeCycleKind.FULL],  # vLLM's SSM manager is another design, not driven here
-        sinks=False,  # SlidingWindowSpec has no sink tokens
+    """What the backend supports and how each part is compared (everything it shows, exactly: see
+    :func:`~swafloor.fuzz.engines.common.engine_table_capabilities`; the adapter sets the request
+    status and computed-token count as the scheduler would). vLLM's SSM manager is another design, not
+    driven here; SlidingWindowSpec has no sink tokens; vLLM has no floor of its own; the computed
+    tokens (num_computed_tokens) advance before the next allocate_slots; it never shrinks a block
+    table. ``reuse=False``: no request is created with reused history."""
+    return engine_table_capabilities(
         shared_pool_groups=True,
         one_pool_group=True,  # every KV-cache group draws from one BlockPool
         reused_history=reuse and in_flight == 0,  # see the module docstring
-        legacy_floor=True,  # vLLM has no floor of its own: any pool size is served
-        commit_before_allocate=True,  # num_computed_tokens advances before the next allocate_slots
-        capacity_cuts=False,  # vLLM never shrinks a block table
         semantics=semantics(in_flight),
     )
 
@@ -173,7 +152,7 @@ class VllmBackend:
         self.pool_slots = layout.slots[0]
         if in_flight:
             check_in_flight(v)
-        # The release's constructors and calls, adapted by inspection (see _vllm_compat.Release).
+        # The release's constructors and calls, adapted by inspection (see compat.Release).
         self.vllm = release = release_of(v)
         # a block size per life cycle (only where the layout has them: vllm-prefix-mixed)
         sizes = {"block_sizes": list(layout.block_sizes)} if layout.mixed_block_sizes else {}
@@ -222,9 +201,16 @@ class VllmBackend:
             request.num_computed_tokens = 0
             request.num_in_flight_tokens = 0
             blocks = self.vllm.load(self.manager, request, c - h, h)
-            request.num_computed_tokens = h
-            if blocks is None:
-                return Outcome(False)
+            return self._admitted(request, h, blocks)
+        request.status = self.status.RUNNING
+        return Outcome(True)
+
+    def _admitted(self, request: Any, history: int, blocks: Any) -> Outcome:
+        """After a resume's allocation: the computed tokens back at ``history``; out of slots where vLLM
+        gave no blocks, else the request running."""
+        request.num_computed_tokens = history
+        if blocks is None:
+            return Outcome(False)
         request.status = self.status.RUNNING
         return Outcome(True)
 

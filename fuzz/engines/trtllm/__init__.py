@@ -4,5 +4,6 @@
 (layers, buffers, life cycles, pool groups) as plain data; it imports nothing of TensorRT-LLM.
 :mod:`.loader` loads the upstream package's CPU-safe modules from a source folder under synthetic
 parent packages, with stand-ins for what needs a GPU; :mod:`.compare` runs the source-level check
-behind ``swafloor check trtllm``. No upstream code lives in this repository.
+behind ``swafloor check trtllm``; :mod:`.backend` is the ``trtllm`` backend (the installed
+package, on a GPU). No upstream code lives in this repository.
 """

@@ -45,18 +45,10 @@ import types
 import weakref
 from typing import Any, Hashable
 
-from swafloor.reference import (
-    Config,
-    LifeCycleKind,
-    Outcome,
-    RequestError,
-    RequestState,
-    Semantics,
-    SlotMap,
-    build_layout,
-)
+from swafloor.reference import Config, LifeCycleKind, Outcome, RequestError, RequestState, Semantics, SlotMap, build_layout
 
-from ..protocol import Capabilities, Operation, Part, Unsupported, factory
+from ...protocol import Capabilities, Part, Unsupported, factory
+from ..common import engine_table_capabilities
 
 __all__ = ["SglangBackend", "sglang", "sglang_lazy", "import_sglang", "capabilities", "semantics",
            "DEFAULT_EVICTION_INTERVAL"]
@@ -130,11 +122,11 @@ def _stand_in_torchvision() -> None:
 
 def import_sglang() -> dict[str, Any]:
     """Import the parts of SGLang the backend uses (once), where this release puts them
-    (``_sglang_compat``)."""
+    (:mod:`.compat`)."""
     if not _loaded:
         import importlib.util
 
-        from . import _sglang_compat
+        from . import compat
 
         started = time.perf_counter()
         try:
@@ -146,7 +138,7 @@ def import_sglang() -> dict[str, Any]:
                 "SGLang is not importable here (no module named 'sglang'); run the SGLang backends in the venv made by "
                 "scripts/sglang-venv"
             )
-        parts = _sglang_compat.load(_stand_in_torchvision)
+        parts = compat.load(_stand_in_torchvision)
         # The adapter's tensors are a few pages long: one intra-op thread. More only wait on each other
         # (measured: a ci campaign ran twice as fast with one thread on a shared 2-core machine).
         parts["torch"].set_num_threads(1)
@@ -156,10 +148,10 @@ def import_sglang() -> dict[str, Any]:
 
 def _prepare_lazy() -> dict[str, Any]:
     """``sglang-lazy``'s preparation: SGLang imported, and its eviction function takes an interval."""
-    from . import _sglang_compat
+    from . import compat
 
     parts = import_sglang()
-    _sglang_compat.Evictor(parts["free_swa_out_of_window_slots"], DEFAULT_EVICTION_INTERVAL)
+    compat.Evictor(parts["free_swa_out_of_window_slots"], DEFAULT_EVICTION_INTERVAL)
     return parts
 
 
@@ -174,25 +166,51 @@ def semantics(eviction_interval: int) -> Semantics:
 
 
 def capabilities(eviction_interval: int) -> Capabilities:
-    return Capabilities(
-        operations=[Operation.CREATE, Operation.RESUME, Operation.RESIZE, Operation.COMMIT, Operation.SUSPEND,
-                    Operation.CLOSE],
-        observations={
-            Part.OUTCOME: "exact",
-            Part.POOL_USED: "exact",
-            Part.TABLES: "exact",
-            Part.SLOTS: "exact",
-        },
-        adapter_set=[Part.POOL_TOTALS, Part.LENGTHS],
-        layer_kinds=[LifeCycleKind.SWA, LifeCycleKind.FULL],
-        sinks=False,  # SGLang keeps no sink tokens
+    """What the backend supports and how each part is compared (see
+    :func:`~swafloor.fuzz.engines.common.engine_table_capabilities`): SGLang keeps no sink tokens; its
+    allocator serves any size (start-up's own check is not the allocator's); ``pre_len`` is the KV
+    already computed; it never shrinks a request's row."""
+    return engine_table_capabilities(
         shared_pool_groups=False,  # an SWA pool and a full pool, each its own
         reused_history=False,  # reuse is the radix cache (sglang-radix, not built)
-        legacy_floor=True,  # the allocator serves any size (start-up's own check is not the allocator's)
-        commit_before_allocate=True,  # pre_len is the KV already computed
-        capacity_cuts=False,  # SGLang never shrinks a request's row
         semantics=semantics(eviction_interval),
     )
+
+
+def allocator_pairs(layout: Any) -> list[tuple[int | None, int | None]]:
+    """The SWA allocators a layout takes, each (its SWA life cycle or None, its full attention life
+    cycle or None): one per SWA life cycle, the first also serving the full attention one; a full
+    attention one alone when there is no SWA. Raises :class:`Unsupported` for what SGLang's SWA
+    allocator cannot serve (SSM state, sink tokens, pools shared between life cycles)."""
+    lcs = layout.life_cycles
+    if any(lc.kind is LifeCycleKind.SSM for lc in lcs):
+        raise Unsupported("SGLang's SWA allocator has no SSM state")
+    if any(lc.sink_blocks for lc in lcs):
+        raise Unsupported("SGLang keeps no sink tokens")
+    if len(set(layout.pool_group_of)) != len(lcs):
+        raise Unsupported("SGLang gives each pool (SWA, full) its own pages")
+    swa = [i for i, lc in enumerate(lcs) if lc.kind is LifeCycleKind.SWA]
+    full = [i for i, lc in enumerate(lcs) if lc.kind is LifeCycleKind.FULL]
+    pairs: list[tuple[int | None, int | None]] = [(i, full[0] if (k == 0 and full) else None) for k, i in enumerate(swa)]
+    if not swa:
+        pairs.append((None, full[0]))
+    return pairs
+
+
+def start_step(req: Any, capacity: int, history: int) -> Any:
+    """A step's start on a request's bookkeeping ``req``: its history advanced to ``history`` (never
+    taken back), a capacity past the adapter's row refused. Returns ``req``."""
+    if history > req.history:
+        req.history = history
+    if capacity > MAX_CONTEXT:
+        raise Unsupported(f"capacity {capacity} above the adapter's row length {MAX_CONTEXT}")
+    return req
+
+
+def pool_tokens(layout: Any, life_cycle: int | None, absent: int) -> int:
+    """The tokens an allocator's side holds: its life cycle's pool group's slots times the page size,
+    or ``absent`` (a side that never runs short) where the allocator has no such life cycle."""
+    return layout.slots[layout.pool_group_of[life_cycle]] * layout.tokens_per_block if life_cycle is not None else absent
 
 
 class _Kv:
@@ -280,39 +298,24 @@ class SglangBackend:
     """SGLang's SWA allocator behind the protocol (see the module docstring)."""
 
     def __init__(self, config: Config, eviction_interval: int = 1, precheck: bool = True):
-        from . import _sglang_compat
+        from . import compat
 
         s = import_sglang()
-        self._evictor = _sglang_compat.Evictor(s["free_swa_out_of_window_slots"], eviction_interval)
+        self._evictor = compat.Evictor(s["free_swa_out_of_window_slots"], eviction_interval)
         layout = build_layout(config)
         self.t = P = layout.tokens_per_block
         self.e = eviction_interval
         self.precheck = precheck
         self.layout = layout
         lcs = layout.life_cycles
-        if any(lc.kind is LifeCycleKind.SSM for lc in lcs):
-            raise Unsupported("SGLang's SWA allocator has no SSM state")
-        if any(lc.sink_blocks for lc in lcs):
-            raise Unsupported("SGLang keeps no sink tokens")
-        if len(set(layout.pool_group_of)) != len(lcs):
-            raise Unsupported("SGLang gives each pool (SWA, full) its own pages")
-        swa = [i for i, lc in enumerate(lcs) if lc.kind is LifeCycleKind.SWA]
-        full = [i for i, lc in enumerate(lcs) if lc.kind is LifeCycleKind.FULL]
+        pairs = allocator_pairs(layout)
         big = MAX_CONTEXT * MAX_REQUESTS  # a side that never runs short (never compared)
-        # Each allocator: (SWA life cycle or None, full life cycle or None, window or None).
-        pairs: list[tuple[int | None, int | None]] = []
-        for k, i in enumerate(swa):
-            pairs.append((i, full[0] if (k == 0 and full) else None))
-        if not swa:
-            pairs.append((None, full[0]))
         self.pairs = pairs
         self.allocators = []
         self.windows: list[int | None] = []
-        slots = layout.slots
         self.rows = []  # one row table per allocator (each has its own full-side index space)
         for swa_lc, full_lc in pairs:
-            size_full = slots[layout.pool_group_of[full_lc]] * P if full_lc is not None else big
-            size_swa = slots[layout.pool_group_of[swa_lc]] * P if swa_lc is not None else big
+            size_full, size_swa = pool_tokens(layout, full_lc, big), pool_tokens(layout, swa_lc, big)
             allocator, rows = self._take((size_full, size_swa, P))
             self.allocators.append(allocator)
             self.rows.append(rows)
@@ -330,7 +333,7 @@ class SglangBackend:
             if entry[2]() is None:
                 break
         else:
-            from ._sglang_compat import build
+            from .compat import build
 
             size_full, size_swa, P = key
             torch = s["torch"]
@@ -379,7 +382,7 @@ class SglangBackend:
             elif not alloc.new_pages_available(pages, pages):
                 return False
         n = capacity - old
-        from ._sglang_compat import alloc_pages, paged_cpu
+        from .compat import alloc_pages, paged_cpu
 
         for a, alloc in enumerate(self.allocators):
             row = self._row(a, req)
@@ -407,7 +410,7 @@ class SglangBackend:
     def _free_row(self, req: _Req) -> None:
         for a, alloc in enumerate(self.allocators):
             if req.allocated:
-                from ._sglang_compat import release_row
+                from .compat import release_row
 
                 indices = self._row(a, req)[: req.allocated].to(_loaded["torch"].int64)
                 release_row(_loaded, alloc, indices, self._evicted(a, req) if self.windows[a] else 0)
@@ -431,11 +434,7 @@ class SglangBackend:
         return Outcome(True)
 
     def resize(self, request_id: Hashable, capacity: int, history: int) -> Outcome:
-        req = self._get(request_id, RequestState.ACTIVE)
-        if history > req.history:
-            req.history = history
-        if capacity > MAX_CONTEXT:
-            raise Unsupported(f"capacity {capacity} above the adapter's row length {MAX_CONTEXT}")
+        req = start_step(self._get(request_id, RequestState.ACTIVE), capacity, history)
         self._evict(req, req.history)
         if capacity > req.allocated and not self._allocate(req, capacity):
             return Outcome(False)

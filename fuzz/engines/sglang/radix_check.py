@@ -2,7 +2,7 @@
 SGLang's radix path, each in this one process (SGLang is imported once), printing one JSON object:
 ``{"clean": report, "plants": {name: report}, "sglang_hits": counts, "replays": [...]}``.
 
-    .venv-sglang/bin/python -m swafloor.fuzz.sglang_radix_check --examples 120 --out DIR [--plant NAME ...] \
+    .venv-sglang/bin/python -m swafloor.fuzz.engines.sglang.radix_check --examples 120 --out DIR [--plant NAME ...] \
         [--replay TRACE ...]
 
 ``--replay``: saved traces replayed first, each with what SGLang's tree did on it (``STATS`` counts).
@@ -126,7 +126,7 @@ def _loaded_dec_result() -> Any:
 
 def _campaign(examples: int, out: str) -> tuple[int, dict]:
     """The ci campaign (seed 0), as ``swafloor fuzz --json`` reports it: (exit code, report)."""
-    from .runner import run_campaign
+    from ...runner import run_campaign
 
     result = run_campaign("sglang-radix", profile="ci", examples=examples, seed=0, out_dir=out)
     report = json.loads(json.dumps(result.to_dict(), default=str))
@@ -134,9 +134,9 @@ def _campaign(examples: int, out: str) -> tuple[int, dict]:
 
 
 def _replay(path: str) -> dict:
-    from .backends import sglang_radix
-    from .replay import replay
-    from .trace import load
+    from . import radix as sglang_radix
+    from ...replay import replay
+    from ...trace import load
 
     trace = load(path)
     before = dict(sglang_radix.STATS)
@@ -148,7 +148,7 @@ def _replay(path: str) -> dict:
 
 
 def run(examples: int, out: str, plants: list[str], replays: list[str] = ()) -> dict:
-    from .backends import sglang_radix
+    from . import radix as sglang_radix
 
     sglang_radix.import_radix()
     replayed = [_replay(path) for path in replays]
@@ -168,7 +168,7 @@ def run(examples: int, out: str, plants: list[str], replays: list[str] = ()) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m swafloor.fuzz.sglang_radix_check")
+    parser = argparse.ArgumentParser(prog="python -m swafloor.fuzz.engines.sglang.radix_check")
     parser.add_argument("--examples", type=int, default=120)
     parser.add_argument("--out", required=True)
     parser.add_argument("--plant", action="append", choices=PLANTS, default=None)

@@ -9,7 +9,7 @@ bool``, ``commit(tokens)``, ``suspend()``, ``close()``, ``get_base_page_indices(
 says otherwise, treat every divergence it reports as possibly the adapter's.
 
 How it is set up: the layers, buffers and pool groups come from
-:func:`swafloor.fuzz.trtllm.mapping.to_trtllm`; the GPU quota is the reference's slots times each
+:func:`swafloor.fuzz.engines.trtllm.mapping.to_trtllm`; the GPU quota is the reference's slots times each
 pool group's slot size, each pool rounded up to 2 MiB (upstream's pool granularity below 1 GiB), split
 by ``initial_pool_ratio``; so upstream's pools hold at least the reference's slots and pool totals are
 compared AT_LEAST. ``max_util_for_resume=1.0`` (upstream refuses a resume above it; the reference has
@@ -29,7 +29,7 @@ from typing import Any, Hashable
 
 from swafloor.reference import BlockTable, Config, Outcome, RequestState, build_layout
 
-from ..protocol import Capabilities, Part, Unsupported, factory
+from ...protocol import Capabilities, Part, Unsupported, factory
 
 __all__ = ["trtllm", "TrtllmBackend", "CAPABILITIES", "require_runtime"]
 
@@ -73,7 +73,7 @@ class TrtllmBackend:
     """One KVCacheManagerV2 driven through the fuzz protocol."""
 
     def __init__(self, config: Config, v2: Any, stream: int):
-        from ..trtllm.mapping import layer_configs, to_trtllm
+        from .mapping import layer_configs, to_trtllm
 
         self.v2 = v2
         self.stream = stream

@@ -1,5 +1,5 @@
 """``alloc_decode``'s non-atomicity, shown on SGLang's own allocator (run in the SGLang venv):
-``python -m swafloor.fuzz.sglang_finding`` prints one JSON object.
+``python -m swafloor.fuzz.engines.sglang.finding`` prints one JSON object.
 
 One SWA layer (W = 8) and full attention, page size 4, an SWA pool of 2 pages (below the window's 3)
 and a full pool of 10: a lone request decodes until its third SWA page is due while nothing has left
@@ -17,9 +17,9 @@ import sys
 
 from swafloor.reference import AttentionLayer, Config, Manager, build_layout
 
-from .backends.sglang import SglangBackend, semantics
-from .identity import integrity
-from .protocol import Part
+from .backend import SglangBackend, semantics
+from ...identity import integrity
+from ...protocol import Part
 
 __all__ = ["run"]
 

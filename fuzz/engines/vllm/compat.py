@@ -32,28 +32,20 @@ Each difference is detected from what the release has:
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import importlib.metadata
 import importlib.util
-import inspect
 import math
 import re
 import sys
 import types
 from typing import Any, Callable
 
-from ..protocol import Unsupported
+from ...protocol import Unsupported
+
+from ..common import MissingModule, arguments, brief, configs_registered_once, missing_module, parameters
 
 __all__ = ["MissingModule", "import_vllm", "check_in_flight", "Release", "release_of", "version"]
-
-
-class MissingModule(Unsupported):
-    """vLLM's import needs a module this environment lacks; ``module`` names it."""
-
-    def __init__(self, module: str, message: str):
-        self.module = module
-        super().__init__(message)
 
 
 def version() -> str:
@@ -62,11 +54,6 @@ def version() -> str:
         return importlib.metadata.version("vllm")
     except importlib.metadata.PackageNotFoundError:
         return "?"
-
-
-def _brief(exc: BaseException, limit: int = 200) -> str:
-    text = f"{type(exc).__name__}: {exc}".replace("\n", " ")
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _import_parts() -> dict[str, Any]:
@@ -102,39 +89,6 @@ def _bare_package() -> None:
     sys.modules["vllm"] = package
 
 
-@contextlib.contextmanager
-def _configs_registered_once():
-    """While vLLM imports: a model config name that transformers already ships is kept (older
-    releases register their own copy of one, e.g. ``aimv2``, which a newer transformers refuses)."""
-    try:
-        from transformers import AutoConfig
-    except Exception:  # noqa: BLE001 - no transformers: nothing to adapt
-        yield
-        return
-    original = AutoConfig.__dict__.get("register")
-    if original is None:
-        yield
-        return
-    register = original.__func__ if isinstance(original, staticmethod) else original
-
-    def tolerant(*args, **kwargs):
-        kwargs["exist_ok"] = True
-        return register(*args, **kwargs)
-
-    AutoConfig.register = staticmethod(tolerant)
-    try:
-        yield
-    finally:
-        AutoConfig.register = original
-
-
-def _missing(exc: ImportError) -> MissingModule | None:
-    name = getattr(exc, "name", None)
-    if isinstance(exc, ModuleNotFoundError) and name and name.split(".")[0] != "vllm":
-        return MissingModule(name.split(".")[0], f"vLLM {version()} needs the module {name!r}, not installed here")
-    return None
-
-
 def import_vllm() -> dict[str, Any]:
     """Import the parts of vLLM the backend uses, as described in the module docstring: the v1
     block-manager modules only, never the package's ``__init__`` (which imports the whole engine in
@@ -155,16 +109,16 @@ def import_vllm() -> dict[str, Any]:
     if "vllm" not in sys.modules:
         _bare_package()
     try:
-        with _configs_registered_once():
+        with configs_registered_once():
             parts = _import_parts()
     except ImportError as exc:
-        _failed.append(_missing(exc) or Unsupported(f"vLLM {version()} does not import here: {_brief(exc)}"))
+        _failed.append(missing_module(exc, "vllm", f"vLLM {version()}") or Unsupported(f"vLLM {version()} does not import here: {brief(exc)}"))
         raise _failed[0] from exc
     except Exception as exc:  # noqa: BLE001 - a release that does not import on this path
         wanted = re.search(r'requires "([A-Za-z_][A-Za-z0-9_]*)" to be installed', str(exc))  # a library's own check
         _failed.append(MissingModule(wanted.group(1), f"vLLM {version()} needs the module {wanted.group(1)!r}, not "
-                                     f"installed here ({_brief(exc, 120)})") if wanted
-                       else Unsupported(f"vLLM {version()} does not import here: {_brief(exc)}"))
+                                     f"installed here ({brief(exc, 120)})") if wanted
+                       else Unsupported(f"vLLM {version()} does not import here: {brief(exc)}"))
         raise _failed[0] from exc
     return {**parts, "dtype": torch.float16}
 
@@ -173,27 +127,9 @@ _failed: list[Unsupported] = []
 
 
 # ----------------------------------------------------------------------------- calls, by signature
-def _parameters(fn: Callable[..., Any]) -> dict[str, inspect.Parameter]:
-    try:
-        params = dict(inspect.signature(fn).parameters)
-    except (TypeError, ValueError):
-        return {}
-    params.pop("self", None)
-    return {
-        name: p for name, p in params.items() if p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
-    }
-
-
 def _arguments(fn: Callable[..., Any], known: dict[str, Any], what: str) -> dict[str, Any]:
-    """The keyword arguments for ``fn``: every parameter it has that ``known`` names; a required
-    parameter ``known`` lacks raises :class:`Unsupported` naming it."""
-    chosen = {}
-    for name, p in _parameters(fn).items():
-        if name in known:
-            chosen[name] = known[name]
-        elif p.default is inspect.Parameter.empty:
-            raise Unsupported(f"vLLM {version()}'s {what} requires {name!r}, which this adapter cannot give")
-    return chosen
+    """The keyword arguments for ``fn`` from ``known`` (:func:`~swafloor.fuzz.engines.common.arguments`)."""
+    return arguments(fn, known, f"vLLM {version()}'s {what}")
 
 
 def check_in_flight(v: dict[str, Any]) -> None:
@@ -231,7 +167,7 @@ class Release:
         self.v = v
         self.version = version()
         manager_class = v["KVCacheManager"]
-        allocate = _parameters(manager_class.allocate_slots)
+        allocate = parameters(manager_class.allocate_slots)
         names = list(allocate)
         if not names or names[0] != "request" or len(names) < 2:
             raise Unsupported(f"vLLM {self.version}'s allocate_slots takes ({', '.join(names)}), not (request, tokens, ...)")
@@ -270,7 +206,7 @@ class Release:
             kv_cache_config=config, max_model_len=max_model_len, enable_caching=caching,
             scheduler_block_size=math.lcm(*sizes) if sizes else t, hash_block_size=t, max_in_flight_tokens=tokens, max_num_batched_tokens=tokens,
         )
-        params = _parameters(manager_class.__init__)
+        params = parameters(manager_class.__init__)
         if eagle:
             if "use_eagle" not in params:
                 raise Unsupported(f"vLLM {self.version}'s KVCacheManager has no use_eagle")
@@ -298,7 +234,7 @@ class Release:
         v = self.v
         sampling = v["SamplingParams"](max_tokens=max_tokens)
         tokens = [0] * prompt_tokens if isinstance(prompt_tokens, int) else list(prompt_tokens)
-        if block_hasher is not None and "block_hasher" not in _parameters(v["Request"]):
+        if block_hasher is not None and "block_hasher" not in parameters(v["Request"]):
             raise Unsupported(f"vLLM {self.version}'s Request takes no block_hasher (it hashes inside its manager)")
         known = dict(
             block_hasher=block_hasher,
@@ -329,7 +265,7 @@ class Release:
     def remove_skipped(manager: Any, request: Any, computed: int) -> None:
         """The free that precedes every allocation, alone (a step with nothing to allocate)."""
         if hasattr(manager, "remove_skipped_blocks"):
-            params = _parameters(manager.remove_skipped_blocks)
+            params = parameters(manager.remove_skipped_blocks)
             extra = {"num_prompt_tokens": request.num_prompt_tokens} if "num_prompt_tokens" in params else {}
             manager.remove_skipped_blocks(request.request_id, computed, **extra)
         elif hasattr(manager.coordinator, "remove_skipped_blocks"):

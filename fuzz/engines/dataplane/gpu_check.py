@@ -1,4 +1,4 @@
-"""The data plane on a CUDA machine, in one run: ``python -m swafloor.fuzz.gpu_check`` (or
+"""The data plane on a CUDA machine, in one run: ``python -m swafloor.fuzz.engines.dataplane.gpu_check`` (or
 ``scripts/gpu-dataplane-check``, which also runs it from a checkout that is not installed).
 
 It runs ``dataplane:reference`` against the reference for ``SWAFLOOR_GPU_EXAMPLES`` examples (default
@@ -34,8 +34,8 @@ def main() -> int:
         return 2
     print(f"device: {torch.cuda.get_device_name(0)}", flush=True)
 
-    from . import dataplane_bench as bench
-    from .runner import format_report, run_campaign
+    from . import bench
+    from ...runner import format_report, run_campaign
 
     examples = int(os.environ.get("SWAFLOOR_GPU_EXAMPLES", "300"))
     bench_examples = int(os.environ.get("SWAFLOOR_GPU_BENCH_EXAMPLES", "100"))
