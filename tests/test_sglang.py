@@ -143,7 +143,7 @@ def test_outside_its_venv_the_backend_refuses_cleanly_naming_the_script():
 
 PLANT = '''
 import sys
-from swafloor.fuzz.engines.sglang import backend as sglang as adapter
+from swafloor.fuzz.engines.sglang import backend as adapter
 
 loaded = adapter.import_sglang()
 calls = []
