@@ -27,8 +27,9 @@ from __future__ import annotations
 
 from typing import Any, Hashable
 
-from swafloor.reference import BlockTable, Config, Outcome, RequestState, build_layout
+from swafloor.reference import BlockTable, Config, RequestState, build_layout
 
+from .kv_ops import KvCacheOperations
 from ...protocol import Capabilities, Part, Unsupported, factory
 
 __all__ = ["trtllm", "TrtllmBackend", "CAPABILITIES", "require_runtime"]
@@ -69,8 +70,10 @@ def require_runtime() -> Any:
     return v2, int(stream)
 
 
-class TrtllmBackend:
+class TrtllmBackend(KvCacheOperations):
     """One KVCacheManagerV2 driven through the fuzz protocol."""
+
+    NAME = "trtllm backend"
 
     def __init__(self, config: Config, v2: Any, stream: int):
         from .mapping import layer_configs, to_trtllm
@@ -99,29 +102,6 @@ class TrtllmBackend:
         self.committed: dict[Hashable, int] = {}
 
     # ------------------------------------------------------------------ operations
-    def create(self, request_id: Hashable, reused_history: int = 0) -> None:
-        if reused_history:
-            raise Unsupported("trtllm backend: reused history needs prefix matching (not driven)")
-        self.caches[request_id] = self.manager.create_kv_cache(id=request_id)
-        self.committed[request_id] = 0
-
-    def resume(self, request_id: Hashable) -> Outcome:
-        return Outcome(bool(self.caches[request_id].resume(self.stream)))
-
-    def resize(self, request_id: Hashable, capacity: int, history: int) -> Outcome:
-        return Outcome(bool(self.caches[request_id].resize(capacity, history)))
-
-    def commit(self, request_id: Hashable, tokens: int) -> None:
-        start = self.committed[request_id]
-        self.caches[request_id].commit([1000 + (start + i) % 30000 for i in range(tokens)])
-        self.committed[request_id] = start + tokens
-
-    def suspend(self, request_id: Hashable) -> None:
-        self.caches[request_id].suspend()
-
-    def close(self, request_id: Hashable) -> None:
-        self.caches[request_id].close()
-
     # ------------------------------------------------------------------ observation
     def observe(self) -> dict:
         stats = list(self.manager.get_storage_statistics())

@@ -34,9 +34,10 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Hashable
 
-from swafloor.reference import BlockTable, Config, Outcome, RequestState, Semantics, build_layout
+from swafloor.reference import BlockTable, Config, RequestState, Semantics, build_layout
 from swafloor.reference.config import BelowMinimum, ReleaseOrder, SuspendMode
 
+from .kv_ops import KvCacheOperations
 from ...protocol import Capabilities, Part, Unsupported, factory
 
 __all__ = ["CAPABILITIES", "TrtllmV2Backend", "adapter_factory", "trtllm_v2", "SOURCE_ENV"]
@@ -72,11 +73,13 @@ def _quota_slots(config: Config, layout: Any) -> tuple[int, ...]:
     return tuple(layout.slots)
 
 
-class TrtllmV2Backend:
+class TrtllmV2Backend(KvCacheOperations):
     """One upstream-shaped manager driven through the protocol."""
 
+    NAME = "trtllm-v2"
+
     def __init__(self, config: Config, v2: Any, stream: Any = 0):
-        from ..trtllm.mapping import to_trtllm
+        from .mapping import to_trtllm
 
         if any(lc.kind.value == "ssm" for lc in build_layout(config).life_cycles):
             raise Unsupported("trtllm-v2: SSM layers are not driven")
@@ -99,7 +102,7 @@ class TrtllmV2Backend:
     def _build(self, config: Config, sizes: list[int], order: list[int]) -> tuple[Any, dict[int, int]]:
         """A manager whose pool group ``i`` (upstream's numbering) gets ``sizes[order[i]]`` bytes, and
         the map from upstream's pool groups to ours."""
-        from ..trtllm.mapping import layer_configs
+        from .mapping import layer_configs
 
         v2 = self.v2
         manager = v2.KVCacheManager(v2.KVCacheManagerConfig(
@@ -117,29 +120,6 @@ class TrtllmV2Backend:
         if sorted(group_map) != list(range(len(sizes))):
             raise AssertionError(f"trtllm-v2: upstream pool groups {theirs} are not {len(sizes)} groups numbered from 0")
         return manager, group_map
-
-    def create(self, request_id: Hashable, reused_history: int = 0) -> None:
-        if reused_history:
-            raise Unsupported("trtllm-v2: reused history needs prefix matching (not driven)")
-        self.caches[request_id] = self.manager.create_kv_cache(id=request_id)
-        self.committed[request_id] = 0
-
-    def resume(self, request_id: Hashable) -> Outcome:
-        return Outcome(bool(self.caches[request_id].resume(self.stream)))
-
-    def resize(self, request_id: Hashable, capacity: int, history: int) -> Outcome:
-        return Outcome(bool(self.caches[request_id].resize(capacity, history)))
-
-    def commit(self, request_id: Hashable, tokens: int) -> None:
-        start = self.committed[request_id]
-        self.caches[request_id].commit([1000 + (start + i) % 30000 for i in range(tokens)])
-        self.committed[request_id] = start + tokens
-
-    def suspend(self, request_id: Hashable) -> None:
-        self.caches[request_id].suspend()
-
-    def close(self, request_id: Hashable) -> None:
-        self.caches[request_id].close()
 
     def observe(self) -> dict:
         groups = self.layout.num_pool_groups
