@@ -37,6 +37,7 @@ from .compare import Divergence
 from .machine import BATCH_ROUNDS, DivergenceFound, Stats, build_machine
 from .reduce import reduce_trace
 from .replay import replay_command
+from .retired import MAX_RETIRED_SHARE, RetiredVerdict
 from .trace import Trace, save, to_dict
 
 __all__ = [
@@ -58,10 +59,6 @@ MAX_DISCARD_RATE = 0.05
 MIN_SWA_SHARE = 0.5
 #: ... and, where requests are created under prefix sharing, at least this share hit a shared block.
 MIN_HIT_RATE = 0.3
-#: The most requests a campaign of a backend with a one-sided (``at-least``) outcome may retire: a
-#: retired request (the backend served it where the reference ran out) is left out of every later
-#: comparison, a hole; more than this share of the requests created fails the campaign (exit 1).
-MAX_RETIRED_SHARE = 0.05
 
 
 @attrs.frozen
@@ -90,7 +87,7 @@ class CampaignError(SwafloorError):
 
 
 @attrs.frozen
-class CampaignResult:
+class CampaignResult(RetiredVerdict):
     """The outcome of a campaign."""
 
     backend: str
@@ -161,15 +158,8 @@ class CampaignResult:
         return self.retired / self.requests if self.requests else 0.0
 
     @property
-    def too_many_retired(self) -> bool:
-        """More than MAX_RETIRED_SHARE of the requests retired, for a one-sided outcome: a failure."""
-        return self.retire_limited and self.retired_share > MAX_RETIRED_SHARE
-
-    @property
-    def result(self) -> str:
-        if self.divergence is not None:
-            return "divergence"
-        return "too-many-retired" if self.too_many_retired else "pass"
+    def diverged(self) -> bool:
+        return self.divergence is not None
 
     @property
     def replay(self) -> str | None:
@@ -401,7 +391,7 @@ def _fit_line(result: CampaignResult) -> str:
         value = result.steps_per_second(seconds)
         return "-" if value is None else f"{value:,.0f}"
 
-    verdict = "on target" if result.on_target else "OFF TARGET"
+    fit = "on target" if result.on_target else "OFF TARGET"
     lost = result.first_lost_hit
     return (
         f"  generator fit: {result.discard_rate:.1%} of examples discarded as unsupported "
@@ -412,7 +402,7 @@ def _fit_line(result: CampaignResult) -> str:
            f"a shared block (target >= {MIN_HIT_RATE:.0%}{'' if result.hits_on_target else ', BELOW'}; "
            f"{result.hits / result.on_prefix if result.on_prefix else 0:.1%} of the {result.on_prefix} created on a prefix)"
            if result.created_sharing else "")
-        + f": {verdict}\n"
+        + f": {fit}\n"
         + (f"  lost hits: {result.lost_hits} first resumes took a valid hit shorter than the longest (the engine "
            f"recomputes what it could reuse; not a divergence), per rule: "
            + ", ".join(f"{rule} {n}" for rule, n in sorted(result.lost_hits_by_rule.items()))

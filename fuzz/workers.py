@@ -36,6 +36,8 @@ import attrs
 
 from swafloor.reference import SwafloorError
 
+from .retired import RetiredVerdict
+
 __all__ = [
     "DEFAULT_DB", "WorkerSummary", "WorkersResult", "Progress", "WorkersError", "WorkersInterrupted", "run_workers",
     "format_workers",
@@ -107,7 +109,7 @@ class Progress:
 
 
 @attrs.frozen
-class WorkersResult:
+class WorkersResult(RetiredVerdict):
     """The summary of a multi-process campaign: merged counts, and the first divergence found (its
     worker's whole campaign result, with the report, the trace and where it was saved)."""
 
@@ -121,37 +123,18 @@ class WorkersResult:
     first_worker: int | None = None
     retire_limited: bool = False  # one-sided outcome: above runner.MAX_RETIRED_SHARE retired fails
 
-    @property
-    def retired(self) -> int:
-        return sum(w.retired for w in self.workers)
+    def _total(self, count: str) -> int:
+        return sum(getattr(w, count) for w in self.workers)
+
+    retired = property(lambda self: self._total("retired"))
+    requests = property(lambda self: self._total("requests"))
+    examples = property(lambda self: self._total("examples"))
+    runs = property(lambda self: self._total("runs"))
+    steps = property(lambda self: self._total("steps"))
 
     @property
-    def requests(self) -> int:
-        return sum(w.requests for w in self.workers)
-
-    @property
-    def too_many_retired(self) -> bool:
-        from .runner import MAX_RETIRED_SHARE
-
-        return self.retire_limited and self.requests > 0 and self.retired / self.requests > MAX_RETIRED_SHARE
-
-    @property
-    def examples(self) -> int:
-        return sum(w.examples for w in self.workers)
-
-    @property
-    def runs(self) -> int:
-        return sum(w.runs for w in self.workers)
-
-    @property
-    def steps(self) -> int:
-        return sum(w.steps for w in self.workers)
-
-    @property
-    def result(self) -> str:
-        if self.first is not None:
-            return "divergence"
-        return "too-many-retired" if self.too_many_retired else "pass"
+    def diverged(self) -> bool:
+        return self.first is not None
 
     @property
     def divergence(self):

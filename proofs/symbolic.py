@@ -118,32 +118,28 @@ def implies(a: Any, b: Any) -> Any:
     return _solver(family).Implies(a, b)
 
 
-def all_of(*xs: Any) -> Any:
+def _connective(xs: tuple, python: Any, numpy_name: str, solver_name: str, unit: bool) -> Any:
+    """One n-ary connective on any family: Python's ``all``/``any`` on bools, numpy's elementwise
+    form folded from ``unit`` on arrays, the solver's own on terms."""
     family = _family(xs)
     if family == "bool":
-        return all(xs)
+        return python(xs)
     if family == "numpy":
         import numpy
 
-        out = True
+        out = unit
         for x in xs:
-            out = numpy.logical_and(out, x)
+            out = getattr(numpy, numpy_name)(out, x)
         return out
-    return _solver(family).And(*xs)
+    return getattr(_solver(family), solver_name)(*xs)
+
+
+def all_of(*xs: Any) -> Any:
+    return _connective(xs, all, "logical_and", "And", True)
 
 
 def any_of(*xs: Any) -> Any:
-    family = _family(xs)
-    if family == "bool":
-        return any(xs)
-    if family == "numpy":
-        import numpy
-
-        out = False
-        for x in xs:
-            out = numpy.logical_or(out, x)
-        return out
-    return _solver(family).Or(*xs)
+    return _connective(xs, any, "logical_or", "Or", False)
 
 
 def negate(x: Any) -> Any:

@@ -20,12 +20,6 @@ __all__ = [
 ]
 
 
-class RequestState(str, enum.Enum):
-    ACTIVE = "active"
-    SUSPENDED = "suspended"
-    CLOSED = "closed"
-
-
 @attrs.frozen
 class Shortfall:
     """A pool group that lacked slots: the call needed ``needed`` and ``available`` were free."""
@@ -37,6 +31,13 @@ class Shortfall:
     @property
     def lacking(self) -> int:
         return self.needed - self.available
+
+
+class RequestState(str, enum.Enum):
+    """Where a request is in its life: running, suspended (slots kept or freed by the suspend
+    semantics) or closed."""
+
+    ACTIVE, SUSPENDED, CLOSED = "active", "suspended", "closed"
 
 
 @attrs.frozen

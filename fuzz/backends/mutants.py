@@ -165,14 +165,23 @@ class _SharedSlot(Manager):
         return min(others) if others else slot
 
 
+def _mutant(capabilities: Capabilities, name: str, manager_class: type) -> Callable[[Config], ManagerBackend]:
+    """The factory of ``mutant:NAME``: the reference manager class the mutant is, behind its backend."""
+
+    @factory(capabilities, name=f"mutant:{name}")
+    def make(config: Config) -> ManagerBackend:
+        return ManagerBackend(manager_class(config))
+
+    make.__name__ = make.__qualname__ = name.replace("-", "_")
+    return make
+
+
 @factory(EXACT_WITH_IDENTITY, name="mutant:legacy-floor")
 def legacy_floor(config: Config) -> ManagerBackend:
     return ManagerBackend(Manager(attrs.evolve(config, floor_rule=FloorRule.LEGACY)))
 
 
-@factory(EXACT_WITH_IDENTITY, name="mutant:no-inflight-token")
-def no_inflight_token(config: Config) -> ManagerBackend:
-    return ManagerBackend(_NoInflightToken(config))
+no_inflight_token = _mutant(EXACT_WITH_IDENTITY, "no-inflight-token", _NoInflightToken)
 
 
 @factory(EXACT_WITH_IDENTITY, name="mutant:floor-division")
@@ -192,14 +201,10 @@ def allocate_before_release(config: Config) -> ManagerBackend:
     return ManagerBackend(Manager(config, release_order=ReleaseOrder.HOLD_UNTIL_RETURN))
 
 
-@factory(EXACT_WITH_IDENTITY, name="mutant:release-inflight-block")
-def release_inflight_block(config: Config) -> ManagerBackend:
-    return ManagerBackend(_ReleaseInflightBlock(config))
+release_inflight_block = _mutant(EXACT_WITH_IDENTITY, "release-inflight-block", _ReleaseInflightBlock)
 
 
-@factory(EXACT_WITH_IDENTITY, name="mutant:shared-slot")
-def shared_slot(config: Config) -> ManagerBackend:
-    return ManagerBackend(_SharedSlot(config))
+shared_slot = _mutant(EXACT_WITH_IDENTITY, "shared-slot", _SharedSlot)
 
 
 #: Mutant name -> factory.
@@ -282,19 +287,13 @@ class _HitHoldsNullBlocks(Manager):
         return hits
 
 
-@factory(SHARING_CACHE_IDENTITY, name="mutant:hit-holds-null-blocks")
-def hit_holds_null_blocks(config: Config) -> ManagerBackend:
-    return ManagerBackend(_HitHoldsNullBlocks(config))
+hit_holds_null_blocks = _mutant(SHARING_CACHE_IDENTITY, "hit-holds-null-blocks", _HitHoldsNullBlocks)
 
 
-@factory(SHARING_IDENTITY, name="mutant:shared-freed-when-stale-for-one")
-def shared_freed_when_stale_for_one(config: Config) -> ManagerBackend:
-    return ManagerBackend(_SharedFreedEarly(config))
+shared_freed_when_stale_for_one = _mutant(SHARING_IDENTITY, "shared-freed-when-stale-for-one", _SharedFreedEarly)
 
 
-@factory(SHARING_IDENTITY, name="mutant:shared-counted-per-holder")
-def shared_counted_per_holder(config: Config) -> ManagerBackend:
-    return ManagerBackend(_SharedCountedPerHolder(config))
+shared_counted_per_holder = _mutant(SHARING_IDENTITY, "shared-counted-per-holder", _SharedCountedPerHolder)
 
 
 MUTANTS.update({

@@ -63,7 +63,7 @@ compared with ``==``.
 from __future__ import annotations
 
 import functools
-from typing import Hashable
+from typing import Callable, Hashable
 
 import attrs
 
@@ -88,7 +88,7 @@ from swafloor.reference import (
 
 from ..adapter import ManagerBackend
 from ..protocol import (ALL_SEMANTICS, ALL_SEMANTICS_EAGLE, ALL_SEMANTICS_EVICTION, ALL_SEMANTICS_MIXED,
-                        ALL_SEMANTICS_SHARING, Limits, factory)
+                        ALL_SEMANTICS_SHARING, Capabilities, Limits, factory)
 
 __all__ = ["OracleManager", "oracle", "decode_peak"]
 
@@ -851,32 +851,28 @@ class OracleManager:
 # It walks token positions (the sinks, one per block of a window and of a capacity), so its cost
 # grows with lengths: a replay refuses traces beyond these limits (see swafloor.fuzz.replay.check_cost).
 # Its minimum search walks every history up to the window plus sinks plus a few blocks: quadratic.
-@factory(ALL_SEMANTICS, name="oracle", limits=Limits(max_window_tokens=4096, max_capacity_tokens=10**6))
-def oracle(config: Config) -> ManagerBackend:
-    """The independent token-level oracle."""
-    return ManagerBackend(OracleManager(config))
+_LIMITS = Limits(max_window_tokens=4096, max_capacity_tokens=10**6)
 
 
-@factory(ALL_SEMANTICS_EVICTION, name="oracle-eviction", limits=Limits(max_window_tokens=4096, max_capacity_tokens=10**6))
-def oracle_eviction(config: Config) -> ManagerBackend:
-    """The oracle under eviction intervals above 1 (SGLang's) as well as every other semantics."""
-    return ManagerBackend(OracleManager(config))
+def _oracle(capabilities: Capabilities, name: str, doc: str) -> Callable[[Config], ManagerBackend]:
+    """The oracle's factory under one set of capabilities (which semantics a campaign draws)."""
+
+    @factory(capabilities, name=name, limits=_LIMITS)
+    def make(config: Config) -> ManagerBackend:
+        return ManagerBackend(OracleManager(config))
+
+    make.__name__ = make.__qualname__ = name.replace("-", "_")
+    make.__doc__ = doc
+    return make
 
 
-@factory(ALL_SEMANTICS_SHARING, name="oracle-sharing", limits=Limits(max_window_tokens=4096, max_capacity_tokens=10**6))
-def oracle_sharing(config: Config) -> ManagerBackend:
-    """The oracle under prefix sharing: requests created on others' prefixes, repeated requests."""
-    return ManagerBackend(OracleManager(config))
-
-
-@factory(ALL_SEMANTICS_EAGLE, name="oracle-eagle", limits=Limits(max_window_tokens=4096, max_capacity_tokens=10**6))
-def oracle_eagle(config: Config) -> ManagerBackend:
-    """The oracle under prefix sharing with the EAGLE hit rule and draft slots."""
-    return ManagerBackend(OracleManager(config))
-
-
-@factory(ALL_SEMANTICS_MIXED, name="oracle-mixed", limits=Limits(max_window_tokens=4096, max_capacity_tokens=10**6))
-def oracle_mixed(config: Config) -> ManagerBackend:
-    """The oracle with a block size per life cycle (attention layers with block sizes of their own),
-    under every semantics, prefix sharing and eviction intervals included."""
-    return ManagerBackend(OracleManager(config))
+oracle = _oracle(ALL_SEMANTICS, "oracle", "The independent token-level oracle.")
+oracle_eviction = _oracle(ALL_SEMANTICS_EVICTION, "oracle-eviction",
+                          "The oracle under eviction intervals above 1 (SGLang's) as well as every other semantics.")
+oracle_sharing = _oracle(ALL_SEMANTICS_SHARING, "oracle-sharing",
+                         "The oracle under prefix sharing: requests created on others' prefixes, repeated requests.")
+oracle_eagle = _oracle(ALL_SEMANTICS_EAGLE, "oracle-eagle",
+                       "The oracle under prefix sharing with the EAGLE hit rule and draft slots.")
+oracle_mixed = _oracle(ALL_SEMANTICS_MIXED, "oracle-mixed",
+                       "The oracle with a block size per life cycle (attention layers with block sizes of their "
+                       "own), under every semantics, prefix sharing and eviction intervals included.")

@@ -175,35 +175,26 @@ class _HitRuleSwapped(Manager):
         super().__init__(config, release_order)
 
 
-class _CacheAlignedSwapped(Manager):
-    """Every freed block cached where only those an aligned hit reads should be, and back."""
+def _cache_option_swapped(option: str) -> Callable[[Config], Manager]:
+    """A maker: the reference with the boolean prefix-cache option ``option`` read as its opposite
+    wherever freed blocks are cached (with them not cached the option means nothing)."""
 
-    def __init__(self, config: Config, release_order: Any = None):
+    def make(config: Config) -> Manager:
         if config.semantics.cache_freed:
-            config = _with_semantics(config, cache_aligned=not config.semantics.cache_aligned)
-        super().__init__(config, release_order)
+            config = _with_semantics(config, **{option: not getattr(config.semantics, option)})
+        return Manager(config)
+
+    return make
 
 
-class _PromptTailSwapped(Manager):
-    """The block a prompt ends inside named by the prompt's whole hash blocks where it should not be,
-    and back."""
-
-    def __init__(self, config: Config, release_order: Any = None):
-        if config.semantics.cache_freed:
-            config = _with_semantics(config, cache_prompt_tail=not config.semantics.cache_prompt_tail)
-        super().__init__(config, release_order)
+#: Every freed block cached where only those an aligned hit reads should be, and back.
+_CacheAlignedSwapped = _cache_option_swapped("cache_aligned")
+#: The block a prompt ends inside named by the prompt's whole hash blocks where it should not be, and back.
+_PromptTailSwapped = _cache_option_swapped("cache_prompt_tail")
+#: A block's content counts as computed when scheduled where it should be when committed, and back.
+_CacheScheduledSwapped = _cache_option_swapped("cache_scheduled")
 
 
-class _CacheScheduledSwapped(Manager):
-    """A block's content counts as computed when scheduled where it should be when committed, and back."""
-
-    def __init__(self, config: Config, release_order: Any = None):
-        if config.semantics.cache_freed:
-            config = _with_semantics(config, cache_scheduled=not config.semantics.cache_scheduled)
-        super().__init__(config, release_order)
-
-
-# ----------------------------------------------------------------------------- EAGLE and the null block
 def _run_hit_pops_first(r0: Any, r1: Any, t: Any, window: Any, a: Any, eagle: Any, M: Any) -> Any:
     """The bug in :func:`~swafloor.reference.cache_hit.run_hit`: the EAGLE pop gives back the run's
     first block, not its last (the hit keeps the block the drafter recomputes)."""

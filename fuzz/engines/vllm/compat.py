@@ -56,22 +56,17 @@ def version() -> str:
         return "?"
 
 
-def _import_parts() -> dict[str, Any]:
-    from vllm.sampling_params import SamplingParams
-    from vllm.v1.core.kv_cache_manager import KVCacheManager
-    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, SlidingWindowSpec
-    from vllm.v1.request import Request, RequestStatus
+#: What the adapter takes from vLLM: each name and the module it is imported from.
+_PARTS = {
+    "SamplingParams": "vllm.sampling_params", "KVCacheManager": "vllm.v1.core.kv_cache_manager",
+    "FullAttentionSpec": "vllm.v1.kv_cache_interface", "KVCacheConfig": "vllm.v1.kv_cache_interface",
+    "KVCacheGroupSpec": "vllm.v1.kv_cache_interface", "SlidingWindowSpec": "vllm.v1.kv_cache_interface",
+    "Request": "vllm.v1.request", "RequestStatus": "vllm.v1.request",
+}
 
-    return dict(
-        SamplingParams=SamplingParams,
-        KVCacheManager=KVCacheManager,
-        FullAttentionSpec=FullAttentionSpec,
-        KVCacheConfig=KVCacheConfig,
-        KVCacheGroupSpec=KVCacheGroupSpec,
-        SlidingWindowSpec=SlidingWindowSpec,
-        Request=Request,
-        RequestStatus=RequestStatus,
-    )
+
+def _import_parts() -> dict[str, Any]:
+    return {name: getattr(importlib.import_module(module), name) for name, module in _PARTS.items()}
 
 
 def _bare_package() -> None:
