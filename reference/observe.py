@@ -4,6 +4,8 @@ changes nothing)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from .errors import RequestError, require_id
 from .lifecycle import LifeCycleKind, allocated_blocks
 from .pool import Pool
@@ -37,6 +39,11 @@ class Observing:
 
     def capacity_of(self, request_id: str) -> int:
         return self._get(request_id, allow_closed=True).capacity
+
+    def record_of(self, request_id: str) -> Any:
+        """The request's :class:`~.core.RequestRecord` itself, not a copy: for hooks, and for tests
+        that corrupt it on purpose to show :meth:`check` sees the corruption."""
+        return self._get(request_id, allow_closed=True)
 
     def pool_of(self, life_cycle: int) -> Pool:
         """The pool a life cycle's blocks take their slots from."""

@@ -284,3 +284,38 @@ def test_import_graph_has_no_cycle():
 
     for node in sorted(edges):
         visit(node)
+
+
+def test_no_code_outside_reference_reads_a_private_name_of_the_manager():
+    """Issue 29: tests, fuzz, proofs and the CLI reach a manager through its public names (hooks,
+    ``record_of``, ``pool_of``, snapshots). Any attribute access ``x._name`` whose ``_name`` is one
+    of the manager's private attributes or methods is refused unless ``x`` is ``self`` in a class
+    that does not derive from the reference's (an adapter's own state of the same name)."""
+    import ast
+
+    from swafloor.reference import AttentionLayer, Config, Manager
+
+    m = Manager(Config(4, [AttentionLayer(8)], slots=[8]))
+    m.create("a")
+    m.resume("a")
+    private = {n for n in vars(m) if n.startswith("_") and not n.startswith("__")}
+    for cls in Manager.__mro__:
+        private |= {n for n in vars(cls) if n.startswith("_") and not n.startswith("__")}
+    assert {"_requests", "_pools", "_get"} <= private  # the scan knows what it looks for
+    reference_classes = {"Manager", "CoreManager", "Pool"}
+    found = []
+    for folder in ("tests", "fuzz", "proofs", "swafloor"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            tree = ast.parse(path.read_text())
+            in_reference_class: set[int] = set()
+            for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+                bases = {ast.unparse(b).split(".")[-1] for b in cls.bases}
+                if bases & reference_classes or any(b.startswith("_") for b in bases):
+                    in_reference_class |= {id(n) for n in ast.walk(cls)}
+            for node in ast.walk(tree):
+                if not (isinstance(node, ast.Attribute) and node.attr in private):
+                    continue
+                own = isinstance(node.value, ast.Name) and node.value.id == "self"
+                if not own or id(node) in in_reference_class:
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno} {ast.unparse(node)}")
+    assert not found, found

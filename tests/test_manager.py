@@ -345,28 +345,28 @@ def test_check_catches_broken_invariants():
         m.resume("a")
         m.resize("a", 21, 20)  # blocks 1 and 2 stale; 0 (sink) and 3-5 live
         m.check()
-        assert sorted(m._requests["a"].held[0]) == [0, 3, 4, 5]
+        assert sorted(m.record_of("a").held[0]) == [0, 3, 4, 5]
         return m
 
     m = fresh()  # a stale block kept
-    req = m._requests["a"]
-    req.held[0][1] = m._pools[0].take()
+    req = m.record_of("a")
+    req.held[0][1] = m.pool_of(0).take()
     with pytest.raises(AssertionError, match="must hold exactly"):
         m.check()
     m = fresh()  # a live block dropped without freeing its slot
-    req = m._requests["a"]
+    req = m.record_of("a")
     req.held[0].pop(max(req.held[0]))
     with pytest.raises(AssertionError, match="must hold exactly"):
         m.check()
     m = fresh()  # a slot both free and owned
-    slot = next(iter(m._requests["a"].held[0].values()))
-    m._pools[0].returned.append(slot)
+    slot = next(iter(m.record_of("a").held[0].values()))
+    m.pool_of(0).returned.append(slot)
     with pytest.raises(AssertionError, match="both free and owned|listed|twice"):
         m.check()
     m = fresh()  # two blocks share a slot
-    held = m._requests["a"].held[0]
+    held = m.record_of("a").held[0]
     first, second = sorted(held)[:2]
-    m._pools[0].give(held[second])
+    m.pool_of(0).give(held[second])
     held[second] = held[first]
     with pytest.raises(AssertionError, match="owned twice"):
         m.check()
