@@ -854,7 +854,7 @@ class OracleManager:
 _LIMITS = Limits(max_window_tokens=4096, max_capacity_tokens=10**6)
 
 
-def _oracle(capabilities: Capabilities, name: str, doc: str) -> Callable[[Config], ManagerBackend]:
+def _oracle(capabilities: Capabilities, name: str, *, doc: str) -> Callable[[Config], ManagerBackend]:
     """The oracle's factory under one set of capabilities (which semantics a campaign draws)."""
 
     @factory(capabilities, name=name, limits=_LIMITS)
@@ -866,13 +866,13 @@ def _oracle(capabilities: Capabilities, name: str, doc: str) -> Callable[[Config
     return make
 
 
-oracle = _oracle(ALL_SEMANTICS, "oracle", "The independent token-level oracle.")
+oracle = _oracle(ALL_SEMANTICS, "oracle", doc="The independent token-level oracle.")
 oracle_eviction = _oracle(ALL_SEMANTICS_EVICTION, "oracle-eviction",
-                          "The oracle under eviction intervals above 1 (SGLang's) as well as every other semantics.")
+                          doc="The oracle under eviction intervals above 1 (SGLang's) as well as every other semantics.")
 oracle_sharing = _oracle(ALL_SEMANTICS_SHARING, "oracle-sharing",
-                         "The oracle under prefix sharing: requests created on others' prefixes, repeated requests.")
+                         doc="The oracle under prefix sharing: requests created on others' prefixes, repeated requests.")
 oracle_eagle = _oracle(ALL_SEMANTICS_EAGLE, "oracle-eagle",
-                       "The oracle under prefix sharing with the EAGLE hit rule and draft slots.")
+                       doc="The oracle under prefix sharing with the EAGLE hit rule and draft slots.")
 oracle_mixed = _oracle(ALL_SEMANTICS_MIXED, "oracle-mixed",
-                       "The oracle with a block size per life cycle (attention layers with block sizes of their "
+                       doc="The oracle with a block size per life cycle (attention layers with block sizes of their "
                        "own), under every semantics, prefix sharing and eviction intervals included.")

@@ -296,6 +296,13 @@ def _factory_doc(module: str, attr: str) -> str:
             doc = ast.get_docstring(node) or ""
             first = " ".join(doc.split("\n\n")[0].split())
             return first.replace("|", "\\|") or "(no docstring)"
+        # A factory made by a function: ``attr = make_factory(..., doc="...")``.
+        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                and any(isinstance(target, ast.Name) and target.id == attr for target in node.targets)):
+            for keyword in node.value.keywords:
+                if keyword.arg == "doc" and isinstance(keyword.value, ast.Constant):
+                    first = " ".join(str(keyword.value.value).split("\n\n")[0].split())
+                    return first.replace("|", "\\|") or "(no docstring)"
     return "(no docstring)"
 
 
