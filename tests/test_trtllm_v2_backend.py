@@ -139,6 +139,27 @@ def test_the_registered_backend_needs_a_source(monkeypatch):
         rec.factory(Config(4, [AttentionLayer(4)]))
 
 
+def test_the_installed_gpu_backend_is_the_same_adapter_compared_exactly(monkeypatch):
+    """``trtllm`` (the installed package on a GPU) drives upstream through the trtllm-v2 adapter and
+    compares every part it observes exactly, nothing at-least: run here over the fake manager in place
+    of the installed package, a clean campaign passes and a leaked page is a pool_used divergence."""
+    from swafloor.fuzz.engines.trtllm import backend
+
+    rec = resolve("trtllm")
+    assert rec.capabilities.needs_gpu
+    observed = rec.capabilities.observations
+    assert set(observed) >= {"outcome", "pool_totals", "pool_used", "lengths", "tables"}
+    assert set(observed.values()) == {"exact"}, observed
+    for bugs, expected in (((), None), (("stale-never-freed",), "pool_used")):
+        monkeypatch.setattr(backend, "require_runtime", lambda bugs=bugs: (fake.module(list(bugs)), 0))
+        result = run_campaign(rec, "reference", examples=EXAMPLES // 2, steps=12,
+                              seed=0, shrink=False, out_dir=None)
+        if expected is None:
+            assert result.divergence is None, result.divergence.describe()
+        else:
+            assert result.divergence is not None and result.divergence.field.split("[")[0] == expected
+
+
 # --------------------------------------------------------------------------- the whole-package loader
 _PACKAGE_INIT = '''
 """A stand-in source folder written for this test: it exports the fake manager's names, logs through

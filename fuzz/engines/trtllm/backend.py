@@ -1,56 +1,36 @@
-"""TensorRT-LLM KVCacheManagerV2, the whole manager, as a fuzz backend (``--backend trtllm``).
+"""TensorRT-LLM KVCacheManagerV2 as installed, on a CUDA GPU (``--backend trtllm``).
 
-NOT YET RUN ON A GPU. Written against the manager's API as its sources document it (the package's
-``__init__.pyi`` and ``_core/_kv_cache.py``): ``KVCacheManager(KVCacheManagerConfig(...))``,
-``create_kv_cache(id=...)``, ``resume(cuda_stream) -> bool``, ``resize(capacity, history_length) ->
-bool``, ``commit(tokens)``, ``suspend()``, ``close()``, ``get_base_page_indices(layer_group_id)``
-(-1 where a block holds no page), ``get_storage_statistics()`` and
-``get_life_cycle_pool_group_indices()``. Until a run on a GPU machine with TensorRT-LLM installed
-says otherwise, treat every divergence it reports as possibly the adapter's.
+The installed ``tensorrt_llm.runtime.kv_cache_manager_v2`` with the real CUDA driver, driven by the
+same adapter as ``trtllm-v2`` (:class:`~swafloor.fuzz.engines.trtllm.v2.TrtllmV2Backend`) and compared
+as exactly: outcome, pool totals, pool use (``total - free - evictable``), lengths and tables, under the
+semantics that adapter declares (commit before allocate, hold-until-return, suspend keeps its pages).
+Nothing is compared at-least: the quota is whole slots of 2 MiB each, so upstream's pool granularity
+leaves no slack (a pool of another size is a ``pool_totals`` divergence at the first step).
 
-How it is set up: the layers, buffers and pool groups come from
-:func:`swafloor.fuzz.engines.trtllm.mapping.to_trtllm`; the GPU quota is the reference's slots times each
-pool group's slot size, each pool rounded up to 2 MiB (upstream's pool granularity below 1 GiB), split
-by ``initial_pool_ratio``; so upstream's pools hold at least the reference's slots and pool totals are
-compared AT_LEAST. ``max_util_for_resume=1.0`` (upstream refuses a resume above it; the reference has
-no such gate). Outcomes are plain booleans, so no shortfalls are shown. Tables and slots in use are
-compared AT_LEAST: upstream keeps committed stale pages droppable rather than free, and an
-uncommitted stale page held. Create takes no reused history (prefix reuse needs token matching), and
-suspend is left out (with GPU memory only, upstream's suspend turns locks into holds and frees
-nothing). Beam search is not supported by V2.
-
-Its factory raises :class:`~swafloor.fuzz.protocol.Unsupported` with the reason where tensorrt_llm
-is not importable or no CUDA device is visible, so the harness reports why and runs nothing.
+NOT YET RUN ON A GPU: treat a divergence it reports as possibly the adapter's until one run says
+otherwise. Its factory raises :class:`~swafloor.fuzz.protocol.Unsupported` with the reason where
+tensorrt_llm is not importable or no CUDA device is visible, so the harness reports why and runs
+nothing.
 """
 
 from __future__ import annotations
 
-from typing import Any, Hashable
+from typing import Any
 
-from swafloor.reference import BlockTable, Config, RequestState, build_layout
+import attrs
 
-from .kv_ops import KvCacheOperations
-from ...protocol import Capabilities, Part, Unsupported, factory
+from swafloor.reference import Config
 
-__all__ = ["trtllm", "TrtllmBackend", "CAPABILITIES", "require_runtime"]
+from .v2 import CAPABILITIES as V2_CAPABILITIES, TrtllmV2Backend
+from ...protocol import Unsupported, factory
 
-CAPABILITIES = Capabilities(
-    operations={"create", "resume", "resize", "commit", "close"},
-    observations={
-        "outcome": "exact",
-        "pool_totals": "at-least",
-        "pool_used": "at-least",
-        "lengths": "exact",
-        "tables": "at-least",
-    },
-    reused_history=False,
-    needs_gpu=True,
-)
+__all__ = ["trtllm", "CAPABILITIES", "require_runtime"]
 
-_STATE = {s.name: s for s in RequestState}  # TensorRT-LLM's status names are the reference's
+#: What ``trtllm-v2`` compares, exactly, plus the GPU it needs.
+CAPABILITIES = attrs.evolve(V2_CAPABILITIES, needs_gpu=True)
 
 
-def require_runtime() -> Any:
+def require_runtime() -> tuple[Any, int]:
     """The installed ``tensorrt_llm.runtime.kv_cache_manager_v2`` and a CUDA stream; raises
     :class:`Unsupported` naming what is missing."""
     try:
@@ -70,73 +50,8 @@ def require_runtime() -> Any:
     return v2, int(stream)
 
 
-class TrtllmBackend(KvCacheOperations):
-    """One KVCacheManagerV2 driven through the fuzz protocol."""
-
-    NAME = "trtllm backend"
-
-    def __init__(self, config: Config, v2: Any, stream: int):
-        from .mapping import layer_configs, to_trtllm
-
-        self.v2 = v2
-        self.stream = stream
-        self.layout = build_layout(config)
-        self.tl = to_trtllm(config)
-        slots = self.layout.slots
-        manager_config = v2.KVCacheManagerConfig(
-            tokens_per_block=config.tokens_per_block,
-            cache_tiers=[v2.GpuCacheTierConfig(quota=self.tl.quota_bytes(slots))],
-            layers=layer_configs(self.tl, v2),
-            max_util_for_resume=1.0,
-            initial_pool_ratio=list(self.tl.byte_ratio(slots)),
-            commit_min_snapshot=self.tl.has_ssm,
-        )
-        self.manager = v2.KVCacheManager(manager_config)
-        upstream_groups = list(self.manager.get_life_cycle_pool_group_indices())
-        self.group_map: dict[int, int] = {}  # upstream pool group -> swafloor pool group
-        for lc, ours in enumerate(self.tl.pool_group_of):
-            theirs = int(upstream_groups[lc])
-            if self.group_map.setdefault(theirs, ours) != ours:
-                raise AssertionError(f"trtllm backend: upstream pool groups {upstream_groups} do not match {self.tl.pool_group_of}")
-        self.caches: dict[Hashable, Any] = {}
-        self.committed: dict[Hashable, int] = {}
-
-    # ------------------------------------------------------------------ operations
-    # ------------------------------------------------------------------ observation
-    def observe(self) -> dict:
-        stats = list(self.manager.get_storage_statistics())
-        totals = [0] * self.layout.num_pool_groups
-        used = [0] * self.layout.num_pool_groups
-        for theirs, s in enumerate(stats):
-            ours = self.group_map.get(theirs)
-            if ours is not None:
-                totals[ours] += int(s.total)
-                used[ours] += int(s.total) - int(s.free)
-        lengths, tables = {}, {}
-        for rid, kv in self.caches.items():
-            state = _STATE.get(getattr(kv.status, "name", str(kv.status)), str(kv.status))
-            lengths[rid] = (state, int(kv.capacity), int(kv.history_length))
-            if state == RequestState.ACTIVE:
-                tables[rid] = tuple(_table(kv.get_base_page_indices(lc)) for lc in range(len(self.tl.life_cycles)))
-            else:
-                tables[rid] = tuple(BlockTable(0) for _ in self.tl.life_cycles)
-        return {
-            Part.POOL_TOTALS: tuple(totals),
-            Part.POOL_USED: tuple(used),
-            Part.LENGTHS: lengths,
-            Part.TABLES: tables,
-        }
-
-
-def _table(pages: Any) -> BlockTable:
-    """TensorRT-LLM's base page indices of one life cycle as a table: an entry per block, held where
-    the page is not -1."""
-    pages = list(pages)
-    return BlockTable.from_blocks(len(pages), (b for b, p in enumerate(pages) if int(p) != -1))
-
-
 @factory(CAPABILITIES, name="trtllm")
-def trtllm(config: Config) -> TrtllmBackend:
+def trtllm(config: Config) -> TrtllmV2Backend:
     """Build the backend; raises :class:`Unsupported` with the reason without tensorrt_llm or CUDA."""
     v2, stream = require_runtime()
-    return TrtllmBackend(config, v2, stream)
+    return TrtllmV2Backend(config, v2, stream)
