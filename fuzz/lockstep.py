@@ -214,6 +214,23 @@ class Lockstep:
         self.backend_seconds += time.perf_counter() - started
         self.build_divergence = self._compare_observations(-1, None)
 
+    def dispose(self) -> str | None:
+        """Let the backend release what it holds when the run ends (its optional ``dispose()``: an
+        engine that must close its requests before it is shut down, e.g. TensorRT-LLM's manager,
+        whose destructor otherwise ends the process). Returns what ``dispose()`` raised, as
+        ``"Type: message"``, else None: after a divergence the engine's state may be broken, and a
+        failure to shut it down must not hide the divergence already found; the caller decides.
+        Safe to call twice."""
+        backend = getattr(self, "backend", None)
+        dispose = getattr(backend, "dispose", None)
+        if not callable(dispose):
+            return None
+        try:
+            dispose()
+        except Exception as exc:  # noqa: BLE001 - returned to the caller, which reports it
+            return f"{type(exc).__name__}: {exc}"
+        return None
+
     def _resume_taking_the_backends_hit(self, index: int, step: Step) -> tuple[Divergence | None, Result, Result]:
         """A resume under the lost-hit policy (:mod:`swafloor.fuzz.hits`): the backend first; where it
         was a first resume that looked the cache up, the hit it took (``hit_tokens``) is judged against

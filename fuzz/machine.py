@@ -194,6 +194,9 @@ def build_machine(
             return self.lock.states.get(rid) == "active"
 
         def teardown(self) -> None:
+            failed = self.lock.dispose() if self.lock is not None else None
+            if failed is not None and sys.exc_info()[0] is None:  # a clean example whose engine cannot shut down
+                raise AssertionError(f"the backend failed to shut down after a clean example: {failed}")
             if self.lock is not None:  # the time each side spent, building included
                 stats.backend_seconds += self.lock.backend_seconds
                 stats.reference_seconds += self.lock.reference_seconds

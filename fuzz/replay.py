@@ -126,12 +126,15 @@ def replay(
     lock = Lockstep(trace.config, chosen.factory, other.factory, chosen.capabilities)
     divergence = lock.build_divergence
     steps_run = 0
-    if divergence is None:
-        for step in trace.steps:
-            divergence, _ = lock.apply(step)
-            steps_run += 1
-            if divergence is not None:
-                break
+    try:
+        if divergence is None:
+            for step in trace.steps:
+                divergence, _ = lock.apply(step)
+                steps_run += 1
+                if divergence is not None:
+                    break
+    finally:
+        lock.dispose()
     return ReplayResult(chosen.name, other.name, steps_run, divergence, trace.expect, tuple(lock.lost_hits))
 
 

@@ -102,7 +102,11 @@ REGISTRY: dict[str, Registered] = {
     "trtllm-v2": Registered("swafloor.fuzz.engines.trtllm.v2:trtllm_v2",
                             needs="a KVCacheManagerV2 source folder (--trtllm-source PATH) and cuda-bindings",
                             status="plumbing fuzzed in CI against a fake manager (tests/test_trtllm_v2_backend.py); "
-                                   "never run on upstream's sources"),
+                                   "run on upstream's assembled sources 2026-12-04 (docs/trtllm.md)"),
+    "trtllm-v2-reference-quota": Registered(
+        "swafloor.fuzz.engines.trtllm.v2:trtllm_v2_reference_quota",
+        needs="a KVCacheManagerV2 source folder (--trtllm-source PATH) and cuda-bindings",
+        status="trtllm-v2 on configs without slots of their own; run on upstream's assembled sources 2026-12-04"),
 }
 #: ``dataplane:NAME``: any registered NAME, wrapped (:func:`swafloor.fuzz.engines.dataplane.wrap`).
 DATAPLANE = Registered("swafloor.fuzz.engines.dataplane:wrap", needs="torch (swafloor[dataplane]); CUDA optional",

@@ -133,17 +133,18 @@ def run(args) -> int:
 
             raise UsageError("swafloor fuzz: --device applies to dataplane:NAME backends only")
         os.environ["SWAFLOOR_DEVICE"] = args.device  # read when resolving, here and in --workers processes
+    uses_v2 = any(name in ("trtllm-v2", "trtllm-v2-reference-quota") for name in (args.backend, args.against))
     if args.trtllm_source is not None:
         from ..cli import UsageError
 
-        if "trtllm-v2" not in (args.backend, args.against):
+        if not uses_v2:
             raise UsageError("swafloor fuzz: --trtllm-source applies to the trtllm-v2 backend only")
         if not Path(args.trtllm_source).expanduser().is_dir():
             raise UsageError(f"swafloor fuzz: --trtllm-source={args.trtllm_source!r}: not a directory")
         from swafloor.fuzz.engines.trtllm.v2 import SOURCE_ENV
 
         os.environ[SOURCE_ENV] = str(Path(args.trtllm_source).expanduser().resolve())  # read when building
-    if "trtllm-v2" in (args.backend, args.against) and not os.environ.get("SWAFLOOR_TRTLLM_SOURCE"):
+    if uses_v2 and not os.environ.get("SWAFLOOR_TRTLLM_SOURCE"):
         from ..cli import UsageError
 
         raise UsageError("swafloor fuzz: the trtllm-v2 backend needs --trtllm-source PATH (or $SWAFLOOR_TRTLLM_SOURCE)")

@@ -37,8 +37,17 @@ class KvCacheOperations:
 
     def commit(self, request_id: Hashable, tokens: int) -> None:
         start = self.committed[request_id]
-        self.caches[request_id].commit([1000 + (start + i) % 30000 for i in range(tokens)])
+        self.caches[request_id].commit(self._token_ids(tokens))
         self.committed[request_id] = start + tokens
+
+    def _token_ids(self, n: int) -> list[int]:
+        """``n`` token ids never committed before by this backend: upstream keys committed blocks by
+        their tokens and shares a block whose tokens another request already committed (it frees its
+        own copy), which the reference does not model (no reuse is driven), so no two committed
+        blocks may hold the same tokens."""
+        first = getattr(self, "_next_token_id", 1000)
+        self._next_token_id = first + n
+        return list(range(first, first + n))
 
     def suspend(self, request_id: Hashable) -> None:
         self.caches[request_id].suspend()

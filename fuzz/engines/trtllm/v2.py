@@ -40,7 +40,7 @@ from swafloor.reference.config import BelowMinimum, ReleaseOrder, SuspendMode
 from .kv_ops import KvCacheOperations
 from ...protocol import Capabilities, Part, Unsupported, factory
 
-__all__ = ["CAPABILITIES", "TrtllmV2Backend", "adapter_factory", "trtllm_v2", "SOURCE_ENV"]
+__all__ = ["CAPABILITIES", "TrtllmV2Backend", "adapter_factory", "trtllm_v2", "trtllm_v2_reference_quota", "SOURCE_ENV"]
 
 SOURCE_ENV = "SWAFLOOR_TRTLLM_SOURCE"
 #: Bytes per size unit of the mapping: slot sizes are then multiples of 2 MiB (upstream's pool
@@ -63,6 +63,8 @@ CAPABILITIES = Capabilities(
 )
 
 _STATES = {s.name: s for s in RequestState}
+#: Managers whose shutdown failed, kept from the garbage collector (see :meth:`TrtllmV2Backend.dispose`).
+_UNCOLLECTED: list[Any] = []
 
 
 def _quota_slots(config: Config, layout: Any) -> tuple[int, ...]:
@@ -112,7 +114,7 @@ class TrtllmV2Backend(KvCacheOperations):
             max_util_for_resume=1.0,
             initial_pool_ratio=[sizes[g] / sum(sizes) for g in order],
         ))
-        theirs = list(manager.get_life_cycle_pool_group_indices())
+        theirs = _life_cycle_pool_groups(manager, len(self.tl.life_cycles))
         group_map: dict[int, int] = {}  # upstream pool group -> ours
         for lc, ours in enumerate(self.tl.pool_group_of):
             if group_map.setdefault(int(theirs[lc]), ours) != ours:
@@ -121,10 +123,32 @@ class TrtllmV2Backend(KvCacheOperations):
             raise AssertionError(f"trtllm-v2: upstream pool groups {theirs} are not {len(sizes)} groups numbered from 0")
         return manager, group_map
 
+    def dispose(self) -> None:
+        """Close every request still open, then shut the manager down: upstream's ``shutdown()`` needs
+        all its requests closed, and a manager collected with requests open fails its own critical
+        assertions (which end the process). Called once the run ends; safe to call twice."""
+        if self.manager is None:
+            return
+        manager, caches = self.manager, dict(self.caches)
+        self.manager = None
+        self.caches.clear()
+        try:
+            for kv in caches.values():
+                if getattr(getattr(kv, "status", None), "name", None) != "CLOSED":
+                    kv.close()
+            shutdown = getattr(manager, "shutdown", None)
+            if callable(shutdown):
+                shutdown()
+        except Exception:
+            # A manager that cannot shut down (its state broken by a failure already reported) is kept
+            # alive: collected, upstream's destructors assert critically and end the process.
+            _UNCOLLECTED.append((manager, caches))
+            raise
+
     def observe(self) -> dict:
         groups = self.layout.num_pool_groups
         totals, used = [0] * groups, [0] * groups
-        for theirs, s in enumerate(self.manager.get_storage_statistics()):
+        for theirs, s in enumerate(_storage_statistics(self.manager)):
             ours = self.group_map.get(theirs)
             if ours is not None:
                 totals[ours] += int(s.total)
@@ -136,9 +160,47 @@ class TrtllmV2Backend(KvCacheOperations):
             if state is RequestState.CLOSED:
                 continue  # a closed request leaves the observation, as it leaves the reference's snapshot
             lengths[rid] = (state, int(kv.capacity), int(kv.history_length))
-            tables[rid] = tuple(_table(kv.get_base_page_indices(lc)) for lc in range(len(self.tl.life_cycles)))
+            tables[rid] = tuple(_table(_page_indices(self.manager, kv, lc)) for lc in range(len(self.tl.life_cycles)))
         return {Part.POOL_TOTALS: tuple(totals), Part.POOL_USED: tuple(used), Part.LENGTHS: lengths,
                 Part.TABLES: tables}
+
+
+def _life_cycle_pool_groups(manager: Any, num_life_cycles: int) -> list[int]:
+    """Upstream's pool group of each life cycle. The Python-era upstream manager exposes it only on its
+    storage manager (``manager._storage.get_pool_group_index``); a manager with the public
+    ``get_life_cycle_pool_group_indices()`` (the tests' fake, later upstreams) is asked that."""
+    public = getattr(manager, "get_life_cycle_pool_group_indices", None)
+    if callable(public):
+        return [int(g) for g in public()]
+    storage = manager._storage
+    return [int(storage.get_pool_group_index(lc)) for lc in range(num_life_cycles)]
+
+
+def _storage_statistics(manager: Any) -> list[Any]:
+    """Per upstream pool group its GPU ``total``, ``free`` and ``evictable`` slots: the public
+    ``get_storage_statistics()`` where the manager has it, else its storage manager's
+    ``get_statistics()`` (GPU level by default), which is where the Python-era upstream keeps them."""
+    public = getattr(manager, "get_storage_statistics", None)
+    if callable(public):
+        return list(public())
+    return list(manager._storage.get_statistics())
+
+
+def _page_indices(manager: Any, kv: Any, life_cycle: int) -> list[int]:
+    """The slot of each block of ``kv`` for one life cycle, -1 where it holds none.
+
+    Upstream's ``get_base_page_indices`` serves an active request only (with its debug assertions on
+    it asserts ``is_active``; a suspended request's base indices are all -1, its pages held, not
+    locked). For a request that is not active, the slots come from ``get_aggregated_page_indices``
+    (held pages included), with the blocks stale at its history (upstream's own
+    ``get_stale_range``) shown as holding none, as an active request's are. A manager without
+    ``get_aggregated_page_indices`` (the tests' fake) is asked ``get_base_page_indices`` always."""
+    aggregated = getattr(kv, "get_aggregated_page_indices", None)
+    if getattr(kv, "is_active", True) or not callable(aggregated):
+        return [int(p) for p in kv.get_base_page_indices(life_cycle)]
+    pages = [int(p) for p in aggregated(life_cycle)]
+    beg, end = manager._life_cycles[life_cycle].get_stale_range(int(kv.history_length), int(kv.tokens_per_block))
+    return [-1 if beg <= b < end else p for b, p in enumerate(pages)]
 
 
 def _table(pages: Any) -> BlockTable:
@@ -190,3 +252,14 @@ def trtllm_v2(config: Config) -> TrtllmV2Backend:
     except LoadError as exc:
         raise Unsupported(f"trtllm-v2: {exc}") from None
     return TrtllmV2Backend(config, v2, stream)
+
+
+@factory(CAPABILITIES, name="trtllm-v2-reference-quota", prepare=_prepare)
+def trtllm_v2_reference_quota(config: Config) -> TrtllmV2Backend:
+    """``trtllm-v2`` on configs without slots of their own only (the others are Unsupported): the quota is
+    then the reference's own minimum, so a source whose minimum is lower (the pre-fix rule) does not
+    diverge at ``pool_totals`` right after building, and the steps after it are compared. For a
+    source whose first divergence, on every config with a quota of its own, is its minimum."""
+    if config.slots is not None:
+        raise Unsupported("trtllm-v2-reference-quota: configs with slots of their own are left to trtllm-v2")
+    return trtllm_v2(config)

@@ -9,9 +9,12 @@ them fails naming it. Where no CUDA device is present (or ``$SWAFLOOR_CUDA_DRIVE
 CUDA driver calls are the CPU stand-in's (:mod:`.cuda_standin`), installed over
 ``cuda.bindings.driver``/``runtime`` (which must be importable: ``pip install cuda-bindings``).
 
-Returns the package and a stream handle for ``resume``. Anything missing raises
-:class:`~.loader.LoadError` naming it. NOT YET RUN on an assembled source: the first run will say
-what else the package needs.
+Inside the package, a module the source folder lacks and the manager never drives
+(:data:`ABSENT_IN_PACKAGE`: ``_sequence_arena``, whose arena classes ``_storage/_core.py`` imports)
+is a synthetic module of placeholders too; with the CPU stand-in, TensorRT-LLM's compiled copy kernels
+(``kv_cache_manager_v2_utils``) are host copies done by the stand-in. Returns the package and a stream
+handle for ``resume``. Anything missing raises :class:`~.loader.LoadError` naming it. Run on upstream's
+sources assembled file by file (docs/trtllm.md, "Run on upstream's sources").
 """
 
 from __future__ import annotations
@@ -57,30 +60,71 @@ class _Logger:
         return lambda msg, *args, **kwargs: self._log.log(level, str(msg))
 
 
+#: Modules inside the package that the manager imports but never drives in the configurations the
+#: adapter builds (the contiguous-arena classes ``_storage/_core.py`` imports from
+#: ``_sequence_arena``): where the source folder lacks the file, a synthetic module of placeholders
+#: stands in, so a call to one of them fails naming it. A file present in the folder is always used.
+ABSENT_IN_PACKAGE = ("_sequence_arena",)
+#: The compiled copy kernels ``_copy_engine`` imports (TensorRT-LLM's nanobind module).
+COPY_KERNELS = "tensorrt_llm.bindings.internal.batch_manager.kv_cache_manager_v2_utils"
+
+
 class _AbsentModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Finds ``tensorrt_llm.*`` modules outside the package that do not exist on this machine and
-    makes each a synthetic module whose every name is a placeholder (recorded in ``made``)."""
+    """Finds ``tensorrt_llm.*`` modules outside the package that do not exist on this machine (and
+    the package's own :data:`ABSENT_IN_PACKAGE` modules where the source lacks their file) and makes
+    each a synthetic module whose every name is a placeholder (recorded in ``made``). The copy
+    kernels' module gets the stand-in kernels of :func:`_copy_kernels` where the CUDA stand-in is in
+    use."""
 
     def __init__(self) -> None:
         self.made: list[str] = []
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None):
-        if not fullname.startswith("tensorrt_llm.") or fullname.startswith(PACKAGE + "."):
+        if not fullname.startswith("tensorrt_llm."):
             return None
+        if fullname.startswith(PACKAGE + "."):
+            if fullname[len(PACKAGE) + 1:] not in ABSENT_IN_PACKAGE:
+                return None
+            return importlib.machinery.ModuleSpec(fullname, self, is_package=False)
         return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
 
     def create_module(self, spec):
         module = types.ModuleType(spec.name)
-        module.__path__ = []
+        if spec.submodule_search_locations is not None:
+            module.__path__ = []
         setattr(module, "__swafloor_synthetic__", True)
         module.__getattr__ = lambda name: _placeholder_attr(spec.name, name)  # type: ignore[attr-defined]
         if spec.name == "tensorrt_llm.logger":
             module.logger = _Logger()  # type: ignore[attr-defined]
+        if spec.name == COPY_KERNELS and _STATE.get("standin") is not None:
+            for name, value in _copy_kernels(_STATE["standin"]).items():
+                setattr(module, name, value)
         self.made.append(spec.name)
         return module
 
     def exec_module(self, module) -> None:
         return None
+
+
+def _copy_kernels(standin: cuda_standin.CudaStandIn) -> dict[str, Any]:
+    """Stand-ins for the batched copy kernels of TensorRT-LLM's ``kv_cache_manager_v2_utils``, done at
+    once by the CUDA stand-in (device addresses are its mappings, host addresses real memory): each
+    returns a CUresult as an int, as the compiled kernels do. Disk copies are not stood in."""
+    from collections import namedtuple
+
+    mem_to_mem = namedtuple("MemToMemTask", "dst src")
+
+    def batched(tasks: Any, num_bytes: int, stream: Any = 0) -> int:
+        for task in tasks:
+            (err,) = standin.copy(int(task.dst), int(task.src), int(num_bytes), stream)
+            if int(err) != 0:
+                return int(err)
+        return 0
+
+    kernels: dict[str, Any] = {"MemToMemTask": mem_to_mem}
+    for name in ("copy_device_to_device", "copy_device_to_host", "copy_host_to_device", "copy_host_to_host"):
+        kernels[name] = batched
+    return kernels
 
 
 def _placeholder_attr(module: str, name: str) -> Any:
