@@ -165,3 +165,27 @@ def test_a_sequence_arena_file_in_the_source_is_used_not_stood_in(tmp_path, monk
             whole._STATE.pop("restore")()
         for name in [n for n in sys.modules if n == "tensorrt_llm" or n.startswith("tensorrt_llm.")]:
             del sys.modules[name]
+
+
+def test_the_reference_quota_variant_leaves_configs_with_slots_of_their_own_unsupported(monkeypatch):
+    from swafloor.fuzz.protocol import Unsupported
+    from swafloor.reference.config import BelowMinimum
+
+    monkeypatch.delenv("SWAFLOOR_TRTLLM_SOURCE", raising=False)
+    own = Config(tokens_per_block=4, layers=(AttentionLayer(window=4),), slots=(1,), below_minimum=BelowMinimum.BUMP)
+    with pytest.raises(Unsupported, match="slots of their own"):
+        v2_backend.trtllm_v2_reference_quota(own)
+    plain = Config(tokens_per_block=4, layers=(AttentionLayer(window=4),))
+    with pytest.raises(Unsupported, match="needs a source folder"):  # the same path as trtllm-v2 from here
+        v2_backend.trtllm_v2_reference_quota(plain)
+    assert resolve("trtllm-v2-reference-quota").name == "trtllm-v2-reference-quota"
+
+
+def test_the_cli_takes_a_source_for_the_reference_quota_variant_too(tmp_path, monkeypatch, capsys):
+    from swafloor.cli import main
+
+    monkeypatch.delenv("SWAFLOOR_TRTLLM_SOURCE", raising=False)
+    assert main(["fuzz", "--backend", "trtllm-v2-reference-quota"]) == 2
+    assert "needs --trtllm-source" in capsys.readouterr().err
+    assert main(["fuzz", "--backend", "trtllm-v2-reference-quota", "--trtllm-source", str(tmp_path / "absent")]) == 2
+    assert "not a directory" in capsys.readouterr().err
