@@ -103,6 +103,25 @@ def test_a_divergence_outside_the_part_a_mutant_breaks_is_not_a_kill():
     assert row["killed"] and row["step_index"] == 3 and row["expected_part"] == ["pool_used"]
 
 
+def test_a_divergence_at_another_step_than_the_firing_is_not_a_kill():
+    from types import SimpleNamespace
+
+    from swafloor.fuzz.compare import Divergence
+    from swafloor.fuzz.firing import Fired
+    from swafloor.fuzz.reference_mutants import score_row
+
+    d = Divergence(3, None, "pool_used[0]", 1, 2, "exact", "differs")
+    result = SimpleNamespace(divergence=d, examples=9, first_failure_example=9)
+    row = score_row("recompute-keeps-slots", result, 0.1, Fired(2, "suspend", 3, "pool_used[0]", 2))
+    assert not row["killed"] and row["caught_elsewhere"] and "no relation is stated" in row["verdict"]
+    row = score_row("recompute-keeps-slots", result, 0.1, Fired(4, "suspend", 3, "pool_used[0]", 4))
+    assert not row["killed"] and "before it fired" in row["verdict"]
+    row = score_row("recompute-keeps-slots", result, 0.1, Fired(5, "suspend", 5, "pool_used[0]", 5))
+    assert not row["killed"] and "the replay diverged" in row["verdict"]  # the replay must be the campaign's
+    row = score_row("recompute-keeps-slots", result, 0.1, Fired(3, "suspend", 3, "pool_used[0]", 3))
+    assert row["killed"] and row["verdict"] is None and row["fired_at"] == 3
+
+
 def test_the_score_leaves_pool_totals_out_of_the_comparison():
     from swafloor.fuzz.protocol import Part
     from swafloor.fuzz.reference_mutants import scoring_backend
