@@ -57,28 +57,30 @@ def _value(obj: Any, skip: frozenset = frozenset()) -> Any:
 def effect(manager: Any) -> tuple[tuple, tuple]:
     """What an operation leaves that a bug can change, as ``(shown, hidden)``. ``shown``: what a
     later observation can read with no further operation: per request its state, lengths and held
-    blocks with their slots; per pool group its slots in use, free ids in hand-out order, reference
-    counts and the content its cached free slots keep. ``hidden``: state that shows only through a
-    later operation: each request's pending first-resume copy and prefix record (its prefix, the
-    content it named), and the content named for held slots."""
-    shown, hidden = [], []
+    blocks with their slots; per pool group its slots in use as its free count shows them (``total -
+    free``; the size itself, which a sizing bug changes at construction, left out), its free ids in
+    hand-out order and the content its cached free slots keep; the shared slots and their holders.
+    ``hidden``: state that shows only through a later operation: each request's pending first-resume
+    copy and prefix record (its prefix, the content it named), and the content named for its slots."""
+    shown: list = []
+    hidden: list = []
     for rid in manager.request_ids():
         record = manager.record_of(rid)
         prefix = manager.prefix_of(record) if hasattr(manager, "prefix_of") else None
         shown.append((rid, _value(record, _BOOKKEEPING | {"pending_copy"})))
         hidden.append((rid, record.pending_copy, _value(prefix)))
-    seen: set[int] = set()
-    for lc in range(len(manager.layout.life_cycles)):
-        g = manager.pool_group_of[lc]
-        if g in seen:
+    for view in ("snapshot", "slots"):
+        try:
+            seen = getattr(manager, view)()
+        except Exception as exc:  # a mutant's own view may refuse to be taken: that is shown too
+            shown.append((view, type(exc).__name__, str(exc)[:200]))
             continue
-        seen.add(g)
-        pool = manager.pool_of(lc)
-        # slots in use as the pool counts them and as its free count shows them (``total - free``: what a
-        # snapshot reports and a call's feasibility reads; the size itself is left out)
-        shown.append((g, pool.used, pool.total - pool.free, _value(pool.sharers), tuple(pool.freed()),
-                      _value(pool.cached_content())))
-        hidden.append((g, _value(pool.content)))
+        if view == "snapshot":
+            shown.append((view, tuple(p.total - p.free for p in seen.pools), _value(seen.sharing), _value(seen.cached)))
+        else:
+            shown.append((view, _value(seen.free), _value(seen.cached)))
+    pools = {id(manager.pool_of(lc)): manager.pool_of(lc) for lc in range(len(manager.layout.life_cycles))}
+    hidden.append(tuple(sorted(repr(key) for pool in pools.values() for key in pool.content.values())))
     return tuple(shown), tuple(hidden)
 
 
