@@ -58,8 +58,9 @@ def effect(manager: Any) -> tuple[tuple, tuple]:
     """What an operation leaves that a bug can change, as ``(shown, hidden)``. ``shown``: what a
     later observation can read with no further operation: per request its state, lengths and held
     blocks with their slots; per pool group its slots in use as its free count shows them (``total -
-    free``; the size itself, which a sizing bug changes at construction, left out), its free ids in
-    hand-out order and the content its cached free slots keep; the shared slots and their holders.
+    free``; the size itself, which a sizing bug changes at construction, left out), its freed ids in
+    hand-out order (not the never-used ones, which depend on the size) and the content its cached free
+    slots keep; the shared slots and their holders.
     ``hidden``: state that shows only through a later operation: each request's pending first-resume
     copy and prefix record (its prefix, the content it named), and the content named for its slots."""
     shown: list = []
@@ -69,17 +70,15 @@ def effect(manager: Any) -> tuple[tuple, tuple]:
         prefix = manager.prefix_of(record) if hasattr(manager, "prefix_of") else None
         shown.append((rid, _value(record, _BOOKKEEPING | {"pending_copy"})))
         hidden.append((rid, record.pending_copy, _value(prefix)))
-    for view in ("snapshot", "slots"):
-        try:
-            seen = getattr(manager, view)()
-        except Exception as exc:  # a mutant's own view may refuse to be taken: that is shown too
-            shown.append((view, type(exc).__name__, str(exc)[:200]))
-            continue
-        if view == "snapshot":
-            shown.append((view, tuple(p.total - p.free for p in seen.pools), _value(seen.sharing), _value(seen.cached)))
-        else:
-            shown.append((view, _value(seen.free), _value(seen.cached)))
-    pools = {id(manager.pool_of(lc)): manager.pool_of(lc) for lc in range(len(manager.layout.life_cycles))}
+    try:
+        seen = manager.snapshot()
+    except Exception as exc:  # a mutant's own snapshot may refuse to be taken: that is shown too
+        shown.append(("snapshot", type(exc).__name__, str(exc)[:200]))
+    else:
+        shown.append(("snapshot", tuple(p.total - p.free for p in seen.pools), _value(seen.sharing), _value(seen.cached)))
+    # each pool group's freed ids in hand-out order (a pool no life cycle reaches has freed none)
+    pools = {manager.pool_group_of[lc]: manager.pool_of(lc) for lc in range(len(manager.layout.life_cycles))}
+    shown.append(tuple(tuple(pools[g].freed()) if g in pools else () for g in range(manager.layout.num_pool_groups)))
     hidden.append(tuple(sorted(repr(key) for pool in pools.values() for key in pool.content.values())))
     return tuple(shown), tuple(hidden)
 
