@@ -5,21 +5,26 @@ reference) is the spec's :class:`~swafloor.reference.Manager` with one behaviour
 named hook. It **fires** at the first operation in which that change has an effect: :func:`watch`
 runs every operation the mutant's manager is asked (create, resume, resize, commit, suspend, close)
 on a *twin* as well, the unmutated spec built from the same config, and compares what the call
-returns (its :class:`~swafloor.reference.Outcome`, or the error it raises) and the state it leaves:
-each request's state, lengths, held blocks and their slots, the prefix cache's records, and each pool
-group's slots in use, free ids, reference counts and cached content (:func:`effect`). The pool's
-size is left out (a sizing bug changes it at construction: it fires where a call runs short, or
-reports another shortfall, not before), and so are peaks and the manager's own cursors and caches
-(``released_to``, ``evicted_on``, snapshot caches, the no-change box): bookkeeping, not an effect.
-Until the first difference the twin and the mutant are the same manager in the same state, so the
-twin's answer is exactly what the unmutated hook would have given; after it the twin is dropped.
+returns (its :class:`~swafloor.reference.Outcome` with its shortfalls, or the error it raises) and the
+state it leaves (:func:`effect`): what an observation reads (each request's state, lengths, held
+blocks and their slots; each pool group's slots in use as its free count shows them, its freed ids,
+shared slots and cached free content) and what only a later operation shows (the content named for
+held blocks, prefix records, a pending first-resume copy). The pool's size is left out (a sizing bug
+changes it at construction: it fires where a call runs short, or reports another shortfall, not
+before), and so are peaks and the manager's own cursors and caches (``released_to``, ``evicted_on``,
+snapshot caches, the no-change box): bookkeeping, not an effect. A bug may also fire at construction
+(step -1: a pool's free count). Until the first difference the twin and the mutant are the same
+manager in the same state, so the twin's answer is exactly what the unmutated hook would have given;
+once the difference shows the twin is dropped.
 
 :func:`replay_firing` replays a campaign's trace with the mutant's side watched and reports the step
-at which it fired (``fired_at``) beside the step and field of the divergence the replay sees;
-:func:`judge` says whether that counts as caught: in a part the bug breaks
+at which it fired (``fired_at``), the step its effect first showed (``shown_at``: later only when it
+first changed hidden state) and the step and field of the divergence the replay sees; :func:`judge`
+says whether that counts as caught: in a part the bug breaks
 (:func:`swafloor.reference.seeded_bugs.breaks`), at the step it fired, or, where the list states a
-relation (:data:`~swafloor.reference.seeded_bugs.SEEN_LATER`), not before it. A divergence earlier
-than the firing, or in another part, is no catch.
+relation (:data:`~swafloor.reference.seeded_bugs.SEEN_LATER`), at the step its effect first showed
+(``SHOWN``) or after the firing (``LATER``). A divergence earlier than the firing, in another part,
+or later with no relation stated, is no catch.
 """
 
 from __future__ import annotations
@@ -32,13 +37,15 @@ import attrs
 from swafloor.reference import Config, Manager, RequestError
 from swafloor.reference.seeded_bugs import SEEN_LATER, SHOWN, breaks, part_of
 
-__all__ = ["Firing", "Fired", "OPERATIONS", "effect", "judge", "replay_firing", "watch", "watched"]
+__all__ = ["Firing", "Fired", "OPERATIONS", "effect", "judge", "replay_firing", "watch", "watched", "watched_record"]
 
 #: The manager's operations a watch runs on the twin too.
 OPERATIONS = ("create", "resume", "resize", "commit", "suspend", "close")
 #: Fields of a request record that are bookkeeping (cursors, caches), not an effect.
 _BOOKKEEPING = frozenset({"released_to", "evicted_on", "snapshot", "snapshot_key", "capacity_from", "capacity_below",
                           "history_from", "history_below"})
+
+
 def _value(obj: Any, skip: frozenset = frozenset()) -> Any:
     """A comparable value of an attrs instance or plain object (its fields, recursively for attrs)."""
     if isinstance(obj, enum.Enum):
