@@ -9,7 +9,7 @@ import attrs
 from .backends.reference_mutants import PREFIX, REFERENCE_MUTANTS, ReferenceMutant, names, resolve_mutant
 
 __all__ = ["PREFIX", "REFERENCE_MUTANTS", "ReferenceMutant", "names", "resolve_mutant", "campaign", "regression_trace",
-           "main", "scoring_backend", "score_row"]
+           "main", "scoring_backend", "score_row", "firing_of"]
 
 
 # ----------------------------------------------------------------------------- measuring
@@ -43,19 +43,48 @@ def campaign(name: str, *, examples: int = 300, seed: int | None = None, shrink:
                         out_dir=out_dir)
 
 
-def score_row(name: str, result, seconds: float) -> dict:
+def firing_of(name: str, result):
+    """The campaign's trace replayed with the mutant ``name`` watched (:mod:`swafloor.fuzz.firing`): the
+    step it fired at beside the step and field of the divergence (None: the campaign found none)."""
+    from .firing import replay_firing, watched_record
+
+    if result.divergence is None or result.trace is None:
+        return None
+    name = name.removeprefix(PREFIX)
+    firings: list = []
+    return replay_firing(result.trace, scoring_backend(REFERENCE_MUTANTS[name].backend),
+                         watched_record(resolve_mutant(name), firings), firings)
+
+
+def score_row(name: str, result, seconds: float, fired=None) -> dict:
     """One mutant's row of the score: the part it breaks (:data:`~swafloor.reference.seeded_bugs.BREAKS`),
-    where the campaign's first divergence was (part, field, step index and operation), and ``killed``:
-    a divergence in the part it breaks. A divergence elsewhere is ``caught_elsewhere``, not killed."""
-    from swafloor.reference.seeded_bugs import BREAKS, part_of
+    where the campaign's first divergence was (part, field, step index and operation), where the
+    mutant fired (``fired``, a :class:`~swafloor.fuzz.firing.Fired` of the same trace: ``fired_at``,
+    ``shown_at``, ``why``), and ``killed``: a divergence in the part it breaks, at the step it fired
+    (or as :data:`~swafloor.reference.seeded_bugs.SEEN_LATER` states). A divergence in another part,
+    or at another step, is ``caught_elsewhere`` (``verdict`` says why), not killed."""
+    from swafloor.reference.seeded_bugs import BREAKS, ORACLE, part_of
+
+    from .firing import judge
 
     d = result.divergence
     part = None if d is None else part_of(d.field)
     expected = list(BREAKS.get(name, ()))
-    return {"name": name, "expected_part": expected, "killed": d is not None and part in expected,
-            "caught_elsewhere": d is not None and part not in expected, "part": part,
+    verdict = None
+    if d is not None and part not in expected:
+        verdict = f"{name} ({ORACLE}): diverged in {d.field} at step {d.step_index}, not in {'/'.join(expected)}"
+    elif d is not None and fired is not None:
+        verdict = judge(name, ORACLE, fired)
+        if verdict is None and (fired.seen_at, fired.field) != (d.step_index, d.field):
+            verdict = (f"{name}: the replay diverged in {fired.field} at step {fired.seen_at}, the campaign in "
+                       f"{d.field} at step {d.step_index}")
+    return {"name": name, "expected_part": expected, "killed": d is not None and verdict is None,
+            "caught_elsewhere": d is not None and verdict is not None, "part": part,
             "field": None if d is None else d.field, "step_index": None if d is None else d.step_index,
             "step_op": None if d is None or d.step is None else d.step.op.value,
+            "fired_at": None if fired is None else fired.fired_at,
+            "shown_at": None if fired is None else fired.shown_at,
+            "why": None if fired is None else fired.why, "verdict": verdict,
             "examples": result.examples, "first_failure_example": result.first_failure_example,
             "seconds": round(seconds, 3)}
 
@@ -78,8 +107,9 @@ def regression_trace(name: str, *, examples: int = 300, seed: int | None = None)
 def main(argv: list[str] | None = None) -> int:
     """``python -m swafloor.fuzz.reference_mutants [--examples N] [--seed S] [--json] [NAME ...]``: run the
     oracle campaign against each reference mutant (all by default) and print the example and time at
-    which each is killed (its first divergence in the part it breaks: the field and step), the median
-    of both and the mutation score; a divergence in another part is not a kill. ``--save DIR NAME ...`` saves
+    which each is killed (its first divergence in the part it breaks, at the step the mutant fired: the
+    field and step), the median of both and the mutation score; a divergence in another part, or at
+    another step, is not a kill. ``--save DIR NAME ...`` saves
     each one's shrunk trace (the mutant against the reference) into DIR."""
     import argparse
     import statistics
@@ -113,15 +143,14 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         result = campaign(name, examples=args.examples, seed=args.seed)
         spent = time.perf_counter() - started
-        row = score_row(name, result, spent)
+        row = score_row(name, result, spent, firing_of(name, result))
         if args.json:
             import json
 
             print(json.dumps(row), flush=True)
         if not row["killed"]:
             if not args.json:
-                where = (f"CAUGHT ELSEWHERE: {row['field']} at step {row['step_index']}, not "
-                         f"{'/'.join(row['expected_part'])}" if row["caught_elsewhere"] else "SURVIVED")
+                where = f"CAUGHT ELSEWHERE: {row['verdict']}" if row["caught_elsewhere"] else "SURVIVED"
                 print(f"{name:30s} {where} ({result.examples} examples, {spent:.1f} s)", flush=True)
             continue
         killed_at.append(result.first_failure_example)
@@ -129,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             continue
         print(f"{name:30s} killed at example {result.first_failure_example:4d} after "
-              f"{seconds[-1]:5.1f} s ({row['field']} at step {row['step_index']} {row['step_op']})", flush=True)
+              f"{seconds[-1]:5.1f} s ({row['field']} at step {row['step_index']} {row['step_op']}, fired at step "
+              f"{row['fired_at']})", flush=True)
     if args.json:
         return 0 if len(killed_at) == len(chosen) else 1
     print(f"mutation score: {len(killed_at)}/{len(chosen)}", end="")

@@ -23,7 +23,7 @@ from __future__ import annotations
 import attrs
 
 __all__ = ["SeededBug", "SEEDED_BUGS", "TABLE_ONLY", "DATA_PLANE", "ORACLE", "CAMPAIGNS", "seeded_bug", "BREAKS",
-           "RESULT", "HIT", "part_of"]
+           "RESULT", "HIT", "part_of", "BREAKS_IN_DATA_PLANE", "SEEN_LATER", "SHOWN", "LATER", "breaks"]
 
 #: ``swafloor fuzz --backend mutant:NAME``: the mutant's tables and counts against the reference's.
 TABLE_ONLY = "table-only"
@@ -298,3 +298,65 @@ def part_of(field: str) -> str:
     """The part a divergence's field names: ``tables[r0][1][4]`` -> ``tables``, ``slots.cached`` ->
     ``slots``."""
     return field.split("[", 1)[0].split(".", 1)[0]
+
+
+#: Per seeded bug the data plane catches (``dataplane:mutant:NAME``): the parts it breaks there. The
+#: data plane compares the attention each step computes through the tables (``data``), outcomes,
+#: lengths and errors, not tables, slot counts or slot ids.
+BREAKS_IN_DATA_PLANE: dict[str, tuple[str, ...]] = {
+    "release-inflight-block": ("data",),  # the token in flight reads a block no slot holds
+    "shared-slot": ("data",),  # one request's write overwrites another's
+    "shared-freed-when-stale-for-one": ("data",),  # the other holder reads a slot handed out again
+    # an extra block held: no data lost; where the pool has no slot for it the call runs out
+    # (``outcome``), or a lone decoding request at the floor does (``liveness``)
+    "no-inflight-token": ("outcome", "liveness"),
+}
+
+
+def breaks(name: str, campaign: str) -> tuple[str, ...]:
+    """The parts the seeded bug ``name`` breaks, as ``campaign`` observes them."""
+    return BREAKS_IN_DATA_PLANE[name] if campaign == DATA_PLANE else BREAKS[name]
+
+
+#: Relations of :data:`SEEN_LATER`. ``SHOWN``: the bug's first effect is on state no observation reads
+#: (the content named for a held block, a prefix record, a pending copy); it is caught at the first step
+#: its effect reaches what an observation reads or a call returns, exactly. ``LATER``: its effect is in
+#: no part the campaign compares; it is caught where it shows in one, at a later step.
+SHOWN = "when shown"
+LATER = "later"
+
+#: A seeded bug fires at the first operation in which its changed hook has an effect (what the call
+#: returns or the state it leaves differs from the spec's: :mod:`swafloor.fuzz.firing`); a campaign
+#: catches it at that step. Where its effect can only become visible at a later step, the pair
+#: (bug, campaign) is listed here: the relation and why. A divergence before the firing, or after it
+#: with no relation stated, is no catch.
+SEEN_LATER: dict[tuple[str, str], tuple[str, str]] = {
+    # the prefix cache: a bug in what content is named first changes what a block is named while it is
+    # held (no observation reads that); it shows once the block is freed (the cached free blocks) or a
+    # later first resume hits it, or misses it (what that resume asks and takes)
+    ("hit-aligned-to-t", ORACLE): (SHOWN, "what a resume names of its held blocks is aligned to t at once; it shows "
+                                         "where a later hit, or a freed block's cached content, differs"),
+    ("cache-aligned-swapped", ORACLE): (SHOWN, "which held blocks are named (only those an aligned hit reads, or "
+                                              "all) shows once they are freed and cached, or a later resume hits them"),
+    ("prompt-tail-swapped", ORACLE): (SHOWN, "the content named for the held block a prompt ends inside shows once "
+                                            "that block is freed and cached, or a later resume hits it"),
+    ("cache-freed-ignored", ORACLE): (SHOWN, "a request's prefix record differs from its create on; it shows when a "
+                                            "closed request's blocks are gone: a later create sharing them is refused"),
+    ("cache-scheduled-swapped", ORACLE): (SHOWN, "a step names its held blocks' content when scheduled rather than "
+                                                "committed (or back): seen once such a block is freed and cached, or hit"),
+    ("eagle-ignored", ORACLE): (SHOWN, "with EAGLE read as off, what a step names of its held blocks differs; it "
+                                      "shows once they are freed and cached, or a later resume's hit keeps a block"),
+    ("draft-slots-named", ORACLE): (SHOWN, "the held blocks holding only draft slots are named: seen once they are "
+                                          "freed and cached, or a later resume hits them"),
+    # hits on slots others still hold: its null entries take no slot and no table lists them (the slot
+    # map shows them, but identity compares only blocks both sides hold); they show as a slot still in
+    # use when the last other holder lets go, or where a resume holding them runs out of slots
+    ("hit-holds-null-blocks", TABLE_ONLY): (LATER, "the null entries it holds share slots their other holders still "
+                                                   "hold: no table and no count shows them until those let go"),
+    # the data plane compares no slot ids or counts: a slot two requests hold, or one handed out again
+    # while another still holds it, shows in the data when the other request next reads it
+    ("shared-slot", DATA_PLANE): (LATER, "the shared slot is overwritten by the request that took it; the data plane "
+                                         "sees it when the first holder next reads that block"),
+    ("shared-freed-when-stale-for-one", DATA_PLANE): (LATER, "the slot freed under another holder shows in the data "
+                                                             "once it is taken and written again and that holder reads it"),
+}

@@ -110,6 +110,16 @@ def test_the_campaign_catches_each_eagle_seeded_bug(name, tmp_path):
     assert result.divergence is not None, f"{name} survived"
     saved = json.loads(Path(result.trace_file).read_text(encoding="utf-8"))
     assert saved["against"] == f"reference-mutant:{name}"
+    # caught where it fires (issue 28 §5): the shrunk trace replayed with the mutant watched
+    from swafloor.fuzz.backends import resolve
+    from swafloor.fuzz.firing import judge, replay_firing, watched_record
+    from swafloor.fuzz.reference_mutants import resolve_mutant
+    from swafloor.reference.seeded_bugs import ORACLE
+
+    firings: list = []
+    fired = replay_firing(result.trace, resolve(backend), watched_record(resolve_mutant(name), firings), firings)
+    assert (fired.seen_at, fired.field) == (result.divergence.step_index, result.divergence.field), fired
+    assert judge(name, ORACLE, fired) is None, judge(name, ORACLE, fired)
 
 
 def test_align_after_pop_changes_one_pass_but_not_the_longest_hit():

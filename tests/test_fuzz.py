@@ -192,17 +192,27 @@ def test_reference_vs_oracle_ci_profile_2000_examples(tmp_path):
 def test_each_mutant_is_caught_within_budget(mutant):
     """Caught means the first divergence is in the part the bug breaks (seeded_bugs.BREAKS; issue 28
     §5), with pool totals left out of the comparison: a sizing bug must show where its undersized pool
-    runs short, not in the size it was built with (nor in a slot map checked against another size)."""
+    runs short, not in the size it was built with (nor in a slot map checked against another size);
+    and at the step the bug fired (swafloor.fuzz.firing: the campaign's trace replayed with the
+    mutant watched against the unmutated spec), or as seeded_bugs.SEEN_LATER states."""
+    from swafloor.fuzz.firing import judge, replay_firing, watched_record
     from swafloor.fuzz.reference_mutants import scoring_backend
-    from swafloor.reference.seeded_bugs import BREAKS, part_of
+    from swafloor.reference.seeded_bugs import BREAKS, SEEN_LATER, TABLE_ONLY, part_of
 
-    result = run_campaign(scoring_backend(mutant), examples=MUTANT_BUDGET, seed=PROFILES["ci"].seed, shrink=False,
-                          out_dir=None)
+    record = scoring_backend(mutant)
+    result = run_campaign(record, examples=MUTANT_BUDGET, seed=PROFILES["ci"].seed, shrink=False, out_dir=None)
     assert result.divergence is not None, f"{mutant} survived {result.examples} examples"
     d = result.divergence
-    expected = BREAKS[mutant.removeprefix("mutant:")]
+    name = mutant.removeprefix("mutant:")
+    expected = BREAKS[name]
     assert part_of(d.field) in expected, f"{mutant}: first divergence {d.field} at step {d.step_index}, not in {expected}"
     assert result.first_failure_example <= MUTANT_BUDGET
+    firings: list = []
+    fired = replay_firing(result.trace, watched_record(record, firings), resolve("reference"), firings)
+    assert (fired.seen_at, fired.field) == (d.step_index, d.field), fired  # the replay is the campaign's
+    assert judge(name, TABLE_ONLY, fired) is None, judge(name, TABLE_ONLY, fired)
+    # a relation stated for a bug is one it needs: it fires before the step it is seen at
+    assert (fired.fired_at < fired.seen_at) == ((name, TABLE_ONLY) in SEEN_LATER), fired
 
 
 def test_a_divergence_is_shrunk_saved_and_replays(tmp_path, capsys):

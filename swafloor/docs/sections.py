@@ -267,14 +267,23 @@ def seeded_bugs_table() -> str:
     (seeded in the formulas, proofs/mutations.py) and the campaigns that catch it (seeded as a
     backend, fuzz/backends/mutants.py, or in the reference itself for the oracle,
     fuzz/backends/reference_mutants.py), with the part of the spec a bug of the reference breaks."""
-    from swafloor.reference.seeded_bugs import DATA_PLANE, ORACLE, SEEDED_BUGS, TABLE_ONLY
+    from swafloor.reference.seeded_bugs import DATA_PLANE, ORACLE, SEEDED_BUGS, SEEN_LATER, SHOWN, TABLE_ONLY
 
     shown = {TABLE_ONLY: "table-only (`mutant:{}`)", DATA_PLANE: "data plane (`dataplane:mutant:{}`)",
              ORACLE: "the oracle (`reference-mutant:{}`)"}
+
+    def campaign(bug, c: str) -> str:
+        relation = SEEN_LATER.get((bug.name, c))
+        text = shown[c].format(bug.name)
+        if relation is None:
+            return text
+        when = "where its effect first shows, after it fires" if relation[0] == SHOWN else "after the step it fires"
+        return f"{text[:-1]}; seen {when}: {relation[1]})"
+
     lines = ["| bug | what it changes | theorems it flips | campaigns that catch it |", "|---|---|---|---|"]
     for bug in SEEDED_BUGS:
         theorems = ", ".join(_link(name) for name in bug.theorems) or "-"
-        campaigns = ", ".join(shown[c].format(bug.name) for c in bug.campaigns) or "-"
+        campaigns = ", ".join(campaign(bug, c) for c in bug.campaigns) or "-"
         description = bug.description.replace("|", "\\|")
         covers = f" ({bug.covers})" if bug.covers else ""
         lines.append(f"| `{bug.name}` | {description}{covers} | {theorems} | {campaigns} |")
