@@ -93,14 +93,6 @@ OPEN_LIMIT = 4
 #: life cycle: SGLang's allocator always has both): every open row fits, so it never runs short. Its use is
 #: still checked (the accounting check), its outcome never decides.
 UNCOMPARED = OPEN_LIMIT * MAX_CONTEXT
-#: Tokens SGLang's pools have beyond the reference's; its tree is evicted as if they had the reference's size.
-#: At the reference's own sizes SGLang legitimately runs out where the reference does not (it keeps a
-#: matched or published prompt's SWA KV locked in its tree, ceil_P(max(W - 1, P)) tokens behind the history,
-#: and hits by its own rule; measured: 8 to 128 tokens more still run out), so the outcome is one-sided over
-#: a margin that holds every open row, and each reference shortfall SGLang serves retires that request
-#: (counted; above runner.MAX_RETIRED_SHARE the campaign fails). The pools' use is checked exactly
-#: (SglangRadixBackend._check_pools), whatever the margin.
-MARGIN = OPEN_LIMIT * MAX_CONTEXT
 #: SGLang's own hit counts: requests whose first resume looked a prompt up, and those that hit.
 STATS = {"looked_up": 0, "hits": 0, "hit_tokens": 0, "tree_evictions": 0}
 
@@ -150,7 +142,7 @@ def capabilities() -> Capabilities:
     return Capabilities(
         operations=[Operation.CREATE, Operation.RESUME, Operation.RESIZE, Operation.COMMIT, Operation.SUSPEND,
                     Operation.CLOSE],
-        observations={Part.OUTCOME: "at-least", Part.TABLES: "at-least"},
+        observations={Part.OUTCOME: "retires", Part.TABLES: "at-least"},
         adapter_set=[Part.POOL_TOTALS, Part.LENGTHS],
         layer_kinds=[LifeCycleKind.SWA, LifeCycleKind.FULL],
         sinks=False,
@@ -206,7 +198,7 @@ class SglangRadixBackend:
         for swa_lc, full_lc in pairs:
             size_full, size_swa = pool_tokens(layout, full_lc, big), pool_tokens(layout, swa_lc, big)
             window = lcs[swa_lc].window if swa_lc is not None else MAX_CONTEXT  # full only: an SWA side never evicting
-            entry = self._take((size_full + MARGIN, size_swa + MARGIN, P, window - 1))
+            entry = self._take((size_full, size_swa, P, window - 1))
             self.units.append(_Unit(entry, swa_lc, full_lc, window))
         self.requests: dict[Hashable, _Request] = {}
         self.fresh = itertools.count(1)
@@ -262,7 +254,7 @@ class SglangRadixBackend:
         it here, at the step that allocates). The bound: SGLang may evict more than the shortfall, never
         less while it has the pages; an eviction where the tree cannot cover the shortfall is not judged."""
         alloc, tree = unit.allocator, unit.tree
-        target = tokens + MARGIN
+        target = tokens
         before = alloc.full_available_size(), alloc.swa_available_size()
         evictable = tree.full_evictable_size(), tree.swa_evictable_size()
         _loaded["evict_from_tree_cache"](tree, target)
@@ -482,7 +474,7 @@ class SglangRadixBackend:
         else:
             tokens = [next(self.fresh) for _ in range(reused_history)]
         if sum(1 for q in self.requests.values() if q.state is not RequestState.CLOSED) >= OPEN_LIMIT:
-            raise Unsupported(f"more than {OPEN_LIMIT} open requests (the margin's bound, MARGIN)")
+            raise Unsupported(f"more than {OPEN_LIMIT} open requests (the generator's limit)")
         s = _loaded
         reqs = [s["Req"](f"{request_id}", "", array("q", tokens), s["SamplingParams"](max_new_tokens=MAX_CONTEXT))
                 for _ in self.units]
@@ -510,27 +502,52 @@ class SglangRadixBackend:
                         unit.rows.req_to_token.dtype)
                 hit = prefix if hit is None else min(hit, prefix)
             prefixes.append(prefix)
-        # The scheduler admits the request only when SGLang's pools (the reference's sizes) hold the rest:
-        # otherwise nothing is taken (the lock is released, the row given back) and it stays waiting.
-        if not all(self._fits(unit, prefix, h) for unit, prefix in zip(self.units, prefixes)):
-            for unit, r in zip(self.units, req.reqs):
-                unit.tree.unlock(r.lock)
-                r.lock = None
-                unit.rows.free(r)
-                r.kv.cache_protected_len = 0
+        # Chunked prefill, one page a chunk (SGLang's chunked_prefill_size at its smallest, the page size):
+        # each chunk slides the request's own SWA window (free_swa_out_of_window_slots at the chunk's start,
+        # as before any extend), evicts the tree and is admitted only when SGLang's pools (the reference's
+        # sizes) hold it, then is published (checkpoint: cache_unfinished_req after a chunk), so a prompt
+        # never needs more SWA pages at once than its window, the radix cut's slack and one chunk.
+        P = self.t
+        done = list(prefixes)  # per unit: the tokens its row holds
+        edge, ok = min(prefixes), True
+        while any(d < h for d in done):
+            edge = min(edge // P * P + P, h)
+            spans = [(k, unit, r) for k, (unit, r) in enumerate(zip(self.units, req.reqs)) if done[k] < edge]
+            for k, unit, r in spans:
+                if done[k] > prefixes[k]:  # a later chunk: the window slides first
+                    r.kv.kv_committed_len = done[k]
+                    unit.tree.evict_sliding_windows(r, done[k])
+            if not all(self._fits(unit, done[k], edge) for k, unit, r in spans):
+                ok = False
+                break
+            for k, unit, r in spans:
+                self._allocate(unit, r, done[k], edge)
+                self._write(unit, req, r, done[k], edge)
+                done[k] = edge
+                r.kv.kv_committed_len = edge
+                r.refresh_fill_ids()
+                unit.tree.checkpoint(r, up_to=edge)  # the chunk's KV is published (cache_unfinished_req)
+        if not ok:
+            # Not admitted: what the request took is given back as a retraction does (release_kv_cache
+            # without the insert); chunks already published stay in the tree, unlocked (evictable).
+            for k, (unit, r) in enumerate(zip(self.units, req.reqs)):
+                if done[k] > prefixes[k]:
+                    req.history = done[k]
+                    self._release(unit, req, r, finished=False)
+                    r.reset_for_retract()
+                else:
+                    unit.tree.unlock(r.lock)
+                    r.lock = None
+                    unit.rows.free(r)
+                    r.kv.cache_protected_len = 0
+            req.history = h
             self._check()
             return Outcome(False)
         if req.shared and first and h > 0:
             STATS["looked_up"] += 1
-        for unit, r, prefix in zip(self.units, req.reqs, prefixes):
-            if h > prefix:
-                self._allocate(unit, r, prefix, h)
-                self._write(unit, req, r, prefix, h)
+        for unit, r in zip(self.units, req.reqs):
             r.kv.kv_allocated_len = h
             r.kv.kv_committed_len = h
-            if h > 0:
-                r.refresh_fill_ids()
-                unit.tree.checkpoint(r, up_to=h)  # the prefill's KV is published (checkpoint_kv_cache)
         if hit and req.shared:
             STATS["hits"] += 1
             STATS["hit_tokens"] += hit
