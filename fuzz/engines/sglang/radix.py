@@ -15,9 +15,14 @@ Driven in the scheduler's order, with SGLang's own functions:
   (history ``h > 0``) the request's own ``init_next_round_input(tree)`` looks its ids up in the tree
   (``match_kv_cache``, at most ``h - 1`` tokens: one is always recomputed), the hit's KV indices
   (``tree.prefix_device_indices``) go into the row and the tree is locked on the node it ended on
-  (``tree.lock``); the rest of the capacity is allocated (tree eviction
-  first, ``evict_from_tree_cache``, as ``alloc_paged_token_slots_extend`` does), then the prompt is
-  published to the tree (``tree.checkpoint``: what ``checkpoint_kv_cache`` does after a prefill).
+  (``tree.lock``); the rest of the prompt is prefilled in chunks of one page (chunked prefill at its
+  smallest size, the page): before each chunk but the first the request's window slides
+  (``tree.evict_sliding_windows`` at the chunk's start), the tree is evicted
+  (``evict_from_tree_cache``, as ``alloc_paged_token_slots_extend`` does) and the chunk is admitted
+  only if SGLang's own page accounting (``new_pages_available``) holds it; the chunk is allocated and
+  published to the tree (``tree.checkpoint``: what ``cache_unfinished_req`` does after a chunk, the
+  lock moving onto its node). A chunk that does not fit refuses the resume: what the request took is
+  given back as a retraction gives it (chunks already published stay in the tree, unlocked).
 - ``resize(r, c, h)`` (a decode or extend step): ``tree.evict_sliding_windows(req, h)`` (SGLang's
   ``free_swa_out_of_window_slots`` with ``supports_prefix_sharing=True``: the radix cut ``pre_len -
   ceil_P(max(w, P))``, nothing below the tree-owned prefix), then tree eviction, then
@@ -32,21 +37,23 @@ Driven in the scheduler's order, with SGLang's own functions:
 (``release_kv_cache`` itself asserts that nothing is allocated past the committed tokens, which a
 protocol close with capacity above history breaks, so its steps are called one by one.)
 
-Pools: SGLang allocates from pools ``MARGIN`` tokens larger than the reference's, and evicts its tree
-as if they had the reference's size (every tree eviction asks for ``MARGIN`` tokens more than
-SGLang's scheduler would). Tree eviction therefore runs exactly when it would on the reference's
-pools, and SGLang never runs out: it goes past the reference's size only when nothing in the tree
-can be evicted, when every page in use lies in an open request's row, and at most ``OPEN_LIMIT`` (4,
-the generator's limit; more are refused) rows of ``MAX_CONTEXT`` tokens are open.
+Pools: SGLang's pools have the reference's sizes (``pool_tokens``; a side the config lacks gets
+``UNCOMPARED`` tokens, never short), and its tree is evicted for exactly what each allocation asks.
 
 How it is compared (against the reference with SGLang's semantics plus prefix sharing and freed
 blocks cached), and why one-sided:
 
-- ``outcome``: at-least. SGLang keeps more than the reference: its radix cut keeps ``ceil_P(max(w,
-  P))`` tokens behind the history (not ``w``) and the tree owns (and keeps) the SWA KV of a matched or
-  published prefix; its hits are the tree's (LRU eviction of leaves, full KV kept after the SWA KV is
-  evicted, a hit needs the window's SWA KV), not the reference's free queue. So it is sized larger
-  (above) and may be ok where the reference ran out, never the reverse.
+- ``outcome``: ``retires``. The outcome is SGLang's own page accounting (after its own tree eviction)
+  at the reference's pool sizes. SGLang keeps more than the reference in some places and hits by
+  another rule, so the two may differ either way: its radix cut keeps ``ceil_P(max(w, P))`` tokens
+  behind the history (not ``w``); its tree lock keeps the SWA KV of the last window of a matched or
+  published prefix (the reference frees what no window reads); a hit is at most ``h - 1`` tokens,
+  page-floored, from published (prefilled or finished) tokens only, and needs the window's SWA KV in
+  the tree, where the reference also hits a live request's committed blocks and its free queue. Each
+  difference retires the request (a hole: counted, and a campaign retiring more than 5% of its
+  requests fails, ``too-many-retired``). What keeps a refusal honest is the adapter's own exact
+  accounting below (a leaked page, a lock never released, an eviction that frees nothing: each a
+  divergence at its step), not the reference.
 - ``tables``: at-least. Every block the reference holds live must be held by SGLang (its row's full
   pages; an SWA page where its first token maps to an SWA slot): an SWA page freed too early fails
   here. SGLang may hold more (the reasons above).
@@ -126,9 +133,11 @@ def semantics() -> Semantics:
 
 
 NOTES = (
-    "SGLang's pools are larger than the reference's by a margin and its tree is evicted as if they were "
-    "not: outcome and tables are at-least (its radix cut keeps ceil_P(max(w,P)) tokens, the tree keeps a "
-    "matched or published prefix's SWA KV, its hits are the LRU tree's)",
+    "outcome: SGLang's own page accounting at the reference's pool sizes (prompts prefilled in one-page "
+    "chunks); a difference either way retires the request (its radix cut keeps ceil_P(max(w,P)) tokens, "
+    "its tree lock keeps a matched or published prefix's last window of SWA KV, it hits at most h - 1 "
+    "published tokens): more than 5% retired fails the campaign",
+    "tables: at-least (the same reasons)",
     "data: every open request's row reads back its own token ids from SGLang's KV buffers (full pages, "
     "and SWA pages still mapped) after every operation",
     "pool_used: SGLang's own page accounting exact after every operation, and tree eviction bounded below "
