@@ -180,7 +180,8 @@ def compare_results(
     index: int, step: Step, reference: Result, backend: Result, caps: Capabilities
 ) -> tuple[Divergence | None, bool]:
     """Compare what one step did on both sides. Returns ``(divergence, slack)``: ``slack`` is True when
-    an ``AT_LEAST`` outcome let the backend succeed where the reference ran out of slots."""
+    an ``AT_LEAST`` outcome let the backend succeed where the reference ran out of slots, or a
+    ``RETIRES`` outcome differed from the reference's either way."""
     if reference is OK and backend is OK:  # the common case: both succeeded, nothing else to compare
         return None, False
 
@@ -202,7 +203,7 @@ def compare_results(
         return None, False
     outcome_mode = caps.mode(Part.OUTCOME) or Comparison.EXACT
     if reference.ok != backend.ok:
-        if outcome_mode is Comparison.AT_LEAST and backend.ok:
+        if (outcome_mode is Comparison.AT_LEAST and backend.ok) or outcome_mode is Comparison.RETIRES:
             return None, True
         return diverge("outcome", outcome_mode, "ok on one side, out of slots on the other")
     if caps.mode(Part.SHORTFALLS) is not None and reference.shortfalls != backend.shortfalls:

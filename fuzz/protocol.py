@@ -110,11 +110,17 @@ class Comparison(str, enum.Enum):
     element-wise, a table holds at least the reference's blocks (and may be longer: an engine that
     never shrinks a table keeps its tail), and an outcome may be ok where the
     reference ran out of slots (never the other way round; the harness then closes that request on
-    both sides so the two stay comparable). ``LENGTHS``, ``ERRORS`` and ``SHORTFALLS`` are EXACT only.
+    both sides so the two stay comparable). ``RETIRES`` (outcome only): the backend's outcome is its
+    own, on pools of the reference's sizes, and may differ from the reference's either way; each
+    difference retires the request as an ``AT_LEAST`` slack does (a hole, counted: above
+    :data:`~swafloor.fuzz.retired.MAX_RETIRED_SHARE` the campaign fails), and what makes a refusal
+    sound is the adapter's own exact accounting, checked after every operation. ``LENGTHS``,
+    ``ERRORS`` and ``SHORTFALLS`` are EXACT only.
     """
 
     EXACT = "exact"
     AT_LEAST = "at-least"
+    RETIRES = "retires"
 
 
 ALL_OPERATIONS = frozenset(Operation)
@@ -252,8 +258,12 @@ class Capabilities:
         for part, mode in self.observations.items():
             if part in _EXACT_ONLY and mode is not Comparison.EXACT:
                 raise ValueError(f"Capabilities.observations[{part.value}]: only 'exact' is allowed, got {mode.value!r}")
-        if self.observations[Part.OUTCOME] is Comparison.AT_LEAST and Operation.CLOSE not in self.operations:
-            raise ValueError("Capabilities.observations[outcome]: 'at-least' needs 'close' (slack retires requests)")
+        for part, mode in self.observations.items():
+            if mode is Comparison.RETIRES and part is not Part.OUTCOME:
+                raise ValueError(f"Capabilities.observations[{part.value}]: 'retires' is for the outcome only")
+        if self.observations[Part.OUTCOME] is not Comparison.EXACT and Operation.CLOSE not in self.operations:
+            mode = self.observations[Part.OUTCOME].value
+            raise ValueError(f"Capabilities.observations[outcome]: {mode!r} needs 'close' (slack retires requests)")
         if Part.SHORTFALLS in self.observations and self.observations.get(Part.OUTCOME) is not Comparison.EXACT:
             raise ValueError("Capabilities.observations[shortfalls]: needs outcome compared exactly")
         if not self.layer_kinds - {LifeCycleKind.SSM}:

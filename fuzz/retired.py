@@ -1,7 +1,8 @@
 """Retired requests: the holes of a one-sided comparison, and the verdict they give a campaign.
 
 A backend whose outcome is compared ``at-least`` may serve a request where the reference runs out
-of slots; lockstep then retires that request from every later comparison. A retirement is a hole in
+of slots (one compared ``retires`` may also run out where the reference serves); lockstep then
+retires that request from every later comparison. A retirement is a hole in
 what the campaign saw, so a campaign of such a backend that retires more than
 :data:`MAX_RETIRED_SHARE` of its requests fails (``too-many-retired``), whatever else it saw.
 """
@@ -15,7 +16,7 @@ MAX_RETIRED_SHARE = 0.05
 
 
 def too_many_retired(limited: bool, retired: int, requests: int) -> bool:
-    """More than MAX_RETIRED_SHARE of the requests retired, for a one-sided outcome: a failure."""
+    """More than MAX_RETIRED_SHARE of the requests retired, for a one-sided (or retiring) outcome: a failure."""
     return limited and requests > 0 and retired / requests > MAX_RETIRED_SHARE
 
 

@@ -235,10 +235,11 @@ def summary_dict(result: str, backend: str, against: str, profile: str, examples
 
 def retire_limited(caps: Any) -> bool:
     """Whether a campaign of a backend with these capabilities fails above MAX_RETIRED_SHARE retired
-    requests: its outcome is one-sided (with an exact outcome a slack is a divergence, never a retirement)."""
+    requests: its outcome is one-sided or retires either way (with an exact outcome a slack is a divergence,
+    never a retirement)."""
     from .protocol import Comparison, Part
 
-    return caps.mode(Part.OUTCOME) is Comparison.AT_LEAST
+    return caps.mode(Part.OUTCOME) in (Comparison.AT_LEAST, Comparison.RETIRES)
 
 
 def domain_of(caps: Any) -> str | None:

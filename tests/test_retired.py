@@ -33,3 +33,32 @@ def test_a_real_campaign_counts_requests_and_retirements():
 
     result = run_campaign("oracle", profile="ci", examples=5, seed=0, out_dir=None)
     assert result.requests > 0 and result.retired == 0 and result.result == "pass"
+
+
+def test_a_retires_outcome_retires_either_way_and_is_limited():
+    """``retires`` (sglang-radix: SGLang's own outcome at the reference's pool sizes): a difference either
+    way is a slack that retires the request, never a divergence; the campaign is retire-limited; the mode
+    is for the outcome only."""
+    import pytest
+
+    from swafloor.fuzz.compare import Result, compare_results
+    from swafloor.fuzz.protocol import Capabilities, Comparison, Operation, Part
+    from swafloor.fuzz.runner import retire_limited
+    from swafloor.fuzz.trace import Step
+
+    ops = [Operation.CREATE, Operation.RESUME, Operation.RESIZE, Operation.CLOSE]
+    caps = Capabilities(operations=ops, observations={Part.OUTCOME: "retires"})
+    ok, short = Result("ok"), Result("out-of-slots")
+    step = Step.resume("r0")
+    assert compare_results(0, step, ok, short, caps) == (None, True)
+    assert compare_results(0, step, short, ok, caps) == (None, True)
+    assert compare_results(0, step, short, short, caps) == (None, False)
+    at_least = Capabilities(operations=ops, observations={Part.OUTCOME: "at-least"})
+    assert compare_results(0, step, ok, short, at_least)[0] is not None  # at-least: never out where the reference is ok
+    assert retire_limited(caps) and retire_limited(at_least)
+    assert not retire_limited(Capabilities(operations=ops, observations={Part.OUTCOME: "exact"}))
+    assert caps.mode(Part.OUTCOME) is Comparison.RETIRES
+    with pytest.raises(ValueError, match="outcome only"):
+        Capabilities(operations=ops, observations={Part.OUTCOME: "retires", Part.TABLES: "retires"})
+    with pytest.raises(ValueError, match="needs 'close'"):
+        Capabilities(operations=ops[:3], observations={Part.OUTCOME: "retires"})

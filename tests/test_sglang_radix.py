@@ -8,10 +8,12 @@ One subprocess (``python -m swafloor.fuzz.engines.sglang.radix_check``) imports 
   sharing generator's hit rate at least 30%) and SGLang's own tree hitting on most looked-up prompts;
 - every ``tests/regressions/sglang-radix-*.json`` replays as it expects, naming its class and verdict,
   with SGLang's tree hitting (or, evicted first, missing) as the trace is built to show;
-- the same campaign with each of three bugs planted in SGLang's radix path: each is exit 1 with a
-  divergence at the step that shows it (``tables`` at a resize for a radix cut one page late,
-  ``data`` at a resume for a match handing out the next page, ``tables`` or ``data`` for a tree lock
-  that locks nothing), never a pass and never a crash.
+- the same campaign with each bug planted in SGLang's radix path (``radix_check.PLANTS``): each is
+  exit 1 with a divergence at the step that shows it, in the part it breaks (``tables`` at a resize
+  for a radix cut one page late, ``data`` at a resume for a match handing out the next page,
+  ``pool_used`` at the close that leaks a page, ``locks`` at the close of a lock never released,
+  ``pool_used`` at the allocation whose tree eviction freed nothing, ...), never a pass and never a
+  crash.
 
 The hit rates are printed (``pytest -s``). The whole ci profile is run by hand:
 ``.venv-sglang/bin/swafloor fuzz --backend sglang-radix --profile ci``.
@@ -65,10 +67,13 @@ def checked(tmp_path_factory):
 
 
 def test_ci_profile_meets_no_divergence_but_retires_too_many_requests_to_pass(checked):
-    # The outcome is one-sided (SGLang's tree keeps published prompts' SWA pages locked beyond the
-    # reference's pool sizes, so pools carry a margin): each reference out-of-slots SGLang serves
-    # retires the request. Above runner.MAX_RETIRED_SHARE that is a hole, and the campaign is refused
-    # (exit 1, `too-many-retired`), never a pass. Seed 0: no divergence, 13% retired (issue 28 §1).
+    # The outcome is SGLang's own page accounting at the reference's pool sizes (no margin; prompts
+    # prefilled in one-page chunks), compared 'retires': a difference either way retires the request
+    # (SGLang's tree lock keeps a matched or published prefix's last window of SWA KV, its radix cut
+    # keeps ceil_P(max(w, P)) tokens, it hits at most h - 1 published tokens). Above
+    # runner.MAX_RETIRED_SHARE that is a hole, and the campaign is refused (exit 1, `too-many-retired`),
+    # never a pass. Seed 0, 120 examples: no divergence, 53 of 658 requests retired (8.1%; 26% with the
+    # old margin), every one a resume SGLang refused where the reference served (issue 28 §1).
     clean = checked["clean"]
     assert clean.get("divergence") is None, json.dumps(clean.get("divergence"), indent=1)[:4000]
     assert clean["exit"] == 1 and clean["result"] == "too-many-retired", {k: clean.get(k) for k in ("exit", "result")}
@@ -83,18 +88,20 @@ def test_ci_profile_meets_no_divergence_but_retires_too_many_requests_to_pass(ch
           f"{clean['hit_rate']:.1%} of {clean['created_sharing']} requests created under sharing; SGLang's tree hit "
           f"{hits['hits']} of the {hits['looked_up']} prompts it looked up ({hits['hit_tokens']} tokens), "
           f"{hits['tree_evictions']} tree evictions; SWA share {clean['swa_share']:.1%}")
-    # SGLang's own tree is exercised: a share of the looked-up prompts hit (37% on seed 0: a prompt
-    # hits at most h - 1 tokens, page-floored), and it evicts.
-    assert hits["looked_up"] > 50 and hits["hits"] >= 0.25 * hits["looked_up"], hits
+    # SGLang's own tree is exercised: a share of the looked-up prompts hit (109 of 506, 21.5%, on seed 0:
+    # a prompt hits at most h - 1 tokens, page-floored, and pools of the reference's sizes evict more),
+    # and it evicts (354 times).
+    assert hits["looked_up"] > 50 and hits["hits"] >= 0.15 * hits["looked_up"], hits
     assert hits["tree_evictions"] > 0, hits
 
 
 @pytest.mark.parametrize("plant, ops, fields", [
     ("radix-cut-one-page-late", {"resize"}, ("tables",)),
     ("match-hands-next-page", {"resume"}, ("data",)),
-    # a prefix the tree no longer holds for its reader is evicted when another request needs pages:
+    # a prefix the tree no longer holds for its reader: the tree's own counts disagree with its pages at
+    # the resume that locks (pool_used, seed 0), or it is evicted when another request needs pages and
     # the reader's page is gone (tables) or, handed on and written, reads another id (data)
-    ("lock-takes-nothing", {"resume", "resize"}, ("tables", "data")),
+    ("lock-takes-nothing", {"resume", "resize"}, ("tables", "data", "pool_used", "locks")),
     # issue 28: each caught by SGLang's own bookkeeping at the step that does it
     ("swa-free-noop", {"resize"}, ("tables",)),  # the radix-cut bound (_check_cut)
     ("lock-never-released", {"close", "suspend"}, ("locks",)),  # full_protected_size (_check_locks)

@@ -15,9 +15,14 @@ Driven in the scheduler's order, with SGLang's own functions:
   (history ``h > 0``) the request's own ``init_next_round_input(tree)`` looks its ids up in the tree
   (``match_kv_cache``, at most ``h - 1`` tokens: one is always recomputed), the hit's KV indices
   (``tree.prefix_device_indices``) go into the row and the tree is locked on the node it ended on
-  (``tree.lock``); the rest of the capacity is allocated (tree eviction
-  first, ``evict_from_tree_cache``, as ``alloc_paged_token_slots_extend`` does), then the prompt is
-  published to the tree (``tree.checkpoint``: what ``checkpoint_kv_cache`` does after a prefill).
+  (``tree.lock``); the rest of the prompt is prefilled in chunks of one page (chunked prefill at its
+  smallest size, the page): before each chunk but the first the request's window slides
+  (``tree.evict_sliding_windows`` at the chunk's start), the tree is evicted
+  (``evict_from_tree_cache``, as ``alloc_paged_token_slots_extend`` does) and the chunk is admitted
+  only if SGLang's own page accounting (``new_pages_available``) holds it; the chunk is allocated and
+  published to the tree (``tree.checkpoint``: what ``cache_unfinished_req`` does after a chunk, the
+  lock moving onto its node). A chunk that does not fit refuses the resume: what the request took is
+  given back as a retraction gives it (chunks already published stay in the tree, unlocked).
 - ``resize(r, c, h)`` (a decode or extend step): ``tree.evict_sliding_windows(req, h)`` (SGLang's
   ``free_swa_out_of_window_slots`` with ``supports_prefix_sharing=True``: the radix cut ``pre_len -
   ceil_P(max(w, P))``, nothing below the tree-owned prefix), then tree eviction, then
@@ -32,21 +37,23 @@ Driven in the scheduler's order, with SGLang's own functions:
 (``release_kv_cache`` itself asserts that nothing is allocated past the committed tokens, which a
 protocol close with capacity above history breaks, so its steps are called one by one.)
 
-Pools: SGLang allocates from pools ``MARGIN`` tokens larger than the reference's, and evicts its tree
-as if they had the reference's size (every tree eviction asks for ``MARGIN`` tokens more than
-SGLang's scheduler would). Tree eviction therefore runs exactly when it would on the reference's
-pools, and SGLang never runs out: it goes past the reference's size only when nothing in the tree
-can be evicted, when every page in use lies in an open request's row, and at most ``OPEN_LIMIT`` (4,
-the generator's limit; more are refused) rows of ``MAX_CONTEXT`` tokens are open.
+Pools: SGLang's pools have the reference's sizes (``pool_tokens``; a side the config lacks gets
+``UNCOMPARED`` tokens, never short), and its tree is evicted for exactly what each allocation asks.
 
 How it is compared (against the reference with SGLang's semantics plus prefix sharing and freed
 blocks cached), and why one-sided:
 
-- ``outcome``: at-least. SGLang keeps more than the reference: its radix cut keeps ``ceil_P(max(w,
-  P))`` tokens behind the history (not ``w``) and the tree owns (and keeps) the SWA KV of a matched or
-  published prefix; its hits are the tree's (LRU eviction of leaves, full KV kept after the SWA KV is
-  evicted, a hit needs the window's SWA KV), not the reference's free queue. So it is sized larger
-  (above) and may be ok where the reference ran out, never the reverse.
+- ``outcome``: ``retires``. The outcome is SGLang's own page accounting (after its own tree eviction)
+  at the reference's pool sizes. SGLang keeps more than the reference in some places and hits by
+  another rule, so the two may differ either way: its radix cut keeps ``ceil_P(max(w, P))`` tokens
+  behind the history (not ``w``); its tree lock keeps the SWA KV of the last window of a matched or
+  published prefix (the reference frees what no window reads); a hit is at most ``h - 1`` tokens,
+  page-floored, from published (prefilled or finished) tokens only, and needs the window's SWA KV in
+  the tree, where the reference also hits a live request's committed blocks and its free queue. Each
+  difference retires the request (a hole: counted, and a campaign retiring more than 5% of its
+  requests fails, ``too-many-retired``). What keeps a refusal honest is the adapter's own exact
+  accounting below (a leaked page, a lock never released, an eviction that frees nothing: each a
+  divergence at its step), not the reference.
 - ``tables``: at-least. Every block the reference holds live must be held by SGLang (its row's full
   pages; an SWA page where its first token maps to an SWA slot): an SWA page freed too early fails
   here. SGLang may hold more (the reasons above).
@@ -93,14 +100,6 @@ OPEN_LIMIT = 4
 #: life cycle: SGLang's allocator always has both): every open row fits, so it never runs short. Its use is
 #: still checked (the accounting check), its outcome never decides.
 UNCOMPARED = OPEN_LIMIT * MAX_CONTEXT
-#: Tokens SGLang's pools have beyond the reference's; its tree is evicted as if they had the reference's size.
-#: At the reference's own sizes SGLang legitimately runs out where the reference does not (it keeps a
-#: matched or published prompt's SWA KV locked in its tree, ceil_P(max(W - 1, P)) tokens behind the history,
-#: and hits by its own rule; measured: 8 to 128 tokens more still run out), so the outcome is one-sided over
-#: a margin that holds every open row, and each reference shortfall SGLang serves retires that request
-#: (counted; above runner.MAX_RETIRED_SHARE the campaign fails). The pools' use is checked exactly
-#: (SglangRadixBackend._check_pools), whatever the margin.
-MARGIN = OPEN_LIMIT * MAX_CONTEXT
 #: SGLang's own hit counts: requests whose first resume looked a prompt up, and those that hit.
 STATS = {"looked_up": 0, "hits": 0, "hit_tokens": 0, "tree_evictions": 0}
 
@@ -134,9 +133,11 @@ def semantics() -> Semantics:
 
 
 NOTES = (
-    "SGLang's pools are larger than the reference's by a margin and its tree is evicted as if they were "
-    "not: outcome and tables are at-least (its radix cut keeps ceil_P(max(w,P)) tokens, the tree keeps a "
-    "matched or published prefix's SWA KV, its hits are the LRU tree's)",
+    "outcome: SGLang's own page accounting at the reference's pool sizes (prompts prefilled in one-page "
+    "chunks); a difference either way retires the request (its radix cut keeps ceil_P(max(w,P)) tokens, "
+    "its tree lock keeps a matched or published prefix's last window of SWA KV, it hits at most h - 1 "
+    "published tokens): more than 5% retired fails the campaign",
+    "tables: at-least (the same reasons)",
     "data: every open request's row reads back its own token ids from SGLang's KV buffers (full pages, "
     "and SWA pages still mapped) after every operation",
     "pool_used: SGLang's own page accounting exact after every operation, and tree eviction bounded below "
@@ -150,7 +151,7 @@ def capabilities() -> Capabilities:
     return Capabilities(
         operations=[Operation.CREATE, Operation.RESUME, Operation.RESIZE, Operation.COMMIT, Operation.SUSPEND,
                     Operation.CLOSE],
-        observations={Part.OUTCOME: "at-least", Part.TABLES: "at-least"},
+        observations={Part.OUTCOME: "retires", Part.TABLES: "at-least"},
         adapter_set=[Part.POOL_TOTALS, Part.LENGTHS],
         layer_kinds=[LifeCycleKind.SWA, LifeCycleKind.FULL],
         sinks=False,
@@ -206,7 +207,7 @@ class SglangRadixBackend:
         for swa_lc, full_lc in pairs:
             size_full, size_swa = pool_tokens(layout, full_lc, big), pool_tokens(layout, swa_lc, big)
             window = lcs[swa_lc].window if swa_lc is not None else MAX_CONTEXT  # full only: an SWA side never evicting
-            entry = self._take((size_full + MARGIN, size_swa + MARGIN, P, window - 1))
+            entry = self._take((size_full, size_swa, P, window - 1))
             self.units.append(_Unit(entry, swa_lc, full_lc, window))
         self.requests: dict[Hashable, _Request] = {}
         self.fresh = itertools.count(1)
@@ -262,7 +263,7 @@ class SglangRadixBackend:
         it here, at the step that allocates). The bound: SGLang may evict more than the shortfall, never
         less while it has the pages; an eviction where the tree cannot cover the shortfall is not judged."""
         alloc, tree = unit.allocator, unit.tree
-        target = tokens + MARGIN
+        target = tokens
         before = alloc.full_available_size(), alloc.swa_available_size()
         evictable = tree.full_evictable_size(), tree.swa_evictable_size()
         _loaded["evict_from_tree_cache"](tree, target)
@@ -482,7 +483,7 @@ class SglangRadixBackend:
         else:
             tokens = [next(self.fresh) for _ in range(reused_history)]
         if sum(1 for q in self.requests.values() if q.state is not RequestState.CLOSED) >= OPEN_LIMIT:
-            raise Unsupported(f"more than {OPEN_LIMIT} open requests (the margin's bound, MARGIN)")
+            raise Unsupported(f"more than {OPEN_LIMIT} open requests (the generator's limit)")
         s = _loaded
         reqs = [s["Req"](f"{request_id}", "", array("q", tokens), s["SamplingParams"](max_new_tokens=MAX_CONTEXT))
                 for _ in self.units]
@@ -510,27 +511,52 @@ class SglangRadixBackend:
                         unit.rows.req_to_token.dtype)
                 hit = prefix if hit is None else min(hit, prefix)
             prefixes.append(prefix)
-        # The scheduler admits the request only when SGLang's pools (the reference's sizes) hold the rest:
-        # otherwise nothing is taken (the lock is released, the row given back) and it stays waiting.
-        if not all(self._fits(unit, prefix, h) for unit, prefix in zip(self.units, prefixes)):
-            for unit, r in zip(self.units, req.reqs):
-                unit.tree.unlock(r.lock)
-                r.lock = None
-                unit.rows.free(r)
-                r.kv.cache_protected_len = 0
+        # Chunked prefill, one page a chunk (SGLang's chunked_prefill_size at its smallest, the page size):
+        # each chunk slides the request's own SWA window (free_swa_out_of_window_slots at the chunk's start,
+        # as before any extend), evicts the tree and is admitted only when SGLang's pools (the reference's
+        # sizes) hold it, then is published (checkpoint: cache_unfinished_req after a chunk), so a prompt
+        # never needs more SWA pages at once than its window, the radix cut's slack and one chunk.
+        P = self.t
+        done = list(prefixes)  # per unit: the tokens its row holds
+        edge, ok = min(prefixes), True
+        while any(d < h for d in done):
+            edge = min(edge // P * P + P, h)
+            spans = [(k, unit, r) for k, (unit, r) in enumerate(zip(self.units, req.reqs)) if done[k] < edge]
+            for k, unit, r in spans:
+                if done[k] > prefixes[k]:  # a later chunk: the window slides first
+                    r.kv.kv_committed_len = done[k]
+                    unit.tree.evict_sliding_windows(r, done[k])
+            if not all(self._fits(unit, done[k], edge) for k, unit, r in spans):
+                ok = False
+                break
+            for k, unit, r in spans:
+                self._allocate(unit, r, done[k], edge)
+                self._write(unit, req, r, done[k], edge)
+                done[k] = edge
+                r.kv.kv_committed_len = edge
+                r.refresh_fill_ids()
+                unit.tree.checkpoint(r, up_to=edge)  # the chunk's KV is published (cache_unfinished_req)
+        if not ok:
+            # Not admitted: what the request took is given back as a retraction does (release_kv_cache
+            # without the insert); chunks already published stay in the tree, unlocked (evictable).
+            for k, (unit, r) in enumerate(zip(self.units, req.reqs)):
+                if done[k] > prefixes[k]:
+                    req.history = done[k]
+                    self._release(unit, req, r, finished=False)
+                    r.reset_for_retract()
+                else:
+                    unit.tree.unlock(r.lock)
+                    r.lock = None
+                    unit.rows.free(r)
+                    r.kv.cache_protected_len = 0
+            req.history = h
             self._check()
             return Outcome(False)
         if req.shared and first and h > 0:
             STATS["looked_up"] += 1
-        for unit, r, prefix in zip(self.units, req.reqs, prefixes):
-            if h > prefix:
-                self._allocate(unit, r, prefix, h)
-                self._write(unit, req, r, prefix, h)
+        for unit, r in zip(self.units, req.reqs):
             r.kv.kv_allocated_len = h
             r.kv.kv_committed_len = h
-            if h > 0:
-                r.refresh_fill_ids()
-                unit.tree.checkpoint(r, up_to=h)  # the prefill's KV is published (checkpoint_kv_cache)
         if hit and req.shared:
             STATS["hits"] += 1
             STATS["hit_tokens"] += hit

@@ -17,7 +17,9 @@ The plants (each replaces one SGLang function in this process only, restored aft
   resume (the row reads another page's token ids).
 - ``lock-takes-nothing``: the tree's ``lock`` (a request's hold on its matched or published prefix)
   locks nothing, so tree eviction may free a prefix a running request still reads. Expected: a
-  divergence on ``data`` once a freed page is handed to another request and written.
+  divergence on ``pool_used`` at the resume whose lock (and the checkpoint moving it) leaves the tree's
+  counts off its pages (seed 0), or on ``tables`` or ``data`` once a freed page is handed to another
+  request and written.
 - ``swa-free-noop``: SGLang's ``free_swa_out_of_window_slots`` does nothing. Expected: ``tables`` at a
   resize (no own SWA page may stay held below the radix cut's bound).
 - ``lock-never-released``: the tree's ``dec_lock_ref`` does nothing. Expected: ``locks`` at a close or
