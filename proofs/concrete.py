@@ -50,6 +50,81 @@ def evaluate(theorem: Theorem, point: Mapping[str, int]) -> tuple[bool, bool]:
     return admissible, bool(_truth(theorem.goal(*values)))
 
 
+class _Reads(dict):
+    """An environment that records which names a range function read."""
+
+    def __init__(self, pairs: Any, read: set[str]):
+        super().__init__(pairs)
+        self.read = read
+
+    def __getitem__(self, name: str) -> int:
+        self.read.add(name)
+        return super().__getitem__(name)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        self.read.add(name)
+        return super().get(name, default)
+
+    def __contains__(self, name: object) -> bool:
+        self.read.add(name)  # type: ignore[arg-type]
+        return super().__contains__(name)
+
+    def _all(self) -> None:
+        self.read.update(dict.keys(self))
+
+    def __iter__(self) -> Any:
+        self._all()
+        return super().__iter__()
+
+    def keys(self) -> Any:
+        self._all()
+        return super().keys()
+
+    def items(self) -> Any:
+        self._all()
+        return super().items()
+
+    def values(self) -> Any:
+        self._all()
+        return super().values()
+
+    def copy(self) -> dict:
+        self._all()
+        return dict(self.items())
+
+    def __len__(self) -> int:
+        self._all()
+        return super().__len__()
+
+
+class _Memo:
+    """A variable's range function on the rows before it, called once per combination of the names
+    it reads (a range depends on a few of the variables before it, the rows on all of them). Exact for
+    a deterministic function: a cached range was computed on an environment that agrees with this row
+    on every name read so far (a superset of what that call read), so the call would read the same
+    names and return the same range. When a call reads a new name the cache starts over."""
+
+    def __init__(self, values: Any, names: list[str]):
+        self.values, self.names = values, names
+        self.read: set[str] = set()
+        self.index: list[int] = []
+        self.cache: dict[tuple[int, ...], list[int]] = {}
+
+    def __call__(self, row: tuple[int, ...]) -> list[int]:
+        key = tuple(row[i] for i in self.index)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit
+        before = len(self.read)
+        vals = list(self.values(_Reads(zip(self.names, row), self.read)))
+        if len(self.read) != before:  # a name read for the first time: re-key the cache
+            self.index = [i for i, name in enumerate(self.names) if name in self.read]
+            self.cache = {}
+            key = tuple(row[i] for i in self.index)
+        self.cache[key] = vals
+        return vals
+
+
 def _columns(theorem: Theorem, chunk: int, chunks: int) -> list[Any]:
     """Every bounded point as one numpy column per variable, rows in lexicographic order."""
     import numpy as np
@@ -65,8 +140,9 @@ def _columns(theorem: Theorem, chunk: int, chunks: int) -> list[Any]:
             continue
         names = [v.name for v in variables[:i]]
         counts, flat = [], []
+        values = _Memo(var.values, names)
         for row in zip(*(c.tolist() for c in cols)):
-            vals = list(var.values(dict(zip(names, row))))
+            vals = values(row)
             counts.append(len(vals))
             flat.extend(vals)
         repeat = np.array(counts, dtype=np.int64)
