@@ -25,8 +25,9 @@ is imported only when asked for (the optional extra ``swafloor[cvc5]``).
 
 from __future__ import annotations
 
+import contextlib
 import time
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import attrs
 import z3
@@ -110,6 +111,12 @@ class _Z3:
     def set_timeout(self, solver: Any, ms: int) -> None:
         solver.set("timeout", ms)
 
+    def scoped(self, facts: Sequence[Any]) -> Any:
+        """A solver whose checks share ``facts`` through push/pop, or None: each check gets a fresh
+        solver (pushing switches Z3 from its preprocessing tactics to its incremental core, which
+        decides the nonlinear direct goals worse)."""
+        return None
+
     def set_rlimit(self, solver: Any, units: int) -> None:
         solver.set("rlimit", units)
 
@@ -141,6 +148,13 @@ class _Cvc5:
 
     def set_timeout(self, solver: Any, ms: int) -> None:
         solver.set("tlimit-per", ms)
+
+    def scoped(self, facts: Sequence[Any]) -> Any:
+        """One solver for checks that share ``facts``, each check in its own push/pop scope: cvc5's
+        pythonic solver is incremental anyway (every check is a check-sat-assuming), and a fresh one
+        per part (its options, its logic, every lemma hypothesis asserted and preprocessed again) cost
+        mixed-pool-group-sufficient ten times its 52 small checks."""
+        return self.solver(facts)
 
     def set_rlimit(self, solver: Any, units: int) -> None:
         pass  # set once per solver when it is made (the whole limit per check, not a share of it)
@@ -374,6 +388,20 @@ def _attempt(
                          reason if result == UNKNOWN else None)
 
 
+@contextlib.contextmanager
+def _checking(backend: Any, scoped: Any, facts: Sequence[Any]) -> Iterator[Any]:
+    """A solver holding ``facts`` for one check: a scope of ``scoped`` (popped after the check), or a
+    fresh solver when the backend shares none (:meth:`_Z3.scoped`)."""
+    if scoped is None:
+        yield backend.solver(facts)
+        return
+    scoped.push()
+    try:
+        yield scoped
+    finally:
+        scoped.pop()
+
+
 LEMMA_SHARE = 0.2  # the most of the theorem's time one lemma check may take (a stuck lemma cannot eat it)
 LEMMA_FIRST_SHARE = 0.05  # ... in the first round
 
@@ -460,15 +488,18 @@ def discharge(
     # parts still open get everything that is left.
     result, reason = PROVED, None
     open_parts = list(parts)
+    # With proved lemmas as hypotheses, the parts share one solver where the backend allows it
+    # (:meth:`_Cvc5.scoped`): a fresh solver per part would take in every hypothesis again.
+    scoped = backend.scoped(domain + hypotheses) if hypotheses else None
     for share in (True, False):
         still_open = []
         for i, part in enumerate(open_parts):
-            check = backend.solver(domain + hypotheses)
-            check.add(api.Not(part))
-            cap = deadline.left() / (len(open_parts) - i) / 2 if share else None
-            answer = deadline.check(check, cap)
-            if answer not in ("sat", "unsat") and share:
-                answer = _probe(check, enc, lowers, deadline)
+            with _checking(backend, scoped, domain + hypotheses) as check:
+                check.add(api.Not(part))
+                cap = deadline.left() / (len(open_parts) - i) / 2 if share else None
+                answer = deadline.check(check, cap)
+                if answer not in ("sat", "unsat") and share:
+                    answer = _probe(check, enc, lowers, deadline)
             if answer == "sat":
                 result = REFUTED
                 break
