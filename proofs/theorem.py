@@ -128,6 +128,9 @@ def vacuous_parts(theorem: Theorem, parts: tuple[Any, ...] | None = None) -> lis
 
     if parts is None:
         parts = goal_parts(theorem.goal(*[z3.Int(name) for name in theorem.variable_names]))
+    else:  # simplified in a context of their own: the solver's context sees no term the check makes
+        scratch = z3.Context()
+        parts = tuple(p.translate(scratch) if isinstance(p, z3.ExprRef) else p for p in parts)
     found = []
     for i, part in enumerate(parts):
         if not isinstance(part, z3.BoolRef):
