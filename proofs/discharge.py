@@ -316,10 +316,10 @@ def _encode(theorem: Theorem, backend: Any, encoding: str) -> tuple[Any, str | N
 
 
 def _minimise(
-    solver: Any, enc: Any, lowers: Sequence[int], model: Any, deadline: _Deadline
+    solver: Any, enc: Any, lowers: Sequence[int], values: dict[str, int], deadline: _Deadline
 ) -> tuple[dict[str, int], bool]:
-    """Fix each variable in turn at its smallest value that still admits a counterexample."""
-    values = enc.values(model)
+    """Fix each variable in turn at its smallest value that still admits a counterexample, starting
+    from ``values``, a counterexample (a model of what ``solver`` holds)."""
     for i, (name, lower) in enumerate(zip(list(values), lowers)):
         best, lo = values[name], lower
         first = True
@@ -487,6 +487,7 @@ def discharge(
     # small counterexample), so that one stuck part cannot hide a refutable one behind it; then the
     # parts still open get everything that is left.
     result, reason = PROVED, None
+    found: dict[str, int] | None = None  # a counterexample a part's own check found (not the probe)
     open_parts = list(parts)
     # With proved lemmas as hypotheses, the parts share one solver where the backend allows it
     # (:meth:`_Cvc5.scoped`): a fresh solver per part would take in every hypothesis again.
@@ -498,7 +499,9 @@ def discharge(
                 check.add(api.Not(part))
                 cap = deadline.left() / (len(open_parts) - i) / 2 if share else None
                 answer = deadline.check(check, cap)
-                if answer not in ("sat", "unsat") and share:
+                if answer == "sat":  # read at once: a cvc5 model is valid only until the next call
+                    found = enc.values(check.model())
+                elif answer != "unsat" and share:
                     answer = _probe(check, enc, lowers, deadline)
             if answer == "sat":
                 result = REFUTED
@@ -516,19 +519,22 @@ def discharge(
         check = backend.solver(domain + hypotheses)
         check.add(api.Or(*[api.Not(p) for p in parts]) if len(parts) > 1 else api.Not(parts[0]))
         boxed = False
-        answer = deadline.check(check, deadline.left() / 2)
-        if answer != "sat":  # found by the probe only: look for it in the probe's box again
-            check.add(*_box(enc, lowers))
-            boxed, answer = True, deadline.check(check)
+        if found is not None:  # the part's own check found it: its model is a model of this one
+            answer, values = "sat", found
+        else:
+            answer = deadline.check(check, deadline.left() / 2)
+            if answer != "sat":  # found by the probe only: look for it in the probe's box again
+                check.add(*_box(enc, lowers))
+                boxed, answer = True, deadline.check(check)
+            values = enc.values(check.model()) if answer == "sat" else None
         if answer == "sat":
-            model = check.model()
             if minimise:
-                counterexample, minimal = _minimise(check, enc, lowers, model, deadline)
+                counterexample, minimal = _minimise(check, enc, lowers, values, deadline)
                 minimal = minimal and not boxed  # the smallest in the box, not shown the smallest overall
                 if boxed:
                     reason = "counterexample found among small values; not shown the smallest overall"
             else:
-                counterexample = enc.values(model)
+                counterexample = values
         else:  # a part's negation was satisfiable, so this is: only the deadline can get here
             result, reason = UNKNOWN, deadline.reason
     if fallback is not None:
