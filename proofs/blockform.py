@@ -194,8 +194,10 @@ class BlockEncoding:
             upper = None if upper is None or hi is None else upper + hi.scaled(c)
         return lower, upper
 
-    def _quotient(self, Q: _Lin, where: str) -> _Lin:
-        """``Q div t`` as a linear form over one new bounded atom (its range is an obligation)."""
+    def _quotient(self, Q: _Lin, where: Any) -> _Lin:
+        """``Q div t`` as a linear form over one new bounded atom (its range is an obligation).
+        ``where``: the Z3 term it comes from, printed only in an :class:`Unsupported` message (printing
+        a Z3 term is slow: done eagerly for every comparison, it once took most of the encoding's time)."""
         if Q.is_const() and Q.const == 0:
             return ZERO
         key = Q.key()
@@ -216,7 +218,7 @@ class BlockEncoding:
         self._quotients[key] = index
         return _Lin({index: 1})
 
-    def _negative(self, form: _Form, where: str) -> Any:
+    def _negative(self, form: _Form, where: Any) -> Any:
         """``t*P + Q < 0`` as a linear constraint: ``P + (Q div t) < 0`` (``Q < 0`` when P is zero)."""
         if form.P.key() == ZERO.key():
             return self._term(form.Q) < 0
@@ -265,7 +267,7 @@ class BlockEncoding:
             return same if kind == z3.Z3_OP_EQ else api.Not(same)
         if kind in _COMPARISONS:
             a, b = self.form(kids[0]), self.form(kids[1])
-            where = str(e)
+            where = e
             one = _const(1)
             if kind == z3.Z3_OP_LT:
                 return self._negative(a - b, where)
@@ -341,7 +343,7 @@ class BlockEncoding:
                 return _Form(ZERO, _Lin({self._atom(self._term(a.Q) / self.api.IntVal(c, self.ctx), None, None): 1}))
             if not b.is_block_size():
                 raise Unsupported(f"division by {kids[1]}, not by the block size, in {e}")
-            return _Form(ZERO, a.P + self._quotient(a.Q, str(e)))
+            return _Form(ZERO, a.P + self._quotient(a.Q, e))
         if kind == z3.Z3_OP_ITE:
             cond, a, b = self.bool(kids[0]), self.form(kids[1]), self.form(kids[2])
             return _Form(self._choose(cond, a.P, b.P), self._choose(cond, a.Q, b.Q))

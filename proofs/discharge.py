@@ -25,8 +25,9 @@ is imported only when asked for (the optional extra ``swafloor[cvc5]``).
 
 from __future__ import annotations
 
+import contextlib
 import time
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import attrs
 import z3
@@ -110,6 +111,12 @@ class _Z3:
     def set_timeout(self, solver: Any, ms: int) -> None:
         solver.set("timeout", ms)
 
+    def scoped(self, facts: Sequence[Any]) -> Any:
+        """A solver whose checks share ``facts`` through push/pop, or None: each check gets a fresh
+        solver (pushing switches Z3 from its preprocessing tactics to its incremental core, which
+        decides the nonlinear direct goals worse)."""
+        return None
+
     def set_rlimit(self, solver: Any, units: int) -> None:
         solver.set("rlimit", units)
 
@@ -141,6 +148,13 @@ class _Cvc5:
 
     def set_timeout(self, solver: Any, ms: int) -> None:
         solver.set("tlimit-per", ms)
+
+    def scoped(self, facts: Sequence[Any]) -> Any:
+        """One solver for checks that share ``facts``, each check in its own push/pop scope: cvc5's
+        pythonic solver is incremental anyway (every check is a check-sat-assuming), and a fresh one
+        per part (its options, its logic, every lemma hypothesis asserted and preprocessed again) cost
+        mixed-pool-group-sufficient ten times its 52 small checks."""
+        return self.solver(facts)
 
     def set_rlimit(self, solver: Any, units: int) -> None:
         pass  # set once per solver when it is made (the whole limit per check, not a share of it)
@@ -302,10 +316,10 @@ def _encode(theorem: Theorem, backend: Any, encoding: str) -> tuple[Any, str | N
 
 
 def _minimise(
-    solver: Any, enc: Any, lowers: Sequence[int], model: Any, deadline: _Deadline
+    solver: Any, enc: Any, lowers: Sequence[int], values: dict[str, int], deadline: _Deadline
 ) -> tuple[dict[str, int], bool]:
-    """Fix each variable in turn at its smallest value that still admits a counterexample."""
-    values = enc.values(model)
+    """Fix each variable in turn at its smallest value that still admits a counterexample, starting
+    from ``values``, a counterexample (a model of what ``solver`` holds)."""
     for i, (name, lower) in enumerate(zip(list(values), lowers)):
         best, lo = values[name], lower
         first = True
@@ -372,6 +386,20 @@ def _attempt(
     result = PROVED if answer == "unsat" else REFUTED if answer == "sat" else UNKNOWN
     return AttemptResult(label, attempt.statement, result, time.perf_counter() - start,
                          reason if result == UNKNOWN else None)
+
+
+@contextlib.contextmanager
+def _checking(backend: Any, scoped: Any, facts: Sequence[Any]) -> Iterator[Any]:
+    """A solver holding ``facts`` for one check: a scope of ``scoped`` (popped after the check), or a
+    fresh solver when the backend shares none (:meth:`_Z3.scoped`)."""
+    if scoped is None:
+        yield backend.solver(facts)
+        return
+    scoped.push()
+    try:
+        yield scoped
+    finally:
+        scoped.pop()
 
 
 LEMMA_SHARE = 0.2  # the most of the theorem's time one lemma check may take (a stuck lemma cannot eat it)
@@ -459,16 +487,22 @@ def discharge(
     # small counterexample), so that one stuck part cannot hide a refutable one behind it; then the
     # parts still open get everything that is left.
     result, reason = PROVED, None
+    found: dict[str, int] | None = None  # a counterexample a part's own check found (not the probe)
     open_parts = list(parts)
+    # With proved lemmas as hypotheses, the parts share one solver where the backend allows it
+    # (:meth:`_Cvc5.scoped`): a fresh solver per part would take in every hypothesis again.
+    scoped = backend.scoped(domain + hypotheses) if hypotheses else None
     for share in (True, False):
         still_open = []
         for i, part in enumerate(open_parts):
-            check = backend.solver(domain + hypotheses)
-            check.add(api.Not(part))
-            cap = deadline.left() / (len(open_parts) - i) / 2 if share else None
-            answer = deadline.check(check, cap)
-            if answer not in ("sat", "unsat") and share:
-                answer = _probe(check, enc, lowers, deadline)
+            with _checking(backend, scoped, domain + hypotheses) as check:
+                check.add(api.Not(part))
+                cap = deadline.left() / (len(open_parts) - i) / 2 if share else None
+                answer = deadline.check(check, cap)
+                if answer == "sat":  # read at once: a cvc5 model is valid only until the next call
+                    found = enc.values(check.model())
+                elif answer != "unsat" and share:
+                    answer = _probe(check, enc, lowers, deadline)
             if answer == "sat":
                 result = REFUTED
                 break
@@ -485,19 +519,22 @@ def discharge(
         check = backend.solver(domain + hypotheses)
         check.add(api.Or(*[api.Not(p) for p in parts]) if len(parts) > 1 else api.Not(parts[0]))
         boxed = False
-        answer = deadline.check(check, deadline.left() / 2)
-        if answer != "sat":  # found by the probe only: look for it in the probe's box again
-            check.add(*_box(enc, lowers))
-            boxed, answer = True, deadline.check(check)
+        if found is not None:  # the part's own check found it: its model is a model of this one
+            answer, values = "sat", found
+        else:
+            answer = deadline.check(check, deadline.left() / 2)
+            if answer != "sat":  # found by the probe only: look for it in the probe's box again
+                check.add(*_box(enc, lowers))
+                boxed, answer = True, deadline.check(check)
+            values = enc.values(check.model()) if answer == "sat" else None
         if answer == "sat":
-            model = check.model()
             if minimise:
-                counterexample, minimal = _minimise(check, enc, lowers, model, deadline)
+                counterexample, minimal = _minimise(check, enc, lowers, values, deadline)
                 minimal = minimal and not boxed  # the smallest in the box, not shown the smallest overall
                 if boxed:
                     reason = "counterexample found among small values; not shown the smallest overall"
             else:
-                counterexample = enc.values(model)
+                counterexample = values
         else:  # a part's negation was satisfiable, so this is: only the deadline can get here
             result, reason = UNKNOWN, deadline.reason
     if fallback is not None:

@@ -99,7 +99,7 @@ def solver_goal_parts(theorem: Theorem, syms: Any) -> tuple[Any, ...]:
         if isinstance(part, bool) or type(part).__module__.partition(".")[0] == "numpy":
             raise ConstantGoal(f"theorem {theorem.name}: goal part {i} is the constant {bool(part)} before any "
                                "solver sees it; state it as a property of the variables")
-    vacuous = vacuous_parts(theorem)
+    vacuous = vacuous_parts(theorem, parts if _plain_z3(theorem, syms) else None)
     if vacuous:
         i, why = vacuous[0]
         raise VacuousGoal(f"theorem {theorem.name}: goal part {i} is decided before any solver sees it ({why}); "
@@ -107,16 +107,32 @@ def solver_goal_parts(theorem: Theorem, syms: Any) -> tuple[Any, ...]:
     return parts
 
 
-def vacuous_parts(theorem: Theorem) -> list[tuple[int, str]]:
+def _plain_z3(theorem: Theorem, syms: Any) -> bool:
+    """``syms`` are Z3 integer constants named after the theorem's variables, nothing more: the goal
+    built on them is the goal :func:`vacuous_parts` builds itself (so it need not be built twice)."""
+    import z3
+
+    return len(syms) == len(theorem.variables) and all(
+        isinstance(s, z3.ArithRef) and z3.is_const(s) and s.is_int() and s.decl().kind() == z3.Z3_OP_UNINTERPRETED
+        and s.decl().name() == name for s, name in zip(syms, theorem.variable_names)
+    )
+
+
+def vacuous_parts(theorem: Theorem, parts: tuple[Any, ...] | None = None) -> list[tuple[int, str]]:
     """The goal parts no solver would decide: ``(index, why)`` for each part that ``z3.simplify``
     reduces to True, or that is an implication whose antecedent ``z3.simplify`` reduces to False.
     Evaluated on fresh Z3 integer constants named after the theorem's variables (lower bounds are
-    not assumed, so a part counts as vacuous only when it is so for every integer)."""
+    not assumed, so a part counts as vacuous only when it is so for every integer). ``parts``: the
+    goal's parts already built on such constants (any Z3 context), else the goal is built here."""
     import z3
 
-    syms = [z3.Int(name) for name in theorem.variable_names]
+    if parts is None:
+        parts = goal_parts(theorem.goal(*[z3.Int(name) for name in theorem.variable_names]))
+    else:  # simplified in a context of their own: the solver's context sees no term the check makes
+        scratch = z3.Context()
+        parts = tuple(p.translate(scratch) if isinstance(p, z3.ExprRef) else p for p in parts)
     found = []
-    for i, part in enumerate(goal_parts(theorem.goal(*syms))):
+    for i, part in enumerate(parts):
         if not isinstance(part, z3.BoolRef):
             found.append((i, f"the Python constant {bool(part)}"))
             continue
