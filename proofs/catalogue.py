@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from swafloor.reference import admission, arith, cache_hit, floors, lifecycle, peers, sharing
+from swafloor.reference import admission, arith, cache_hit, floors, lifecycle, peers, scheduler, sharing
 from swafloor.reference.lifecycle import LifeCycle, LifeCycleKind
 
 from . import replay
@@ -846,6 +846,49 @@ def vllm_uncapped_gate_admits_at_chunk_floor(t, W, P, C, k):
     return vllm_gate_admits_at_chunk_floor(t, W, P, C, k, False)
 
 
+def sglang_gate_admits_at_chunk_floor(t, W, P, C, k):
+    """SGLang's SWA budget as a charge in free pages is at most what the rule charges (no sinks)."""
+    return peers.sglang_admission_blocks(t, W, P, C) <= admission.swa_admission_blocks(t, W, 0, P, C, k)
+
+
+EXTRA = upto("X", "slots above what the rule charges", 0, 1, "X <= 1")
+
+
+def _kept(t, W, S, P, C, k, h, X):
+    """A lone request suspended after its step at h, its slots kept: what it holds (all the pool uses)
+    and the pool, X slots above the rule's charge."""
+    held = _live(h, h + admission.step_tokens(h, P, C, k), t, W, S)
+    return held, admission.swa_admission_blocks(t, W, S, P, C, k) + X
+
+
+def kept_lone_request_resumes(t, W, S, P, O, C, k, h, X):
+    held, total = _kept(t, W, S, P, C, k, h, X)
+    return implies(h < admission.run_length(P, O), admission.resume_admits(total, held, held, held))
+
+
+def trtllm_resume_gate_admits_kept_lone_request(t, W, S, P, O, C, k, h, X):
+    held, total = _kept(t, W, S, P, C, k, h, X)
+    num, den = peers.TRTLLM_MAX_UTIL_FOR_RESUME
+    decoding = all_of(h >= P, h < admission.run_length(P, O))  # every decode history is a step of the run
+    return implies(decoding, peers.trtllm_resume_admits(held, total, num, den))
+
+
+RUNNING = upto("N", "requests running", 1, 6, "N <= 6")
+REQUESTER = upto("r", "position of the request whose step ran out of slots, in admission order", 0,
+                 lambda env: env["N"] - 1, "r < N")
+
+
+def preemption_spares_the_oldest(N, r):
+    """FCFS preemption (victim newest): the victim is one of the running requests, and never the oldest
+    while another runs, whoever ran out of slots."""
+    v = scheduler.victim_index(N, r, scheduler.Victim.NEWEST)
+    inside = r <= N - 1
+    return (
+        implies(inside, all_of(v >= 0, v <= N - 1)),
+        implies(all_of(inside, N >= 2), v >= 1),
+    )
+
+
 # ----------------------------------------------------------------------------- the catalogue
 CATALOGUE: tuple[Theorem, ...] = (
     Theorem(
@@ -1316,6 +1359,46 @@ CATALOGUE += (
         (T_ADM, W_ADM, PROMPT, CHUNK, DRAFTS),
         vllm_uncapped_gate_admits_at_chunk_floor,
         replay=replay.vllm_gate_refuses(False),
+    ),
+    Theorem(
+        "sglang-gate-admits-at-chunk-floor",
+        "Claim: SGLang's SWA admission budget (PrefillAdder._swa_budget_for_req: max(min(P, C), W - 1) + t tokens, "
+        "refused when it is at least the SWA tokens left, so cdiv(budget + 1, t) free pages) charges a lone "
+        "request at most the rule's chunk floor (no sinks), so a pool at that floor admits it.",
+        REFUTED,
+        (T_ADM, W_ADM, PROMPT, CHUNK, DRAFTS),
+        sglang_gate_admits_at_chunk_floor,
+        replay=replay.sglang_gate_refuses,
+    ),
+    Theorem(
+        "kept-lone-request-resumes",
+        "A lone request suspended after any step h < P + O of its run with its slots kept (TensorRT-LLM V2's "
+        "suspend with GPU memory only), in a pool of X >= 0 slots above what the rule charges "
+        "(admission.swa_admission_blocks), is admitted again by the rule's resume gate "
+        "(admission.resume_admits: the free slots cover what it needs beyond what it holds).",
+        PROVED,
+        (T_ADM, W_ADM, S, PROMPT, OUTPUT, CHUNK, DRAFTS, H_RUN, EXTRA),
+        kept_lone_request_resumes,
+    ),
+    Theorem(
+        "trtllm-resume-gate-admits-kept-lone-request",
+        "Claim: TensorRT-LLM V2's resume gate (max_util_for_resume = 0.97: resume() fails when a pool group's "
+        "use is above 97%) admits a lone request suspended with its slots kept after a decode step "
+        "(P <= h < P + O), in a pool of X >= 0 slots above what the rule charges.",
+        REFUTED,
+        (T_ADM, W_ADM, S, PROMPT, OUTPUT, CHUNK, DRAFTS, H_RUN, EXTRA),
+        trtllm_resume_gate_admits_kept_lone_request,
+        replay=replay.trtllm_resume_refuses,
+    ),
+    Theorem(
+        "preemption-spares-the-oldest",
+        "With N >= 1 requests running and the step of the one at position r (0 <= r < N, admission order) out "
+        "of slots, first-come-first-served preemption (scheduler.victim_index, victim newest) preempts a "
+        "running request, and never the oldest while another runs: the oldest request's steps are never "
+        "undone by another's, the step lemma of a bounded wait.",
+        PROVED,
+        (RUNNING, REQUESTER),
+        preemption_spares_the_oldest,
     ),
 )
 

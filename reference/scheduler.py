@@ -8,8 +8,11 @@ vLLM preempts: every slot freed, its tokens recomputed from 0 when it is admitte
 arrivals) and retries; with no victim left it preempts itself.
 
 Gates: ``reference`` (the rule: :func:`.admission.swa_admission_blocks` per SWA life cycle,
-:func:`.admission.full_admission_blocks` for full attention, one slot per SSM life cycle) and vLLM's
-(:func:`.peers.vllm_admission_blocks`, with or without its cap; full attention and SSM as the rule).
+:func:`.admission.full_admission_blocks` for full attention, one slot per SSM life cycle), vLLM's
+(:func:`.peers.vllm_admission_blocks`, with or without its cap), SGLang's (its SWA budget,
+:func:`.peers.sglang_admission_blocks`) and TensorRT-LLM V2's resume gate (``trtllm``: admitted while
+every pool group's use is at most ``max_util_for_resume`` of it, :func:`.peers.trtllm_resume_admits`,
+nothing reserved); full attention and SSM as the rule's.
 
 Two ends that are not completion: a **deadlock**, a step at which nothing runs and the first waiting
 request is refused (no slot is in use, so none will ever be freed: it waits forever), reported with
@@ -25,12 +28,13 @@ from typing import Any, Callable, Hashable, Sequence
 import attrs
 
 from . import admission, peers
+from .arith import ite
 from .config import Config, SuspendMode, build_layout
 from .errors import ConfigError, RequestError
 from .lifecycle import LifeCycle, LifeCycleKind
 from .manager import Manager
 
-__all__ = ["Arrival", "Victim", "pick_victim", "GATES", "gate_charge", "Deadlock", "ServeResult", "serve"]
+__all__ = ["Arrival", "Victim", "victim_index", "pick_victim", "GATES", "UTILISATION_GATES", "gate_charge", "Deadlock", "ServeResult", "serve", "RESUME_GATES", "KeptRun", "kept_run"]
 
 
 @attrs.frozen
@@ -59,14 +63,20 @@ class Victim(str, enum.Enum):
     NEWEST_OTHER = "newest-other"
 
 
+def victim_index(running: Any, requester: Any, victim: "Victim") -> Any:
+    """The position, in admission order, of the request that a step of the request at position
+    ``requester`` preempts when it runs out of slots, ``running`` requests running (``0 <= requester <
+    running``). On the arithmetic kernel, so the proofs evaluate it on Z3 terms."""
+    if victim is Victim.NEWEST:
+        return running - 1
+    if victim is Victim.OLDEST:
+        return 0 * running
+    return ite(requester == running - 1, ite(running >= 2, running - 2, requester), running - 1)
+
+
 def pick_victim(running: Sequence[Hashable], requester: Hashable, victim: "Victim") -> Hashable:
     """The request a step of ``requester`` that ran out of slots preempts, ``running`` in admission order."""
-    if victim is Victim.NEWEST:
-        return running[-1]
-    if victim is Victim.OLDEST:
-        return running[0]
-    others = [r for r in running if r != requester]
-    return others[-1] if others else requester
+    return running[victim_index(len(running), list(running).index(requester), victim)]
 
 
 def _charge_reference(lc: LifeCycle, t: int, p: int, o: int, c: int, k: int) -> int:
@@ -86,12 +96,29 @@ def _charge_vllm(capped: bool) -> Callable[[LifeCycle, int, int, int, int, int],
     return charge
 
 
+def _charge_sglang(lc: LifeCycle, t: int, p: int, o: int, c: int, k: int) -> int:
+    if lc.kind is LifeCycleKind.SWA:  # its SWA budget in free pages (no sinks: SGLang has none)
+        return peers.sglang_admission_blocks(t, lc.window, p, c)
+    return _charge_reference(lc, t, p, o, c, k)
+
+
+def _charge_nothing(lc: LifeCycle, t: int, p: int, o: int, c: int, k: int) -> int:
+    return 0  # a utilisation gate reserves nothing for the request (UTILISATION_GATES)
+
+
 #: gate name -> per life cycle ``charge(lc, t, prompt, output, chunk, lookahead)`` in blocks.
 GATES: dict[str, Callable[[LifeCycle, int, int, int, int, int], int]] = {
     "reference": _charge_reference,
     "vllm": _charge_vllm(True),
     "vllm-uncapped": _charge_vllm(False),
+    "sglang": _charge_sglang,
+    "trtllm": _charge_nothing,
 }
+
+#: Gates that admit on the pools' use rather than a charge: gate name -> ``max_util_for_resume`` as a
+#: fraction; a request is admitted when every pool group's use is at most that share of its slots
+#: (:func:`.peers.trtllm_resume_admits`), whatever it will need.
+UTILISATION_GATES: dict[str, tuple[int, int]] = {"trtllm": peers.TRTLLM_MAX_UTIL_FOR_RESUME}
 
 
 def gate_charge(gate: str, config: Config, prompt: int, output: int, chunk: int, lookahead: int) -> tuple[int, ...]:
@@ -201,7 +228,12 @@ def serve(config: Config, arrivals: Sequence[Arrival], *, gate: str = "reference
             a = by_id[rid]
             charged = gate_charge(gate, config, a.prompt, a.output, chunk, lookahead)
             available = free()
-            if any(c > f for c, f in zip(charged, available)):
+            refused = any(c > f for c, f in zip(charged, available))
+            if gate in UTILISATION_GATES:
+                num, den = UTILISATION_GATES[gate]
+                refused = not all(peers.trtllm_resume_admits(p.total - p.free, p.total, num, den)
+                                  for p in manager.snapshot().pools)
+            if refused:
                 if not running:
                     needed = gate_charge("reference", config, a.prompt, a.output, chunk, lookahead)
                     return ServeResult(step, tuple(finished), finished_at, waited, preemptions,
@@ -218,3 +250,71 @@ def serve(config: Config, arrivals: Sequence[Arrival], *, gate: str = "reference
             waited[rid] += 1
         step += 1
     return ServeResult(step, tuple(finished), finished_at, waited, preemptions)
+
+
+def _resume_reference(total: int, used: int, held: int, needed: int) -> Any:
+    return admission.resume_admits(total, used, held, needed)
+
+
+def _resume_trtllm(total: int, used: int, held: int, needed: int) -> Any:
+    num, den = peers.TRTLLM_MAX_UTIL_FOR_RESUME
+    return peers.trtllm_resume_admits(used, total, num, den)
+
+
+#: resume gate name -> ``admits(total, used, held, needed)`` for one pool group: the rule's
+#: (:func:`.admission.resume_admits`) and TensorRT-LLM V2's (``max_util_for_resume``).
+RESUME_GATES: dict[str, Callable[[int, int, int, int], Any]] = {
+    "reference": _resume_reference,
+    "trtllm": _resume_trtllm,
+}
+
+
+@attrs.frozen
+class KeptRun:
+    """A lone request suspended (its slots kept) after every step and resumed through a resume gate.
+    ``refused_at``: the history of the step after which the gate refused it (nothing else runs, so it
+    waits forever) with ``used``/``total`` per pool group then; ``steps`` the steps run."""
+
+    steps: int
+    completed: bool
+    refused_at: int | None = None
+    used: tuple[int, ...] = ()
+    total: tuple[int, ...] = ()
+
+
+def kept_run(config: Config, prompt: int, output: int, *, chunk: int = 1, lookahead: int = 0,
+             gate: str = "reference", gate_from: int = 0) -> KeptRun:
+    """Run one request its scheduler's way on the reference manager with a suspend that keeps its slots
+    (TensorRT-LLM V2 with GPU memory only): after each step's resize it is suspended and resumed through
+    ``gate`` (:data:`RESUME_GATES`), asked per pool group with what it holds (all the pool uses: it is
+    alone) and needs (the same: a kept resume asks nothing new). A gate refusal ends the run: nothing
+    else runs, so nothing will ever free a slot. Steps before history ``gate_from`` resume through the
+    rule's gate. The manager's own resume must succeed where the gate admits (else
+    :class:`~.errors.RequestError`: the rule and the manager disagree)."""
+    if gate not in RESUME_GATES:
+        raise ConfigError("gate", gate, f"not one of {', '.join(RESUME_GATES)}")
+    config = attrs.evolve(config, semantics=attrs.evolve(config.semantics, suspend=SuspendMode.KEEP))
+    manager = Manager(config)
+    rid = "r0"
+    manager.create(rid)
+    if not manager.resume(rid):
+        return KeptRun(0, False)
+    h, steps = 0, 0
+    while h < admission.run_length(prompt, output):
+        if not manager.resize(rid, h + admission.step_tokens(h, prompt, chunk, lookahead), h):
+            return KeptRun(steps, False)
+        steps += 1
+        manager.suspend(rid)
+        pools = manager.snapshot().pools
+        used = tuple(p.total - p.free for p in pools)
+        total = tuple(p.total for p in pools)
+        admits = RESUME_GATES[gate if h >= gate_from else "reference"]
+        if not all(admits(n, u, u, u) for n, u in zip(total, used)):
+            return KeptRun(steps, False, h, used, total)
+        if not manager.resume(rid):
+            raise RequestError(rid, "resume", h, "the gate admitted a kept resume the manager refused")
+        done = admission.advance(h, prompt, chunk)
+        manager.commit(rid, done)
+        h += done
+    manager.close(rid)
+    return KeptRun(steps, True)
