@@ -11,6 +11,8 @@ claim about itself.
   the rule's resume gate (``scheduler.kept_run``) must finish in a pool of what the rule charges.
 - :func:`preemptions`: requests that cannot all grow to their end together, first-come-first-served
   preemption (victim ``newest``): every one finishes within the loop's step limit.
+- :func:`fcfs_bound`: the bound ``fcfs-pair-finishes`` model-checks for two requests (all done by step
+  sum(P + O)), checked on the loop itself for more requests.
 
 Each returns the failures it found (one line each); :func:`run` all of them. The seeded bugs of the
 admission rule (``swafloor.reference.seeded_bugs``, campaign ``scheduler``) are caught here with the
@@ -25,7 +27,7 @@ from swafloor.reference import AttentionLayer, Config, FloorRule, build_layout
 from swafloor.reference.manager import Manager
 from swafloor.reference.scheduler import Arrival, Victim, gate_charge, kept_run, serve
 
-__all__ = ["lone_requests", "kept_resumes", "preemptions", "run"]
+__all__ = ["lone_requests", "kept_resumes", "preemptions", "fcfs_bound", "run"]
 
 #: (t, W, S, P, O, C, k): small, and a few long enough to sweep every history of the window.
 LONE = [g for g in itertools.product((1, 2, 3), (1, 2, 5), (0, 1), (1, 4, 30), (1, 20), (1, 3), (0, 1))]
@@ -108,3 +110,24 @@ def preemptions(victim: Victim | str = Victim.NEWEST) -> list[str]:
 
 def run() -> list[str]:
     return lone_requests() + kept_resumes() + preemptions()
+
+
+def fcfs_bound(requests: int = 3, victim: Victim | str = Victim.NEWEST) -> list[str]:
+    """Past the model check (``fcfs-pair-finishes``, two requests): ``requests`` requests arriving together
+    on one full-attention pool group at one token per block, chunk 1, in pools up to 2 slots above the
+    largest's need; under FCFS preemption all must be done by step sum(P + O)."""
+    failures = []
+    sizes = [(1, 1), (1, 3), (3, 1), (2, 2), (3, 3)]
+    for lens in itertools.product(sizes, repeat=requests):
+        for extra in range(3):
+            pool = max(p + o for p, o in lens) + extra
+            total = sum(p + o for p, o in lens)
+            config = Config(tokens_per_block=1, layers=[AttentionLayer()], slots=(pool,))
+            result = serve(config, [Arrival(f"r{i}", 0, p, o) for i, (p, o) in enumerate(lens)], chunk=1,
+                           victim=victim, max_steps=4 * total)
+            last = max(result.finished_at.values(), default=-1)
+            if not result.completed or last > total:
+                failures.append(f"{requests} requests {lens}, pool {pool}: "
+                                f"{'not all finished' if not result.completed else f'last done at step {last}'} "
+                                f"(bound {total})")
+    return failures

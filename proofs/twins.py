@@ -889,6 +889,26 @@ def preemption_spares_the_oldest(c: _Counter, g: Grid) -> None:
             c.check(victim in running and (N == 1 or victim != running[0]), N=N, r=r)
 
 
+
+@_run
+def fcfs_pair_finishes(c: _Counter, g: Grid) -> None:
+    """The serving loop itself (scheduler.serve on the reference manager, not its transition system) for two
+    requests of prompts and outputs up to 3 tokens (past the model check's 2), one full-attention pool
+    group at one token per block, pools up to 2 slots above the larger's need: both done by step L0 + L1."""
+    from swafloor.reference import AttentionLayer, Config
+
+    for P0, O0, P1, O1 in itertools.product(range(1, 4), repeat=4):
+        for X in range(0, 3):
+            pool = max(P0 + O0, P1 + O1) + X
+            config = Config(tokens_per_block=1, layers=[AttentionLayer()], slots=(pool,))
+            arrivals = [scheduler.Arrival("r0", 0, P0, O0), scheduler.Arrival("r1", 0, P1, O1)]
+            result = scheduler.serve(config, arrivals, chunk=1, victim=scheduler.Victim.NEWEST,
+                                     max_steps=4 * (P0 + O0 + P1 + O1))
+            last = max(result.finished_at.values(), default=None)
+            c.check(result.completed and last is not None and last <= P0 + O0 + P1 + O1,
+                    P0=P0, O0=O0, P1=P1, O1=O1, X=X)
+
+
 TWINS: dict[str, Callable[[Grid], TwinResult]] = {
     "window-span": window_span,
     "decode-sufficient": decode_sufficient,
@@ -940,6 +960,7 @@ TWINS: dict[str, Callable[[Grid], TwinResult]] = {
     "kept-lone-request-resumes": kept_lone_request_resumes,
     "trtllm-resume-gate-admits-kept-lone-request": trtllm_resume_gate_admits_kept_lone_request,
     "preemption-spares-the-oldest": preemption_spares_the_oldest,
+    "fcfs-pair-finishes": fcfs_pair_finishes,
 }
 
 

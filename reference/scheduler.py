@@ -318,3 +318,102 @@ def kept_run(config: Config, prompt: int, output: int, *, chunk: int = 1, lookah
         h += done
     manager.close(rid)
     return KeptRun(steps, True)
+
+
+# ----------------------------------------------------------------------------- the loop as a transition system
+#: A request's status in :func:`pair_step`'s state.
+WAITING, RUNNING, DONE = 0, 1, 2
+
+
+def _and(*xs: Any) -> Any:
+    out: Any = True
+    for x in xs:
+        out = ite(out, x, False)
+    return out
+
+
+def _or(*xs: Any) -> Any:
+    out: Any = False
+    for x in xs:
+        out = ite(out, True, x)
+    return out
+
+
+def _pick(cond: Any, a: tuple, b: tuple) -> tuple:
+    return tuple(ite(cond, x, y) for x, y in zip(a, b))
+
+
+def _run_phase(h: list, s: list, order: tuple[int, int], pool: Any, lengths: tuple, victim: "Victim"):
+    """Phase 1 of a step, the running requests in admission order ``order``: each resizes to one token
+    more (one full-attention block at t = 1); out of slots, it preempts :func:`victim_index`'s pick
+    (recompute: history 0, to the front of the queue) and retries. Returns h, s and the queue's front
+    (None: unchanged)."""
+    h, s, front = list(h), list(s), None
+    for pos_hint, i in enumerate(order):
+        j = order[1 - pos_hint]
+        runs = s[i] == RUNNING
+        other = s[j] == RUNNING
+        n_running = ite(other, 2, 1)
+        position = ite(other, pos_hint, 0) if pos_hint else 0 * n_running
+        free = pool - h[i] - ite(other, h[j], 0)
+        fits = free >= 1
+        v = victim_index(n_running, position, victim)
+        evict = _and(runs, fits == False, other, v != position)  # noqa: E712 (a solver term)
+        fits_after = pool - h[i] >= 1
+        advance = _and(runs, _or(fits, _and(evict, fits_after)))
+        itself = _and(runs, advance == False)  # noqa: E712
+        grown = h[i] + 1
+        s[i] = ite(advance, ite(grown >= lengths[i], DONE, RUNNING), ite(itself, WAITING, s[i]))
+        h[i] = ite(advance, grown, ite(itself, 0, h[i]))
+        s[j] = ite(evict, WAITING, s[j])
+        h[j] = ite(evict, 0, h[j])
+        front = ite(itself, i, ite(evict, j, front if front is not None else -1))
+    return h, s, front
+
+
+def _admit_phase(h: list, s: list, order: tuple[int, int], pool: Any, charges: tuple):
+    """Phase 2: the waiting requests in queue order ``order``, first come first served: each admitted when
+    what the gate charges is at most the free slots (admitting allocates nothing yet); a refusal ends it."""
+    s = list(s)
+    x, y = order
+    free = pool - ite(s[x] == RUNNING, h[x], 0) - ite(s[y] == RUNNING, h[y], 0)
+    x_waits = s[x] == WAITING
+    x_in = _and(x_waits, charges[x] <= free)
+    y_in = _and(s[y] == WAITING, _or(x_waits == False, x_in), charges[y] <= free)  # noqa: E712
+    s[x] = ite(x_in, RUNNING, s[x])
+    s[y] = ite(y_in, RUNNING, s[y])
+    return s, x_in, y_in
+
+
+def pair_step(state: tuple, pool: Any, prompts: tuple, outputs: tuple, victim: "Victim") -> tuple:
+    """One step of :func:`serve` for two requests that both arrive at step 0, on one full-attention pool
+    group of ``pool`` slots at one token per block, prefill chunk 1, no draft slots, the ``reference``
+    gate (:func:`.admission.full_admission_blocks`): the loop as a transition system, on the arithmetic
+    kernel (so the proofs unroll it on Z3 terms: bounded model checking). ``state = (h0, h1, s0, s1,
+    first, front)``: histories, statuses (:data:`WAITING`, :data:`RUNNING`, :data:`DONE`), the running
+    request admitted first, the waiting request at the queue's front. :func:`pair_start` is step 0's."""
+    h0, h1, s0, s1, first, front = state
+    lengths = tuple(admission.run_length(p, o) for p, o in zip(prompts, outputs))
+    charges = tuple(admission.full_admission_blocks(1, p, 0) for p in prompts)
+    runs = []
+    for order in ((0, 1), (1, 0)):
+        h, s, new_front = _run_phase([h0, h1], [s0, s1], order, pool, lengths, victim)
+        runs.append((h[0], h[1], s[0], s[1], ite(new_front == -1, front, new_front)))
+    h0, h1, s0, s1, front = _pick(first == 0, runs[0], runs[1])
+    both = _and(s0 == RUNNING, s1 == RUNNING)
+    first = ite(both, first, ite(s0 == RUNNING, 0, 1))
+    admits = []
+    for order in ((0, 1), (1, 0)):
+        s, x_in, y_in = _admit_phase([h0, h1], [s0, s1], order, pool, charges)
+        x, y = order
+        already = _or(s0 == RUNNING, s1 == RUNNING)
+        admits.append((s[0], s[1], ite(already, first, ite(x_in, x, y))))
+    both_wait = _and(s0 == WAITING, s1 == WAITING)
+    queue_front = ite(both_wait, front, ite(s0 == WAITING, 0, 1))
+    s0, s1, first = _pick(queue_front == 0, admits[0], admits[1])
+    return (h0, h1, s0, s1, first, front)
+
+
+def pair_start() -> tuple:
+    """:func:`pair_step`'s state before step 0: both waiting, r0 first in the queue."""
+    return (0, 0, WAITING, WAITING, 0, 0)
