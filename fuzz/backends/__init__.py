@@ -263,7 +263,9 @@ _ONLY_REGISTERED = (
 
 def backend_rows() -> list[dict[str, str]]:
     """One row per registered name, and one for the ``dataplane:NAME`` wrappers: what it compares
-    (the parts it shows, each ``exact`` or ``at-least``), what it needs installed, its status; the
+    (the parts it shows, each ``exact`` or ``at-least``; a differential of one decision, such as
+    ``vllm-admission``, says what instead: its ``kind`` is ``differential``, run by ``swafloor matrix``
+    and its own module, not ``swafloor fuzz``), what it needs installed, its status; the
     docs' backend table is made from these. Imports each backend's module (not the peer it drives)."""
     rows = []
     for name, registered in REGISTRY.items():
@@ -281,8 +283,9 @@ def backend_rows() -> list[dict[str, str]]:
         else:
             compares = ", ".join(f"{p.value} {m.value}" for p, m in modes.items())
         rows.append({"name": name, "factory": registered.target, "compares": compares,
-                     "needs": registered.needs, "status": registered.status})
-    rows.append({"name": "dataplane:NAME", "factory": DATAPLANE.target,
+                     "needs": registered.needs, "status": registered.status,
+                     "kind": "differential" if callable(getattr(built, "differential", None)) else "campaign"})
+    rows.append({"name": "dataplane:NAME", "factory": DATAPLANE.target, "kind": "campaign",
                  "compares": "NAME's outcome (at-least where NAME can close requests, else exact), lengths and "
                              "errors; data[...]: attention outputs through its block tables",
                  "needs": DATAPLANE.needs, "status": DATAPLANE.status})

@@ -68,16 +68,25 @@ Case = dict  # {"t": int, "windows": [int | None, ...], "P": int, "C": int, "k":
 
 #: Each class the comparison sorts a case into, and its verdict (set here, once per class).
 CLASSES = {
-    "equal": "vLLM's threshold equals the model of its gate (and the rule's charge)",
-    "model-above": "ours: swafloor's model of vLLM's gate charges more than vLLM 0.33.0 needs to admit",
-    "model-below": "ours: swafloor's model of vLLM's gate charges less than vLLM 0.33.0 needs to admit",
-    "over-charges": "semantics difference (engine over-charge, no upstream issue found): vLLM refuses a lone "
-                    "request at a pool where the rule admits it and its run completes on the reference manager "
-                    "(theorem vllm-capped-gate-admits-at-chunk-floor, refuted)",
-    "over-charges-run-incomplete": "ours: vLLM refuses below its threshold, the rule admits, but the reference's "
+    "equal": "vLLM's threshold equals the model of its gate",
+    "model-above": "ours: swafloor's model of vLLM's gate charges the k lookahead slots in the full-sequence gate "
+                   "(cdiv(P + k, t) per group); vLLM 0.33.0's gate charges the prompt, cdiv(P, t), and the drafts only "
+                   "in the first step's own allocation check",
+    "model-below": "ours: swafloor's model of vLLM's gate leaves out the first step's own allocation check, which "
+                   "allocate_slots makes after the gate, uncapped: cdiv(min(C, P) + k, t) per group; with drafts and a "
+                   "small window it is above the capped gate (vLLM's admission needs the larger of the two)",
+    "over-charges": "engine over-charge (a semantics difference, no upstream issue for it; the cap is "
+                    "vllm-project/vllm#40946, which fixed the deadlock #39734): vLLM refuses a lone request at a pool "
+                    "where the rule admits it and its whole run (one output token) completes on the reference manager; "
+                    "the cap ceil((W - 1 + T)/t) + 1 holds one token more than the largest step's span W + n - 2 "
+                    "(the theorem vllm-capped-gate-admits-at-chunk-floor, refuted, found in vLLM itself)",
+    "over-charges-start": "semantics difference: vLLM refuses at a pool where the rule admits the start, but the run's "
+                          "full-attention growth (charged by the rule step by step) needs more than that pool",
+    "over-charges-run-incomplete": "ours: vLLM refuses a pool where the rule admits the whole run, but the reference's "
                                    "lone run does not complete there (the rule would be wrong)",
-    "admits-below-rule": "semantics difference: vLLM's gate charges the prompt (and the first step), not the run; "
-                         "the rule charges the run's largest step",
+    "admits-below-rule": "semantics difference: vLLM's gate charges the prompt and the first step, not the run: a "
+                         "request shorter than its window is charged its prompt's blocks; growth past it is met by "
+                         "preemption, and vLLM's start-up sizer keeps the pool at or above its cap",
     "non-monotone": "engine: vLLM refuses at a pool above one where it admits",
     "error": "engine: an exception inside vLLM's admission path (input saved)",
 }
@@ -188,6 +197,14 @@ def rule_charge(case: Case) -> int:
                else admission.swa_admission_blocks(t, w, 0, P, C, k) for w in case["windows"])
 
 
+def rule_run(case: Case) -> int:
+    """What the rule says the lone run of one output token holds at most: per SWA group its charge, per
+    full group ``cdiv(P + 1 + k, t)`` (``full_run_blocks``: full attention grows past its start)."""
+    t, P, C, k = case["t"], case["P"], case["C"], case["k"]
+    return sum(admission.full_run_blocks(t, P, 1, k) if w is None
+               else admission.swa_admission_blocks(t, w, 0, P, C, k) for w in case["windows"])
+
+
 def reference_completes(case: Case, pool: int) -> bool:
     """The lone run (one output token) completes on the reference manager at ``pool`` slots."""
     from swafloor.proofs import replay
@@ -219,10 +236,12 @@ def classify(case: Case, capped: bool) -> dict[str, Any]:
         record["refused_at"] = seen["non_monotone"]
     if v is None or v != model:
         classes.append("model-above" if v is not None and model > v else "model-below")
-    if v is not None and v > rule:
+    if v is not None and v > rule_run(case):
         completes = reference_completes(case, v - 1)
         record["reference_completes_at"] = v - 1 if completes else None
         classes.append("over-charges" if completes else "over-charges-run-incomplete")
+    elif v is not None and v > rule:
+        classes.append("over-charges-start")
     elif v is not None and v < rule:
         classes.append("admits-below-rule")
     record["classes"] = classes or ["equal"]
@@ -394,12 +413,19 @@ def replay(path: Path) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------- the registry's entry
 def _unbuildable(config: Config) -> Any:
+    compat.import_vllm()  # without vLLM here: Unsupported naming scripts/vllm-venv, as every vLLM backend
     raise Unsupported("vllm-admission compares one admission decision, not a manager's steps: run it with "
                       "`swafloor matrix vllm --backends vllm-admission` or `python -m "
                       "swafloor.fuzz.engines.vllm.admission`")
 
 
-@factory(Capabilities(observations={Part.OUTCOME: "exact"}), name="vllm-admission", prepare=load)
+#: The domain of its cases, as a protocol declaration: SWA and full attention in one pool, no sinks.
+CAPABILITIES = Capabilities(observations={Part.OUTCOME: "exact"}, layer_kinds=("swa", "full"), sinks=False,
+                            one_pool_group=True, reused_history=False, legacy_floor=False,
+                            notes=("a differential of one admission decision per case, not a protocol campaign",))
+
+
+@factory(CAPABILITIES, name="vllm-admission", prepare=load)
 def vllm_admission(config: Config) -> Any:
     """vLLM's admission gate (allocate_slots with full_sequence_must_fit) against the rule and the model
     of vLLM's gate: a differential of one decision per case, not a protocol campaign."""
