@@ -25,18 +25,24 @@ the check). Compared with:
   (``cdiv(P + k, t)``): EXACTLY. Any difference is a divergence (``model-above``: the model charges
   more than vLLM needs to admit; ``model-below``: less), each with its input and a replay.
 - (a) the reference's rule (:mod:`swafloor.reference.admission`): ``swa_admission_blocks`` per SWA
-  group plus ``full_admission_blocks`` per full group. Where vLLM's threshold is above it, vLLM refuses
-  the request at the pool ``threshold - 1`` that the rule admits; the lone run (one output token) is
-  then run on the reference manager at that pool (:func:`swafloor.proofs.replay.lone_run`), and where
-  it completes that is the class ``over-charges`` (the refutation of the theorem
-  ``vllm-capped-gate-admits-at-chunk-floor``, found in vLLM itself). Where vLLM admits below the rule,
+  group plus ``full_admission_blocks`` per full group (what the rule admits at), and :func:`rule_run`
+  (full attention at ``full_run_blocks``, the run of one output token). Where vLLM's threshold is above
+  the run's charge, vLLM refuses the request at the pool ``threshold - 1``; the lone run (one output
+  token) is then run on the reference manager at that pool (:func:`swafloor.proofs.replay.lone_run`),
+  and where it completes that is the class ``over-charges`` (the refutation of the theorem
+  ``vllm-capped-gate-admits-at-chunk-floor``, found in vLLM itself; where it does not, the class
+  ``over-charges-run-incomplete``, the rule's fault). Above the start's charge but not the run's:
+  ``over-charges-start`` (full attention's growth, which the rule charges step by step). Where vLLM admits below the rule,
   the class is ``admits-below-rule`` (vLLM's gate charges the prompt, not the run: growth past it is
   met by preemption; the pool vLLM sizes at start-up is never below its cap).
 
 A value of the comparison is either vLLM's (the threshold) or swafloor's (the formulas); the adapter
 sets only the inputs. An exception raised inside vLLM's code is the class ``error`` with its input.
-A release whose ``allocate_slots`` has no ``full_sequence_must_fit`` has no admission gate: the
-backend is :class:`~swafloor.fuzz.protocol.Unsupported` there.
+Releases before the gate moved into ``allocate_slots`` (0.20.2 and before) have it as
+``KVCacheManager.can_fit_full_sequence(request, ...)``, which their scheduler asks first (with the
+cap inside, where the release has it), then ``allocate_slots`` for the first step: asked in that
+order. A release with neither has no admission gate: the backend is
+:class:`~swafloor.fuzz.protocol.Unsupported` there.
 
 ``python -m swafloor.fuzz.engines.vllm.admission [--examples N] [--seed S] [--json] [--plant extra-block|no-cap]``
 runs it in the current interpreter (the vLLM venv); ``--replay FILE...`` replays saved traces. ``--plant``
@@ -106,14 +112,16 @@ def gate_parameters(v: dict[str, Any]) -> dict[str, bool]:
     """What this release's admission path has, by inspection: ``gate`` (``allocate_slots`` takes
     ``full_sequence_must_fit``), ``capped`` (the coordinator takes ``apply_admission_cap``)."""
     allocate = parameters(v["KVCacheManager"].allocate_slots)
-    if "full_sequence_must_fit" not in allocate:
-        raise Unsupported(f"vLLM {compat.version()}'s allocate_slots has no full_sequence_must_fit: no admission gate")
+    separate = "full_sequence_must_fit" not in allocate and callable(getattr(v["KVCacheManager"], "can_fit_full_sequence", None))
+    if "full_sequence_must_fit" not in allocate and not separate:
+        raise Unsupported(f"vLLM {compat.version()}'s KVCacheManager has no admission gate (no full_sequence_must_fit "
+                          "in allocate_slots, no can_fit_full_sequence)")
     import importlib
 
     coordinator = importlib.import_module("vllm.v1.core.kv_cache_coordinator")
     capped = any("apply_admission_cap" in parameters(getattr(cls, "get_num_blocks_to_allocate", lambda: None))
                  for cls in vars(coordinator).values() if isinstance(cls, type))
-    return {"gate": True, "capped": capped, "has_scheduled_reqs": "has_scheduled_reqs" in allocate}
+    return {"gate": True, "capped": capped, "has_scheduled_reqs": "has_scheduled_reqs" in allocate, "separate": separate}
 
 
 def load() -> dict[str, Any]:
@@ -130,8 +138,12 @@ def vllm_admits(case: Case, free: int) -> bool:
     manager = release.manager(case["t"], list(case["windows"]), free + 1, max_model_len=MAX_MODEL_LEN,
                               in_flight=case["C"])
     request = release.request("r0", case["P"], 1)
-    extra = {"has_scheduled_reqs": False} if has["has_scheduled_reqs"] else {}
-    kwargs = {"full_sequence_must_fit": True, **extra}
+    if has["separate"]:  # the gate before it moved into allocate_slots: the scheduler asks it first
+        if not manager.can_fit_full_sequence(request):
+            return False
+        kwargs = {}
+    else:
+        kwargs = {"full_sequence_must_fit": True, **({"has_scheduled_reqs": False} if has["has_scheduled_reqs"] else {})}
     if case["k"]:
         kwargs["num_lookahead_tokens"] = case["k"]
     blocks = manager.allocate_slots(request, min(case["C"], case["P"]), **kwargs)
