@@ -400,9 +400,11 @@ class Cell:
         return {k: v for k, v in attrs.asdict(self).items() if v is not None}
 
     def describe(self) -> str:
-        if self.result == "pass":
-            return f"pass ({self.examples} ex.)"
+        if self.result == "pass":  # a differential's pass names its classes (each traced, with a verdict)
+            return f"pass ({self.examples} ex.)" + (f": {self.why}" if self.why else "")
         if self.result == "divergence":
+            if self.step_index is None:  # a differential's: the class, and every class's count
+                return f"divergence: {self.part} ({self.why})"
             return f"divergence: {self.part} at step {self.step_index}"
         if self.result == OFF_TARGET:
             return f"{OFF_TARGET}: {self.discard_rate or 0:.0%} of examples discarded ({self.examples} ex.)"
@@ -554,6 +556,14 @@ def _cell_main(release: str, backend: str, args) -> dict[str, Any]:
     wrong = _imported_release(release, args.engine)
     if wrong:
         return {**base, "result": "error", "why": wrong}
+    differential = getattr(getattr(resolved.factory, "__wrapped__", resolved.factory), "differential", None)
+    if callable(differential):  # a differential of one decision per case (vllm-admission), not a campaign
+        try:
+            found = differential(args.examples, args.seed, args.out)
+        except Unsupported as exc:
+            return {**base, "result": "unsupported", "why": str(exc)[:300]}
+        return {**base, **found, "why": ", ".join(f"{k} {n}" for k, n in found["classes"].items())[:300],
+                args.engine: release}
     try:
         result = run_campaign(resolved, profile=PROFILE, examples=args.examples, seed=args.seed, out_dir=args.out)
     except CampaignError as exc:

@@ -91,6 +91,7 @@ REGISTRY: dict[str, Registered] = {
     "vllm-prefix-eagle-mixed": _in_venv("vllm", "prefix:vllm_prefix_eagle_mixed",
                                         "diverges on the pinned release (semantics not modelled yet); CI replays "
                                         "tests/regressions/vllm-prefix-eagle-mixed-cache-past-boundary.json"),
+    "vllm-admission": _in_venv("vllm", "admission:vllm_admission", "tests/test_vllm_admission.py"),
     "vllm-prefix-any-window": _in_venv("vllm", "prefix:vllm_prefix_any_window",
                                        "replays the trace that pins why vllm-prefix refuses a window of 1"),
     "sglang": _in_venv("sglang", "backend:sglang", "tests/test_sglang.py"),
@@ -266,23 +267,29 @@ _ONLY_REGISTERED = (
 
 def backend_rows() -> list[dict[str, str]]:
     """One row per registered name, and one for the ``dataplane:NAME`` wrappers: what it compares
-    (the parts it shows, each ``exact`` or ``at-least``), what it needs installed, its status; the
+    (the parts it shows, each ``exact`` or ``at-least``; a differential of one decision, such as
+    ``vllm-admission``, says what instead: its ``kind`` is ``differential``, run by ``swafloor matrix``
+    and its own module, not ``swafloor fuzz``), what it needs installed, its status; the
     docs' backend table is made from these. Imports each backend's module (not the peer it drives)."""
     rows = []
     for name, registered in REGISTRY.items():
         module, _, attr = registered.target.partition(":")
-        caps = declaration_of(getattr(importlib.import_module(module), attr)).capabilities
+        built = getattr(importlib.import_module(module), attr)
+        caps = declaration_of(built).capabilities
         modes = caps.observations
         exact = all(m is Comparison.EXACT for m in modes.values())
-        if set(modes) == set(Part) and exact:
+        if isinstance(getattr(built, "compares", None), str):  # a differential of one decision, not a campaign
+            compares = built.compares
+        elif set(modes) == set(Part) and exact:
             compares = "every part, exact (physical identity included)"
         elif set(modes) == DEFAULT_PARTS and exact:
             compares = "every part, exact (no slot ids: physical identity not compared)"
         else:
             compares = ", ".join(f"{p.value} {m.value}" for p, m in modes.items())
         rows.append({"name": name, "factory": registered.target, "compares": compares,
-                     "needs": registered.needs, "status": registered.status})
-    rows.append({"name": "dataplane:NAME", "factory": DATAPLANE.target,
+                     "needs": registered.needs, "status": registered.status,
+                     "kind": "differential" if callable(getattr(built, "differential", None)) else "campaign"})
+    rows.append({"name": "dataplane:NAME", "factory": DATAPLANE.target, "kind": "campaign",
                  "compares": "NAME's outcome (at-least where NAME can close requests, else exact), lengths and "
                              "errors; data[...]: attention outputs through its block tables",
                  "needs": DATAPLANE.needs, "status": DATAPLANE.status})

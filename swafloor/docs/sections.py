@@ -672,7 +672,8 @@ def checked_where() -> str:
     rows = {r["name"]: r for r in backend_rows()}
     proved = sum(1 for t in CATALOGUE if t.expected is Expected.PROVED)
     refuted = len(CATALOGUE) - proved
-    engines = [n for n in rows if not n.startswith("mutant:") and n not in ("reference", "dataplane:NAME")]
+    engines = [n for n in rows if not n.startswith("mutant:") and n not in ("reference", "dataplane:NAME")
+               and rows[n]["kind"] == "campaign"]
     mutants = [n for n in rows if n.startswith("mutant:")]
     matrix_path = data_root() / VLLM_MATRIX
     matrix = json.loads(matrix_path.read_text(encoding="utf-8")) if matrix_path.exists() else None
