@@ -208,22 +208,8 @@ def resume_copy(cex: Mapping[str, int]) -> Replay:
 
 
 def lone_run(d: _Driver, rid: Hashable, prompt: int, output: int, chunk: int, lookahead: int) -> bool:
-    """Run one request the scheduler's way on the driver's manager: create, resume, then per step a
-    resize to the step's capacity (admission.step_tokens) and a commit of what it computed
-    (admission.advance), until all ``P + O`` tokens are computed; then close. True when every call
-    succeeded."""
-    d.call("create", rid)
-    if not d.call("resume", rid):
-        return False
-    h = 0
-    while h < admission.run_length(prompt, output):
-        if not d.call("resize", rid, h + admission.step_tokens(h, prompt, chunk, lookahead), h):
-            return False
-        step = admission.advance(h, prompt, chunk)
-        d.call("commit", rid, step)
-        h += step
-    d.call("close", rid)
-    return True
+    """:func:`swafloor.reference.admission.lone_run` on the driver's manager, each call traced."""
+    return admission.lone_run(d.call, rid, prompt, output, chunk, lookahead)
 
 
 def vllm_gate_refuses(capped: bool):

@@ -30,6 +30,7 @@ __all__ = [
     "full_run_blocks",
     "run_length",
     "resume_admits",
+    "lone_run",
 ]
 
 
@@ -78,3 +79,22 @@ def resume_admits(total: Any, used: Any, held: Any, needed: Any) -> Any:
     memory only) is admitted when the free slots, ``total - used``, cover the rest, ``needed - held``.
     What it holds is never charged again (the reference manager's own resume of a kept request)."""
     return needed - held <= total - used
+
+
+def lone_run(call: Any, rid: Any, prompt: int, output: int, chunk: int, lookahead: int) -> bool:
+    """Run one request the scheduler's way through ``call(op, rid, *args)`` (a manager's operation by
+    name): create, resume, then per step a resize to the step's capacity (:func:`step_tokens`) and a
+    commit of what it computed (:func:`advance`), until all ``P + O`` tokens are computed; then close.
+    True when every resume and resize succeeded."""
+    call("create", rid)
+    if not call("resume", rid):
+        return False
+    h = 0
+    while h < run_length(prompt, output):
+        if not call("resize", rid, h + step_tokens(h, prompt, chunk, lookahead), h):
+            return False
+        step = advance(h, prompt, chunk)
+        call("commit", rid, step)
+        h += step
+    call("close", rid)
+    return True

@@ -5,7 +5,7 @@ skips).
 
 - A bounded campaign (Hypothesis, seed 0) on the pinned release: no exception inside vLLM, nothing
   non-monotone, and every class it finds has a saved trace with a verdict
-  (``tests/regressions/vllm-admission-*.json``); the over-charging class is counted, not hidden.
+  (``tests/regressions/vllm-admission/*.json``); the over-charging class is counted, not hidden.
 - Plants: vLLM's gate patched to charge one block more, or its cap dropped, is a divergence from the
   model at the saved example of that plant.
 - Every saved trace checks itself without vLLM (the model and the rule still give the saved charges),
@@ -26,7 +26,7 @@ from swafloor.fuzz.engines.vllm import admission
 ROOT = Path(__file__).resolve().parent.parent
 VENV = Path(os.environ.get("SWAFLOOR_VLLM_VENV") or ROOT / ".venv-vllm")
 PYTHON = VENV / "bin" / "python"
-TRACES = sorted((ROOT / "tests" / "regressions").glob("vllm-admission-*.json"))
+TRACES = sorted((ROOT / "tests" / "regressions" / "vllm-admission").glob("vllm-admission-*.json"))
 PINNED = "0.33.0"
 EXAMPLES = 100
 MODULE = "swafloor.fuzz.engines.vllm.admission"

@@ -28,7 +28,7 @@ the check). Compared with:
   group plus ``full_admission_blocks`` per full group (what the rule admits at), and :func:`rule_run`
   (full attention at ``full_run_blocks``, the run of one output token). Where vLLM's threshold is above
   the run's charge, vLLM refuses the request at the pool ``threshold - 1``; the lone run (one output
-  token) is then run on the reference manager at that pool (:func:`swafloor.proofs.replay.lone_run`),
+  token) is then run on the reference manager at that pool (:func:`swafloor.reference.admission.lone_run`),
   and where it completes that is the class ``over-charges`` (the refutation of the theorem
   ``vllm-capped-gate-admits-at-chunk-floor``, found in vLLM itself; where it does not, the class
   ``over-charges-run-incomplete``, the rule's fault). Above the start's charge but not the run's:
@@ -60,7 +60,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from swafloor.reference import AttentionLayer, Config, ConfigError, admission, peers
+from swafloor.reference import AttentionLayer, Config, ConfigError, Manager, admission, peers
 from swafloor.reference.arith import cdiv
 
 from . import compat
@@ -219,15 +219,19 @@ def rule_run(case: Case) -> int:
 
 def reference_completes(case: Case, pool: int) -> bool:
     """The lone run (one output token) completes on the reference manager at ``pool`` slots."""
-    from swafloor.proofs import replay
-
     layers = [AttentionLayer(window=w) for w in case["windows"]]
     try:  # every group in one pool, as vLLM serves them
         config = Config(tokens_per_block=case["t"], layers=layers, pool_groups=(0,) * len(layers), slots=(pool,))
     except ConfigError:  # below the reference's minimum for this pool: it does not run there
         return False
-    d = replay.Driver(config)
-    return replay.lone_run(d, "r0", case["P"], 1, case["C"], case["k"]) and not d.failures
+    manager = Manager(config)
+
+    def call(op: str, rid: str, *args: int):
+        result = getattr(manager, op)(rid, *args)
+        manager.check()
+        return result
+
+    return admission.lone_run(call, "r0", case["P"], 1, case["C"], case["k"])
 
 
 def classify(case: Case, capped: bool) -> dict[str, Any]:
@@ -363,15 +367,15 @@ def run(examples: int, seed: int = 0) -> dict[str, Any]:
             "examples_by_class": first, "plant": list(_plant), "seconds": round(time.perf_counter() - started, 1)}
 
 
-#: Classes that are differences with a verdict saved (tests/regressions/vllm-admission-*.json): counted,
+#: Classes that are differences with a verdict saved (tests/regressions/vllm-admission/*.json): counted,
 #: not a failure of the campaign; every other class but ``equal`` is.
 def _unexplained(report: dict[str, Any], traced: set[str]) -> list[str]:
     return [name for name, n in report["counts"].items() if n and name != "equal" and name not in traced]
 
 
 def traced_classes(release: str) -> set[str]:
-    """The classes with a saved trace for ``release`` (tests/regressions/vllm-admission-*.json)."""
-    folder = Path(__file__).resolve().parents[3] / "tests" / "regressions"
+    """The classes with a saved trace for ``release`` (tests/regressions/vllm-admission/*.json)."""
+    folder = Path(__file__).resolve().parents[3] / "tests" / "regressions" / "vllm-admission"
     found = set()
     for path in folder.glob("vllm-admission-*.json"):
         saved = json.loads(path.read_text(encoding="utf-8"))
