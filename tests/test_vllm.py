@@ -24,8 +24,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-VENV = Path(os.environ.get("SWAFLOOR_VLLM_VENV") or ROOT / ".venv-vllm")
-PYTHON = VENV / "bin" / "python"
+from .vllm_venv import PYTHON, VENV, need_venv as _need_venv  # noqa: E402
 # Traces that pin an older release's divergence (found.release) replay in tests/test_vllm_releases.py.
 REGRESSIONS = sorted(
     p for p in (ROOT / "tests" / "regressions").glob("vllm-*.json")
@@ -39,13 +38,6 @@ EXAMPLES = 500
 TIMEOUT = 900  # seconds for one subprocess; CI's budget is far larger, a hang still ends
 
 
-def _need_venv() -> None:
-    if PYTHON.exists() and (VENV / ".swafloor-vllm-complete").exists():
-        return
-    message = f"the vLLM venv {VENV} is missing or incomplete: make it with scripts/vllm-venv"
-    if os.environ.get("CI") == "true":
-        pytest.fail(message)
-    pytest.skip(message)
 
 
 def _run(args: list[str], cwd: Path) -> subprocess.Popen:

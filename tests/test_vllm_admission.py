@@ -24,21 +24,13 @@ import pytest
 from swafloor.fuzz.engines.vllm import admission
 
 ROOT = Path(__file__).resolve().parent.parent
-VENV = Path(os.environ.get("SWAFLOOR_VLLM_VENV") or ROOT / ".venv-vllm")
-PYTHON = VENV / "bin" / "python"
+from .vllm_venv import PYTHON, VENV, need_venv as _need_venv  # noqa: E402
 TRACES = sorted((ROOT / "tests" / "regressions" / "vllm-admission").glob("vllm-admission-*.json"))
 PINNED = "0.33.0"
 EXAMPLES = 100
 MODULE = "swafloor.fuzz.engines.vllm.admission"
 
 
-def _need_venv() -> None:
-    if PYTHON.exists() and (VENV / ".swafloor-vllm-complete").exists():
-        return
-    message = f"the vLLM venv {VENV} is missing or incomplete: make it with scripts/vllm-venv"
-    if os.environ.get("CI") == "true":
-        pytest.fail(message)
-    pytest.skip(message)
 
 
 def _python(*args: str) -> dict:
