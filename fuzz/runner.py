@@ -36,6 +36,7 @@ from .protocol import BackendRecord
 from .compare import Divergence
 from .machine import BATCH_ROUNDS, DivergenceFound, Stats, build_machine
 from .reduce import reduce_trace
+from .stream import source_blind
 from .replay import replay_command
 from .retired import MAX_RETIRED_SHARE, RetiredVerdict
 from .trace import Trace, save, to_dict
@@ -330,7 +331,8 @@ def run_campaign(
     machine._hypothesis_internal_add_digest = f"swafloor:{backend_.name}|{against_.name}".encode()
     divergence, trace, path = None, None, None
     try:
-        run_state_machine_as_test(machine, settings=_settings(examples, steps, shrink, database, search))
+        with source_blind():  # the seed alone decides the examples, not the project's literals
+            run_state_machine_as_test(machine, settings=_settings(examples, steps, shrink, database, search))
     except DivergenceFound as found:
         divergence, trace = found.divergence, found.trace
         if shrink:  # Hypothesis has shrunk the run; drop the steps it could not

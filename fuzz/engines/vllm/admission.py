@@ -66,6 +66,7 @@ from swafloor.reference.arith import cdiv
 from . import compat
 from ..common import brief, parameters
 from ...protocol import Capabilities, Part, Unsupported, factory
+from ...stream import source_blind
 
 __all__ = ["Case", "generate", "vllm_threshold", "model_charge", "rule_charge", "classify", "check", "run",
            "differential", "vllm_admission", "main", "CLASSES"]
@@ -297,7 +298,8 @@ def generate(examples: int, seed: int) -> list[Case]:
         if case not in drawn:
             drawn.append(case)
 
-    draw()
+    with source_blind():  # the seed alone decides the cases
+        draw()
     return drawn
 
 
