@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from swafloor.reference import admission, arith, cache_hit, floors, lifecycle, peers, sharing
+from swafloor.reference import admission, arith, cache_hit, floors, lifecycle, peers, scheduler, sharing
 from swafloor.reference.lifecycle import LifeCycle, LifeCycleKind
 
 from . import replay
 from .symbolic import BLOCK_SIZE, TOKENS, H, STEP, S, T, W, Var, all_of, any_of, implies, negate, upto
 from .theorem import Attempt, Expected, Theorem
 
-__all__ = ["CATALOGUE", "by_name"]
+__all__ = ["CATALOGUE", "OPT_IN", "by_name"]
 
 PROVED, REFUTED = Expected.PROVED, Expected.REFUTED
 
@@ -846,6 +846,92 @@ def vllm_uncapped_gate_admits_at_chunk_floor(t, W, P, C, k):
     return vllm_gate_admits_at_chunk_floor(t, W, P, C, k, False)
 
 
+def sglang_gate_admits_at_chunk_floor(t, W, P, C, k):
+    """SGLang's SWA budget as a charge in free pages is at most what the rule charges (no sinks)."""
+    return peers.sglang_admission_blocks(t, W, P, C) <= admission.swa_admission_blocks(t, W, 0, P, C, k)
+
+
+EXTRA = upto("X", "slots above what the rule charges", 0, 1, "X <= 1")
+
+
+def _kept(t, W, S, P, C, k, h, X):
+    """A lone request suspended after its step at h, its slots kept: what it holds (all the pool uses)
+    and the pool, X slots above the rule's charge."""
+    held = _live(h, h + admission.step_tokens(h, P, C, k), t, W, S)
+    return held, admission.swa_admission_blocks(t, W, S, P, C, k) + X
+
+
+def kept_lone_request_resumes(t, W, S, P, O, C, k, h, X):
+    held, total = _kept(t, W, S, P, C, k, h, X)
+    return implies(h < admission.run_length(P, O), admission.resume_admits(total, held, held, held))
+
+
+def trtllm_resume_gate_admits_kept_lone_request(t, W, S, P, O, C, k, h, X):
+    held, total = _kept(t, W, S, P, C, k, h, X)
+    num, den = peers.TRTLLM_MAX_UTIL_FOR_RESUME
+    decoding = all_of(h >= P, h < admission.run_length(P, O))  # every decode history is a step of the run
+    return implies(decoding, peers.trtllm_resume_admits(held, total, num, den))
+
+
+RUNNING = upto("N", "requests running", 1, 6, "N <= 6")
+REQUESTER = upto("r", "position of the request whose step ran out of slots, in admission order", 0,
+                 lambda env: env["N"] - 1, "r < N")
+
+
+def preemption_spares_the_oldest(N, r):
+    """FCFS preemption (victim newest): the victim is one of the running requests, and never the oldest
+    while another runs, whoever ran out of slots."""
+    v = scheduler.victim_index(N, r, scheduler.Victim.NEWEST)
+    inside = r <= N - 1
+    return (
+        implies(inside, all_of(v >= 0, v <= N - 1)),
+        implies(all_of(inside, N >= 2), v >= 1),
+    )
+
+
+#: The bounded model check of two requests: prompts and outputs up to BMC_TOKENS tokens each, the loop
+#: unrolled BMC_STEPS steps (enough for both to reach the bound at the largest lengths).
+BMC_TOKENS = 2
+BMC_STEPS = 4 * BMC_TOKENS + 1
+P0_BMC = upto("P0", "r0's prompt tokens", 1, BMC_TOKENS, f"P0 <= {BMC_TOKENS}", TOKENS)
+O0_BMC = upto("O0", "r0's output tokens", 1, BMC_TOKENS, f"O0 <= {BMC_TOKENS}", TOKENS)
+P1_BMC = upto("P1", "r1's prompt tokens", 1, BMC_TOKENS, f"P1 <= {BMC_TOKENS}", TOKENS)
+O1_BMC = upto("O1", "r1's output tokens", 1, BMC_TOKENS, f"O1 <= {BMC_TOKENS}", TOKENS)
+
+
+def _fresh_states(like: Any, step: int) -> tuple | None:
+    """Fresh solver constants for the state after ``step`` (bounded model checking's relational form: each
+    step's state named, equal to the transition of the one before), or None on ints and numpy arrays."""
+    module = type(like).__module__
+    if module.startswith("cvc5"):
+        from cvc5 import pythonic as api
+    elif module.startswith("z3"):
+        import z3 as api
+    else:
+        return None
+    return tuple(api.Int(f"bmc_{name}_{step}", like.ctx) for name in ("h0", "h1", "s0", "s1", "first", "front"))
+
+
+def fcfs_pair_finishes(P0, O0, P1, O1, X):
+    """Two requests through the serving loop (scheduler.pair_step, unrolled): under FCFS preemption both
+    are done by step L0 + L1, in a pool X slots above what the larger needs alone."""
+    lengths = (admission.run_length(P0, O0), admission.run_length(P1, O1))
+    pool = arith.imax(admission.full_run_blocks(1, P0, O0, 0), admission.full_run_blocks(1, P1, O1, 0)) + X
+    small = all_of(P0 <= BMC_TOKENS, O0 <= BMC_TOKENS, P1 <= BMC_TOKENS, O1 <= BMC_TOKENS)
+    state, links, done_by = scheduler.pair_start(), [], []
+    for step in range(BMC_STEPS):
+        after = scheduler.pair_step(state, pool, (P0, P1), (O0, O1), scheduler.Victim.NEWEST)
+        fresh = _fresh_states(P0, step)
+        if fresh is not None:
+            links.extend(f == a for f, a in zip(fresh, after))
+            after = fresh
+        state = after
+        if step >= 3:  # L0 + L1 >= 4
+            done = all_of(state[2] == scheduler.DONE, state[3] == scheduler.DONE)
+            done_by.append(implies(lengths[0] + lengths[1] <= step, done))
+    return implies(all_of(small, *links), all_of(*done_by))
+
+
 # ----------------------------------------------------------------------------- the catalogue
 CATALOGUE: tuple[Theorem, ...] = (
     Theorem(
@@ -1317,11 +1403,69 @@ CATALOGUE += (
         vllm_uncapped_gate_admits_at_chunk_floor,
         replay=replay.vllm_gate_refuses(False),
     ),
+    Theorem(
+        "sglang-gate-admits-at-chunk-floor",
+        "Claim: SGLang's SWA admission budget (PrefillAdder._swa_budget_for_req: max(min(P, C), W - 1) + t tokens, "
+        "refused when it is at least the SWA tokens left, so cdiv(budget + 1, t) free pages) charges a lone "
+        "request at most the rule's chunk floor (no sinks), so a pool at that floor admits it.",
+        REFUTED,
+        (T_ADM, W_ADM, PROMPT, CHUNK, DRAFTS),
+        sglang_gate_admits_at_chunk_floor,
+        replay=replay.sglang_gate_refuses,
+    ),
+    Theorem(
+        "kept-lone-request-resumes",
+        "A lone request suspended after any step h < P + O of its run with its slots kept (TensorRT-LLM V2's "
+        "suspend with GPU memory only), in a pool of X >= 0 slots above what the rule charges "
+        "(admission.swa_admission_blocks), is admitted again by the rule's resume gate "
+        "(admission.resume_admits: the free slots cover what it needs beyond what it holds).",
+        PROVED,
+        (T_ADM, W_ADM, S, PROMPT, OUTPUT, CHUNK, DRAFTS, H_RUN, EXTRA),
+        kept_lone_request_resumes,
+    ),
+    Theorem(
+        "trtllm-resume-gate-admits-kept-lone-request",
+        "Claim: TensorRT-LLM V2's resume gate (max_util_for_resume = 0.97: resume() fails when a pool group's "
+        "use is above 97%) admits a lone request suspended with its slots kept after a decode step "
+        "(P <= h < P + O), in a pool of X >= 0 slots above what the rule charges.",
+        REFUTED,
+        (T_ADM, W_ADM, S, PROMPT, OUTPUT, CHUNK, DRAFTS, H_RUN, EXTRA),
+        trtllm_resume_gate_admits_kept_lone_request,
+        replay=replay.trtllm_resume_refuses,
+    ),
+    Theorem(
+        "preemption-spares-the-oldest",
+        "With N >= 1 requests running and the step of the one at position r (0 <= r < N, admission order) out "
+        "of slots, first-come-first-served preemption (scheduler.victim_index, victim newest) preempts a "
+        "running request, and never the oldest while another runs: the oldest request's steps are never "
+        "undone by another's, the step lemma of a bounded wait.",
+        PROVED,
+        (RUNNING, REQUESTER),
+        preemption_spares_the_oldest,
+    ),
+)
+
+
+#: Theorems outside the default catalogue (``swafloor prove`` runs them only by name): their solver time
+#: is above the default run's budget (about half a second each). The bounded model check of the serving
+#: loop takes seconds under Z3, and cvc5's block encoding does not take it.
+OPT_IN: tuple[Theorem, ...] = (
+    Theorem(
+        "fcfs-pair-finishes",
+        f"Bounded model checking of the serving loop (scheduler.pair_step: serve's step for two requests arriving "
+        f"together, one full-attention pool group at one token per block, chunk 1, the reference gate, recompute "
+        f"preemption) unrolled {BMC_STEPS} steps: for prompts and outputs of at most {BMC_TOKENS} tokens and a "
+        f"pool X >= 0 slots above what the larger request needs alone, first-come-first-served preemption "
+        f"(victim newest) has both requests done by step L0 + L1 (L = P + O).",
+        PROVED,
+        (P0_BMC, O0_BMC, P1_BMC, O1_BMC, EXTRA),
+        fcfs_pair_finishes,
+    ),
 )
 
 
 def by_name(name: str) -> Theorem:
-    for theorem in CATALOGUE:
+    for theorem in CATALOGUE + OPT_IN:
         if theorem.name == name:
             return theorem
     raise KeyError(name)

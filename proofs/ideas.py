@@ -216,4 +216,21 @@ IDEAS: dict[str, str] = {
         "The gate charges cdiv(P + k, t), growing with the prompt, while the chunk floor does not depend on P: "
         "any prompt longer than the window and a chunk exceeds it."
     ),
+    "sglang-gate-admits-at-chunk-floor": (
+        "SGLang reserves at least the window, W - 1 tokens, plus a page, and asks for one token more than that "
+        "(its test is strict): a one-token largest step (P = 1 or C = 1), or W <= 2, costs a page more than the "
+        "chunk floor ceil((W + n - 2)/t) + 1 when t divides the span."
+    ),
+    "kept-lone-request-resumes": (
+        "A lone request holds what the pool uses, its step's live blocks, at most the step floor of its largest "
+        "step (lone-request-completes), so at most the pool; a kept resume needs nothing beyond what it holds."
+    ),
+    "trtllm-resume-gate-admits-kept-lone-request": (
+        "The gate reads use, not need: at the rule's charge a lone request can hold every slot (its worst step "
+        "reaches the floor), 100% use, above 0.97, and its own held slots keep it from resuming."
+    ),
+    "preemption-spares-the-oldest": (
+        "The newest running request is at position N - 1, which is at least 1 whenever N >= 2, and always a "
+        "running position; so the oldest is preempted only when it runs alone."
+    ),
 }

@@ -18,10 +18,11 @@ from typing import Any, Callable, Iterator, Sequence
 
 import attrs
 
-from swafloor.reference import arith, cache_hit, floors, lifecycle, peers, sharing
+from swafloor.reference import admission, arith, cache_hit, floors, lifecycle, peers, scheduler, sharing
 from swafloor.reference.seeded_bugs import SEEDED_BUGS, seeded_bug
 
 from .discharge import DEFAULT_TIMEOUT_S, UNKNOWN, discharge
+from .symbolic import all_of
 from .theorem import Theorem
 
 __all__ = ["Mutation", "MUTATIONS", "PATCHES", "applied", "flips", "score"]
@@ -229,6 +230,31 @@ def _full_share_same_size_only() -> list[Patch]:
     return [(floors, "life_cycle_min_slots", life_cycle_min_slots)]
 
 
+def _admission_charges_prompt() -> list[Patch]:
+    def swa_admission_blocks(t, window, sink_blocks, prompt, chunk, lookahead):  # the prompt's blocks
+        return arith.cdiv(prompt, t)
+
+    return [(admission, "swa_admission_blocks", swa_admission_blocks)]
+
+
+def _resume_gate_at_full_utilisation() -> list[Patch]:
+    real = admission.resume_admits
+
+    def resume_admits(total, used, held, needed):  # a full pool group refuses, whatever the request holds
+        return all_of(real(total, used, held, needed), used < total)
+
+    return [(admission, "resume_admits", resume_admits)]
+
+
+def _preempt_newest_other() -> list[Patch]:
+    real = scheduler.victim_index
+
+    def victim_index(running, requester, victim):  # newest reads as newest-other: never itself while others run
+        return real(running, requester, scheduler.Victim.NEWEST_OTHER if victim is scheduler.Victim.NEWEST else victim)
+
+    return [(scheduler, "victim_index", victim_index)]
+
+
 #: The patch of each seeded bug (swafloor.reference.seeded_bugs) that is seeded in the formulas.
 PATCHES: dict[str, Callable[[], list[Patch]]] = {
     "no-inflight-token": _no_inflight_token,
@@ -253,6 +279,9 @@ PATCHES: dict[str, Callable[[], list[Patch]]] = {
     "null-counted-free": _null_counted_free,
     "eviction-floor-without-block": _eviction_floor_without_block,
     "full-share-same-size-only": _full_share_same_size_only,
+    "admission-charges-prompt": _admission_charges_prompt,
+    "resume-gate-at-full-utilisation": _resume_gate_at_full_utilisation,
+    "preempt-newest-other": _preempt_newest_other,
 }
 
 

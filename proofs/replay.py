@@ -27,6 +27,8 @@ __all__ = [
     "lone_run",
     "Driver",
     "vllm_gate_refuses",
+    "sglang_gate_refuses",
+    "trtllm_resume_refuses",
 ]
 
 
@@ -237,6 +239,58 @@ def vllm_gate_refuses(capped: bool):
 
     run.__name__ = f"vllm_{'capped' if capped else 'uncapped'}_gate_refuses"
     return run
+
+
+def sglang_gate_refuses(cex: Mapping[str, int]) -> Replay:
+    """The replay of the SGLang budget's refutation: the counterexample's lone request (one output token)
+    run on the reference manager with one SWA life cycle and a pool at the rule's chunk floor
+    (admission.swa_admission_blocks, no sinks). Confirmed when it completes there while SGLang's budget
+    (peers.sglang_admission_blocks) asks for more free pages than the pool has."""
+    t, w, p, c, k = cex["t"], cex["W"], cex["P"], cex["C"], cex["k"]
+    pool = admission.swa_admission_blocks(t, w, 0, p, c, k)
+    charged = peers.sglang_admission_blocks(t, w, p, c)
+    d = _Driver(_config(t, w, 0, pool))
+    completed = lone_run(d, "r0", p, 1, c, k)
+    d.trace.append(f"SGLang's SWA budget is {peers.sglang_swa_budget_tokens(t, w, p, c)} tokens: admitted with "
+                   f"{charged} free pages; the pool has {pool}")
+    confirmed = completed and not d.failures and charged > pool
+    if confirmed:
+        summary = (f"a lone request (P={p}, C={c}, k={k}) completes in {pool} slots, the rule's chunk floor, "
+                   f"but SGLang's budget needs {charged} free pages: it waits forever")
+    elif not completed:
+        summary = f"NOT REPRODUCED: the run failed at the chunk floor {pool}: {d.failures[:1]}"
+    else:
+        summary = f"NOT REPRODUCED: SGLang's budget needs {charged} <= {pool}"
+    return Replay(confirmed, summary, tuple(d.trace))
+
+
+def trtllm_resume_refuses(cex: Mapping[str, int]) -> Replay:
+    """The replay of the resume-gate refutation: the counterexample's lone request run on the reference
+    manager, suspended with its slots kept after every step and resumed through a resume gate
+    (scheduler.kept_run), in a pool X slots above the rule's charge. Confirmed when, through the rule's
+    gate (admission.resume_admits), it completes while TensorRT-LLM V2's (peers.trtllm_resume_admits),
+    asked from the counterexample's step on, refuses it after exactly that step: a lone request that
+    holds what it needs waits forever."""
+    from swafloor.reference.scheduler import kept_run
+
+    t, w, s, p, o, c, k, x = (cex[n] for n in ("t", "W", "S", "P", "O", "C", "k", "X"))
+    pool = admission.swa_admission_blocks(t, w, s, p, c, k) + x
+    config = _config(t, w, s, pool)
+    ours = kept_run(config, p, o, chunk=c, lookahead=k, gate="reference")
+    theirs = kept_run(config, p, o, chunk=c, lookahead=k, gate="trtllm", gate_from=cex["h"])
+    trace = (f"pool {pool} (rule's charge + {x}); P={p}, O={o}, C={c}, k={k}, suspended (kept) after each step",
+             f"the rule's resume gate: {'completed' if ours.completed else 'stopped'} after {ours.steps} steps",
+             f"TensorRT-LLM's resume gate: refused after the step at h={theirs.refused_at} with use "
+             f"{list(theirs.used)} of {list(theirs.total)}" if theirs.refused_at is not None
+             else f"TensorRT-LLM's resume gate: {'completed' if theirs.completed else 'stopped'}")
+    confirmed = ours.completed and theirs.refused_at == cex["h"]
+    if confirmed:
+        summary = (f"a lone request kept in {pool} slots resumes through the rule's gate to completion, but "
+                   f"TensorRT-LLM's gate refuses it at h={theirs.refused_at} (use {theirs.used[0]} of "
+                   f"{theirs.total[0]}, above 97%): it waits forever")
+    else:
+        summary = "NOT REPRODUCED: " + "; ".join(trace[1:])
+    return Replay(confirmed, summary, trace)
 
 
 #: A manager whose every call is recorded with its outcome and followed by ``check()`` (for replays

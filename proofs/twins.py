@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import attrs
 
-from swafloor.reference import admission, cache_hit, floors, peers, sharing
+from swafloor.reference import admission, cache_hit, floors, peers, scheduler, sharing
 from swafloor.reference.lifecycle import LifeCycle, LifeCycleKind
 
 __all__ = ["Grid", "TwinResult", "TWINS", "run_twin", "DEFAULT_GRID"]
@@ -839,6 +839,76 @@ vllm_capped_gate_admits_at_chunk_floor = _run(_vllm_gate_twin(True))
 vllm_uncapped_gate_admits_at_chunk_floor = _run(_vllm_gate_twin(False))
 
 
+
+@_run
+def sglang_gate_admits_at_chunk_floor(c: _Counter, g: Grid) -> None:
+    """SGLang's budget in free pages against the most blocks the run's largest step holds, token by token."""
+    for t, W, _ in g.tws(s_max=0):
+        for P in range(1, 9):
+            for C in range(1, 5):
+                for k in range(0, g.k_max + 1):
+                    most = _scan_max(t, W, 0, max(min(C, P), 1 + k))[0]
+                    c.check(peers.sglang_admission_blocks(t, W, P, C) <= most, t=t, W=W, P=P, C=C, k=k)
+
+
+def _kept_twin(gate: Callable[[int, int], Any], decode_only: bool) -> Callable[[_Counter, Grid], None]:
+    """Each run on the grid, suspended after each step with its slots kept: what it holds, counted token by
+    token, is all the pool uses; ``gate(total, held)`` must admit its resume at pools of the rule's charge
+    plus X <= 1."""
+
+    def body(c: _Counter, g: Grid) -> None:
+        for t, W, S in g.tws():
+            for P in range(1, 6):
+                for O in range(1, 3):
+                    for C in range(1, 4):
+                        for k in range(0, g.k_max + 1):
+                            charge = admission.swa_admission_blocks(t, W, S, P, C, k)
+                            for h, cap, _ in _schedule(P, O, C, k):
+                                if decode_only and h < P:
+                                    continue
+                                held = len(_held(h, cap, t, W, S))
+                                for X in (0, 1):
+                                    c.check(gate(charge + X, held), t=t, W=W, S=S, P=P, O=O, C=C, k=k, h=h, X=X)
+
+    return body
+
+
+kept_lone_request_resumes = _run(_kept_twin(lambda total, held: admission.resume_admits(total, held, held, held), False))
+trtllm_resume_gate_admits_kept_lone_request = _run(_kept_twin(
+    lambda total, held: peers.trtllm_resume_admits(held, total, *peers.TRTLLM_MAX_UTIL_FOR_RESUME), True))
+
+
+@_run
+def preemption_spares_the_oldest(c: _Counter, g: Grid) -> None:
+    """Every running list of up to 6 requests and every requester: the scheduler's pick (victim newest) is
+    running, and not the oldest while another runs."""
+    for N in range(1, 7):
+        running = [f"q{i}" for i in range(N)]
+        for r in range(N):
+            victim = scheduler.pick_victim(running, running[r], scheduler.Victim.NEWEST)
+            c.check(victim in running and (N == 1 or victim != running[0]), N=N, r=r)
+
+
+
+@_run
+def fcfs_pair_finishes(c: _Counter, g: Grid) -> None:
+    """The serving loop itself (scheduler.serve on the reference manager, not its transition system) for two
+    requests of prompts and outputs up to 3 tokens (past the model check's 2), one full-attention pool
+    group at one token per block, pools up to 2 slots above the larger's need: both done by step L0 + L1."""
+    from swafloor.reference import AttentionLayer, Config
+
+    for P0, O0, P1, O1 in itertools.product(range(1, 4), repeat=4):
+        for X in range(0, 3):
+            pool = max(P0 + O0, P1 + O1) + X
+            config = Config(tokens_per_block=1, layers=[AttentionLayer()], slots=(pool,))
+            arrivals = [scheduler.Arrival("r0", 0, P0, O0), scheduler.Arrival("r1", 0, P1, O1)]
+            result = scheduler.serve(config, arrivals, chunk=1, victim=scheduler.Victim.NEWEST,
+                                     max_steps=4 * (P0 + O0 + P1 + O1))
+            last = max(result.finished_at.values(), default=None)
+            c.check(result.completed and last is not None and last <= P0 + O0 + P1 + O1,
+                    P0=P0, O0=O0, P1=P1, O1=O1, X=X)
+
+
 TWINS: dict[str, Callable[[Grid], TwinResult]] = {
     "window-span": window_span,
     "decode-sufficient": decode_sufficient,
@@ -886,6 +956,11 @@ TWINS: dict[str, Callable[[Grid], TwinResult]] = {
     "lone-request-completes": lone_request_completes,
     "vllm-capped-gate-admits-at-chunk-floor": vllm_capped_gate_admits_at_chunk_floor,
     "vllm-uncapped-gate-admits-at-chunk-floor": vllm_uncapped_gate_admits_at_chunk_floor,
+    "sglang-gate-admits-at-chunk-floor": sglang_gate_admits_at_chunk_floor,
+    "kept-lone-request-resumes": kept_lone_request_resumes,
+    "trtllm-resume-gate-admits-kept-lone-request": trtllm_resume_gate_admits_kept_lone_request,
+    "preemption-spares-the-oldest": preemption_spares_the_oldest,
+    "fcfs-pair-finishes": fcfs_pair_finishes,
 }
 
 

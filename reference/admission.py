@@ -29,6 +29,7 @@ __all__ = [
     "full_admission_blocks",
     "full_run_blocks",
     "run_length",
+    "resume_admits",
     "lone_run",
 ]
 
@@ -70,6 +71,14 @@ def full_run_blocks(t: Any, prompt: Any, output: Any, lookahead: Any) -> Any:
 def run_length(prompt: Any, output: Any) -> Any:
     """The history at which the run is done: ``P + O``."""
     return prompt + output
+
+
+def resume_admits(total: Any, used: Any, held: Any, needed: Any) -> Any:
+    """The rule's resume gate for one pool group: a suspended request that still holds ``held`` of the
+    ``needed`` slots its resume asks for (a suspend that keeps its slots, TensorRT-LLM V2's with GPU
+    memory only) is admitted when the free slots, ``total - used``, cover the rest, ``needed - held``.
+    What it holds is never charged again (the reference manager's own resume of a kept request)."""
+    return needed - held <= total - used
 
 
 def lone_run(call: Any, rid: Any, prompt: int, output: int, chunk: int, lookahead: int) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .arith import cdiv, fdiv, imin, ite
+from .arith import cdiv, fdiv, imax, imin, ite
 
 __all__ = [
     "upstream_window_term",
@@ -18,6 +18,10 @@ __all__ = [
     "trtllm_cpp_blocks",
     "sglang_request_pages",
     "vllm_admission_blocks",
+    "sglang_swa_budget_tokens",
+    "sglang_admission_blocks",
+    "TRTLLM_MAX_UTIL_FOR_RESUME",
+    "trtllm_resume_admits",
 ]
 
 
@@ -61,3 +65,30 @@ def vllm_admission_blocks(t: Any, window: Any, prompt: Any, lookahead: Any, max_
     :func:`vllm_blocks_per_request` with ``T = max_batched`` (``max_num_batched_tokens``)."""
     charged = cdiv(prompt + lookahead, t)
     return ite(capped, imin(charged, vllm_blocks_per_request(t, window, max_batched, max_model_len)), charged)
+
+
+def sglang_swa_budget_tokens(t: Any, window: Any, prompt: Any, chunk: Any) -> Any:
+    """SGLang's SWA budget for a request it admits (``PrefillAdder._swa_budget_for_req``, recent
+    releases): the tokens of its next allocation, ``min(extend, chunk)``, floored at the window it will
+    hold while decoding (``sliding_window_size``, SGLang's exclusive window ``W - 1``), plus one page:
+    ``max(min(P, C), W - 1) + t`` tokens (a new request's extend is its prompt; no sinks, no drafts)."""
+    return imax(imin(prompt, chunk), window - 1) + t
+
+
+def sglang_admission_blocks(t: Any, window: Any, prompt: Any, chunk: Any) -> Any:
+    """SGLang's SWA admission gate as a charge in free SWA pages: it refuses when the budget is at
+    least the SWA tokens left (``swa_needed >= rem_swa_tokens``), so it admits only with
+    ``budget + 1 <= free * t`` tokens free: ``cdiv(budget + 1, t)`` pages."""
+    return cdiv(sglang_swa_budget_tokens(t, window, prompt, chunk) + 1, t)
+
+
+#: TensorRT-LLM V2's default ``max_util_for_resume`` (0.97, as its C++ binding's default), as a fraction.
+TRTLLM_MAX_UTIL_FOR_RESUME = (97, 100)
+
+
+def trtllm_resume_admits(used: Any, total: Any, util_num: Any = 97, util_den: Any = 100) -> Any:
+    """TensorRT-LLM V2's resume gate for one pool group: ``resume()`` fails when the group's use is above
+    ``max_util_for_resume = util_num / util_den``; it admits when ``used / total <= util_num / util_den``,
+    that is ``used * util_den <= util_num * total``. It looks at use only, not at what the request
+    holds or needs (a request suspended with its pages held counts them against itself)."""
+    return used * util_den <= util_num * total

@@ -8,8 +8,11 @@ vLLM preempts: every slot freed, its tokens recomputed from 0 when it is admitte
 arrivals) and retries; with no victim left it preempts itself.
 
 Gates: ``reference`` (the rule: :func:`.admission.swa_admission_blocks` per SWA life cycle,
-:func:`.admission.full_admission_blocks` for full attention, one slot per SSM life cycle) and vLLM's
-(:func:`.peers.vllm_admission_blocks`, with or without its cap; full attention and SSM as the rule).
+:func:`.admission.full_admission_blocks` for full attention, one slot per SSM life cycle), vLLM's
+(:func:`.peers.vllm_admission_blocks`, with or without its cap), SGLang's (its SWA budget,
+:func:`.peers.sglang_admission_blocks`) and TensorRT-LLM V2's resume gate (``trtllm``: admitted while
+every pool group's use is at most ``max_util_for_resume`` of it, :func:`.peers.trtllm_resume_admits`,
+nothing reserved); full attention and SSM as the rule's.
 
 Two ends that are not completion: a **deadlock**, a step at which nothing runs and the first waiting
 request is refused (no slot is in use, so none will ever be freed: it waits forever), reported with
@@ -25,12 +28,13 @@ from typing import Any, Callable, Hashable, Sequence
 import attrs
 
 from . import admission, peers
+from .arith import ite
 from .config import Config, SuspendMode, build_layout
 from .errors import ConfigError, RequestError
 from .lifecycle import LifeCycle, LifeCycleKind
 from .manager import Manager
 
-__all__ = ["Arrival", "Victim", "pick_victim", "GATES", "gate_charge", "Deadlock", "ServeResult", "serve"]
+__all__ = ["Arrival", "Victim", "victim_index", "pick_victim", "GATES", "UTILISATION_GATES", "gate_charge", "Deadlock", "ServeResult", "serve", "RESUME_GATES", "KeptRun", "kept_run"]
 
 
 @attrs.frozen
@@ -59,14 +63,20 @@ class Victim(str, enum.Enum):
     NEWEST_OTHER = "newest-other"
 
 
+def victim_index(running: Any, requester: Any, victim: "Victim") -> Any:
+    """The position, in admission order, of the request that a step of the request at position
+    ``requester`` preempts when it runs out of slots, ``running`` requests running (``0 <= requester <
+    running``). On the arithmetic kernel, so the proofs evaluate it on Z3 terms."""
+    if victim is Victim.NEWEST:
+        return running - 1
+    if victim is Victim.OLDEST:
+        return 0 * running
+    return ite(requester == running - 1, ite(running >= 2, running - 2, requester), running - 1)
+
+
 def pick_victim(running: Sequence[Hashable], requester: Hashable, victim: "Victim") -> Hashable:
     """The request a step of ``requester`` that ran out of slots preempts, ``running`` in admission order."""
-    if victim is Victim.NEWEST:
-        return running[-1]
-    if victim is Victim.OLDEST:
-        return running[0]
-    others = [r for r in running if r != requester]
-    return others[-1] if others else requester
+    return running[victim_index(len(running), list(running).index(requester), victim)]
 
 
 def _charge_reference(lc: LifeCycle, t: int, p: int, o: int, c: int, k: int) -> int:
@@ -86,12 +96,29 @@ def _charge_vllm(capped: bool) -> Callable[[LifeCycle, int, int, int, int, int],
     return charge
 
 
+def _charge_sglang(lc: LifeCycle, t: int, p: int, o: int, c: int, k: int) -> int:
+    if lc.kind is LifeCycleKind.SWA:  # its SWA budget in free pages (no sinks: SGLang has none)
+        return peers.sglang_admission_blocks(t, lc.window, p, c)
+    return _charge_reference(lc, t, p, o, c, k)
+
+
+def _charge_nothing(lc: LifeCycle, t: int, p: int, o: int, c: int, k: int) -> int:
+    return 0  # a utilisation gate reserves nothing for the request (UTILISATION_GATES)
+
+
 #: gate name -> per life cycle ``charge(lc, t, prompt, output, chunk, lookahead)`` in blocks.
 GATES: dict[str, Callable[[LifeCycle, int, int, int, int, int], int]] = {
     "reference": _charge_reference,
     "vllm": _charge_vllm(True),
     "vllm-uncapped": _charge_vllm(False),
+    "sglang": _charge_sglang,
+    "trtllm": _charge_nothing,
 }
+
+#: Gates that admit on the pools' use rather than a charge: gate name -> ``max_util_for_resume`` as a
+#: fraction; a request is admitted when every pool group's use is at most that share of its slots
+#: (:func:`.peers.trtllm_resume_admits`), whatever it will need.
+UTILISATION_GATES: dict[str, tuple[int, int]] = {"trtllm": peers.TRTLLM_MAX_UTIL_FOR_RESUME}
 
 
 def gate_charge(gate: str, config: Config, prompt: int, output: int, chunk: int, lookahead: int) -> tuple[int, ...]:
@@ -201,7 +228,12 @@ def serve(config: Config, arrivals: Sequence[Arrival], *, gate: str = "reference
             a = by_id[rid]
             charged = gate_charge(gate, config, a.prompt, a.output, chunk, lookahead)
             available = free()
-            if any(c > f for c, f in zip(charged, available)):
+            refused = any(c > f for c, f in zip(charged, available))
+            if gate in UTILISATION_GATES:
+                num, den = UTILISATION_GATES[gate]
+                refused = not all(peers.trtllm_resume_admits(p.total - p.free, p.total, num, den)
+                                  for p in manager.snapshot().pools)
+            if refused:
                 if not running:
                     needed = gate_charge("reference", config, a.prompt, a.output, chunk, lookahead)
                     return ServeResult(step, tuple(finished), finished_at, waited, preemptions,
@@ -218,3 +250,170 @@ def serve(config: Config, arrivals: Sequence[Arrival], *, gate: str = "reference
             waited[rid] += 1
         step += 1
     return ServeResult(step, tuple(finished), finished_at, waited, preemptions)
+
+
+def _resume_reference(total: int, used: int, held: int, needed: int) -> Any:
+    return admission.resume_admits(total, used, held, needed)
+
+
+def _resume_trtllm(total: int, used: int, held: int, needed: int) -> Any:
+    num, den = peers.TRTLLM_MAX_UTIL_FOR_RESUME
+    return peers.trtllm_resume_admits(used, total, num, den)
+
+
+#: resume gate name -> ``admits(total, used, held, needed)`` for one pool group: the rule's
+#: (:func:`.admission.resume_admits`) and TensorRT-LLM V2's (``max_util_for_resume``).
+RESUME_GATES: dict[str, Callable[[int, int, int, int], Any]] = {
+    "reference": _resume_reference,
+    "trtllm": _resume_trtllm,
+}
+
+
+@attrs.frozen
+class KeptRun:
+    """A lone request suspended (its slots kept) after every step and resumed through a resume gate.
+    ``refused_at``: the history of the step after which the gate refused it (nothing else runs, so it
+    waits forever) with ``used``/``total`` per pool group then; ``steps`` the steps run."""
+
+    steps: int
+    completed: bool
+    refused_at: int | None = None
+    used: tuple[int, ...] = ()
+    total: tuple[int, ...] = ()
+
+
+def kept_run(config: Config, prompt: int, output: int, *, chunk: int = 1, lookahead: int = 0,
+             gate: str = "reference", gate_from: int = 0) -> KeptRun:
+    """Run one request its scheduler's way on the reference manager with a suspend that keeps its slots
+    (TensorRT-LLM V2 with GPU memory only): after each step's resize it is suspended and resumed through
+    ``gate`` (:data:`RESUME_GATES`), asked per pool group with what it holds (all the pool uses: it is
+    alone) and needs (the same: a kept resume asks nothing new). A gate refusal ends the run: nothing
+    else runs, so nothing will ever free a slot. Steps before history ``gate_from`` resume through the
+    rule's gate. The manager's own resume must succeed where the gate admits (else
+    :class:`~.errors.RequestError`: the rule and the manager disagree)."""
+    if gate not in RESUME_GATES:
+        raise ConfigError("gate", gate, f"not one of {', '.join(RESUME_GATES)}")
+    config = attrs.evolve(config, semantics=attrs.evolve(config.semantics, suspend=SuspendMode.KEEP))
+    manager = Manager(config)
+    rid = "r0"
+    manager.create(rid)
+    if not manager.resume(rid):
+        return KeptRun(0, False)
+    h, steps = 0, 0
+    while h < admission.run_length(prompt, output):
+        if not manager.resize(rid, h + admission.step_tokens(h, prompt, chunk, lookahead), h):
+            return KeptRun(steps, False)
+        steps += 1
+        manager.suspend(rid)
+        pools = manager.snapshot().pools
+        used = tuple(p.total - p.free for p in pools)
+        total = tuple(p.total for p in pools)
+        admits = RESUME_GATES[gate if h >= gate_from else "reference"]
+        if not all(admits(n, u, u, u) for n, u in zip(total, used)):
+            return KeptRun(steps, False, h, used, total)
+        if not manager.resume(rid):
+            raise RequestError(rid, "resume", h, "the gate admitted a kept resume the manager refused")
+        done = admission.advance(h, prompt, chunk)
+        manager.commit(rid, done)
+        h += done
+    manager.close(rid)
+    return KeptRun(steps, True)
+
+
+# ----------------------------------------------------------------------------- the loop as a transition system
+#: A request's status in :func:`pair_step`'s state.
+WAITING, RUNNING, DONE = 0, 1, 2
+
+
+def _and(*xs: Any) -> Any:
+    out: Any = True
+    for x in xs:
+        out = ite(out, x, False)
+    return out
+
+
+def _or(*xs: Any) -> Any:
+    out: Any = False
+    for x in xs:
+        out = ite(out, True, x)
+    return out
+
+
+def _pick(cond: Any, a: tuple, b: tuple) -> tuple:
+    return tuple(ite(cond, x, y) for x, y in zip(a, b))
+
+
+def _run_phase(h: list, s: list, order: tuple[int, int], pool: Any, lengths: tuple, victim: "Victim"):
+    """Phase 1 of a step, the running requests in admission order ``order``: each resizes to one token
+    more (one full-attention block at t = 1); out of slots, it preempts :func:`victim_index`'s pick
+    (recompute: history 0, to the front of the queue) and retries. Returns h, s and the queue's front
+    (None: unchanged)."""
+    h, s, front = list(h), list(s), None
+    for pos_hint, i in enumerate(order):
+        j = order[1 - pos_hint]
+        runs = s[i] == RUNNING
+        other = s[j] == RUNNING
+        n_running = ite(other, 2, 1)
+        position = ite(other, pos_hint, 0) if pos_hint else 0 * n_running
+        free = pool - h[i] - ite(other, h[j], 0)
+        fits = free >= 1
+        v = victim_index(n_running, position, victim)
+        evict = _and(runs, fits == False, other, v != position)  # noqa: E712 (a solver term)
+        fits_after = pool - h[i] >= 1
+        advance = _and(runs, _or(fits, _and(evict, fits_after)))
+        itself = _and(runs, advance == False)  # noqa: E712
+        grown = h[i] + 1
+        s[i] = ite(advance, ite(grown >= lengths[i], DONE, RUNNING), ite(itself, WAITING, s[i]))
+        h[i] = ite(advance, grown, ite(itself, 0, h[i]))
+        s[j] = ite(evict, WAITING, s[j])
+        h[j] = ite(evict, 0, h[j])
+        front = ite(itself, i, ite(evict, j, front if front is not None else -1))
+    return h, s, front
+
+
+def _admit_phase(h: list, s: list, order: tuple[int, int], pool: Any, charges: tuple):
+    """Phase 2: the waiting requests in queue order ``order``, first come first served: each admitted when
+    what the gate charges is at most the free slots (admitting allocates nothing yet); a refusal ends it."""
+    s = list(s)
+    x, y = order
+    free = pool - ite(s[x] == RUNNING, h[x], 0) - ite(s[y] == RUNNING, h[y], 0)
+    x_waits = s[x] == WAITING
+    x_in = _and(x_waits, charges[x] <= free)
+    y_in = _and(s[y] == WAITING, _or(x_waits == False, x_in), charges[y] <= free)  # noqa: E712
+    s[x] = ite(x_in, RUNNING, s[x])
+    s[y] = ite(y_in, RUNNING, s[y])
+    return s, x_in, y_in
+
+
+def pair_step(state: tuple, pool: Any, prompts: tuple, outputs: tuple, victim: "Victim") -> tuple:
+    """One step of :func:`serve` for two requests that both arrive at step 0, on one full-attention pool
+    group of ``pool`` slots at one token per block, prefill chunk 1, no draft slots, the ``reference``
+    gate (:func:`.admission.full_admission_blocks`): the loop as a transition system, on the arithmetic
+    kernel (so the proofs unroll it on Z3 terms: bounded model checking). ``state = (h0, h1, s0, s1,
+    first, front)``: histories, statuses (:data:`WAITING`, :data:`RUNNING`, :data:`DONE`), the running
+    request admitted first, the waiting request at the queue's front. :func:`pair_start` is step 0's."""
+    h0, h1, s0, s1, first, front = state
+    lengths = tuple(admission.run_length(p, o) for p, o in zip(prompts, outputs))
+    charges = tuple(admission.full_admission_blocks(1, p, 0) for p in prompts)
+    runs = []
+    for order in ((0, 1), (1, 0)):
+        h, s, new_front = _run_phase([h0, h1], [s0, s1], order, pool, lengths, victim)
+        runs.append((h[0], h[1], s[0], s[1], ite(new_front == -1, front, new_front)))
+    h0, h1, s0, s1, front = _pick(first == 0, runs[0], runs[1])
+    both = _and(s0 == RUNNING, s1 == RUNNING)
+    first = ite(both, first, ite(s0 == RUNNING, 0, 1))
+    admits = []
+    for order in ((0, 1), (1, 0)):
+        s, x_in, y_in = _admit_phase([h0, h1], [s0, s1], order, pool, charges)
+        x, y = order
+        already = _or(s0 == RUNNING, s1 == RUNNING)
+        admits.append((s[0], s[1], ite(already, first, ite(x_in, x, y))))
+    both_wait = _and(s0 == WAITING, s1 == WAITING)
+    queue_front = ite(both_wait, front, ite(s0 == WAITING, 0, 1))
+    s0, s1, first = _pick(queue_front == 0, admits[0], admits[1])
+    return (h0, h1, s0, s1, first, front)
+
+
+def pair_start() -> tuple:
+    """:func:`pair_step`'s state before step 0: both waiting, r0 first in the queue."""
+    return (0, 0, WAITING, WAITING, 0, 0)

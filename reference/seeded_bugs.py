@@ -11,8 +11,11 @@ A row names a bug once and says where it is seeded and what catches it:
   builds it as the manager with this one behaviour changed; and :data:`ORACLE` (``swafloor fuzz
   --backend oracle --mutate-reference NAME``): the reference itself carries the bug and the
   independent oracle must notice (:mod:`swafloor.fuzz.backends.reference_mutants` builds it; ``covers``
-  names the part of the spec it breaks). The tests check each campaign named catches it. Empty: not
-  seeded in a backend.
+  names the part of the spec it breaks); and :data:`SCHEDULER` (the serving loop's campaigns,
+  :mod:`swafloor.fuzz.scheduler_campaigns`: lone requests through an admission gate, a request suspended
+  and resumed after every step, growing requests preempting each other; run with the formula's patch
+  applied, as ``swafloor serve-sim`` would run it). The tests check each campaign named catches it.
+  Empty: not seeded in a backend.
 
 The docs' table is generated from this list. Data only: nothing here runs or imports anything of
 swafloor's.
@@ -22,8 +25,8 @@ from __future__ import annotations
 
 import attrs
 
-__all__ = ["SeededBug", "SEEDED_BUGS", "TABLE_ONLY", "DATA_PLANE", "ORACLE", "CAMPAIGNS", "seeded_bug", "BREAKS",
-           "RESULT", "HIT", "part_of", "BREAKS_IN_DATA_PLANE", "SEEN_LATER", "SHOWN", "LATER", "breaks"]
+__all__ = ["SeededBug", "SEEDED_BUGS", "TABLE_ONLY", "DATA_PLANE", "ORACLE", "SCHEDULER", "CAMPAIGNS", "seeded_bug",
+           "BREAKS", "RESULT", "HIT", "part_of", "BREAKS_IN_DATA_PLANE", "SEEN_LATER", "SHOWN", "LATER", "breaks"]
 
 #: ``swafloor fuzz --backend mutant:NAME``: the mutant's tables and counts against the reference's.
 TABLE_ONLY = "table-only"
@@ -31,7 +34,9 @@ TABLE_ONLY = "table-only"
 DATA_PLANE = "data plane"
 #: ``swafloor fuzz --backend oracle --mutate-reference NAME``: the oracle against the bugged reference.
 ORACLE = "oracle"
-CAMPAIGNS = (TABLE_ONLY, DATA_PLANE, ORACLE)
+#: the scheduler campaigns (``swafloor.fuzz.scheduler_campaigns``), the reference's formula patched.
+SCHEDULER = "scheduler"
+CAMPAIGNS = (TABLE_ONLY, DATA_PLANE, ORACLE, SCHEDULER)
 
 
 def _campaigns(value: tuple[str, ...]) -> tuple[str, ...]:
@@ -92,6 +97,16 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
     SeededBug("eviction-floor-without-block", "the eviction-interval floor is S + ceil((W-1+k+e)/t): max(e, t) "
               "read as e, so below a block's worth of interval it falls under the in-flight floor",
               ("eviction-floor-sufficient", "eviction-floor-tight")),
+    # Admission and preemption (issue 32): seeded in the formulas, caught by the scheduler campaigns.
+    SeededBug("admission-charges-prompt", "admission charges an SWA life cycle cdiv(P, t), the prompt's blocks, "
+              "instead of the floor of the request's largest step", ("lone-request-completes", "kept-lone-request-resumes"),
+              (SCHEDULER,)),
+    SeededBug("resume-gate-at-full-utilisation", "the resume gate refuses whenever the pool group is fully used, "
+              "the slots the suspended request itself holds included (TensorRT-LLM's max_util_for_resume at 1.0, "
+              "read as a strict bound)", ("kept-lone-request-resumes",), (SCHEDULER,)),
+    SeededBug("preempt-newest-other", "a step that runs out of slots always preempts the newest other running "
+              "request, never itself while another runs: two growing requests preempt each other in turn",
+              ("preemption-spares-the-oldest",), (SCHEDULER,)),
     # Seeded in the reference itself, for the oracle (swafloor.fuzz.backends.reference_mutants).
     SeededBug("released-on-history", "blocks released on h instead of h - k (the tokens in flight "
               "ignored)",

@@ -75,3 +75,58 @@ def test_a_pool_below_the_decode_floor_stops_a_lone_run():
     d = replay.Driver(config)
     assert not replay.lone_run(d, "r0", 2, 8, 1, 0)
     assert d.failures and d.failures[0].startswith("resize(")
+
+
+def test_sglangs_budget_on_hand_computed_points():
+    # recent SGLang: max(min(extend, chunk), sliding_window_size) + page, sliding_window_size = W - 1
+    assert peers.sglang_swa_budget_tokens(16, 4096, 100_000, 2048) == 4095 + 16
+    assert peers.sglang_swa_budget_tokens(16, 4096, 100_000, 8192) == 8192 + 16
+    # refused when budget >= the SWA tokens left: admitted with budget + 1 = 4112 tokens free, cdiv(4112, 16) pages
+    assert peers.sglang_admission_blocks(16, 4096, 100_000, 2048) == 257
+    # the over-charge: t=1, W=5, P=1: budget max(1, 4) + 1 = 5 tokens, 6 free pages; the rule's chunk floor is 5
+    assert peers.sglang_admission_blocks(1, 5, 1, 1) == 6 and admission.swa_admission_blocks(1, 5, 0, 1, 1, 0) == 5
+    # W >= 3 and a chunk of 2 or more: at most the rule (here max(2, 3) + 2 = 5 tokens, 6 free: cdiv(6, 2) = 3;
+    # the rule ceil((4 + 2 - 2)/2) + 1 = 3)
+    assert peers.sglang_admission_blocks(2, 4, 10, 2) == 3 == admission.swa_admission_blocks(2, 4, 0, 10, 2, 0)
+
+
+def test_the_resume_gates_on_hand_computed_points():
+    # TensorRT-LLM V2: resume fails above 97% use; 97 of 100 passes, 98 does not; 384 of 385 does not
+    assert peers.trtllm_resume_admits(97, 100) and not peers.trtllm_resume_admits(98, 100)
+    assert not peers.trtllm_resume_admits(384, 385) and peers.trtllm_resume_admits(0, 1)
+    assert peers.TRTLLM_MAX_UTIL_FOR_RESUME == (97, 100)
+    # the rule: what it lacks against what is free; a full pool resumes a request that holds all it needs
+    assert admission.resume_admits(5, 5, 5, 5) and admission.resume_admits(5, 3, 0, 2)
+    assert not admission.resume_admits(5, 4, 1, 3)
+
+
+@pytest.mark.parametrize("gate", ["reference", "trtllm"])
+def test_kept_run_through_each_resume_gate(gate):
+    """A lone request kept after every step at the rule's charge: the rule's gate resumes it to the end on
+    every point of a small grid; TensorRT-LLM's refuses it somewhere (a pool it fills)."""
+    from swafloor.reference import AttentionLayer, Config
+    from swafloor.reference.scheduler import kept_run
+
+    refused = 0
+    for t, W, S, P, O, C, k in GRID:
+        pool = admission.swa_admission_blocks(t, W, S, P, C, k)
+        config = Config(tokens_per_block=t, layers=[AttentionLayer(window=W, sink_tokens=S * t)], slots=(pool,))
+        run = kept_run(config, P, O, chunk=C, lookahead=k, gate=gate)
+        if gate == "reference":
+            assert run.completed and run.refused_at is None, (t, W, S, P, O, C, k, run)
+        else:
+            assert run.completed or (run.refused_at is not None and run.used[0] * 100 > 97 * run.total[0])
+            refused += not run.completed
+    assert gate == "reference" or refused > 0
+
+
+def test_the_gate_replays_confirm_only_real_refusals():
+    r = replay.sglang_gate_refuses({"t": 1, "W": 5, "P": 1, "C": 1, "k": 0})
+    assert r.confirmed and "needs 6 free pages" in r.summary, r
+    r = replay.sglang_gate_refuses({"t": 2, "W": 4, "P": 10, "C": 2, "k": 0})  # 3 <= 3: admitted
+    assert not r.confirmed and r.summary.startswith("NOT REPRODUCED"), r
+    point = {"t": 1, "W": 1, "S": 0, "P": 1, "O": 1, "C": 1, "k": 0, "h": 1}
+    r = replay.trtllm_resume_refuses({**point, "X": 0})  # holds 1 of 1: 100% use
+    assert r.confirmed and "h=1" in r.summary, r
+    r = replay.trtllm_resume_refuses({**point, "X": 40})  # 1 of 41: below 97%
+    assert not r.confirmed and r.summary.startswith("NOT REPRODUCED"), r

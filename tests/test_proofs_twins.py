@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from swafloor.proofs import concrete, twins
-from swafloor.proofs.catalogue import CATALOGUE, by_name
+from swafloor.proofs.catalogue import CATALOGUE, OPT_IN, by_name
 from swafloor.proofs.mutations import Mutation, applied
 from swafloor.reference import arith, floors
 
-NAMES = [t.name for t in CATALOGUE]
+NAMES = [t.name for t in CATALOGUE + OPT_IN]
 
 
 def test_every_theorem_has_a_twin_and_no_twin_is_orphaned():

@@ -79,7 +79,10 @@ def test_every_seeded_bug_a_campaign_catches_names_the_parts_it_breaks():
     from swafloor.fuzz.protocol import Part
 
     known = {p.value for p in Part} | {"cached", "hit"}
-    caught = {bug.name for bug in SEEDED_BUGS if bug.campaigns}
+    from swafloor.reference.seeded_bugs import SCHEDULER
+
+    # the scheduler campaigns compare no parts of the fuzz harness: their bugs are caught as failed runs
+    caught = {bug.name for bug in SEEDED_BUGS if set(bug.campaigns) - {SCHEDULER}}
     assert set(BREAKS) == caught
     for name, parts in BREAKS.items():
         assert parts and set(parts) <= known - {"pool_totals"}, (name, parts)

@@ -67,7 +67,9 @@ def test_victims():
     (["--window", "8", "--tokens-per-block", "4", "--generate", "2", "--requests", "x.json"], "cannot be combined"),
     (["--tokens-per-block", "4"], "--window"),
     (["--window", "8", "--tokens-per-block", "4", "--chunk", "0"], "--chunk"),
-    (["--window", "8", "--tokens-per-block", "4", "--engine", "sglang"], "--engine"),
+    (["--window", "8", "--tokens-per-block", "4", "--engine", "tgi"], "--engine"),
+    (["--window", "8", "--tokens-per-block", "4", "--engine", "vllm", "--kept-resume"], "--kept-resume"),
+    (["--window", "8", "--tokens-per-block", "4", "--generate", "2", "--kept-resume"], "--kept-resume"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, argv, needle):
     assert main(["serve-sim", *argv]) == 2
@@ -86,3 +88,30 @@ def test_a_request_file_with_a_bad_field_names_it(tmp_path, capsys):
                                 {"id": "b", "at": 2, "prompt": 5, "output": 2}]), encoding="utf-8")
     code, out = _json(capsys, ["serve-sim", "--window", "8", "--tokens-per-block", "4", "--requests", str(good)])
     assert code == 0 and out["finished"] == 2
+
+
+def test_sglang_and_trtllm_engines(capsys):
+    # SGLang's budget for the Mistral run: max(min(100000, 2048), 4095) + 16 tokens, admitted with 4112 + 1
+    # tokens free: cdiv(4113, 16) = 258 pages of the 385; TensorRT-LLM reserves nothing (use 0 of 385)
+    for engine in ("sglang", "trtllm"):
+        code, out = _json(capsys, [*MISTRAL, "--engine", engine])
+        assert code == 0 and out["completed"] and out["steps"] == 60, engine
+    # a one-token prompt, W = 5, t = 1: the rule charges ceil((5 + 1 - 2)/1) + 1 = 5; SGLang's budget is
+    # max(1, 4) + 1 = 5 tokens and it needs one more free: 6 > 5, it waits forever
+    argv = ["serve-sim", "--window", "5", "--tokens-per-block", "1", "--prompt", "1", "--output", "4", "--chunk", "1"]
+    code, out = _json(capsys, [*argv, "--engine", "sglang"])
+    assert code == 4 and out["deadlock"] == {"step": 0, "request": "r0", "charged": [6], "needed": [5], "free": [5]}
+    code, out = _json(capsys, [*argv, "--engine", "reference"])
+    assert code == 0 and out["completed"]
+
+
+def test_kept_resume_trtllm_refuses_its_own_slots(capsys):
+    # kept after every step at the rule's 385 slots: after the first 2,048-token chunk past the window (h = 4096)
+    # the request holds 384 slots, 99.7% > 97%: TensorRT-LLM's gate refuses it; the rule's resumes it to the end
+    code, out = _json(capsys, [*MISTRAL, "--engine", "trtllm", "--kept-resume"])
+    assert code == 4 and not out["completed"] and out["refused_at"] == 4096 and out["used"] == [384]
+    assert out["total"] == [385]
+    code, out = _json(capsys, [*MISTRAL, "--engine", "reference", "--kept-resume"])
+    assert code == 0 and out["completed"] and out["steps"] == 59
+    assert main([*MISTRAL, "--engine", "trtllm", "--kept-resume"]) == 4
+    assert "DEADLOCK after the step at history 4096" in capsys.readouterr().out

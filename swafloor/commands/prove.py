@@ -126,7 +126,7 @@ def run(args) -> int:
 
     theorems = catalogue.CATALOGUE
     if args.names:
-        known = {t.name: t for t in theorems}
+        known = {t.name: t for t in theorems + catalogue.OPT_IN}  # opt-in theorems run by name only
         unknown = [n for n in args.names if n not in known]
         if unknown:
             raise UsageError(f"unknown theorem {bounded(unknown[0], 60)} (the names: swafloor prove --list)")

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from swafloor.reference import AttentionLayer, Config, FloorRule, build_layout
-from swafloor.reference.scheduler import GATES, Arrival, Victim, gate_charge, serve
+from swafloor.reference.scheduler import GATES, RESUME_GATES, Arrival, Victim, gate_charge, kept_run, serve
 
 from ._common import int_at_least, print_json
 
@@ -39,7 +39,9 @@ def register(subparsers) -> None:
     p.add_argument("--engine", default="reference", choices=sorted(GATES),
                    help="whose admission gate: reference (the rule: each SWA life cycle its largest step's floor), "
                         "vllm (0.33's gate with the recycling-aware cap), vllm-uncapped (the full sequence, as "
-                        "before the cap); SGLang's and TensorRT-LLM's gates are not modelled yet")
+                        "before the cap), sglang (its SWA budget: max(min(P, C), W - 1) + a page, strictly below "
+                        "the SWA tokens left), trtllm (V2's resume gate: admitted while every pool group's use "
+                        "is at most max_util_for_resume = 0.97, nothing reserved)")
     p.add_argument("--pool", type=int_at_least(1), default=None, metavar="N",
                    help="slots of every pool group (default: what the reference rule charges the largest request)")
     p.add_argument("--chunk", type=int_at_least(1), default=256, metavar="C",
@@ -56,6 +58,9 @@ def register(subparsers) -> None:
     p.add_argument("--every", type=int_at_least(0), default=0, help="with --generate: steps between arrivals")
     p.add_argument("--max-steps", type=int_at_least(1), default=None,
                    help="a livelock after this many steps (default: 4 x (tokens + 1) x requests)")
+    p.add_argument("--kept-resume", action="store_true",
+                   help="instead of serving: one request suspended with its slots kept after every step (TensorRT-LLM "
+                        "V2 with GPU memory only) and resumed through the engine's resume gate (reference or trtllm)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=run)
 
@@ -122,6 +127,9 @@ def run(args) -> int:
     # a pool below the fixed rule's minimum may be simulated (the manager only validates slots): legacy rule
     config = Config(tokens_per_block=t, layers=layers, slots=pool, floor_rule=FloorRule.LEGACY if below else FloorRule.FIXED)
 
+    if args.kept_resume:
+        return _kept(args, arrivals, config, t, pool, rule_pool, minimum)
+
     def progress(step: int, finished: int, total: int) -> None:
         if step:
             print(f"serve-sim: step {step:,}, {finished} of {total} requests finished", file=sys.stderr, flush=True)
@@ -156,4 +164,34 @@ def run(args) -> int:
     else:
         print(f"LIVELOCK: {len(result.finished)} of {len(arrivals)} requests finished by step {result.livelock_at} "
               f"({result.preemptions} preemptions)")
+    return code
+
+
+def _kept(args, arrivals, config, t, pool, rule_pool, minimum) -> int:
+    from ..cli import UsageError
+
+    if args.engine not in RESUME_GATES:
+        raise UsageError(f"--kept-resume: --engine must be one of {', '.join(RESUME_GATES)} (a resume gate), "
+                         f"not {args.engine}")
+    if len(arrivals) != 1:
+        raise UsageError(f"--kept-resume runs one request, not {len(arrivals)}")
+    a = arrivals[0]
+    run = kept_run(config, a.prompt, a.output, chunk=args.chunk, lookahead=args.lookahead, gate=args.engine)
+    out = {"engine": args.engine, "tokens_per_block": t, "pool": list(pool), "min_slots": list(minimum),
+           "rule_pool": list(rule_pool), "chunk": args.chunk, "lookahead": args.lookahead, "steps": run.steps,
+           "completed": run.completed, "refused_at": run.refused_at, "used": list(run.used), "total": list(run.total)}
+    code = 0 if run.completed else STUCK_EXIT
+    if args.json:
+        print_json(out)
+        return code
+    print(f"{args.engine} resume gate, t = {t}, pool {list(pool)} (rule's charge {list(rule_pool)}, minimum "
+          f"{list(minimum)}), chunk {args.chunk}, lookahead {args.lookahead}, one request suspended (kept) after "
+          "every step")
+    if run.completed:
+        print(f"ok: resumed after each of its {run.steps} steps and finished")
+    elif run.refused_at is not None:
+        print(f"DEADLOCK after the step at history {run.refused_at}: its resume is refused with use {list(run.used)} "
+              f"of {list(run.total)}, its own kept slots: nothing else runs, it waits forever")
+    else:
+        print(f"STUCK: a step ran out of slots after {run.steps} steps")
     return code

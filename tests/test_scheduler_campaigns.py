@@ -1,0 +1,97 @@
+"""Issue 32's seeded bugs of admission and preemption: each flips its theorem (tests/test_proofs_mutations.py
+runs every flip) and the scheduler campaigns (fuzz/scheduler_campaigns.py) catch it, with the formula's
+patch applied; on the reference itself they find nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from swafloor.fuzz import scheduler_campaigns as campaigns
+from swafloor.proofs import mutations
+from swafloor.reference.scheduler import Victim
+from swafloor.reference.seeded_bugs import SCHEDULER, SEEDED_BUGS
+
+CAUGHT_BY = {  # which campaign catches each, and a phrase of its failure line
+    "admission-charges-prompt": (campaigns.lone_requests, "the reference gate charges"),
+    "resume-gate-at-full-utilisation": (campaigns.kept_resumes, "the resume gate refused it"),
+    "preempt-newest-other": (campaigns.preemptions, "livelock"),
+}
+
+
+def test_the_campaigns_find_nothing_on_the_reference():
+    assert campaigns.run() == []
+
+
+def test_every_scheduler_bug_is_seeded_in_the_formulas_and_listed_here():
+    scheduler_bugs = [bug.name for bug in SEEDED_BUGS if SCHEDULER in bug.campaigns]
+    assert sorted(scheduler_bugs) == sorted(CAUGHT_BY)
+    assert set(scheduler_bugs) <= {m.name for m in mutations.MUTATIONS}
+
+
+@pytest.mark.parametrize("name", sorted(CAUGHT_BY))
+def test_the_scheduler_campaigns_catch_the_bug(name):
+    (mutation,) = [m for m in mutations.MUTATIONS if m.name == name]
+    campaign, phrase = CAUGHT_BY[name]
+    with mutations.applied(mutation):
+        found = campaign()
+        assert found and all(phrase in line for line in found), found[:3]
+        assert campaigns.run()  # the whole run catches it too
+    assert campaign() == []  # the patch is undone
+
+
+def test_the_over_charging_gate_is_caught_where_the_run_fits():
+    """The lone-request campaign's second check has its own oracle, the peak the manager measures: an
+    over-charging gate (charging the prompt) deadlocks a long prompt that fits in that peak."""
+    (mutation,) = [m for m in mutations.MUTATIONS if m.name == "admission-charges-prompt"]
+    with mutations.applied(mutation):
+        found = campaigns.lone_requests()
+    assert any("(measured) but the reference gate charges" in line and "deadlock" in line for line in found)
+
+
+def test_the_other_policies_livelock_by_their_own_names_too():
+    """Only FCFS preemption (newest) spares the oldest; newest-other and oldest both undo it (the campaign
+    catches each without a patch)."""
+    assert campaigns.preemptions(Victim.NEWEST_OTHER)
+    assert campaigns.preemptions(Victim.OLDEST)
+
+
+def test_the_fcfs_bound_holds_for_three_requests_and_oldest_first_breaks_it():
+    assert campaigns.fcfs_bound(3) == []
+    # preempting the oldest undoes the most work: two requests of (1, 3) and (3, 3) tokens in 6 slots are done
+    # at step 12, past the bound 10 (newest-other keeps the bound here: its livelock needs growing SWA + full
+    # attention steps, as in preemptions())
+    assert any("bound 10" in line for line in campaigns.fcfs_bound(2, Victim.OLDEST))
+
+
+def test_the_bounded_model_check_proves_the_fcfs_bound():
+    """fcfs-pair-finishes (opt-in: seconds of Z3) is proved; its transition system is serve's step (the
+    twin runs serve itself; test_pair_step_is_serves_step compares them step by step)."""
+    from swafloor.proofs import catalogue, discharge
+
+    theorem = catalogue.by_name("fcfs-pair-finishes")
+    assert theorem not in catalogue.CATALOGUE and theorem in catalogue.OPT_IN
+    assert discharge.discharge(theorem, attempts=False).result == "proved"
+
+
+@pytest.mark.parametrize("victim", list(Victim))
+def test_pair_step_is_serves_step(victim):
+    """The transition system the model check unrolls finishes each request at the step serve() does, for every
+    policy, on every pair of prompts and outputs up to 3 tokens and pools up to 2 slots above the need."""
+    import itertools
+
+    from swafloor.reference import AttentionLayer, Config
+    from swafloor.reference.scheduler import DONE, Arrival, pair_start, pair_step, serve
+
+    for P0, O0, P1, O1 in itertools.product(range(1, 4), repeat=4):
+        for X in range(3):
+            pool = max(P0 + O0, P1 + O1) + X
+            config = Config(tokens_per_block=1, layers=[AttentionLayer()], slots=(pool,))
+            result = serve(config, [Arrival("r0", 0, P0, O0), Arrival("r1", 0, P1, O1)], chunk=1, victim=victim,
+                           max_steps=40)
+            state, done_at = pair_start(), {}
+            for step in range(40):
+                state = pair_step(state, pool, (P0, P1), (O0, O1), victim)
+                for i in (0, 1):
+                    if state[2 + i] == DONE:
+                        done_at.setdefault(f"r{i}", step)
+            assert done_at == result.finished_at, (victim, P0, O0, P1, O1, X)
