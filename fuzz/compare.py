@@ -7,6 +7,8 @@ and :func:`compare_parts` return a :class:`Divergence` (the step, the field, bot
 
 from __future__ import annotations
 
+import re
+
 from typing import Any, Mapping
 
 import attrs
@@ -159,6 +161,14 @@ class Divergence:
             f"divergence {where}\n  field: {self.field} ({self.mode})\n"
             f"  reference: {_show(self.reference)}\n  backend:   {_show(self.backend)}\n  why: {self.reason}"
         )
+
+    @property
+    def class_key(self) -> str:
+        """Its class: the part that differs and the operation it differed at (``tables@resize``,
+        ``outcome@resume``; ``@build`` before any step). A campaign that reports every class it meets
+        (:mod:`swafloor.fuzz.classes`) goes on past the examples of a class it already has."""
+        part = re.split(r"[\[.]", self.field, maxsplit=1)[0]
+        return f"{part}@{'build' if self.step is None else self.step.op.value}"
 
     def to_dict(self) -> dict[str, Any]:
         return {

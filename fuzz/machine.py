@@ -96,6 +96,10 @@ class Stats:
     first_failure_example: int | None = None
     first_failure_seconds: float | None = None
     on_example: Callable[["Stats"], None] | None = None
+    # Divergence classes already reported (Divergence.class_key): an example that meets one ends there,
+    # discarded and counted per class in ``masked``, and the campaign goes on (swafloor.fuzz.classes).
+    known_classes: frozenset = frozenset()
+    masked: dict = attrs.field(factory=dict)
 
 
 def build_machine(
@@ -167,6 +171,10 @@ def build_machine(
                                         "longest": longest, "taken": taken, "rule": rule, "trace": trace}
 
         def _fail(self, divergence: Divergence) -> None:
+            key = divergence.class_key
+            if key in stats.known_classes:  # a class already reported: this example ends, the campaign goes on
+                stats.masked[key] = stats.masked.get(key, 0) + 1
+                reject()
             if stats.first_failure_example is None:
                 stats.first_failure_example = stats.examples + 1
                 stats.first_failure_seconds = time.perf_counter() - stats.started

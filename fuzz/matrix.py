@@ -62,6 +62,7 @@ __all__ = [
 DEFAULT_EXAMPLES = 150
 SEED = 0
 PROFILE = "ci"
+CLASSES = 4  # divergence classes a cell reports (swafloor.fuzz.classes): one class masks nothing else
 CELL_TIMEOUT = 1800  # seconds for one cell's subprocess: a hang still ends
 
 
@@ -395,6 +396,10 @@ class Cell:
     discard_rate: float | None = None
     vllm: str | None = None  # the version the cell imported (vLLM)
     sglang: str | None = None  # the version the cell imported (SGLang)
+    # every divergence class the cell met (class, field, step_index, trace_file), the first one first;
+    # ``limited``: the cell stopped at its class limit, more may remain
+    classes: list | None = None
+    limited: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in attrs.asdict(self).items() if v is not None}
@@ -405,7 +410,10 @@ class Cell:
         if self.result == "divergence":
             if self.step_index is None:  # a differential's: the class, and every class's count
                 return f"divergence: {self.part} ({self.why})"
-            return f"divergence: {self.part} at step {self.step_index}"
+            more = [c["class"] for c in (self.classes or [])[1:]]
+            return (f"divergence: {self.part} at step {self.step_index}"
+                    + (f" (+{len(more)} classes: {', '.join(more)}{'; limit reached' if self.limited else ''})"
+                       if more else ""))
         if self.result == OFF_TARGET:
             return f"{OFF_TARGET}: {self.discard_rate or 0:.0%} of examples discarded ({self.examples} ex.)"
         return f"{self.result}: {self.why}"
@@ -430,16 +438,17 @@ def _run_child(venv: EngineVenv, folder: Path | None, args: list[str], timeout: 
 
 
 def run_cell(release: str, backend: str, venv: EngineVenv, cache: Path, out_dir: Path, *, examples: int = DEFAULT_EXAMPLES,
-             seed: int = SEED, progress: Callable[[str], None] = lambda s: None) -> Cell:
+             seed: int = SEED, classes: int = CLASSES, progress: Callable[[str], None] = lambda s: None) -> Cell:
     """Install ``release`` if needed and run the bounded campaign of ``backend`` on it."""
-    return run_release(release, [backend], venv, cache, out_dir, examples=examples, seed=seed, progress=progress)[0]
+    return run_release(release, [backend], venv, cache, out_dir, examples=examples, seed=seed, classes=classes,
+                       progress=progress)[0]
 
 
 def run_release(release: str, backends: Sequence[str], venv: EngineVenv, cache: Path, out_dir: Path, *,
-                examples: int = DEFAULT_EXAMPLES, seed: int = SEED,
+                examples: int = DEFAULT_EXAMPLES, seed: int = SEED, classes: int = CLASSES,
                 progress: Callable[[str], None] = lambda s: None) -> list[Cell]:
     """Install ``release`` if needed and run the bounded campaign of each backend on it, one after the
-    other in one subprocess (the engine imported once)."""
+    other in one subprocess (the engine imported once); each reports up to ``classes`` divergence classes."""
     started = time.perf_counter()
     try:
         folder = install(release, venv, cache, progress)
@@ -448,7 +457,7 @@ def run_release(release: str, backends: Sequence[str], venv: EngineVenv, cache: 
     cell_out = out_dir / release
     cell_out.mkdir(parents=True, exist_ok=True)
     args = ["cell", "--engine", venv.engine, "--release", release, "--examples", str(examples), "--seed", str(seed),
-            "--out", str(cell_out.resolve())]
+            "--classes", str(classes), "--out", str(cell_out.resolve())]
     for backend in backends:
         args += ["--backend", backend]
     data, stderr = _run_child(venv, folder, args)
@@ -545,7 +554,8 @@ def _cell_main(release: str, backend: str, args) -> dict[str, Any]:
 
     from .backends import resolve
     from .protocol import Unsupported
-    from .runner import CampaignError, run_campaign
+    from .classes import run_classes
+    from .runner import CampaignError
 
     base = {"release": release, "backend": backend}
     resolved = resolve(backend)
@@ -565,17 +575,22 @@ def _cell_main(release: str, backend: str, args) -> dict[str, Any]:
         return {**base, **found, "why": ", ".join(f"{k} {n}" for k, n in found["classes"].items())[:300],
                 args.engine: release}
     try:
-        result = run_campaign(resolved, profile=PROFILE, examples=args.examples, seed=args.seed, out_dir=args.out)
+        found = run_classes(resolved, limit=args.classes, profile=PROFILE, examples=args.examples, seed=args.seed,
+                            out_dir=args.out)
     except CampaignError as exc:
         return {**base, "result": "unsupported" if "Unsupported" in str(exc) else "error", "why": str(exc)[:300]}
     except Error as exc:
         return {**base, "result": "error", "why": f"{type(exc).__name__}: {exc}"[:300]}
-    data = {**base, "result": cell_result(result.result, result.discard_rate), "examples": result.examples,
+    result = found.found[0] if found.found else found.last
+    data = {**base, "result": cell_result(found.result, result.discard_rate), "examples": result.examples,
             "steps": result.steps, "discard_rate": round(result.discard_rate, 4), args.engine: release}
     if result.divergence is not None:
         d = result.divergence
         data.update(part=d.field.split("[")[0], step_index=d.step_index,
-                    trace_file=None if result.trace_file is None else str(result.trace_file))
+                    trace_file=None if result.trace_file is None else str(result.trace_file),
+                    classes=[{k: row[k] for k in ("class", "field", "step_index", "trace_file")}
+                             for row in found.class_rows()],
+                    limited=found.limited)
     return data
 
 
@@ -633,6 +648,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cell.add_argument("--backend", required=True, action="append")
     cell.add_argument("--examples", type=int, default=DEFAULT_EXAMPLES)
     cell.add_argument("--seed", type=int, default=SEED)
+    cell.add_argument("--classes", type=int, default=CLASSES)
     cell.add_argument("--out", type=Path, required=True)
     rep = sub.add_parser("replay")
     rep.add_argument("--engine", required=True, choices=tuple(ENGINES))

@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 import attrs
 from hypothesis import HealthCheck, Phase, Verbosity, seed as hypothesis_seed, settings
-from hypothesis.errors import HypothesisException
+from hypothesis.errors import HypothesisException, Unsatisfiable
 from hypothesis.stateful import run_state_machine_as_test
 
 from swafloor.reference import SwafloorError
@@ -123,6 +123,7 @@ class CampaignResult(RetiredVerdict):
     backend_seconds: float = 0.0  # in the backend's operations, observations and builds
     reference_seconds: float = 0.0  # likewise on the side compared against
     domain: str | None = None  # what the backend's capabilities keep out of the generated domain
+    masked: dict = attrs.field(factory=dict)  # known class -> examples that ended in it (known_classes)
 
     @property
     def discard_rate(self) -> float:
@@ -196,6 +197,8 @@ class CampaignResult(RetiredVerdict):
                                    "trace_file": None if self.lost_hit_file is None else str(self.lost_hit_file)}}
                if self.first_lost_hit is not None else {}),
         }
+        if self.masked:
+            extra["masked"] = dict(self.masked)
         if self.backend_spec is not None and self.backend_spec != self.backend:
             extra["backend_spec"] = self.backend_spec
         return summary_dict(self.result, self.backend, self.against, self.profile, self.examples, self.runs,
@@ -298,6 +301,7 @@ def run_campaign(
     database: Any = None,
     import_seconds: float = 0.0,
     search: bool = True,
+    known_classes: frozenset[str] = frozenset(),
 ) -> CampaignResult:
     """Fuzz ``backend`` against ``against``. A divergence is shrunk (unless ``shrink`` is False) and,
     when ``out_dir`` is not None, saved there as a JSON trace.
@@ -306,7 +310,9 @@ def run_campaign(
     saved there for this backend and side compared against are replayed first, and a failure found
     is saved there. ``search=False`` only replays what the database holds. ``import_seconds``: time a
     caller already spent resolving and preparing the backends (added to the reported import time).
-    Each side's ``prepare()`` (slow imports) runs here before the campaign, timed apart."""
+    Each side's ``prepare()`` (slow imports) runs here before the campaign, timed apart.
+    ``known_classes``: divergence classes (:attr:`Divergence.class_key`) already reported: an example
+    meeting one ends there and is counted in ``masked`` (:func:`swafloor.fuzz.classes.run_classes`)."""
     if profile not in PROFILES:
         raise CampaignError(f"profile={profile!r}: must be one of {sorted(PROFILES)}")
     chosen = PROFILES[profile]
@@ -325,7 +331,7 @@ def run_campaign(
     steps = chosen.steps if steps is None else steps
     if seed is None:
         seed = chosen.seed if chosen.seed is not None else random.SystemRandom().randrange(2**32)
-    stats = Stats(on_example=progress)
+    stats = Stats(on_example=progress, known_classes=frozenset(known_classes))
     machine = hypothesis_seed(seed)(build_machine(backend_, against_, stats, chosen.batch_rounds))
     # The example database key: one per pair of sides (the machine's source is the same for all).
     machine._hypothesis_internal_add_digest = f"swafloor:{backend_.name}|{against_.name}".encode()
@@ -344,6 +350,10 @@ def run_campaign(
         )
         if out_dir is not None:
             path = save(trace, trace_path(Path(out_dir), trace, seed))
+    except Unsatisfiable:
+        if not stats.known_classes:
+            raise CampaignError(f"backend={backend_.name!r}: the campaign could not run: no example was valid")
+        # every example left ended in a class already reported: nothing new to find with this seed
     except HypothesisException as exc:
         raise CampaignError(f"backend={backend_.name!r}: the campaign could not run: {type(exc).__name__}: {exc}") from exc
     lost, lost_path = None, None
@@ -386,6 +396,7 @@ def run_campaign(
         backend_seconds=stats.backend_seconds,
         reference_seconds=stats.reference_seconds,
         domain=domain_of(backend_.capabilities),
+        masked=dict(sorted(stats.masked.items())),
     )
 
 

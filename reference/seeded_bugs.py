@@ -350,8 +350,6 @@ SEEN_LATER: dict[tuple[str, str], tuple[str, str]] = {
     # the prefix cache: a bug in what content is named first changes what a block is named while it is
     # held (no observation reads that); it shows once the block is freed (the cached free blocks) or a
     # later first resume hits it, or misses it (what that resume asks and takes)
-    ("hit-aligned-to-t", ORACLE): (SHOWN, "what a resume names of its held blocks is aligned to t at once; it shows "
-                                         "where a later hit, or a freed block's cached content, differs"),
     ("cache-aligned-swapped", ORACLE): (SHOWN, "which held blocks are named (only those an aligned hit reads, or "
                                               "all) shows once they are freed and cached, or a later resume hits them"),
     ("prompt-tail-swapped", ORACLE): (SHOWN, "the content named for the held block a prompt ends inside shows once "

@@ -313,7 +313,7 @@ def test_a_cell_that_discards_much_is_off_target_and_exits_1(monkeypatch, tmp_pa
 
     monkeypatch.setattr(backends, "resolve", lambda name, *a: _refusing(share))
     monkeypatch.setattr(matrix, "_imported_release", lambda release, engine="vllm": None)
-    args = argparse.Namespace(engine="vllm", release="0.8.5.post1", examples=40, seed=0, out=tmp_path)
+    args = argparse.Namespace(engine="vllm", release="0.8.5.post1", examples=40, seed=0, classes=2, out=tmp_path)
     data = matrix._cell_main("0.8.5.post1", "vllm-no-reuse", args)
     assert data["result"] == expected, data
     assert (data["discard_rate"] > 0.05) == (expected == "off-target")

@@ -434,10 +434,10 @@ def test_the_ci_campaign_reaches_the_corners_it_used_to_miss():
     assert counts["semantics"] >= counts["configs"] // 4, counts
     assert counts["three_life_cycles"] >= counts["configs"] // 8, counts
     assert counts["non_monotone"] >= 17, counts  # 19 measured
-    # measured after the prefix-sharing generator (repeats, loaded prompts) shifted the draws: 40 and 37
-    # cuts, 26 between the histories, 24 of them above the old one (thresholds keep a margin and stay
-    # well above the old generator's counts)
-    assert counts["cuts_freeing"] >= 30 and counts["cuts_freeing_none"] >= 25, counts
+    # measured with the stream pinned to the seed alone (fuzz/stream.py): 27 and 45 cuts, 54 between the
+    # histories, 47 of them above the old one (before it, with the project's literals drawn: 40, 37, 26,
+    # 24); the thresholds keep a margin and stay well above the old generator's counts
+    assert counts["cuts_freeing"] >= 20 and counts["cuts_freeing_none"] >= 25, counts
     assert counts["between"] >= 20 and counts["between_above"] >= 15, counts
 
 

@@ -32,6 +32,10 @@ def register(subparsers) -> None:
     p.add_argument("--steps", type=int_in(1, 100_000), default=None, help="rules per example (default: the profile's)")
     p.add_argument("--seed", type=int_in(0, 2**64 - 1), default=None, help="seed (default: 0, nightly random)")
     p.add_argument("--no-shrink", action="store_true", help="report the first divergence without shrinking it")
+    p.add_argument("--classes", type=int_in(1, 100), default=1, metavar="N",
+                   help="report up to N divergence classes (part and operation), not only the first: after each, "
+                        "the campaign runs again from its seed with the classes found ending their examples "
+                        "(default 1: stop at the first divergence)")
     p.add_argument("--out", type=writable_dir, default=Path("fuzz-failures"), metavar="DIR", help="where traces go (default ./fuzz-failures)")
     p.add_argument("--workers", type=int_in(1, 1024), default=None, metavar="N",
                    help="N processes (seeds SEED..SEED+N-1, --examples split between them) sharing one "
@@ -127,6 +131,10 @@ def run(args) -> int:
         from ..cli import UsageError
 
         raise UsageError("swafloor fuzz: the following arguments are required: --backend")
+    if args.classes > 1 and (args.workers is not None or args.db is not None):
+        from ..cli import UsageError
+
+        raise UsageError("swafloor fuzz: --classes runs one process without a database: drop --workers/--db")
     if args.device is not None:
         if not any(name.startswith("dataplane:") for name in (args.backend, args.against)):
             from ..cli import UsageError
@@ -167,6 +175,8 @@ def run(args) -> int:
 
         database = DirectoryBasedExampleDatabase(str(args.db))
     progress = _progress(5)
+    if args.classes > 1:
+        return _run_classes(args, backend, against, progress, import_seconds)
     try:
         result = run_campaign(
             backend,
@@ -202,6 +212,29 @@ def run(args) -> int:
         print(f"fuzz: divergence found at example {result.first_failure_example}; {result.examples} examples "
               f"in all, shrinking included, in {result.seconds:.1f} s", file=sys.stderr)
     return _print_result(args, result, format_report)
+
+
+def _run_classes(args, backend, against, progress, import_seconds: float) -> int:
+    from swafloor.fuzz.classes import format_classes, run_classes
+
+    def found(result) -> None:
+        again = "; running again without it" if len(classes) + 1 < args.classes else ""
+        print(f"fuzz: class {len(classes) + 1}: {result.divergence.class_key} at example "
+              f"{result.first_failure_example}{again}", file=sys.stderr)
+        classes.append(result)
+
+    classes: list = []
+    try:
+        result = run_classes(backend, against, limit=args.classes, on_class=found, profile=args.profile,
+                             examples=args.examples, steps=args.steps, seed=args.seed, shrink=not args.no_shrink,
+                             out_dir=args.out, progress=progress, import_seconds=import_seconds)
+    except KeyboardInterrupt:
+        print(f"fuzz: interrupted after {len(classes)} divergence classes"
+              + "".join(f"; {r.divergence.class_key}: {r.trace_file}" for r in classes), file=sys.stderr)
+        return 130
+    print(f"fuzz: {len(result.found)} divergence classes" + (" (the limit: more may remain)" if result.limited else "")
+          + f" in {result.seconds:.1f} s; the last run: {result.last.examples} examples", file=sys.stderr)
+    return _print_result(args, result, format_classes)
 
 
 def _print_result(args, result, formatted) -> int:

@@ -39,6 +39,9 @@ def register(subparsers) -> None:
                         f"vLLM's block hasher); for sglang: {', '.join(SGLANG_BACKENDS)} (default all)")
     p.add_argument("--examples", type=int_in(1, 100_000), default=None,
                    help="examples per cell (ci profile, seed 0; default 150)")
+    p.add_argument("--classes", type=int_in(1, 100), default=None, metavar="N",
+                   help="divergence classes each cell reports (default 4): after each, the cell's campaign runs "
+                        "again with the classes found ending their examples, so one class masks nothing else")
     p.add_argument("--bisect", default=None, metavar="TRACE",
                    help="replay a saved trace on the releases and find the first whose verdict changes")
     p.add_argument("--vllm-venv", default=None, metavar="DIR",
@@ -111,17 +114,19 @@ def run(args) -> int:
         raise _usage(str(exc)) from None
     cache = matrix.cache_root(args.cache, engine.name)
     examples = args.examples or matrix.DEFAULT_EXAMPLES
+    classes = args.classes or matrix.CLASSES
     if args.bisect is not None:
         return _bisect(args, releases, venv, cache, matrix)
     head = matrix.domain(backends)
     _say(f"{len(releases)} releases x {len(backends)} backends, profile {matrix.PROFILE}, seed {matrix.SEED}, "
-         f"{examples} examples per cell; {engine.title} venv {venv.path} ({engine.title} {venv.pinned}); cache {cache}")
+         f"{examples} examples per cell, up to {classes} divergence classes each; {engine.title} venv {venv.path} ({engine.title} {venv.pinned}); cache {cache}")
     _say(head)
     cells = []
     started = time.perf_counter()
     try:
         for release in releases:
-            for cell in matrix.run_release(release, backends, venv, cache, args.out, examples=examples, progress=_say):
+            for cell in matrix.run_release(release, backends, venv, cache, args.out, examples=examples,
+                                             classes=classes, progress=_say):
                 cells.append(cell)
                 _say(f"{release} {cell.backend}: {cell.describe()} ({cell.seconds:.0f} s)")
     except KeyboardInterrupt:
