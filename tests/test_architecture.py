@@ -156,7 +156,18 @@ def test_the_style_check_sees_an_absolute_import_inside_its_room(tmp_path, monke
 #: adapter of Manager-like classes, and the engines' rooms (an adapter its own room and the rooms' shared
 #: common helpers); never the harness (runner, replay, compare, lockstep, machine, ...), and never the
 #: registry (fuzz/backends/__init__.py), which imports them.
-BACKEND_MAY_IMPORT = {"protocol", "adapter", "engines"}
+# stream: a leaf (it imports nothing of ours) that pins a fixed-seed Hypothesis run to its seed; the
+# rooms' own fixed-seed checks (TensorRT-LLM's properties, vLLM's admission cases) run inside it
+BACKEND_MAY_IMPORT = {"protocol", "adapter", "engines", "stream"}
+
+
+def test_the_stream_module_is_a_leaf():
+    tree = ast.parse((ROOT / "fuzz" / "stream.py").read_text())
+    ours = [node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and (
+        node.level or (node.module or "").startswith("swafloor"))]
+    ours += [node for node in ast.walk(tree) if isinstance(node, ast.Import)
+             and any(alias.name.startswith("swafloor") for alias in node.names)]
+    assert not ours, [ast.dump(node) for node in ours]
 
 
 def _engine_adapter_modules() -> list[Path]:
