@@ -153,3 +153,15 @@ def test_whole_refuses_options_of_the_source_level_check_in_one_line(whole_cli, 
         assert whole_cli(["check", "trtllm", "--source", str(source), *argv]) == 2, argv
         err = capsys.readouterr().err.strip()
         assert message in err and "\n" not in err, err
+
+
+def test_each_property_names_catalogue_theorems_that_state_it():
+    from swafloor.proofs.catalogue import by_name
+    from swafloor.proofs.theorem import Expected
+
+    for name, theorems in progress.THEOREMS.items():
+        for theorem in theorems:
+            expected = Expected.REFUTED if name == "resume-gate" else Expected.PROVED
+            assert by_name(theorem).expected is expected, (name, theorem)
+    # the last two have none: the reference's raise to the minimum is max(asked, minimum) by construction
+    assert progress.THEOREMS["quota-below-minimum"] == progress.THEOREMS["initial-pool-ratio"] == ()

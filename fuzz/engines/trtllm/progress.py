@@ -182,7 +182,7 @@ def _decode(config: Config, backend: TrtllmV2Backend, *, suspend_each: bool = Fa
                 if bool(admitted) != expected:
                     return _failed(config, run, "resume", h + 1,
                                    f"upstream's resume returned {bool(admitted)}, the modelled gate "
-                                   f"(use <= {num}/{den}) says {expected}", totals=totals, used=used)
+                                   f"(use <= {num}/{den}) says {expected}", gated=True, totals=totals, used=used)
                 if not admitted:
                     refusals += 1
                     return {"completed": False, "refused_at_history": h + 1, "totals": totals, "used": used,
@@ -195,8 +195,10 @@ def _decode(config: Config, backend: TrtllmV2Backend, *, suspend_each: bool = Fa
     return {"completed": True, "last_capacity": last, "steps": len(run.steps)}
 
 
-def _failed(config: Config, run: _Run, op: str, history: int, why: str, **more: Any) -> dict:
-    trace = Trace(config, tuple(run.steps), backend="trtllm-v2")
+def _failed(config: Config, run: _Run, op: str, history: int, why: str, *, gated: bool = False, **more: Any) -> dict:
+    """The failure's detail and its trace. The trace replays on ``trtllm-v2`` (gate off): it expects a
+    divergence, except a gate disagreement's (``gated``), which the gate-off backend does not show."""
+    trace = Trace(config, tuple(run.steps), backend="trtllm-v2", expect="match" if gated else "divergence")
     return {"failed": {"at": run.steps[-1].describe(), "step_index": len(run.steps) - 1, "operation": op,
                        "history": history, "why": why, **more},
             "trace": trace, "steps": len(run.steps)}
@@ -254,7 +256,8 @@ def _pool_check(name: str, config: Config, backend: TrtllmV2Backend, asked: dict
         return PropertyResult(name, config, False, out["steps"], detail, out["trace"])
     detail["lone_request_runs_out"] = None  # below the floor, yet this run completed (reported as it is)
     steps = [Step.create("r0")]
-    return PropertyResult(name, config, False, out["steps"], detail, Trace(config, tuple(steps), backend="trtllm-v2"))
+    return PropertyResult(name, config, False, out["steps"], detail,
+                          Trace(config, tuple(steps), backend="trtllm-v2", expect="divergence"))
 
 
 def run_progress(v2: Any, stream: Any = 0, *, configs: tuple[Config, ...] = CONFIGS,
@@ -309,7 +312,7 @@ def _pool_totals_then(config: Config, backend: TrtllmV2Backend, name: str, body:
         return PropertyResult(name, config, False, 0,
                               {"why": "upstream's pools are not the minimum asked", "upstream_totals": list(totals),
                                "rule_minimum": list(minimum)},
-                              Trace(config, (Step.create("r0"),), backend="trtllm-v2"))
+                              Trace(config, (Step.create("r0"),), backend="trtllm-v2", expect="divergence"))
     return _result(name, config, body(), {"pools": list(totals)})
 
 
