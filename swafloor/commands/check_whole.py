@@ -70,7 +70,7 @@ def run_whole(args: Any, progress: Any) -> int:
     from swafloor.fuzz.engines.trtllm.loader import resolve_source
     from swafloor.fuzz.engines.trtllm.v2 import SOURCE_ENV, _load_real
     from swafloor.fuzz.runner import format_report, run_campaign
-    from swafloor.fuzz.trace import save
+    from swafloor.fuzz.trace import Step, Trace, save, to_dict
 
     from ..cli import UsageError
 
@@ -99,10 +99,12 @@ def run_whole(args: Any, progress: Any) -> int:
     results = props.run_progress(v2, stream, progress=progress)
     seconds = round(time.perf_counter() - started, 2)
     saved: dict[int, Path] = {}
+    traces: dict[int, Trace] = {}
     for i, r in enumerate(results):
-        if r.ok is False and r.trace is not None:
+        if r.ok is False and r.operations is not None:
+            traces[i] = Trace(r.config, tuple(Step(**s) for s in r.operations), backend="trtllm-v2", expect=r.expect)
             args.out.mkdir(parents=True, exist_ok=True)
-            saved[i] = save(r.trace, args.out / f"progress-{r.name}-{i}.json")
+            saved[i] = save(traces[i], args.out / f"progress-{r.name}-{i}.json")
     failed = [i for i, r in enumerate(results) if r.ok is False]
     code = 1 if result.divergence is not None or failed else 0
     if args.json:
@@ -110,7 +112,8 @@ def run_whole(args: Any, progress: Any) -> int:
             "source": path, "mode": "whole", "cuda_driver": driver, "seconds": seconds,
             "campaign": result.to_dict(),
             "progress_properties": {"summary": props.summary(results),
-                                    "results": [dict(r.to_dict(), trace_file=str(saved[i]) if i in saved else None)
+                                    "results": [dict(r.to_dict(), trace=to_dict(traces[i]) if i in traces else None,
+                                                     trace_file=str(saved[i]) if i in saved else None)
                                                 for i, r in enumerate(results)]},
             "ok": code == 0, "exit_code": code,
         }

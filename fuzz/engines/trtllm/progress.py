@@ -47,7 +47,6 @@ from swafloor.reference.floors import full_attention_max_capacity, worst_case_hi
 from swafloor.reference.lifecycle import LifeCycleKind
 
 from ...protocol import Part, Unsupported
-from ...trace import Step, Trace
 from .v2 import SEMANTICS, TrtllmV2Backend
 
 __all__ = ["CONFIGS", "PROPERTIES", "PropertyResult", "run_progress", "run_length"]
@@ -82,22 +81,38 @@ CONFIGS: tuple[Config, ...] = (
 
 @attrs.frozen
 class PropertyResult:
-    """One property on one config: ``ok`` True (held), False (failed: ``detail`` says where, ``trace``
-    replays it) or None (not supported by the source: ``detail['reason']``)."""
+    """One property on one config: ``ok`` True (held), False (failed: ``detail`` says where,
+    ``operations`` are the steps that replay it, in the trace format's step dicts, on ``trtllm-v2``
+    expecting ``expect``) or None (not supported by the source: ``detail['reason']``)."""
 
     name: str
     config: Config
     ok: bool | None
     steps: int = 0
     detail: dict = attrs.field(factory=dict)
-    trace: Trace | None = None
+    operations: tuple[dict, ...] | None = None
+    expect: str = "divergence"
 
     def to_dict(self) -> dict[str, Any]:
-        from ...trace import to_dict
-
         return {"property": self.name, "config": self.config.to_dict(), "ok": self.ok, "steps": self.steps,
                 "theorems": list(THEOREMS[self.name]), "detail": self.detail,
-                "trace": None if self.trace is None else to_dict(self.trace)}
+                "operations": None if self.operations is None else list(self.operations), "expect": self.expect}
+
+
+#: Each operation's arguments, in the trace format's order.
+_ARGS = {"create": ("reused_history",), "resume": (), "resize": ("capacity", "history"), "commit": ("tokens",),
+         "suspend": (), "close": ()}
+
+
+def op(name: str, **args: int) -> dict:
+    """One operation of the lone request ``r0`` as a trace step dict."""
+    return {"op": name, "request": "r0", **{k: args.get(k, 0) for k in _ARGS[name]}}
+
+
+def describe(step: dict) -> str:
+    """``resize('r0', capacity=5, history=4)``: an operation as the fuzz reports write it."""
+    args = "".join(f", {k}={step[k]}" for k in _ARGS[step["op"]])
+    return f"{step['op']}({step['request']!r}{args})"
 
 
 def run_length(config: Config) -> int:
@@ -135,16 +150,16 @@ class _Run:
 
     def __init__(self, backend: TrtllmV2Backend):
         self.b = backend
-        self.steps: list[Step] = []
+        self.steps: list[dict] = []
 
-    def do(self, step: Step) -> Any:
+    def do(self, step: dict) -> Any:
         self.steps.append(step)
-        op, b, r = step.op.value, self.b, step.request
-        if op == "resize":
-            return b.resize(r, step.capacity, step.history)
-        if op == "commit":
-            return b.commit(r, step.tokens)
-        return getattr(b, op)(r)  # create, resume, suspend, close
+        name, b, r = step["op"], self.b, step["request"]
+        if name == "resize":
+            return b.resize(r, step["capacity"], step["history"])
+        if name == "commit":
+            return b.commit(r, step["tokens"])
+        return getattr(b, name)(r)  # create, resume, suspend, close
 
     def pools(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         seen = self.b.observe()
@@ -160,22 +175,22 @@ def _short_groups(config: Config, totals: tuple[int, ...], used: tuple[int, ...]
 def _decode(config: Config, backend: TrtllmV2Backend, *, suspend_each: bool = False,
             gate: tuple[int, int] | None = None, tick: Callable[[], None] = lambda: None) -> PropertyResult | dict:
     """The lone request's run; a dict of figures when it completes, else the failure's detail with
-    its trace (as a dict ``{"failed": ..., "trace": ...}``)."""
+    its operations (a dict with ``failed``, ``operations`` and ``expect``)."""
     run = _Run(backend)
     last = run_length(config)
-    run.do(Step.create("r0"))
-    if not run.do(Step.resume("r0")):
+    run.do(op("create"))
+    if not run.do(op("resume")):
         return _failed(config, run, "resume", 0, "the first resume of a fresh request returned False")
     h, refusals = 0, 0
     while h + 1 <= last:
-        if not run.do(Step.resize("r0", h + 1, h)):
+        if not run.do(op("resize", capacity=h + 1, history=h)):
             totals, used = run.pools()
             return _failed(config, run, "resize", h, "resize returned False", short=_short_groups(config, totals, used))
         tick()
         if suspend_each:
-            run.do(Step.suspend("r0"))
+            run.do(op("suspend"))
             totals, used = run.pools()
-            admitted = run.do(Step.resume("r0"))
+            admitted = run.do(op("resume"))
             if gate is not None:
                 num, den = gate
                 expected = all(peers.trtllm_resume_admits(u, n, num, den) for u, n in zip(used, totals))
@@ -190,24 +205,24 @@ def _decode(config: Config, backend: TrtllmV2Backend, *, suspend_each: bool = Fa
             elif not admitted:
                 return _failed(config, run, "resume", h + 1, "resume returned False (gate off)",
                                totals=totals, used=used)
-        run.do(Step.commit("r0", 1))
+        run.do(op("commit", tokens=1))
         h += 1
     return {"completed": True, "last_capacity": last, "steps": len(run.steps)}
 
 
 def _failed(config: Config, run: _Run, op: str, history: int, why: str, *, gated: bool = False, **more: Any) -> dict:
-    """The failure's detail and its trace. The trace replays on ``trtllm-v2`` (gate off): it expects a
-    divergence, except a gate disagreement's (``gated``), which the gate-off backend does not show."""
-    trace = Trace(config, tuple(run.steps), backend="trtllm-v2", expect="match" if gated else "divergence")
-    return {"failed": {"at": run.steps[-1].describe(), "step_index": len(run.steps) - 1, "operation": op,
+    """The failure's detail and its operations. They replay on ``trtllm-v2`` (gate off): a divergence
+    is expected, except for a gate disagreement (``gated``), which the gate-off backend does not show."""
+    return {"failed": {"at": describe(run.steps[-1]), "step_index": len(run.steps) - 1, "operation": op,
                        "history": history, "why": why, **more},
-            "trace": trace, "steps": len(run.steps)}
+            "operations": tuple(run.steps), "expect": "match" if gated else "divergence", "steps": len(run.steps)}
 
 
 def _result(name: str, config: Config, out: dict, extra: dict | None = None) -> PropertyResult:
     extra = dict(extra or {})
     if "failed" in out:
-        return PropertyResult(name, config, False, out["steps"], {**extra, **out["failed"]}, out["trace"])
+        return PropertyResult(name, config, False, out["steps"], {**extra, **out["failed"]}, out["operations"],
+                              out["expect"])
     figures = {k: v for k, v in out.items() if k != "steps"}
     return PropertyResult(name, config, True, out["steps"], {**extra, **figures})
 
@@ -253,11 +268,9 @@ def _pool_check(name: str, config: Config, backend: TrtllmV2Backend, asked: dict
                                   "life_cycles": _life_cycles_of_group(config, g)} for g in short]
     if "failed" in out:
         detail["lone_request_runs_out"] = out["failed"]
-        return PropertyResult(name, config, False, out["steps"], detail, out["trace"])
+        return PropertyResult(name, config, False, out["steps"], detail, out["operations"])
     detail["lone_request_runs_out"] = None  # below the floor, yet this run completed (reported as it is)
-    steps = [Step.create("r0")]
-    return PropertyResult(name, config, False, out["steps"], detail,
-                          Trace(config, tuple(steps), backend="trtllm-v2", expect="divergence"))
+    return PropertyResult(name, config, False, out["steps"], detail, (op("create"),))
 
 
 def run_progress(v2: Any, stream: Any = 0, *, configs: tuple[Config, ...] = CONFIGS,
@@ -312,7 +325,7 @@ def _pool_totals_then(config: Config, backend: TrtllmV2Backend, name: str, body:
         return PropertyResult(name, config, False, 0,
                               {"why": "upstream's pools are not the minimum asked", "upstream_totals": list(totals),
                                "rule_minimum": list(minimum)},
-                              Trace(config, (Step.create("r0"),), backend="trtllm-v2", expect="divergence"))
+                              (op("create"),))
     return _result(name, config, body(), {"pools": list(totals)})
 
 
