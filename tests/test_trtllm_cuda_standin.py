@@ -100,8 +100,27 @@ def test_two_mappings_of_one_allocation_share_its_bytes(use_bindings):
     assert code(d.copy(int(va2) + 200, ctypes.addressof(host), 8)) == OK
     assert d.read(int(va1) + G + 200, 8) == b"KVbytes!"
     assert code(d.copy(int(va2) + G - 4, int(va2), 8)) == INVALID  # runs past the mapping
-    with pytest.raises(ValueError, match="not inside one mapping"):
+    with pytest.raises(ValueError, match="not wholly mapped"):
         d.read(int(va1), 4)  # reserved but unmapped
+    with pytest.raises(ValueError, match="not wholly mapped"):
+        d.read(int(va1) + G - 4, 8)  # its first half unmapped
+
+
+def test_a_range_crosses_adjacent_mappings_as_upstreams_larger_slots_do(use_bindings):
+    # upstream maps a pool in pieces of physical memory: a slot larger than a piece spans two mappings
+    d = make(use_bindings)
+    _, first = d.cuMemCreate(G, None, 0)
+    _, second = d.cuMemCreate(G, None, 0)
+    _, va = d.cuMemAddressReserve(2 * G, 0, 0, 0)
+    assert code(d.cuMemMap(va, G, 0, first, 0)) == OK
+    assert code(d.cuMemMap(int(va) + G, G, 0, second, 0)) == OK
+    d.write(int(va) + G - 3, b"straddle")
+    assert d.read(int(va) + G - 3, 8) == b"straddle"
+    assert d.read(int(va) + G, 5) == b"addle"
+    host = ctypes.create_string_buffer(2 * G)
+    assert code(d.copy(ctypes.addressof(host), int(va), 2 * G)) == OK
+    assert host.raw[G - 3: G + 5] == b"straddle"
+    assert code(d.copy(int(va) + G, int(va), G + 1)) == INVALID  # runs past the second mapping
 
 
 def test_a_released_allocation_keeps_its_memory_until_its_last_mapping_goes(use_bindings):

@@ -21,10 +21,15 @@ What it claims, each a documented behaviour:
   ``max_util_for_resume``.
 - Statistics per pool group: ``total``, ``free``, ``evictable``.
 
+- A host tier (``HostCacheTierConfig``) is accepted and holds nothing: the fake keeps every page on
+  the GPU, which is what a lone request that never presses its pools sees (the progress properties).
+
 Seeded bugs (``bugs=``), each a way an implementation could go wrong:
 ``stale-never-freed``: a committed stale page stays held (never evictable); ``pre-fix-minimum``: a
 pool's minimum is 1 slot per life cycle (the seed's bug); ``no-rollback``: a failing resize keeps
-its new capacity.
+its new capacity; ``resume-needs-a-free-slot``: resume refuses while any pool has no slot free or
+evictable, gate or not (a request's own held pages counted against it); ``gate-counts-evictable``:
+the resume gate counts evictable pages as used.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from typing import Any, Iterable
 
 import attrs
 
-BUGS = ("stale-never-freed", "pre-fix-minimum", "no-rollback")
+BUGS = ("stale-never-freed", "pre-fix-minimum", "no-rollback", "resume-needs-a-free-slot", "gate-counts-evictable")
 
 
 def cdiv(a: int, b: int) -> int:
@@ -65,6 +70,11 @@ class SsmLayerConfig:
 
 @attrs.frozen
 class GpuCacheTierConfig:
+    quota: int
+
+
+@attrs.frozen
+class HostCacheTierConfig:
     quota: int
 
 
@@ -192,6 +202,8 @@ class FakeKVCacheManager:
         return [PoolGroupStats(p.total, len(p.free), len(p.evictable)) for p in self.pools]
 
     def utilization(self) -> list[float]:
+        if "gate-counts-evictable" in self.bugs:
+            return [(p.total - len(p.free)) / p.total if p.total else 0.0 for p in self.pools]  # BUG
         return [(p.total - p.available()) / p.total if p.total else 0.0 for p in self.pools]
 
     def shutdown(self) -> None:
@@ -267,6 +279,8 @@ class FakeKVCache:
         limit = self.manager.config.max_util_for_resume
         if any(u > limit for u in self.manager.utilization()):
             return False
+        if "resume-needs-a-free-slot" in self.manager.bugs and any(p.available() == 0 for p in self.manager.pools):
+            return False  # BUG: its own held pages counted against it
         if not self._allocate(self.capacity, self.history_length):
             return False
         self.status = CacheStatus.ACTIVE
@@ -328,6 +342,6 @@ def module(bugs: Iterable[str] = ()) -> types.SimpleNamespace:
     chosen = frozenset(bugs)
     return types.SimpleNamespace(
         BufferConfig=BufferConfig, AttentionLayerConfig=AttentionLayerConfig, SsmLayerConfig=SsmLayerConfig,
-        GpuCacheTierConfig=GpuCacheTierConfig, KVCacheManagerConfig=KVCacheManagerConfig,
+        GpuCacheTierConfig=GpuCacheTierConfig, HostCacheTierConfig=HostCacheTierConfig, KVCacheManagerConfig=KVCacheManagerConfig,
         KVCacheManager=lambda config: FakeKVCacheManager(config, chosen),
     )

@@ -103,7 +103,8 @@ REGISTRY: dict[str, Registered] = {
     "trtllm-v2": Registered("swafloor.fuzz.engines.trtllm.v2:trtllm_v2",
                             needs="a KVCacheManagerV2 source folder (--trtllm-source PATH) and cuda-bindings",
                             status="plumbing fuzzed in CI against a fake manager (tests/test_trtllm_v2_backend.py); "
-                                   "run on upstream's assembled sources 2026-12-04 (docs/trtllm.md)"),
+                                   "run on upstream's assembled sources, pre-fix and post-fix, 2026-12-04 "
+                                   "(docs/trtllm.md; swafloor check trtllm --whole)"),
     "trtllm-v2-reference-quota": Registered(
         "swafloor.fuzz.engines.trtllm.v2:trtllm_v2_reference_quota",
         needs="a KVCacheManagerV2 source folder (--trtllm-source PATH) and cuda-bindings",

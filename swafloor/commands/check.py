@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 
-from ._common import int_at_least, print_json
+from ._common import int_at_least, print_json, writable_dir
 
 CHECK_NAMES = {
     "stale": "stale ranges",
@@ -35,13 +36,21 @@ def register(subparsers) -> None:
     t.add_argument("--source", default=None, metavar="PATH",
                    help="a TensorRT-LLM checkout or its tensorrt_llm/runtime/kv_cache_manager_v2 folder "
                         "(default: $SWAFLOOR_TRTLLM_SOURCE)")
-    t.add_argument("--examples", type=int_at_least(0), default=200,
-                   help="Hypothesis examples per comparison beyond the grid (default 200; 0: grid only)")
+    t.add_argument("--examples", type=int_at_least(0), default=None,
+                   help="Hypothesis examples per comparison beyond the grid (default 200; 0: grid only); "
+                        "with --whole, the campaign's examples (default: the ci profile's, 2000)")
     t.add_argument("--seed", type=int_at_least(0), default=0, help="Hypothesis seed (default 0)")
     t.add_argument("--grid", choices=("small", "tiny"), default="small", help="exhaustive grid size (default small)")
     t.add_argument("--expect-rule", choices=("post-fix", "pre-fix"), default=None,
                    help="also fail (exit 1) unless the source implements this floor rule (undetermined fails); "
                         "pre-fix holds upstream's minimum to the old rule instead of the floor")
+    t.add_argument("--whole", action="store_true",
+                   help="the whole manager instead of its arithmetic: the ci campaign of the trtllm-v2 backend "
+                        "against the reference on PATH (a Python-era kv_cache_manager_v2 folder; needs "
+                        "cuda-bindings) and the progress properties; exit 1 on a divergence or a failed property")
+    t.add_argument("--no-shrink", action="store_true", help="with --whole: report the campaign's first divergence unshrunk")
+    t.add_argument("--out", type=writable_dir, default=Path("fuzz-failures"), metavar="DIR",
+                   help="with --whole: where failing traces go (default ./fuzz-failures)")
     t.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
     t.add_argument("--json", action="store_true", help="machine-readable output")
     t.set_defaults(handler=run)
@@ -66,6 +75,16 @@ class _Progress:
 
 
 def run(args) -> int:
+    if args.whole:
+        from .check_whole import run_whole
+
+        return run_whole(args, _Progress(not args.no_progress))
+    if args.out != Path("fuzz-failures") or args.no_shrink:
+        from ..cli import UsageError
+
+        raise UsageError(f"{'--out' if args.out != Path('fuzz-failures') else '--no-shrink'} applies to --whole only")
+    if args.examples is None:
+        args.examples = 200
     from swafloor.fuzz.engines.trtllm.compare import CHECKS, RULE_TEXT, Checker
     from swafloor.fuzz.engines.trtllm.loader import load
 

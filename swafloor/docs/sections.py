@@ -663,6 +663,7 @@ def checked_where() -> str:
 
     from swafloor.fuzz.backends import backend_rows
     from swafloor.fuzz.engines.trtllm.compare import CHECKS
+    from swafloor.fuzz.engines.trtllm.progress import CONFIGS as PROGRESS_CONFIGS, PROPERTIES
     from swafloor.proofs.catalogue import CATALOGUE
     from swafloor.proofs.theorem import Expected
     from swafloor.reference.seeded_bugs import SEEDED_BUGS
@@ -701,6 +702,11 @@ def checked_where() -> str:
         f"accounting: {', '.join(f'`{c}`' for c in CHECKS)} | the reference, exhaustively on a grid and by "
         f"Hypothesis | a TensorRT-LLM checkout's Python sources, on a CPU | wherever a checkout is given "
         f"(CI runs it on a planted fake source tree) | {len(CHECKS)} comparisons |",
+        f"| `swafloor check trtllm --source PATH --whole` | TensorRT-LLM KVCacheManagerV2's whole Python manager: "
+        f"the ci campaign of `trtllm-v2`, and the progress properties {', '.join(f'`{p}`' for p in PROPERTIES)} "
+        f"| the reference manager; the theorems that state each property | a Python-era `kv_cache_manager_v2` "
+        f"folder, on a CPU (the CUDA driver stood in) | wherever a source is given (CI runs it on a fake manager) "
+        f"| {len(PROPERTIES)} properties x {len(PROGRESS_CONFIGS)} configs |",
         f"| `swafloor matrix vllm` | each vLLM release's block manager, fuzzed | the reference | vLLM releases "
         f"installed from PyPI | by hand; the table is in [fuzzing-engines](fuzzing-engines.md) | {matrix_size} |",
     ]

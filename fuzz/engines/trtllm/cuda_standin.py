@@ -528,37 +528,53 @@ class CudaStandIn:
         return (self.types.runtime_result(code),)
 
     # ------------------------------------------------------------------ bytes
-    def _device_view(self, address: int, n: int) -> memoryview | None:
-        for start, (size, key, _) in self.mappings.items():
-            if start <= address and address + n <= start + size:
-                offset = address - start
-                return memoryview(self.allocations[key].data)[offset: offset + n]
-        return None
+    def _device_views(self, address: int, n: int) -> list[memoryview] | None:
+        """The bytes ``[address, address + n)`` as views of the mappings holding them, in order: a
+        range may cross from one mapping into the next one mapped right after it (upstream maps a
+        pool's physical memory in pieces, so a slot larger than a piece spans several). None when
+        any byte of it is unmapped."""
+        views: list[memoryview] = []
+        at, left = address, n
+        while left > 0:
+            for start, (size, key, _) in self.mappings.items():
+                if start <= at < start + size:
+                    take = min(left, start + size - at)
+                    views.append(memoryview(self.allocations[key].data)[at - start: at - start + take])
+                    at, left = at + take, left - take
+                    break
+            else:
+                return None
+        return views
 
     def read(self, address: int, n: int) -> bytes:
-        """``n`` bytes at a mapped device address, or at a host address (any host memory: a host
-        pointer the caller owns). A device range outside one mapping raises ValueError."""
+        """``n`` bytes at mapped device addresses (across adjacent mappings), or at a host address
+        (any host memory: a host pointer the caller owns). A device range not wholly mapped raises
+        ValueError."""
         if address >= DEVICE_BASE:
-            view = self._device_view(address, n)
-            if view is None:
-                raise ValueError(f"CudaStandIn.read: address {address:#x}+{n} is not inside one mapping")
-            return bytes(view)
+            views = self._device_views(address, n)
+            if views is None:
+                raise ValueError(f"CudaStandIn.read: address {address:#x}+{n} is not wholly mapped")
+            return b"".join(bytes(v) for v in views)
         return ctypes.string_at(address, n)
 
     def write(self, address: int, data: bytes) -> None:
-        """Write ``data`` at a mapped device address, or at a host address the caller owns."""
+        """Write ``data`` at mapped device addresses (across adjacent mappings), or at a host address
+        the caller owns."""
         if address >= DEVICE_BASE:
-            view = self._device_view(address, len(data))
-            if view is None:
-                raise ValueError(f"CudaStandIn.write: address {address:#x}+{len(data)} is not inside one mapping")
-            view[:] = data
+            views = self._device_views(address, len(data))
+            if views is None:
+                raise ValueError(f"CudaStandIn.write: address {address:#x}+{len(data)} is not wholly mapped")
+            at = 0
+            for view in views:
+                view[:] = data[at: at + len(view)]
+                at += len(view)
         else:
             ctypes.memmove(address, bytes(data), len(data))
 
     def copy(self, dst: int, src: int, n: int, stream: Any = 0) -> tuple:
         """A host copy of ``n`` bytes (device or host addresses on either side), done at once: the
         stand-in for a copy kernel or an asynchronous memcpy. Returns ``(CUresult,)``."""
-        if n < 0 or any(a >= DEVICE_BASE and self._device_view(a, n) is None for a in (dst, src)):
+        if n < 0 or any(a >= DEVICE_BASE and self._device_views(a, n) is None for a in (dst, src)):
             return self._err(CUresult.CUDA_ERROR_INVALID_VALUE)
         if n:
             self.write(dst, self.read(src, n))

@@ -80,17 +80,27 @@ class TrtllmV2Backend(KvCacheOperations):
 
     NAME = "trtllm-v2"
 
-    def __init__(self, config: Config, v2: Any, stream: Any = 0):
+    def __init__(self, config: Config, v2: Any, stream: Any = 0, *, max_util_for_resume: float = 1.0,
+                 pool_bytes: tuple[int, ...] | None = None, host_tier: bool = False):
+        """``max_util_for_resume``, ``pool_bytes`` (the GPU quota per pool group, ours; their shares are
+        the ``initial_pool_ratio``) and ``host_tier`` (a host tier of the GPU quota's size) are for
+        the progress properties (:mod:`.progress`); the campaigns use the defaults."""
         from .mapping import to_trtllm
 
         if any(lc.kind.value == "ssm" for lc in build_layout(config).life_cycles):
             raise Unsupported("trtllm-v2: SSM layers are not driven")
         self.v2 = v2
         self.stream = stream
+        self.max_util_for_resume = max_util_for_resume
+        self.host_tier = host_tier
         self.layout = build_layout(config)
         self.tl = to_trtllm(config, unit_bytes=UNIT_BYTES)
         slots = _quota_slots(config, self.layout)
         sizes = [n * size for n, size in zip(slots, self.tl.slot_sizes)]  # bytes per pool group, ours
+        if pool_bytes is not None:
+            if len(pool_bytes) != len(sizes) or min(pool_bytes) < 1:
+                raise ValueError(f"pool_bytes={pool_bytes!r}: one positive count per pool group ({len(sizes)})")
+            sizes = list(pool_bytes)
         self.manager, self.group_map = self._build(config, sizes, list(range(len(sizes))))
         order = [self.group_map[g] for g in range(len(sizes))]  # ours of each upstream pool group
         if order != list(range(len(sizes))):  # upstream numbers its pool groups otherwise: ratios in its order
@@ -107,11 +117,14 @@ class TrtllmV2Backend(KvCacheOperations):
         from .mapping import layer_configs
 
         v2 = self.v2
+        tiers = [v2.GpuCacheTierConfig(quota=sum(sizes))]
+        if self.host_tier:
+            tiers.append(v2.HostCacheTierConfig(quota=sum(sizes)))
         manager = v2.KVCacheManager(v2.KVCacheManagerConfig(
             tokens_per_block=config.tokens_per_block,
-            cache_tiers=[v2.GpuCacheTierConfig(quota=sum(sizes))],
+            cache_tiers=tiers,
             layers=layer_configs(self.tl, v2),
-            max_util_for_resume=1.0,
+            max_util_for_resume=self.max_util_for_resume,
             initial_pool_ratio=[sizes[g] / sum(sizes) for g in order],
         ))
         theirs = _life_cycle_pool_groups(manager, len(self.tl.life_cycles))
