@@ -105,7 +105,8 @@ class Engine:
 
 #: Every engine of ``swafloor matrix``, by where its record lives (each engine's room builds on this
 #: module, so it is found by name, not imported: the import graph stays one-way).
-ENGINES = {"vllm": "swafloor.fuzz.engines.vllm.matrix:VLLM", "sglang": "swafloor.fuzz.engines.sglang.matrix:SGLANG"}
+ENGINES = {"vllm": "swafloor.fuzz.engines.vllm.matrix:VLLM", "sglang": "swafloor.fuzz.engines.sglang.matrix:SGLANG",
+           "lmdeploy": "swafloor.fuzz.engines.lmdeploy.matrix:LMDEPLOY"}
 
 
 def engine_named(name: str) -> Engine:
@@ -395,6 +396,7 @@ class Cell:
     discard_rate: float | None = None
     vllm: str | None = None  # the version the cell imported (vLLM)
     sglang: str | None = None  # the version the cell imported (SGLang)
+    lmdeploy: str | None = None  # the version the cell imported (LMDeploy)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in attrs.asdict(self).items() if v is not None}
