@@ -153,8 +153,8 @@ def _refused(trace: Any, index: int) -> bool | None:
 
 
 def _classified(trace_path: Path) -> dict[str, Any]:
-    from swafloor.fuzz.replay import replay
-    from swafloor.fuzz.trace import load
+    from ...replay import replay
+    from ...trace import load
 
     trace = load(trace_path)
     found = replay(trace, "lmdeploy")
@@ -166,7 +166,7 @@ def _classified(trace_path: Path) -> dict[str, Any]:
 
 
 def _campaign(examples: int, out: Path) -> dict[str, Any]:
-    from swafloor.fuzz.runner import run_campaign
+    from ...runner import run_campaign
 
     result = run_campaign("lmdeploy", profile="ci", examples=examples, seed=0, out_dir=out)
     report: dict[str, Any] = {"result": result.result, "examples": result.examples, "steps": result.steps,
@@ -177,16 +177,14 @@ def _campaign(examples: int, out: Path) -> dict[str, Any]:
 
 
 def _plant_run(name: str, examples: int, out: Path) -> dict[str, Any]:
-    from swafloor.fuzz.backends import resolve
-    from swafloor.fuzz.protocol import BackendRecord
-    from swafloor.fuzz.replay import replay
-    from swafloor.fuzz.runner import run_campaign
-    from swafloor.fuzz.trace import load
+    from ...protocol import BackendRecord
+    from ...replay import replay
+    from ...runner import run_campaign
+    from ...trace import load
 
     from .backend import lmdeploy
 
-    record = resolve("lmdeploy")
-    counting = BackendRecord("lmdeploy", _counting(lmdeploy), record.capabilities, record.prepare, label="lmdeploy")
+    counting = BackendRecord("lmdeploy", _counting(lmdeploy))
     fired: list[int] = []
     with planted(name, fired):
         result = run_campaign(counting, profile="ci", examples=examples, seed=0, out_dir=out / name)
