@@ -2,7 +2,7 @@
 LMDeploy's own code, and the replay of the regression traces; prints one JSON object.
 
     .venv-lmdeploy/bin/python -m swafloor.fuzz.engines.lmdeploy.check --examples 300 --out DIR \\
-        [--plant NAME ...] [--regressions DIR]
+        [--plant NAME ...] [--regressions DIR] [--no-campaign] [--classify TRACE ...]
 
 Each divergence is put in its class (:func:`classify`, by what the two sides showed at the step, never
 by the trace's shape alone) or ``unknown``. The plants (each replaces one LMDeploy function in this
@@ -206,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plant", action="append", default=[], choices=PLANTS)
     parser.add_argument("--regressions", type=Path, default=None)
     parser.add_argument("--no-campaign", action="store_true")
+    parser.add_argument("--classify", type=Path, nargs="*", default=[], metavar="TRACE",
+                        help="also replay these traces (a matrix cell's) and name each one's class")
     args = parser.parse_args(argv)
     real_stdout, sys.stdout = sys.stdout, sys.stderr
     try:
@@ -215,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
         data["plants"] = {name: _plant_run(name, args.examples, args.out) for name in args.plant}
         if args.regressions is not None:
             data["regressions"] = [_classified(p) for p in sorted(args.regressions.glob("*.json"))]
+        if args.classify:
+            data["classified"] = [_classified(p) for p in args.classify]
     finally:
         sys.stdout = real_stdout
     print(json.dumps(data, default=str))
