@@ -27,7 +27,9 @@ and its block managers are loaded alone (:mod:`.compat`), with a stand-in for ``
 
 Observations are read from LMDeploy's objects: pool usage (``get_num_free_gpu_blocks``), tables (the
 block index of the sequence's first logical block is ``num_ignored_history // block_size``, the
-manager's own count), physical identity (the logical blocks' physical ids through the allocator's map,
+manager's own count; in releases whose window manager keeps no such count, 0.2.x, the logical blocks
+are the last ones of the sequence's capacity, as that manager drops from the front and appends at the
+back: the first is ``ceil(capacity / t) - len(logical_blocks)``), physical identity (the logical blocks' physical ids through the allocator's map,
 its GPU free list, the logical blocks' reference counts). Pool totals and lengths are the adapter's.
 """
 
@@ -106,6 +108,7 @@ class LmdeployBackend:
             else:
                 self.managers.append(compat.build(parts["DefaultBlockManager"], blocks))
         self._blocks = parts["LogicalTokenBlocks"]
+        self._counts_dropped = parts["counts_dropped"]
         self.requests: dict[Hashable, _Request] = {}
 
     # ------------------------------------------------------------------ helpers
@@ -178,7 +181,10 @@ class LmdeployBackend:
         out: list[dict[int, int]] = []
         for manager, seq in zip(self.managers, req.sequences):
             logical = np.asarray(seq.logical_blocks.get_real_blocks())
-            first = seq.num_ignored_history // self.t
+            if self._counts_dropped:
+                first = seq.num_ignored_history // self.t
+            else:
+                first = -(-req.allocated // self.t) - len(logical)
             physical = manager.allocator.get_physical_blocks(logical).tolist() if len(logical) else []
             out.append({first + i: int(p) for i, p in enumerate(physical)})
         return out

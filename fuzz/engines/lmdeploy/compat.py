@@ -139,8 +139,14 @@ def load() -> dict[str, Any]:
         if missing is not None:
             raise missing from None
         raise Unsupported(f"LMDeploy {release} has no {exc.name} (no window block manager)") from None
+    import inspect
+
+    # Releases whose window manager keeps no num_ignored_history (0.2.x): the dropped blocks are not
+    # counted anywhere, the sequence's blocks are the last ones of its capacity (see the backend).
+    counts_dropped = "num_ignored_history" in inspect.getsource(window)
     _loaded.update(WindowBlockManager=window.WindowBlockManager, DefaultBlockManager=default.DefaultBlockManager,
-                   LogicalTokenBlocks=block.LogicalTokenBlocks, version=release, path=root)
+                   LogicalTokenBlocks=block.LogicalTokenBlocks, version=release, path=root,
+                   counts_dropped=counts_dropped)
     return _loaded
 
 
