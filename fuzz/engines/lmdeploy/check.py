@@ -31,7 +31,8 @@ __all__ = ["PLANTS", "classify", "main"]
 
 PLANTS = ("window-never-freed", "hands-out-held")
 #: The divergence classes met so far, each with its verdict in its trace (tests/regressions/lmdeploy/).
-CLASSES = ("refused-step-keeps-stale", "allocate-raises-after-can-allocate", "drops-in-window-block-past-history")
+CLASSES = ("refused-step-keeps-stale", "allocate-raises-after-can-allocate", "drops-in-window-block-past-history",
+           "new-block-not-allocated")
 
 _step = {"index": -1}  # the step being replayed or run (set by the instrumented backend)
 
@@ -55,8 +56,18 @@ def classify(divergence: dict[str, Any]) -> str:
         if held_more and refused:
             return "refused-step-keeps-stale"
         if held_less and refused is False:
+            # the block the backend lacks: the step's newest one (not allocated), or one before it (dropped)
+            block = _block_index(field)
+            if block is not None and block == (step["capacity"] - 1) // divergence.get("tokens_per_block", 1):
+                return "new-block-not-allocated"
             return "drops-in-window-block-past-history"
     return "unknown"
+
+
+def _block_index(field: str) -> int | None:
+    """The block index a ``tables[r][lc][b]`` field names, or None."""
+    parts = field.replace("]", "").split("[")
+    return int(parts[3]) if field.startswith("tables") and len(parts) == 4 and parts[3].isdigit() else None
 
 
 def _more(a: Any, b: Any) -> bool:
@@ -162,6 +173,7 @@ def _classified(trace_path: Path) -> dict[str, Any]:
         return {"trace": str(trace_path), "class": None}
     d = found.divergence.to_dict()
     d["refused"] = _refused(trace, d["step_index"])
+    d["tokens_per_block"] = trace.config.tokens_per_block
     return {"trace": str(trace_path), "divergence": json.loads(json.dumps(d, default=str)), "class": classify(d)}
 
 
