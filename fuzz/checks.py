@@ -42,6 +42,7 @@ VENVS = {
     "main": "the main venv",
     "vllm": "the vLLM venv (`scripts/vllm-venv`)",
     "sglang": "the SGLang venv (`scripts/sglang-venv`)",
+    "lmdeploy": "the LMDeploy venv (`scripts/lmdeploy-venv`)",
 }
 
 

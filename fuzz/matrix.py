@@ -106,7 +106,8 @@ class Engine:
 
 #: Every engine of ``swafloor matrix``, by where its record lives (each engine's room builds on this
 #: module, so it is found by name, not imported: the import graph stays one-way).
-ENGINES = {"vllm": "swafloor.fuzz.engines.vllm.matrix:VLLM", "sglang": "swafloor.fuzz.engines.sglang.matrix:SGLANG"}
+ENGINES = {"vllm": "swafloor.fuzz.engines.vllm.matrix:VLLM", "sglang": "swafloor.fuzz.engines.sglang.matrix:SGLANG",
+           "lmdeploy": "swafloor.fuzz.engines.lmdeploy.matrix:LMDEPLOY"}
 
 
 def engine_named(name: str) -> Engine:
@@ -396,9 +397,11 @@ class Cell:
     discard_rate: float | None = None
     vllm: str | None = None  # the version the cell imported (vLLM)
     sglang: str | None = None  # the version the cell imported (SGLang)
+    lmdeploy: str | None = None  # the version the cell imported (LMDeploy)
     # every divergence class the cell met (class, field, step_index, trace_file), the first one first;
-    # ``limited``: the cell stopped at its class limit, more may remain
-    classes: list | None = None
+    # ``limited``: the cell stopped at its class limit, more may remain. (A differential's cell, such as
+    # vllm-admission's, holds its classes' counts here instead: class -> cases.)
+    classes: list | dict | None = None
     limited: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -410,7 +413,7 @@ class Cell:
         if self.result == "divergence":
             if self.step_index is None:  # a differential's: the class, and every class's count
                 return f"divergence: {self.part} ({self.why})"
-            more = [c["class"] for c in (self.classes or [])[1:]]
+            more = [c["class"] for c in self.classes[1:]] if isinstance(self.classes, list) else []
             return (f"divergence: {self.part} at step {self.step_index}"
                     + (f" (+{len(more)} classes: {', '.join(more)}{'; limit reached' if self.limited else ''})"
                        if more else ""))

@@ -1,9 +1,11 @@
-"""``swafloor matrix vllm|sglang``: an engine's backends on every supported release of it (vLLM, SGLang).
+"""``swafloor matrix vllm|sglang|lmdeploy``: an engine's backends on every supported release of it (vLLM, SGLang,
+LMDeploy).
 
 Each release is installed once into a cache (``pip install --no-deps --target``) and run, one cell per
 release and backend, in a subprocess of the engine's pinned venv's python (found with ``--vllm-venv``,
 ``$SWAFLOOR_VLLM_VENV`` or this checkout's ``.venv-vllm``; ``--sglang-venv``, ``$SWAFLOOR_SGLANG_VENV``
-or ``.venv-sglang`` for SGLang: the command runs from the main venv too),
+or ``.venv-sglang`` for SGLang; ``--lmdeploy-venv``, ``$SWAFLOOR_LMDEPLOY_VENV`` or ``.venv-lmdeploy`` for
+LMDeploy: the command runs from the main venv too),
 the release's folder first on ``PYTHONPATH``: the same bounded campaign (ci profile, seed 0,
 ``--examples`` examples) on each. The table says pass, divergence (the first differing part; the
 shrunk trace is saved under ``--out``; an exception inside the engine's own code is one), unsupported
@@ -22,21 +24,24 @@ import sys
 import time
 from pathlib import Path
 
+from ..fuzz.engines.lmdeploy.matrix import BACKENDS as LMDEPLOY_BACKENDS
 from ..fuzz.engines.sglang.matrix import BACKENDS as SGLANG_BACKENDS
 from ..fuzz.engines.vllm.matrix import BACKENDS as VLLM_BACKENDS, DEFAULT_BACKENDS as VLLM_DEFAULT_BACKENDS
 from ._common import int_in, print_json, writable_dir
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("matrix", help="run an engine's backends on every supported release of it (vLLM, SGLang)")
-    p.add_argument("engine", choices=("vllm", "sglang"), help="the engine whose releases to run (vllm, sglang)")
+    p = subparsers.add_parser("matrix", help="run an engine's backends on every supported release of it (vLLM, SGLang, LMDeploy)")
+    p.add_argument("engine", choices=("vllm", "sglang", "lmdeploy"),
+                   help="the engine whose releases to run (vllm, sglang, lmdeploy)")
     p.add_argument("--releases", default=None, metavar="A..B|X,Y",
                    help="the supported releases from A to B (either end may be left out), or a list of release "
                         "numbers (default: every supported release)")
     p.add_argument("--backends", default=None, metavar="NAMES",
                    help=f"comma-separated; for vllm: {', '.join(VLLM_BACKENDS)} (default "
                         f"{', '.join(VLLM_DEFAULT_BACKENDS)}; the vllm-prefix ones need releases whose requests carry "
-                        f"vLLM's block hasher); for sglang: {', '.join(SGLANG_BACKENDS)} (default all)")
+                        f"vLLM's block hasher); for sglang: {', '.join(SGLANG_BACKENDS)} (default all); for lmdeploy: "
+                        f"{', '.join(LMDEPLOY_BACKENDS)}")
     p.add_argument("--examples", type=int_in(1, 100_000), default=None,
                    help="examples per cell (ci profile, seed 0; default 150)")
     p.add_argument("--classes", type=int_in(1, 100), default=None, metavar="N",
@@ -48,6 +53,8 @@ def register(subparsers) -> None:
                    help="the pinned vLLM venv (default: $SWAFLOOR_VLLM_VENV, else .venv-vllm in this checkout)")
     p.add_argument("--sglang-venv", default=None, metavar="DIR",
                    help="the pinned SGLang venv (default: $SWAFLOOR_SGLANG_VENV, else .venv-sglang in this checkout)")
+    p.add_argument("--lmdeploy-venv", default=None, metavar="DIR",
+                   help="the pinned LMDeploy venv (default: $SWAFLOOR_LMDEPLOY_VENV, else .venv-lmdeploy in this checkout)")
     p.add_argument("--cache", type=writable_dir, default=None, metavar="DIR",
                    help="where releases are installed (default: ~/.cache/swafloor/ENGINE)")
     p.add_argument("--out", type=writable_dir, default=Path("fuzz-failures/matrix"), metavar="DIR",
@@ -108,6 +115,8 @@ def run(args) -> int:
         raise _usage(f"--vllm-venv is for swafloor matrix vllm (use --{engine.name}-venv)")
     if engine.name != "sglang" and args.sglang_venv is not None:
         raise _usage(f"--sglang-venv is for swafloor matrix sglang (use --{engine.name}-venv)")
+    if engine.name != "lmdeploy" and args.lmdeploy_venv is not None:
+        raise _usage(f"--lmdeploy-venv is for swafloor matrix lmdeploy (use --{engine.name}-venv)")
     try:
         venv = matrix.find_venv(getattr(args, f"{engine.name}_venv"), engine)
     except matrix.MatrixError as exc:

@@ -1,0 +1,108 @@
+"""LMDeploy's block managers under differential test, in the venv ``scripts/lmdeploy-venv`` makes.
+
+LMDeploy is never installed where swafloor's own tests run: the tests run the LMDeploy venv's python
+in one subprocess (``python -m swafloor.fuzz.engines.lmdeploy.check``). Without that venv they fail in
+CI (env ``CI=true``) and are skipped, with the command that makes it, elsewhere.
+
+- The ci campaign (seed 0, bounded) on the pinned release diverges, and its divergence is one of the
+  classes with a verdict (tests/regressions/lmdeploy/, docs/lmdeploy.md), never an unknown one.
+- Two bugs planted in LMDeploy's own code (out-of-window blocks never dropped; a held block handed out
+  again) are each a divergence at the step the plant first changed what LMDeploy did.
+- Every regression trace replays to its stored divergence, values included, in its class; the one where
+  LMDeploy's allocator raises (``MemoryError`` after ``can_allocate`` said yes) is a divergence naming
+  the exception and the step it came from, not a crash of ours.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = Path(os.environ.get("SWAFLOOR_LMDEPLOY_VENV") or ROOT / ".venv-lmdeploy")
+PYTHON = VENV / "bin" / "python"
+REGRESSIONS = ROOT / "tests" / "regressions" / "lmdeploy"
+TIMEOUT = 600  # seconds for the subprocess; a hang still ends
+EXAMPLES = 300  # the ci profile's first 300 (the campaign stops at its first divergence, example 11)
+PLANTS = ("window-never-freed", "hands-out-held")
+COMPARED = ("step_index", "field", "reference", "backend")
+
+
+def _need_venv() -> None:
+    if PYTHON.exists() and (VENV / ".swafloor-lmdeploy-complete").exists():
+        return
+    message = f"the LMDeploy venv {VENV} is missing or incomplete: make it with scripts/lmdeploy-venv"
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory):
+    _need_venv()
+    out = tmp_path_factory.mktemp("lmdeploy")
+    args = [str(PYTHON), "-m", "swafloor.fuzz.engines.lmdeploy.check", "--examples", str(EXAMPLES), "--out", str(out),
+            "--regressions", str(REGRESSIONS)]
+    for plant in PLANTS:
+        args += ["--plant", plant]
+    env = {**os.environ, "PYTHONPATH": "", "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.run(args, cwd=out, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout)
+
+
+def test_ci_campaign_diverges_only_in_a_class_with_a_verdict(checked):
+    campaign = checked["campaign"]
+    assert campaign["result"] == "divergence" and campaign["discard_rate"] <= 0.05, campaign
+    assert campaign["class"] == "refused-step-keeps-stale", json.dumps(campaign)[:3000]
+    d = campaign["divergence"]
+    # LMDeploy refused the step and holds a block the reference freed before its gate
+    assert d["step"]["op"] == "resize" and d["refused"] is True and d["reference"] is None and d["backend"] is not None
+
+
+@pytest.mark.parametrize("plant", PLANTS)
+def test_a_bug_planted_in_lmdeploy_is_a_divergence_at_the_step_it_fires(checked, plant):
+    found = checked["plants"][plant]
+    assert found["result"] == "divergence" and found["fired_in_campaign"] > 0, found
+    d = found["divergence"]
+    assert d is not None and found["first_fired"] == d["step_index"], found
+    assert d["step"]["op"] == "resize" and "crash" not in json.dumps(d["backend"]), d
+
+
+def test_every_regression_trace_gives_its_stored_divergence_in_its_class(checked):
+    replays = {Path(r["trace"]).name: r for r in checked["regressions"]}
+    files = sorted(p.name for p in REGRESSIONS.glob("*.json"))
+    assert sorted(replays) == files and len(files) == 3
+    for name in files:
+        stored = json.loads((REGRESSIONS / name).read_text())
+        got = replays[name]
+        assert stored["expect"] == "divergence" and stored["found"]["verdict"], name
+        assert {k: got["divergence"][k] for k in COMPARED} == {k: stored["divergence"][k] for k in COMPARED}, name
+        assert name == f"lmdeploy-{got['class']}.json", (name, got["class"])
+
+
+def test_an_exception_in_lmdeploys_allocator_is_a_divergence_with_its_input(checked):
+    got = {Path(r["trace"]).name: r for r in checked["regressions"]}["lmdeploy-allocate-raises-after-can-allocate.json"]
+    d = got["divergence"]
+    assert d["field"] == "outcome" and d["reference"] == {"kind": "ok"}
+    assert d["backend"] == {"kind": "crash", "message": "MemoryError: No enough free memory blocks."}
+    assert d["step"] == {"op": "resize", "request": "r0", "capacity": 6, "history": 4}
+
+
+def test_outside_its_venv_the_backend_refuses_cleanly_naming_the_script():
+    import importlib.util
+
+    from swafloor.fuzz.backends import resolve
+    from swafloor.fuzz.protocol import Unsupported
+    from swafloor.reference import AttentionLayer, Config
+
+    config = Config(4, [AttentionLayer(window=5)])
+    if importlib.util.find_spec("lmdeploy") is not None:  # run inside LMDeploy's venv: it builds
+        assert resolve("lmdeploy").factory(config) is not None
+        return
+    with pytest.raises(Unsupported, match="scripts/lmdeploy-venv"):
+        resolve("lmdeploy").factory(config)
