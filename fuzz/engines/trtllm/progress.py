@@ -239,14 +239,21 @@ def _dispose(backend: TrtllmV2Backend | None) -> None:
         backend.dispose()
 
 
+#: The hook :func:`run_progress` takes as ``wrap``: given each adapter built, the property's name and
+#: its config, it returns what the property drives instead (an object with the adapter's operations,
+#: ``observe()`` and ``dispose()``: e.g. a recorder of every call, as ``gpu_check`` uses).
+Wrap = Callable[[TrtllmV2Backend, str, Config], Any]
+
+
 def _with(config: Config, v2: Any, stream: Any, name: str, body: Callable[[TrtllmV2Backend], PropertyResult],
-          **options: Any) -> PropertyResult:
+          wrap: Wrap | None = None, **options: Any) -> PropertyResult:
     def run() -> PropertyResult:
         backend = TrtllmV2Backend(config, v2, stream, **options)
+        driven = backend if wrap is None else wrap(backend, name, config)
         try:
-            return body(backend)
+            return body(driven)
         finally:
-            _dispose(backend)
+            _dispose(driven)
     return _guarded(name, config, run)
 
 
@@ -274,8 +281,9 @@ def _pool_check(name: str, config: Config, backend: TrtllmV2Backend, asked: dict
 
 
 def run_progress(v2: Any, stream: Any = 0, *, configs: tuple[Config, ...] = CONFIGS,
-                 progress: Callable[[str, int, int], None] | None = None) -> list[PropertyResult]:
-    """Every property of :data:`PROPERTIES` on every config of ``configs``."""
+                 progress: Callable[[str, int, int], None] | None = None,
+                 wrap: Wrap | None = None) -> list[PropertyResult]:
+    """Every property of :data:`PROPERTIES` on every config of ``configs``; ``wrap``: see :data:`Wrap`."""
     results: list[PropertyResult] = []
     total = len(PROPERTIES) * len(configs)
     done = [0]
@@ -288,16 +296,18 @@ def run_progress(v2: Any, stream: Any = 0, *, configs: tuple[Config, ...] = CONF
     has_host = hasattr(v2, "HostCacheTierConfig")
     for config in configs:
         results.append(_with(config, v2, stream, "lone-completes",
-                             lambda b, c=config: _pool_totals_then(c, b, "lone-completes", lambda: _decode(c, b))))
+                             lambda b, c=config: _pool_totals_then(c, b, "lone-completes", lambda: _decode(c, b)),
+                             wrap))
         tick("lone-completes")
         results.append(_with(config, v2, stream, "suspended-resumes",
-                             lambda b, c=config: _result("suspended-resumes", c, _decode(c, b, suspend_each=True))))
+                             lambda b, c=config: _result("suspended-resumes", c, _decode(c, b, suspend_each=True)),
+                             wrap))
         tick("suspended-resumes")
         if has_host:
             results.append(_with(config, v2, stream, "suspended-resumes-host",
                                  lambda b, c=config: _result("suspended-resumes-host", c,
                                                              _decode(c, b, suspend_each=True)),
-                                 host_tier=True))
+                                 wrap, host_tier=True))
         else:
             results.append(PropertyResult("suspended-resumes-host", config, None,
                                           detail={"reason": "the source has no HostCacheTierConfig"}))
@@ -306,13 +316,14 @@ def run_progress(v2: Any, stream: Any = 0, *, configs: tuple[Config, ...] = CONF
         results.append(_with(config, v2, stream, "resume-gate",
                              lambda b, c=config: _result("resume-gate", c, _decode(c, b, suspend_each=True, gate=gate),
                                                          {"max_util_for_resume": gate[0] / gate[1]}),
-                             max_util_for_resume=gate[0] / gate[1]))
+                             wrap, max_util_for_resume=gate[0] / gate[1]))
         tick("resume-gate")
         below = attrs.evolve(config, slots=(1,) * build_layout(config).num_pool_groups, below_minimum=BelowMinimum.BUMP)
         results.append(_with(below, v2, stream, "quota-below-minimum",
-                             lambda b, c=below: _pool_check("quota-below-minimum", c, b, {"asked_slots": list(c.slots)})))
+                             lambda b, c=below: _pool_check("quota-below-minimum", c, b, {"asked_slots": list(c.slots)}),
+                             wrap))
         tick("quota-below-minimum")
-        results.append(_ratio(config, v2, stream))
+        results.append(_ratio(config, v2, stream, wrap))
         tick("initial-pool-ratio")
     return results
 
@@ -329,7 +340,7 @@ def _pool_totals_then(config: Config, backend: TrtllmV2Backend, name: str, body:
     return _result(name, config, body(), {"pools": list(totals)})
 
 
-def _ratio(config: Config, v2: Any, stream: Any) -> PropertyResult:
+def _ratio(config: Config, v2: Any, stream: Any, wrap: Wrap | None = None) -> PropertyResult:
     """``initial-pool-ratio``: the minimum's quota, each pool group in turn asked for all but one
     byte per other pool group of it (a config of one pool group: its one ratio, 1.0)."""
     from .mapping import to_trtllm
@@ -346,7 +357,7 @@ def _ratio(config: Config, v2: Any, stream: Any) -> PropertyResult:
                        lambda b, s=sizes: _pool_check("initial-pool-ratio", config, b,
                                                       {"initial_pool_ratio": [x / quota for x in s],
                                                        "quota_bytes": quota}),
-                       pool_bytes=sizes)
+                       wrap, pool_bytes=sizes)
         if result.ok is not True:
             return result
         last = result

@@ -11,8 +11,9 @@ CUDA driver calls are the CPU stand-in's (:mod:`.cuda_standin`), installed over
 
 Inside the package, a module the source folder lacks and the manager never drives
 (:data:`ABSENT_IN_PACKAGE`: ``_sequence_arena``, whose arena classes ``_storage/_core.py`` imports)
-is a synthetic module of placeholders too; with the CPU stand-in, TensorRT-LLM's compiled copy kernels
-(``kv_cache_manager_v2_utils``) are host copies done by the stand-in. Returns the package and a stream
+is a synthetic module of placeholders too; where TensorRT-LLM's compiled copy kernels
+(``kv_cache_manager_v2_utils``) are absent, they are host copies done by the CPU stand-in, or with the
+real driver one ``cuMemcpyAsync`` per task (:func:`driver_copy_kernels`; not yet run on a GPU). Returns the package and a stream
 handle for ``resume``. Anything missing raises :class:`~.loader.LoadError` naming it. Run on upstream's
 sources assembled file by file (docs/trtllm.md, "Run on upstream's sources").
 """
@@ -32,7 +33,7 @@ from typing import Any
 from . import cuda_standin, loader
 from .loader import PACKAGE, LoadError
 
-__all__ = ["load_whole", "WHOLE_NAMES", "standin_in_use"]
+__all__ = ["load_whole", "WHOLE_NAMES", "standin_in_use", "driver_copy_kernels"]
 
 #: What the adapter builds a manager from.
 WHOLE_NAMES = ("KVCacheManager", "KVCacheManagerConfig", "GpuCacheTierConfig", "AttentionLayerConfig",
@@ -99,6 +100,9 @@ class _AbsentModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         if spec.name == COPY_KERNELS and _STATE.get("standin") is not None:
             for name, value in _copy_kernels(_STATE["standin"]).items():
                 setattr(module, name, value)
+        elif spec.name == COPY_KERNELS and _STATE.get("driver") is not None:
+            for name, value in driver_copy_kernels(_STATE["driver"]).items():
+                setattr(module, name, value)
         self.made.append(spec.name)
         return module
 
@@ -117,6 +121,29 @@ def _copy_kernels(standin: cuda_standin.CudaStandIn) -> dict[str, Any]:
     def batched(tasks: Any, num_bytes: int, stream: Any = 0) -> int:
         for task in tasks:
             (err,) = standin.copy(int(task.dst), int(task.src), int(num_bytes), stream)
+            if int(err) != 0:
+                return int(err)
+        return 0
+
+    kernels: dict[str, Any] = {"MemToMemTask": mem_to_mem}
+    for name in ("copy_device_to_device", "copy_device_to_host", "copy_host_to_device", "copy_host_to_host"):
+        kernels[name] = batched
+    return kernels
+
+
+def driver_copy_kernels(driver: Any) -> dict[str, Any]:
+    """The batched copy kernels of ``kv_cache_manager_v2_utils`` on the real CUDA driver, where
+    TensorRT-LLM's compiled module is absent (a GPU machine without a TensorRT-LLM build): each task
+    one ``cuMemcpyAsync(dst, src, num_bytes, stream)`` (unified addressing: device and host addresses
+    alike), in order on the stream; the first error's CUresult is returned as an int, as the compiled
+    kernels return theirs. Written from the driver API's documentation. Disk copies are not provided."""
+    from collections import namedtuple
+
+    mem_to_mem = namedtuple("MemToMemTask", "dst src")
+
+    def batched(tasks: Any, num_bytes: int, stream: Any = 0) -> int:
+        for task in tasks:
+            (err,) = driver.cuMemcpyAsync(int(task.dst), int(task.src), int(num_bytes), stream)
             if int(err) != 0:
                 return int(err)
         return 0
@@ -146,6 +173,9 @@ def load_whole(path: str | Path, *, prefer: str | None = None, **standin_options
     if "restore" in _STATE:
         _STATE.pop("restore")()
     _STATE.pop("standin", None)
+    _STATE.pop("driver", None)
+    if name == "real":
+        _STATE["driver"] = chosen
     if name == "standin":
         _STATE["restore"] = cuda_standin.install(chosen, driver, runtime)
         _STATE["standin"] = chosen
