@@ -402,6 +402,11 @@ SEEN_LATER: dict[tuple[str, str], tuple[str, str]] = {
     # while another still holds it, shows in the data when the other request next reads it
     ("shared-slot", DATA_PLANE): (LATER, "the shared slot is overwritten by the request that took it; the data plane "
                                          "sees it when the first holder next reads that block"),
+    # the lookup fires when the reader is created on content whose naming step is still in flight; what it
+    # took shows when the reader's step reads that block, after the naming step was dropped
+    ("names-trusted-before-execution", EXECUTION): (LATER, "the lookup takes blocks whose KV is not yet written "
+                                                           "when the reader is created; the read of one, after the "
+                                                           "step that named it was dropped, is the reader's step"),
     ("shared-freed-when-stale-for-one", DATA_PLANE): (LATER, "the slot freed under another holder shows in the data "
                                                              "once it is taken and written again and that holder reads it"),
 }

@@ -87,8 +87,9 @@ class ExecutionPlane:
         self.worker: dict[str, list[WorkerTable]] = {}
         self.event = 0
         self.trace: list[str] = []
-        #: (event, what) each time a hook's result had an effect the spec's formula would not have had
-        self.fired: list[tuple[int, str]] = []
+        #: (event, step or None, what) each time a hook's result had an effect the spec's formula would not
+        #: have had (the firing of a seeded bug)
+        self.fired: list[tuple[int, int | None, str]] = []
 
     # ------------------------------------------------------------------ events
     def create(self, request_id: str, share_with: str | None = None) -> int:
@@ -119,7 +120,7 @@ class ExecutionPlane:
             self._send(request_id)
             spec = max([execution.step_capacity(got.end, drafts)] + in_flight)
             if lifecycle.allocated_blocks(got.capacity, self.t) != lifecycle.allocated_blocks(spec, self.t):
-                self._fire(f"step {got.number}: capacity {got.capacity}, the spec's {spec}")
+                self._fire(f"step {got.number}: capacity {got.capacity}, the spec's {spec}", got.number)
             self.trace[-1] += f" -> step {got.number} [{start}, {got.end}) capacity {got.capacity}"
         else:
             self.trace[-1] += " -> out of slots"
@@ -161,8 +162,8 @@ class ExecutionPlane:
         self.event += 1
         self.trace.append(f"{self.event}: {text}")
 
-    def _fire(self, what: str) -> None:
-        self.fired.append((self.event, what))
+    def _fire(self, what: str, step: int | None = None) -> None:
+        self.fired.append((self.event, step, what))
 
     def _held(self, request_id: str) -> tuple:
         return self.manager.slots().held.get(request_id, tuple({} for _ in self.life_cycles))
@@ -224,7 +225,8 @@ class ExecutionPlane:
             spec = sinks | set(range(max(0, lifecycle.window_start(q, life_cycle.window)), q + 1))
             worker = sinks | set(range(max(0, self.ex.mask_of(q, life_cycle.window)), q + 1))
             if worker != spec:
-                self._fire(f"step {step.number}: the mask of query {q} reads {sorted(worker ^ spec)} against the window")
+                self._fire(f"step {step.number}: the mask of query {q} reads {sorted(worker ^ spec)} against the window",
+                           step.number)
         rid, g = step.request, self.group_of[lc]
         where = f"read[{rid}][{lc}][{q}]"
         reader = f"query {q} of {rid!r} (step {step.number}, life cycle {lc})"
@@ -323,7 +325,7 @@ class CampaignResult:
     divergence: ExecutionDivergence | None = None
     example: int | None = None
     trace: tuple[str, ...] = ()
-    fired: tuple[tuple[int, str], ...] = ()
+    fired: tuple[tuple[int, int | None, str], ...] = ()
 
     def to_json(self) -> dict:
         d = self.divergence
