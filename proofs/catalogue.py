@@ -957,6 +957,11 @@ def hit_covers_written_kv(t, w, f, g):
     )
 
 
+def named_hit_covers_written_kv(t, w, f, g):
+    """The same lookup trusting every name a scheduled step registered, written or not."""
+    return implies(g <= f, execution.named_blocks(w + f, t) * t <= w + g)
+
+
 def dropped_step_names_no_hit(t, w, f, b):
     """After the steps in flight are dropped (w written, w + f named): a block holding a token the dropped
     steps would have written is named no more, and no later lookup hits it; a written block keeps its name."""
@@ -1504,6 +1509,18 @@ CATALOGUE += (
         PROVED,
         (T_EXE, WRITTEN, FLIGHT, RAN),
         hit_covers_written_kv,
+    ),
+    Theorem(
+        "named-hit-covers-written-kv",
+        "Claim: a lookup that trusts every name a scheduled step registered (execution.named_blocks: a prefix "
+        "cache that hashes a step's blocks when it allocates them, as vLLM's allocate_slots does through "
+        "cache_blocks, before the worker writes their KV) covers only written KV when the reader reads, "
+        "whatever part g <= f of the f named tokens in flight executes first (the rest dropped: preempted or "
+        "aborted). Refuted: a dropped step's tokens are in the hit and never written.",
+        REFUTED,
+        (T_EXE, WRITTEN, FLIGHT, RAN),
+        named_hit_covers_written_kv,
+        replay=replay.named_hit_reads_unwritten,
     ),
     Theorem(
         "dropped-step-names-no-hit",

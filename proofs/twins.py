@@ -957,6 +957,32 @@ def hit_covers_written_kv(c: _Counter, g: Grid) -> None:
 
 
 @_run
+def named_hit_covers_written_kv(c: _Counter, g: Grid) -> None:
+    """The layer with a lookup that trusts every name (its ``hit_blocks`` hook: every block named at
+    schedule, counted token by token here), the same runs as hit-covers-written-kv: a reader's hit must find
+    a token no executed step wrote (the refutation)."""
+    from swafloor.reference.hooks import ExecutionHooks
+
+    def trusting(named_end: int, written: int, t: int) -> int:
+        return len([b for b in range(named_end + 1) if (b + 1) * t <= named_end])  # whole blocks named
+
+    for t in range(1, g.t_max + 1):
+        for w in range(0, 9):
+            for f in range(0, 4):
+                for ran in range(0, f + 1):
+                    ex, done, _ = _writer(t, w, f)
+                    ex.hooks = ExecutionHooks(hit_blocks=trusting)
+                    if f:  # one more in flight: the manager can share all w + f
+                        ex.schedule("a", 1)
+                    hit = ex.create("r", share_with="a")
+                    for _ in range(ran):
+                        step = ex.execute()
+                        done.update(range(step.start, step.end))
+                    ex.drop("a", "abort")
+                    c.check(all(p in done for p in range(hit)), t=t, w=w, f=f, g=ran)
+
+
+@_run
 def dropped_step_names_no_hit(c: _Counter, g: Grid) -> None:
     """The layer itself: a writer with w tokens executed and f in flight, its steps dropped (an abort): every
     block still named holds only executed tokens, and every block of executed tokens stays named."""
@@ -1057,6 +1083,7 @@ TWINS: dict[str, Callable[[Grid], TwinResult]] = {
     "preemption-spares-the-oldest": preemption_spares_the_oldest,
     "fcfs-pair-finishes": fcfs_pair_finishes,
     "hit-covers-written-kv": hit_covers_written_kv,
+    "named-hit-covers-written-kv": named_hit_covers_written_kv,
     "dropped-step-names-no-hit": dropped_step_names_no_hit,
     "worker-mask-reads-held-blocks": worker_mask_reads_held_blocks,
     "drafts-write-allocated-blocks": drafts_write_allocated_blocks,

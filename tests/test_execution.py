@@ -210,3 +210,12 @@ def test_hooks_replace_one_behaviour_each_and_default_to_the_spec():
     assert ExecutionHooks() == ExecutionHooks(None, None, None, None)
     ex = Execution(Manager(_config()), BUG_HOOKS["worker-mask-one-late"])
     assert ex.mask_of(5, 2) == 3 and Execution(Manager(_config())).mask_of(5, 2) == 4
+
+
+def test_the_named_lookup_refutation_replays_on_the_reference_and_only_where_a_step_is_dropped():
+    from swafloor.proofs import replay
+
+    confirmed = replay.named_hit_reads_unwritten({"t": 1, "w": 0, "f": 1, "g": 0})
+    assert confirmed.confirmed and "never written" in confirmed.summary and confirmed.trace
+    for cex in ({"t": 2, "w": 3, "f": 2, "g": 2}, {"t": 1, "w": 2, "f": 0, "g": 0}):  # nothing dropped
+        assert not replay.named_hit_reads_unwritten(cex).confirmed, cex
