@@ -161,6 +161,9 @@ class Execution:
     def create(self, request_id: str, share_with: str | None = None) -> int:
         """Create a request, on ``share_with``'s content when given: its hit (:meth:`lookup`) is its
         reused history. Returns the hit in tokens."""
+        if share_with is not None and (share_with not in self.runs
+                                       or self.manager.state_of(share_with) is RequestState.CLOSED):
+            raise RequestError(request_id, "share_with", share_with, "must name an open request of the execution layer")
         hit = self.lookup(share_with) if share_with is not None else 0
         if hit:
             self.manager.create(request_id, reused_history=hit, share_with=share_with)
@@ -225,6 +228,8 @@ class Execution:
             raise RequestError(request_id, "how", how, "needs semantics.suspend 'recompute' (the dropped tokens "
                                "are computed again; a suspend that keeps lengths would count them computed)")
         run = self._run(request_id)
+        if how == "preempt" and self.manager.state_of(request_id) is not RequestState.ACTIVE:
+            raise RequestError(request_id, "request_id", request_id, "is not active: only an active request is preempted")
         dropped = [s for s in self.queue if s.request == request_id]
         self.queue = [s for s in self.queue if s.request != request_id]
         run.named = min(run.named, self._names_after_drop(run.named, run.written) * self.t)

@@ -72,6 +72,13 @@ def test_bad_input_names_the_field_and_changes_nothing():
         ex.drop("a", "later")
     assert err.value.field == "how" and "later" in str(err.value)
     assert ex.queue == [] and ex.manager.record_of("a").capacity == 0
+    with pytest.raises(RequestError) as err:
+        ex.create("c", share_with="nobody")
+    assert err.value.field == "share_with" and "nobody" in str(err.value) and "c" not in ex.runs
+    ex.create("s")  # suspended: a preemption of it is refused before anything changes
+    with pytest.raises(RequestError) as err:
+        ex.drop("s", "preempt")
+    assert err.value.field == "request_id" and ex.manager.state_of("s").value == "suspended"
     released = Execution(Manager(_config(suspend=SuspendMode.RELEASE)))
     released.create("b")
     released.resume("b")
@@ -171,7 +178,7 @@ def test_worker_mask_one_late_reads_through_an_id_the_manager_freed():
     assert d.field == "read[a][0][1]" and d.step == 1 and plane.fired[0][:2] == (d.event, 1)
     assert "outside the live window" in d.message and "which the manager no longer holds" in d.message
     # the freed slot was handed to block 1: the stale id reads token 1 where token 0 was meant
-    assert "another token than 'a''s token 0" in d.message and "token 1, written by request 'a' at step 1" in d.message
+    assert "another token than token 0 of 'a'" in d.message and "token 1 of 'a', written by request 'a' at step 1" in d.message
 
 
 # ----------------------------------------------------------------------------- the campaign

@@ -249,7 +249,7 @@ class ExecutionPlane:
             if there is None:
                 problems.append("of an unwritten slot position")
             elif there.draft or there.owner != owner or there.position != p:
-                problems.append(f"of another token than {owner!r}'s token {p}")
+                problems.append(f"of another token than token {p} of {owner!r}")
             if problems:
                 raise ExecutionDivergence(
                     where, f"{reader} reads position {p} (block {b}, slot {slot} of pool group {g}): "

@@ -187,7 +187,7 @@ class Written:
 
     def describe(self) -> str:
         what = "draft KV" if self.draft else "KV"
-        return (f"{what} of {self.owner!r}'s token {self.position}, written by request {self.request!r} "
+        return (f"{what} of token {self.position} of {self.owner!r}, written by request {self.request!r} "
                 f"at step {self.step}")
 
 
