@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from swafloor.reference import admission, arith, cache_hit, floors, lifecycle, peers, scheduler, sharing
+from swafloor.reference import admission, arith, cache_hit, execution, floors, lifecycle, peers, scheduler, sharing
 from swafloor.reference.lifecycle import LifeCycle, LifeCycleKind
 
 from . import replay
@@ -932,6 +932,62 @@ def fcfs_pair_finishes(P0, O0, P1, O1, X):
     return implies(all_of(small, *links), all_of(*done_by))
 
 
+# ----------------------------------------------------------------------------- schedule and execute (issue 34)
+T_EXE = upto("t", "tokens per block", 1, 6, "t <= 6", BLOCK_SIZE)
+WRITTEN = upto("w", "tokens of the request whose KV is written (its steps executed)", 0, 14, "w <= 14", TOKENS)
+FLIGHT = upto("f", "tokens scheduled and named but not executed (steps in flight)", 0, 6, "f <= 6", TOKENS)
+RAN = upto("g", "tokens in flight whose steps execute before the read (the rest dropped)", 0,
+           lambda env: env["f"] + 1, "g <= f + 1", TOKENS)
+BLOCK_EXE = upto("b", "a block of the request", 0, 6, "b <= 6")
+H_EXE = upto("h", "history: the query's position", 0, 24, "h <= 24", TOKENS)
+POS = upto("p", "a token position", 0, lambda env: env["h"] + 1, "p <= h + 1", TOKENS)
+END = upto("e", "the end of a step: its tokens are below e", 0, 14, "e <= 14", TOKENS)
+DRAFT = upto("d", "draft tokens of the step (lookahead)", 0, 3, "d <= 3", TOKENS)
+DRAFT_POS = upto("p", "a position the drafter writes", 0, lambda env: env["e"] + env["d"], "p <= e + d", TOKENS)
+
+
+def hit_covers_written_kv(t, w, f, g):
+    """A lookup while f named tokens are in flight; g of them execute before the reader's step reads
+    (in order; the rest dropped): the hit's tokens are all written by then, and every written named
+    block is taken (the rule takes no less than it may)."""
+    hit = execution.hit_blocks(w + f, w, t)
+    return (
+        implies(g <= f, hit * t <= w + g),
+        w < (hit + 1) * t,
+    )
+
+
+def named_hit_covers_written_kv(t, w, f, g):
+    """The same lookup trusting every name a scheduled step registered, written or not."""
+    return implies(g <= f, execution.named_blocks(w + f, t) * t <= w + g)
+
+
+def dropped_step_names_no_hit(t, w, f, b):
+    """After the steps in flight are dropped (w written, w + f named): a block holding a token the dropped
+    steps would have written is named no more, and no later lookup hits it; a written block keeps its name."""
+    kept = execution.names_after_drop(w + f, w, t)
+    later = execution.hit_blocks(kept * t, w, t)
+    return (
+        implies((b + 1) * t > w, b >= kept),
+        implies((b + 1) * t > w, b >= later),
+        implies((b + 1) * t <= w, b < kept),
+    )
+
+
+def worker_mask_reads_held_blocks(t, W, S, h, p):
+    """A token the worker's mask lets the query at h read lies in a block that is not stale at h (so
+    the manager still holds it, and the worker's id for it is current)."""
+    inside = all_of(execution.mask_start(h, W) <= p, p <= h)
+    return implies(inside, negate(lifecycle.stale_by_tokens(arith.fdiv(p, t), h, t, W, S)))
+
+
+def drafts_write_allocated_blocks(t, e, d, p):
+    """The drafter writes KV at the positions [e, e + d) after a step to e: each lies in a block the
+    step's capacity allocates."""
+    inside = all_of(e <= p, p < e + d)
+    return implies(inside, arith.fdiv(p, t) < lifecycle.allocated_blocks(execution.step_capacity(e, d), t))
+
+
 # ----------------------------------------------------------------------------- the catalogue
 CATALOGUE: tuple[Theorem, ...] = (
     Theorem(
@@ -1442,6 +1498,57 @@ CATALOGUE += (
         PROVED,
         (RUNNING, REQUESTER),
         preemption_spares_the_oldest,
+    ),
+    Theorem(
+        "hit-covers-written-kv",
+        "Scheduling and execution apart (execution.py): a lookup made while f >= 0 named tokens of a request are "
+        "in flight (w >= 0 written) takes execution.hit_blocks, the named whole blocks whose KV is written; "
+        "whatever part g <= f of the steps in flight executes before the reader's step reads (in order, the "
+        "rest dropped: preempted or aborted), every token of the hit is written by then; and the hit takes "
+        "every whole written block.",
+        PROVED,
+        (T_EXE, WRITTEN, FLIGHT, RAN),
+        hit_covers_written_kv,
+    ),
+    Theorem(
+        "named-hit-covers-written-kv",
+        "Claim: a lookup that trusts every name a scheduled step registered (execution.named_blocks: a prefix "
+        "cache that hashes a step's blocks when it allocates them, as vLLM's allocate_slots does through "
+        "cache_blocks, before the worker writes their KV) covers only written KV when the reader reads, "
+        "whatever part g <= f of the f named tokens in flight executes first (the rest dropped: preempted or "
+        "aborted). Refuted: a dropped step's tokens are in the hit and never written.",
+        REFUTED,
+        (T_EXE, WRITTEN, FLIGHT, RAN),
+        named_hit_covers_written_kv,
+        replay=replay.named_hit_reads_unwritten,
+    ),
+    Theorem(
+        "dropped-step-names-no-hit",
+        "When a request's steps in flight are dropped (w >= 0 tokens written, w + f named), "
+        "execution.names_after_drop revokes the name of every block b holding a token not written: no later "
+        "lookup (execution.hit_blocks) hits it, and every written block keeps its name.",
+        PROVED,
+        (T_EXE, WRITTEN, FLIGHT, BLOCK_EXE),
+        dropped_step_names_no_hit,
+    ),
+    Theorem(
+        "worker-mask-reads-held-blocks",
+        "A worker reads each query's window through its own block table (ids appended, never shrunk) masked "
+        "from execution.mask_start, the reference's live window start h + 1 - W: every token the mask lets the "
+        "query at h read lies in a block not stale at h, one the manager still holds, so no id in the "
+        "worker's table that the manager freed is read.",
+        PROVED,
+        (T_EXE, W, S, H_EXE, POS),
+        worker_mask_reads_held_blocks,
+    ),
+    Theorem(
+        "drafts-write-allocated-blocks",
+        "A step to e tokens with d >= 0 draft tokens asks for execution.step_capacity(e, d): every position "
+        "[e, e + d) its drafter writes KV at lies in a block that capacity allocates (lifecycle.allocated_blocks), "
+        "never past the request's table.",
+        PROVED,
+        (T_EXE, END, DRAFT, DRAFT_POS),
+        drafts_write_allocated_blocks,
     ),
 )
 

@@ -233,4 +233,26 @@ IDEAS: dict[str, str] = {
         "The newest running request is at position N - 1, which is at least 1 whenever N >= 2, and always a "
         "running position; so the oldest is preempted only when it runs alone."
     ),
+    "hit-covers-written-kv": (
+        "The hit is floor(min(w + f, w)/t) = floor(w/t) whole blocks, so its tokens end at floor(w/t)*t <= w, "
+        "all written before the lookup; a write is never undone, so they are written at the read however "
+        "many of the f tokens in flight run. The next block holds token floor(w/t)*t + t - 1 >= w: not written."
+    ),
+    "named-hit-covers-written-kv": (
+        "Trusting names, the hit ends at floor((w + f)/t)*t, past w whenever the tokens in flight complete a "
+        "block; a step dropped before it runs (g < f) never writes those tokens: t = 1, w = 0, f = 1, g = 0."
+    ),
+    "dropped-step-names-no-hit": (
+        "After the drop the names end at floor(min(w + f, w)/t) = floor(w/t) blocks: a block holding a token at or "
+        "past w is at index >= floor(w/t), and every block below ends at or before w; a later lookup takes at "
+        "most the names."
+    ),
+    "worker-mask-reads-held-blocks": (
+        "A token p >= h + 1 - W lies in block b = floor(p/t), whose last token (b + 1)*t - 1 >= p >= h + 1 - W: "
+        "not every token of b is before the window, so b is not stale (a sink block never is)."
+    ),
+    "drafts-write-allocated-blocks": (
+        "The step asks for e + d tokens, so ceil((e + d)/t) blocks are allocated; a draft position p < e + d lies "
+        "in block floor(p/t) <= floor((e + d - 1)/t) = ceil((e + d)/t) - 1."
+    ),
 }

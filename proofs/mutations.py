@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import attrs
 
-from swafloor.reference import admission, arith, cache_hit, floors, lifecycle, peers, scheduler, sharing
+from swafloor.reference import admission, arith, cache_hit, execution, floors, lifecycle, peers, scheduler, sharing
 from swafloor.reference.seeded_bugs import SEEDED_BUGS, seeded_bug
 
 from .discharge import DEFAULT_TIMEOUT_S, UNKNOWN, discharge
@@ -255,6 +255,27 @@ def _preempt_newest_other() -> list[Patch]:
     return [(scheduler, "victim_index", victim_index)]
 
 
+def _names_trusted_before_execution() -> list[Patch]:
+    def named_only(named_end, written, t):  # what is named, written or not
+        return execution.named_blocks(named_end, t)
+
+    return [(execution, "hit_blocks", named_only), (execution, "names_after_drop", named_only)]
+
+
+def _draft_write_without_block() -> list[Patch]:
+    def step_capacity(end, drafts):
+        return end
+
+    return [(execution, "step_capacity", step_capacity)]
+
+
+def _worker_mask_one_late() -> list[Patch]:
+    def mask_start(h, window):
+        return lifecycle.window_start(h, window) - 1
+
+    return [(execution, "mask_start", mask_start)]
+
+
 #: The patch of each seeded bug (swafloor.reference.seeded_bugs) that is seeded in the formulas.
 PATCHES: dict[str, Callable[[], list[Patch]]] = {
     "no-inflight-token": _no_inflight_token,
@@ -282,6 +303,9 @@ PATCHES: dict[str, Callable[[], list[Patch]]] = {
     "admission-charges-prompt": _admission_charges_prompt,
     "resume-gate-at-full-utilisation": _resume_gate_at_full_utilisation,
     "preempt-newest-other": _preempt_newest_other,
+    "names-trusted-before-execution": _names_trusted_before_execution,
+    "draft-write-without-block": _draft_write_without_block,
+    "worker-mask-one-late": _worker_mask_one_late,
 }
 
 

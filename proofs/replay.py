@@ -29,6 +29,7 @@ __all__ = [
     "vllm_gate_refuses",
     "sglang_gate_refuses",
     "trtllm_resume_refuses",
+    "named_hit_reads_unwritten",
 ]
 
 
@@ -296,3 +297,46 @@ def trtllm_resume_refuses(cex: Mapping[str, int]) -> Replay:
 #: A manager whose every call is recorded with its outcome and followed by ``check()`` (for replays
 #: written elsewhere, e.g. the tests' lone runs).
 Driver = _Driver
+
+
+def named_hit_reads_unwritten(cex: Mapping[str, int]) -> Replay:
+    """The replay of the refutation of a lookup that trusts every name a step registered when it was
+    scheduled: the reference's execution layer (reference/execution.py) with that lookup as its
+    ``hit_blocks`` hook, on a manager with one full-attention life cycle and prefix sharing. Writer
+    ``a`` executes ``w`` tokens one a step, then schedules ``f`` one-token steps and one more (so the
+    manager can share all ``w + f``), left in flight; reader ``r`` is created on its content (the
+    lookup); ``g`` of the writer's steps execute and the rest are dropped (an abort). Confirmed when the
+    reader's hit holds a token no executed step wrote: its KV was never written when the reader reads."""
+    from swafloor.reference import SuspendMode, execution
+    from swafloor.reference.hooks import ExecutionHooks
+
+    t, w, f, g = cex["t"], cex["w"], cex["f"], cex["g"]
+    semantics = Semantics(prefix_sharing=True, in_flight_tokens=f, suspend=SuspendMode.RECOMPUTE, first_resume_copy=False)
+    config = Config(t, [AttentionLayer()], slots=(w + f + 2 * t + 2,), semantics=semantics)
+    trusting = ExecutionHooks(hit_blocks=lambda named_end, written, tpb: execution.named_blocks(named_end, tpb))
+    ex = execution.Execution(Manager(config), trusting)
+    trace: list[str] = []
+    ex.create("a")
+    ex.resume("a")
+    done: set[int] = set()
+    for _ in range(w):
+        ex.schedule("a", 1)
+        step = ex.execute()
+        done.update(range(step.start, step.end))
+    trace.append(f"a: {w} tokens scheduled and executed one a step (KV written for {sorted(done)})")
+    for _ in range(f + 1):
+        ex.schedule("a", 1)
+    trace.append(f"a: {f + 1} one-token steps scheduled, in flight: named up to token {w + f + 1}")
+    hit = ex.create("r", share_with="a")
+    trace.append(f"r: created on a's content: the lookup takes {hit} tokens (named blocks, written or not)")
+    for _ in range(g):
+        step = ex.execute()
+        done.update(range(step.start, step.end))
+    dropped = ex.drop("a", "abort")
+    trace.append(f"a: {g} steps executed, then aborted: steps {[s.number for s in dropped]} dropped, never run")
+    unwritten = [p for p in range(hit) if p not in done]
+    trace.append(f"r reads its hit's tokens {list(range(hit))}: KV written for {sorted(p for p in done if p < hit)}")
+    if unwritten:
+        return Replay(True, f"a hit of {hit} tokens taken while {f} named tokens were in flight covers token(s) "
+                            f"{unwritten}, whose step was dropped: r reads KV that was never written", tuple(trace))
+    return Replay(False, f"NOT REPRODUCED: the hit of {hit} tokens is all written", tuple(trace))

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import attrs
 
-from swafloor.reference import admission, cache_hit, floors, peers, scheduler, sharing
+from swafloor.reference import admission, cache_hit, execution, floors, peers, scheduler, sharing
 from swafloor.reference.lifecycle import LifeCycle, LifeCycleKind
 
 __all__ = ["Grid", "TwinResult", "TWINS", "run_twin", "DEFAULT_GRID"]
@@ -909,6 +909,127 @@ def fcfs_pair_finishes(c: _Counter, g: Grid) -> None:
                     P0=P0, O0=O0, P1=P1, O1=O1, X=X)
 
 
+# ----------------------------------------------------------------------------- schedule and execute (issue 34)
+def _execution(t: int, window: int | None = None, sinks: int = 0, in_flight: int = 0, slots: int = 64) -> Any:
+    """The reference's execution layer over a manager with one attention layer, prefix sharing, ample slots."""
+    from swafloor.reference import AttentionLayer, Config, Manager, Semantics, SuspendMode
+
+    semantics = Semantics(prefix_sharing=True, in_flight_tokens=in_flight, suspend=SuspendMode.RECOMPUTE,
+                          first_resume_copy=False)
+    config = Config(tokens_per_block=t, layers=[AttentionLayer(window, sinks * t)], slots=(slots,), semantics=semantics)
+    return execution.Execution(Manager(config))
+
+
+def _writer(t: int, w: int, f: int) -> tuple[Any, set[int], list[Any]]:
+    """Request "a" on the execution layer: w tokens scheduled and executed one a step, then f more scheduled
+    one a step and left in flight. Returns the layer, the positions executed, the steps in flight."""
+    ex = _execution(t, in_flight=f)
+    ex.create("a")
+    ex.resume("a")
+    done: set[int] = set()
+    for _ in range(w):
+        ex.schedule("a", 1)
+        step = ex.execute()
+        done.update(range(step.start, step.end))
+    return ex, done, [ex.schedule("a", 1) for _ in range(f)]
+
+
+@_run
+def hit_covers_written_kv(c: _Counter, g: Grid) -> None:
+    """The layer itself: a writer with w tokens executed and f in flight, a reader created on its content
+    (its lookup), then g of the writer's steps executed and the rest dropped (an abort). Every token of the
+    reader's hit must be among the positions executed by the read, and the block after the hit must not have been
+    all executed at the lookup."""
+    for t in range(1, g.t_max + 1):
+        for w in range(0, 9):
+            for f in range(0, 4):
+                for ran in range(0, f + 1):
+                    ex, done, _ = _writer(t, w, f)
+                    hit = ex.create("r", share_with="a")
+                    at_lookup = set(done)
+                    for _ in range(ran):
+                        step = ex.execute()
+                        done.update(range(step.start, step.end))
+                    ex.drop("a", "abort")
+                    point = dict(t=t, w=w, f=f, g=ran)
+                    c.check(all(p in done for p in range(hit)), **point)
+                    c.check(not all(p in at_lookup for p in _block_tokens(hit // t, t)), **point)
+
+
+@_run
+def named_hit_covers_written_kv(c: _Counter, g: Grid) -> None:
+    """The layer with a lookup that trusts every name (its ``hit_blocks`` hook: every block named at
+    schedule, counted token by token here), the same runs as hit-covers-written-kv: a reader's hit must find
+    a token no executed step wrote (the refutation)."""
+    from swafloor.reference.hooks import ExecutionHooks
+
+    def trusting(named_end: int, written: int, t: int) -> int:
+        return len([b for b in range(named_end + 1) if (b + 1) * t <= named_end])  # whole blocks named
+
+    for t in range(1, g.t_max + 1):
+        for w in range(0, 9):
+            for f in range(0, 4):
+                for ran in range(0, f + 1):
+                    ex, done, _ = _writer(t, w, f)
+                    ex.hooks = ExecutionHooks(hit_blocks=trusting)
+                    if f:  # one more in flight: the manager can share all w + f
+                        ex.schedule("a", 1)
+                    hit = ex.create("r", share_with="a")
+                    for _ in range(ran):
+                        step = ex.execute()
+                        done.update(range(step.start, step.end))
+                    ex.drop("a", "abort")
+                    c.check(all(p in done for p in range(hit)), t=t, w=w, f=f, g=ran)
+
+
+@_run
+def dropped_step_names_no_hit(c: _Counter, g: Grid) -> None:
+    """The layer itself: a writer with w tokens executed and f in flight, its steps dropped (an abort): every
+    block still named holds only executed tokens, and every block of executed tokens stays named."""
+    for t in range(1, g.t_max + 1):
+        for w in range(0, 9):
+            for f in range(0, 4):
+                ex, done, _ = _writer(t, w, f)
+                ex.drop("a", "abort")
+                named = ex.named("a")
+                for b in range(0, (w + f) // t + 2):
+                    whole = all(p in done for p in _block_tokens(b, t))
+                    c.check((b < named) == whole, t=t, w=w, f=f, b=b)
+
+
+@_run
+def worker_mask_reads_held_blocks(c: _Counter, g: Grid) -> None:
+    """The layer itself: a request decoding one token a step; at each query h, every position from the
+    layer's mask start to h lies in a block no token-level count calls stale at h, and the manager holds it."""
+    for t, W, S in g.tws():
+        ex = _execution(t, W, S)
+        ex.create("a")
+        ex.resume("a")
+        for h in Grid.histories(t, W, S):
+            ex.schedule("a", 1)
+            held = ex.manager.record_of("a").held[0]
+            for p in range(max(0, ex.mask_of(h, W)), h + 1):
+                c.check(not _stale(p // t, h, t, W, S) and p // t in held, t=t, W=W, S=S, h=h, p=p)
+            ex.execute()
+
+
+@_run
+def drafts_write_allocated_blocks(c: _Counter, g: Grid) -> None:
+    """The layer itself: a step to e tokens with d drafts; every draft position's block is one the step's
+    capacity allocates, counted token by token, and one the manager holds after the step is scheduled."""
+    for t in range(1, g.t_max + 1):
+        for e in range(1, 13):
+            for d in range(0, 4):
+                ex = _execution(t)
+                ex.create("a")
+                ex.resume("a")
+                step = ex.schedule("a", e, d)
+                held = ex.manager.record_of("a").held[0]
+                for p in range(e, e + d):
+                    c.check(p // t in _allocated(step.capacity, t) and p // t in held, t=t, e=e, d=d, p=p)
+
+
+
 TWINS: dict[str, Callable[[Grid], TwinResult]] = {
     "window-span": window_span,
     "decode-sufficient": decode_sufficient,
@@ -961,6 +1082,11 @@ TWINS: dict[str, Callable[[Grid], TwinResult]] = {
     "trtllm-resume-gate-admits-kept-lone-request": trtllm_resume_gate_admits_kept_lone_request,
     "preemption-spares-the-oldest": preemption_spares_the_oldest,
     "fcfs-pair-finishes": fcfs_pair_finishes,
+    "hit-covers-written-kv": hit_covers_written_kv,
+    "named-hit-covers-written-kv": named_hit_covers_written_kv,
+    "dropped-step-names-no-hit": dropped_step_names_no_hit,
+    "worker-mask-reads-held-blocks": worker_mask_reads_held_blocks,
+    "drafts-write-allocated-blocks": drafts_write_allocated_blocks,
 }
 
 

@@ -8,12 +8,14 @@ are the rule itself (in :mod:`.core`: ``stale_range``, ``required_ranges``, ``fi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
+
+import attrs
 
 from .pool import Pool
 from .values import Outcome, Plan, Ranges
 
-__all__ = ["Hooks"]
+__all__ = ["Hooks", "ExecutionHooks"]
 
 
 class Hooks:
@@ -68,3 +70,22 @@ class Hooks:
         """Hook: a resize frees the blocks it held until it returned."""
         self.free_blocks(record, life_cycle, ranges)
 
+
+
+@attrs.frozen
+class ExecutionHooks:
+    """The named extension points of :class:`~.execution.Execution` (scheduling and execution as
+    separate events). Each is None for the spec's formula in :mod:`.execution`, looked up at call time
+    (so a patch of that formula reaches the layer), or a function of the same arguments that replaces
+    it (a seeded bug's behaviour, never a subclass):
+
+    - ``hit_blocks(named_end, written, t)``: the whole blocks of a request's content a lookup takes;
+    - ``names_after_drop(named_end, written, t)``: the whole blocks still named after a drop;
+    - ``step_capacity(end, drafts)``: the capacity a step asks for (its tokens and its draft slots);
+    - ``mask_start(h, window)``: the first token a worker's mask lets the query at ``h`` read.
+    """
+
+    hit_blocks: Callable[[Any, Any, Any], Any] | None = None
+    names_after_drop: Callable[[Any, Any, Any], Any] | None = None
+    step_capacity: Callable[[Any, Any], Any] | None = None
+    mask_start: Callable[[Any, Any], Any] | None = None

@@ -25,6 +25,7 @@ __all__ = [
     "blocks_touched",
     "window_span_blocks",
     "stale_range",
+    "window_start",
     "stale_by_tokens",
     "stale_count",
     "allocated_blocks",
@@ -67,11 +68,17 @@ def stale_range(h: Any, t: Any, window: Any, sink_blocks: Any) -> tuple[Any, Any
     return (start, imax(start, fdiv(h + 1 - window, t)))
 
 
+def window_start(h: Any, window: Any) -> Any:
+    """The live window's first token at history ``h``: ``h + 1 - W`` (the token at ``h``, the one in
+    flight, is its last). What a worker's attention mask lets a query at ``h`` read, sinks apart."""
+    return h + 1 - window
+
+
 def stale_by_tokens(b: Any, h: Any, t: Any, window: Any, sink_blocks: Any) -> Any:
     """Token-level staleness of block ``b`` at history ``h``, without block ranges: it is past the
     ``sink_blocks`` and every token in it, ``b*t .. (b+1)*t - 1``, lies before the live window's first
-    token ``h + 1 - window``. :func:`stale_range` is this, as a range (a theorem proves it)."""
-    return ite(b >= sink_blocks, (b + 1) * t - 1 < h + 1 - window, False)
+    token (:func:`window_start`). :func:`stale_range` is this, as a range (a theorem proves it)."""
+    return ite(b >= sink_blocks, (b + 1) * t - 1 < window_start(h, window), False)
 
 
 def released_history(h: Any, in_flight: Any) -> Any:

@@ -5,7 +5,9 @@ behaviours the config's :class:`~.config.Semantics` names, one layer each:
   suspend modes, no first-resume copy;
 - :mod:`.prefix_cache` and :mod:`.hits`: prefix sharing, freed blocks cached, hit rules, EAGLE, the
   alignment, the prompt tail;
-- :mod:`.lookahead`: draft slots of speculative decoding.
+- :mod:`.lookahead`: draft slots of speculative decoding;
+- :mod:`.execution` (composed over a ``Manager``, not mixed into it): scheduling and execution as
+  separate events, names revoked on a drop, lookups only on written KV.
 
 Each layer does nothing while its options are off, so under the default semantics ``Manager`` is
 the core. Values and observations (:class:`Outcome`, :class:`Snapshot`, :class:`SlotMap`, ranges)

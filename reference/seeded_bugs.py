@@ -14,7 +14,10 @@ A row names a bug once and says where it is seeded and what catches it:
   names the part of the spec it breaks); and :data:`SCHEDULER` (the serving loop's campaigns,
   :mod:`swafloor.fuzz.scheduler_campaigns`: lone requests through an admission gate, a request suspended
   and resumed after every step, growing requests preempting each other; run with the formula's patch
-  applied, as ``swafloor serve-sim`` would run it). The tests check each campaign named catches it.
+  applied, as ``swafloor serve-sim`` would run it); and :data:`EXECUTION` (the data plane of scheduling
+  and execution as separate events, :mod:`swafloor.fuzz.engines.dataplane.execution`: every slot
+  carries its writer, the worker reads through its own tables; the bug's hook replaced in
+  :class:`~.hooks.ExecutionHooks`). The tests check each campaign named catches it.
   Empty: not seeded in a backend.
 
 The docs' table is generated from this list. Data only: nothing here runs or imports anything of
@@ -25,8 +28,8 @@ from __future__ import annotations
 
 import attrs
 
-__all__ = ["SeededBug", "SEEDED_BUGS", "TABLE_ONLY", "DATA_PLANE", "ORACLE", "SCHEDULER", "CAMPAIGNS", "seeded_bug",
-           "BREAKS", "RESULT", "HIT", "part_of", "BREAKS_IN_DATA_PLANE", "SEEN_LATER", "SHOWN", "LATER", "breaks"]
+__all__ = ["SeededBug", "SEEDED_BUGS", "TABLE_ONLY", "DATA_PLANE", "ORACLE", "SCHEDULER", "EXECUTION", "CAMPAIGNS",
+           "seeded_bug", "BREAKS", "BREAKS_IN_EXECUTION", "RESULT", "HIT", "part_of", "BREAKS_IN_DATA_PLANE", "SEEN_LATER", "SHOWN", "LATER", "breaks"]
 
 #: ``swafloor fuzz --backend mutant:NAME``: the mutant's tables and counts against the reference's.
 TABLE_ONLY = "table-only"
@@ -36,7 +39,9 @@ DATA_PLANE = "data plane"
 ORACLE = "oracle"
 #: the scheduler campaigns (``swafloor.fuzz.scheduler_campaigns``), the reference's formula patched.
 SCHEDULER = "scheduler"
-CAMPAIGNS = (TABLE_ONLY, DATA_PLANE, ORACLE, SCHEDULER)
+#: the execution data plane (``swafloor.fuzz.engines.dataplane.execution``): schedule, execute, drop.
+EXECUTION = "execution"
+CAMPAIGNS = (TABLE_ONLY, DATA_PLANE, ORACLE, SCHEDULER, EXECUTION)
 
 
 def _campaigns(value: tuple[str, ...]) -> tuple[str, ...]:
@@ -107,6 +112,18 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
     SeededBug("preempt-newest-other", "a step that runs out of slots always preempts the newest other running "
               "request, never itself while another runs: two growing requests preempt each other in turn",
               ("preemption-spares-the-oldest",), (SCHEDULER,)),
+    # Scheduling and execution apart (issue 34): seeded in the formulas of execution.py and as a hook of the
+    # execution layer, caught by the execution data plane at the step that reads or writes wrongly.
+    SeededBug("names-trusted-before-execution", "a lookup takes every block named at schedule, its KV written or "
+              "not, and a drop keeps the names: the hashes a step registered survive its free before it runs, "
+              "and a hit reads KV that was never written",
+              ("hit-covers-written-kv", "dropped-step-names-no-hit"), (EXECUTION,)),
+    SeededBug("draft-write-without-block", "a step asks for its tokens only, no lookahead slots, while its drafter "
+              "writes KV at the draft positions after it: through a block the request does not hold",
+              ("drafts-write-allocated-blocks",), (EXECUTION,)),
+    SeededBug("worker-mask-one-late", "the worker's mask starts one token before the live window (h - W): it "
+              "reads through an id of its table (never shrunk) that the manager freed",
+              ("worker-mask-reads-held-blocks",), (EXECUTION,)),
     # Seeded in the reference itself, for the oracle (swafloor.fuzz.backends.reference_mutants).
     SeededBug("released-on-history", "blocks released on h instead of h - k (the tokens in flight "
               "ignored)",
@@ -329,8 +346,20 @@ BREAKS_IN_DATA_PLANE: dict[str, tuple[str, ...]] = {
 }
 
 
+#: Per seeded bug the execution data plane catches: the parts it breaks there, the field's part of each
+#: divergence it raises (``read``: a query read a slot that is unwritten, holds another token, or through
+#: an id the manager does not hold for it; ``write``: a step wrote through a block the request does not hold).
+BREAKS_IN_EXECUTION: dict[str, tuple[str, ...]] = {
+    "names-trusted-before-execution": ("read",),  # the reader reads the hit's never-written slot
+    "draft-write-without-block": ("write",),  # the drafter writes past the request's table
+    "worker-mask-one-late": ("read",),  # the mask reads through a freed id
+}
+
+
 def breaks(name: str, campaign: str) -> tuple[str, ...]:
     """The parts the seeded bug ``name`` breaks, as ``campaign`` observes them."""
+    if campaign == EXECUTION:
+        return BREAKS_IN_EXECUTION[name]
     return BREAKS_IN_DATA_PLANE[name] if campaign == DATA_PLANE else BREAKS[name]
 
 
@@ -371,6 +400,11 @@ SEEN_LATER: dict[tuple[str, str], tuple[str, str]] = {
     # while another still holds it, shows in the data when the other request next reads it
     ("shared-slot", DATA_PLANE): (LATER, "the shared slot is overwritten by the request that took it; the data plane "
                                          "sees it when the first holder next reads that block"),
+    # the lookup fires when the reader is created on content whose naming step is still in flight; what it
+    # took shows when the reader's step reads that block, after the naming step was dropped
+    ("names-trusted-before-execution", EXECUTION): (LATER, "the lookup takes blocks whose KV is not yet written "
+                                                           "when the reader is created; the read of one, after the "
+                                                           "step that named it was dropped, is the reader's step"),
     ("shared-freed-when-stale-for-one", DATA_PLANE): (LATER, "the slot freed under another holder shows in the data "
                                                              "once it is taken and written again and that holder reads it"),
 }

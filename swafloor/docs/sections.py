@@ -267,10 +267,12 @@ def seeded_bugs_table() -> str:
     (seeded in the formulas, proofs/mutations.py) and the campaigns that catch it (seeded as a
     backend, fuzz/backends/mutants.py, or in the reference itself for the oracle,
     fuzz/backends/reference_mutants.py), with the part of the spec a bug of the reference breaks."""
-    from swafloor.reference.seeded_bugs import DATA_PLANE, ORACLE, SCHEDULER, SEEDED_BUGS, SEEN_LATER, SHOWN, TABLE_ONLY
+    from swafloor.reference.seeded_bugs import (DATA_PLANE, EXECUTION, ORACLE, SCHEDULER, SEEDED_BUGS, SEEN_LATER, SHOWN,
+                                                TABLE_ONLY)
 
     shown = {TABLE_ONLY: "table-only (`mutant:{}`)", DATA_PLANE: "data plane (`dataplane:mutant:{}`)",
-             ORACLE: "the oracle (`reference-mutant:{}`)", SCHEDULER: "the scheduler campaigns (serve-sim)"}
+             ORACLE: "the oracle (`reference-mutant:{}`)", SCHEDULER: "the scheduler campaigns (serve-sim)",
+             EXECUTION: "the execution data plane (`python -m swafloor.fuzz.engines.dataplane.execution`)"}
 
     def campaign(bug, c: str) -> str:
         relation = SEEN_LATER.get((bug.name, c))

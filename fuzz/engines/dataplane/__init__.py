@@ -17,6 +17,9 @@ default ``auto``: CUDA when torch sees it) or ``swafloor fuzz --device``.
 
 The registry (:func:`swafloor.fuzz.backends.resolve`) resolves ``dataplane:NAME``: it resolves NAME
 and calls :func:`wrap`; this package imports only the protocol, never the registry.
+
+Scheduling and execution apart (issue 34) is :mod:`.execution`: the reference's execution layer with a
+worker's own block tables and a ledger of who wrote each slot position (:mod:`.tables`), no torch.
 """
 
 from __future__ import annotations

@@ -8,15 +8,21 @@ bookkeeping. A data plane wrapping a data plane reads the inner one's ``slot_tab
 backend that shows the ``tables`` part runs *table-only*: slots are assigned by a mirror pool (lowest
 free slot first, released blocks freed before new ones are taken), so the data plane checks which
 blocks it keeps, never its slot bookkeeping, and its capabilities say so. No torch here.
+
+Scheduling and execution apart (:mod:`.execution`): a worker keeps its own block table per request
+(:class:`WorkerTable`: ids appended as the scheduler sends them, never shrunk, padded with slot 0 as a
+zero-initialised table is), and every slot position records who wrote it (:class:`SlotLedger`).
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
+import attrs
+
 from ...protocol import BackendCheckFailed, Part, held_blocks, parts_of, slots_of
 
-__all__ = ["SlotSource", "slot_source", "NoBlockTables", "TABLE_ONLY"]
+__all__ = ["SlotSource", "slot_source", "NoBlockTables", "TABLE_ONLY", "WorkerTable", "SlotLedger", "Written", "PAD"]
 
 Tables = dict  # request id -> list (per life cycle) of {block: slot}
 
@@ -138,3 +144,64 @@ def slot_source(backend: Any, capabilities: Any, group_of: tuple[int, ...], tota
     if capabilities.mode(Part.TABLES) is not None:
         return _Mirror(backend, group_of, totals)
     raise NoBlockTables("the backend shows no block tables (neither slot ids nor the 'tables' part)")
+
+
+#: The id a worker's table gives a block it was never sent: a zero-initialised table's padding.
+PAD = 0
+
+
+class WorkerTable:
+    """A worker's block table for one request and life cycle: block index -> slot id, as the scheduler
+    sent them (a block it never held, say a hit's null entry, has none). Ids are appended and never
+    removed, so it keeps ids the manager has freed; a read past what it was sent gets :data:`PAD`."""
+
+    def __init__(self) -> None:
+        self.ids: list[int | None] = []
+
+    def extend(self, held: dict[int, int]) -> None:
+        """Take the ids of the blocks the manager holds now that this table has not got (an id the
+        scheduler sends for a block index replaces the old one; none is ever removed)."""
+        for b, slot in sorted(held.items()):
+            while len(self.ids) <= b:
+                self.ids.append(None)
+            self.ids[b] = slot
+
+    def slot(self, b: int) -> tuple[int, bool]:
+        """The slot id it gives block ``b`` and whether it was sent one (False: padding)."""
+        if b < len(self.ids) and self.ids[b] is not None:
+            return self.ids[b], True
+        return PAD, False
+
+
+@attrs.frozen
+class Written:
+    """Who wrote a slot position: the request and step (``resume``: loaded when resumed) that wrote
+    it, the position, and the content: the request whose token it is and the position (``draft``: a
+    drafter's KV)."""
+
+    request: str
+    position: int
+    step: int | str
+    owner: str
+    draft: bool = False
+
+    def describe(self) -> str:
+        what = "draft KV" if self.draft else "KV"
+        return (f"{what} of token {self.position} of {self.owner!r}, written by request {self.request!r} "
+                f"at step {self.step}")
+
+
+class SlotLedger:
+    """Per pool group and slot, per position in the block, the last :class:`Written` (None: never
+    written). A slot keeps what was written into it when the manager frees it or hands it to another
+    block, as device memory does."""
+
+    def __init__(self, totals: tuple[int, ...], t: int):
+        self.t = t
+        self.rows: list[list[list[Written | None]]] = [[[None] * t for _ in range(n)] for n in totals]
+
+    def write(self, group: int, slot: int, offset: int, entry: Written) -> None:
+        self.rows[group][slot][offset] = entry
+
+    def read(self, group: int, slot: int, offset: int) -> Written | None:
+        return self.rows[group][slot][offset]
