@@ -105,7 +105,8 @@ class Engine:
 
 #: Every engine of ``swafloor matrix``, by where its record lives (each engine's room builds on this
 #: module, so it is found by name, not imported: the import graph stays one-way).
-ENGINES = {"vllm": "swafloor.fuzz.engines.vllm.matrix:VLLM", "sglang": "swafloor.fuzz.engines.sglang.matrix:SGLANG"}
+ENGINES = {"vllm": "swafloor.fuzz.engines.vllm.matrix:VLLM", "sglang": "swafloor.fuzz.engines.sglang.matrix:SGLANG",
+           "transformers": "swafloor.fuzz.engines.transformers.matrix:TRANSFORMERS"}
 
 
 def engine_named(name: str) -> Engine:

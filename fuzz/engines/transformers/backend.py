@@ -76,6 +76,11 @@ def import_transformers() -> dict[str, Any]:
                               "scripts/transformers-venv")
         parts = compat.load()
         parts["torch"].set_num_threads(1)
+        # The engine warns when a request that never allocated is freed (as its scheduler frees every
+        # finished request): its logger says only errors here.
+        import logging
+
+        logging.getLogger("ContinuousBatchingLogger").setLevel(logging.ERROR)
         _loaded.update(parts, seconds=time.perf_counter() - started)
     return _loaded
 
