@@ -12,9 +12,9 @@ first call where it changed something, so the test can hold the divergence to th
 - ``engine_raises``: transformers' own ``get_write_indices`` of the sliding-window allocator raises
   ``ValueError`` once a request's history reaches 3 tokens: an exception inside the engine's code.
 
-``python -m tests.transformers_plants NAME EXAMPLES OUT`` runs the ci profile of ``transformers-cb``
-with the plant, replays the shrunk trace on a fresh planted backend step by step, and prints one JSON
-line: the campaign's exit code and report, and the index of the step at which the plant first fired.
+``python -m tests.transformers_plants EXAMPLES OUT NAME...`` runs the ci profile of ``transformers-cb``
+with each plant in turn, replays the shrunk trace on a fresh planted backend step by step, and prints one JSON
+line per plant: the campaign's exit code and report, and the index of the step at which the plant first fired.
 """
 
 from __future__ import annotations
@@ -109,17 +109,22 @@ def _replay_fired(cls: type, trace_file: str) -> int | None:
 
 
 def main(argv: list[str]) -> int:
-    name, examples, out = argv[0], argv[1], argv[2]
+    examples, out, names = argv[0], argv[1], argv[2:]
     from swafloor.cli import main as cli
 
-    stdout = io.StringIO()
-    with contextlib.redirect_stdout(stdout):
-        code = cli(["fuzz", "--backend", f"tests.transformers_plants:{name}", "--profile", "ci", "--examples",
-                    examples, "--json", "--out", out])
-    report = json.loads(stdout.getvalue())
-    trace_file = report.get("trace_file")
-    fired = _replay_fired(PLANTS[name], trace_file) if trace_file else None
-    print(json.dumps({"code": code, "report": report, "fired": fired}))
+    # The campaign imports this module by its name (MODULE:FACTORY); run as __main__ it is a second
+    # copy: the plants' records live in the named one.
+    from tests import transformers_plants as named
+
+    for name in names:
+        stdout = io.StringIO()
+        with contextlib.redirect_stdout(stdout):
+            code = cli(["fuzz", "--backend", f"tests.transformers_plants:{name}", "--profile", "ci", "--examples",
+                        examples, "--json", "--out", f"{out}/{name}"])
+        report = json.loads(stdout.getvalue())
+        trace_file = report.get("trace_file")
+        fired = named._replay_fired(named.PLANTS[name], trace_file) if trace_file else None
+        print(json.dumps({"plant": name, "code": code, "report": report, "fired": fired}), flush=True)
     return 0
 
 
