@@ -81,11 +81,22 @@ class EngineRaises(tb.TransformersCbBackend):
                 type(a)._planted = True
 
 
+class SectorsReclaimed(tb.TransformersCbBackend):
+    """Not a bug: the fix docs/findings.md 12 suggests (wholly free sectors handed back to the pool
+    before each allocation), to show that the sector class is exactly that."""
+
+    def allocate(self, req: Any, n: int) -> bool:
+        if self.shape == "sectors":
+            self.pool.try_to_free_sectors()
+        return super().allocate(req, n)
+
+
 _CAPS = tb.capabilities()
 read_one_token_off = factory(_CAPS, name="transformers-cb+read-one-token-off")(lambda config: ReadOneTokenOff(config))
 window_block_never_freed = factory(_CAPS, name="transformers-cb+window-block-never-freed")(
     lambda config: WindowBlockNeverFreed(config))
 engine_raises = factory(_CAPS, name="transformers-cb+engine-raises")(lambda config: EngineRaises(config))
+sectors_reclaimed = factory(_CAPS, name="transformers-cb+sectors-reclaimed")(lambda config: SectorsReclaimed(config))
 PLANTS = {"read_one_token_off": ReadOneTokenOff, "window_block_never_freed": WindowBlockNeverFreed,
           "engine_raises": EngineRaises}
 

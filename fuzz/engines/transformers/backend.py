@@ -101,6 +101,7 @@ def capabilities() -> Capabilities:
         sinks=False,
         shared_pool_groups=True,
         one_pool_group=True,
+        one_window=True,  # transformers takes one sliding_window per model
         reused_history=False,
         legacy_floor=True,
         commit_before_allocate=True,
