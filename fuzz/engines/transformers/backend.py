@@ -191,7 +191,7 @@ class TransformersCbBackend:
                 cls = s["Sliding"] if w is not None else s["Full"]
                 self.allocators.append(compat.build(cls, dict(
                     index=i, block_size=t, sliding_window=w, allow_block_sharing=False, sentinel_index=sentinel,
-                    write_trash_index=trash), cls.__name__))
+                    write_trash_index=trash, trash_index=trash), cls.__name__))
             names = ["allocate_blocks", "free_blocks"] + [
                 n for n in ("blocks_needed", "will_allocation_be_successful", "get_num_free_blocks")
                 if any(n in vars(k) for k in s["PagedAttentionCache"].__mro__)]
@@ -260,7 +260,8 @@ class TransformersCbBackend:
         return getattr(self.allocators[g], "sentinel_index", -1)
 
     def _trash(self, g: int) -> int:
-        return getattr(self.allocators[g], "write_trash_index", -1)
+        a = self.allocators[g]  # write_trash_index (5.15 on), trash_index (5.10), -1 (4.57)
+        return getattr(a, "write_trash_index", getattr(a, "trash_index", -1))
 
     def _where(self, g: int, index: int) -> tuple[int, int] | None:
         """The (block, offset in its page) a physical index of group ``g`` names; None outside any page."""

@@ -6,6 +6,8 @@ import finds (never by a version string; the version is quoted in messages only)
   blocks from the paged cache's ``deque`` of free block ids (``allocate_blocks(n, request_id,
   free_blocks)``), ``PagedAttentionCache.allocate_blocks(n, request_id)`` asks every group in turn;
   new tokens in a sliding window's read indices are ``-1``.
+  (5.x names the write trash ``trash_index`` in 5.10, ``write_trash_index`` from 5.15: the adapter
+  gives whichever the constructor takes.)
 - ``ring-ledger`` (5.0 to 5.19): the same file with a ``BlockManager`` (free blocks, reference counts,
   hashes) shared by the groups; ``PagedAttentionCache.allocate_blocks(n, request_id, allocated_blocks)``
   checks ``will_allocation_be_successful`` first.
