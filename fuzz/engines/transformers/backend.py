@@ -20,12 +20,14 @@ is a *ring*: a request holds the blocks of its first ``min(c, W)`` tokens and th
 ``p`` lives in ring slot ``p % W``; nothing is freed as the window slides, a new token overwrites the
 one that just left the window. The reference frees stale blocks and allocates new ones, so the
 blocks held, the tables and the pool use are not the same numbers (the ring holds at most the
-reference's live blocks). They are not compared: the outcome is compared ``retires`` (the engine's
-own, on a pool of the reference's size; each difference retires the request, counted), and what
-makes each step sound is checked on the engine's own structures after every operation:
+reference's live blocks). They are not compared: the outcome is compared ``at-least`` (on a pool of
+the reference's size the engine may serve a step the reference cannot, a retired request, counted;
+refusing one the reference serves is a divergence: the bound is that the ring never needs more than
+the reference's live blocks), and what makes each step sound is checked on the engine's own
+structures after every operation:
 
-- ``reads``: the read indices the allocator hands the attention for a step from history ``h`` with
-  ``n`` new tokens name, in order, the cached tokens of the reference's live window
+- ``reads``: the read indices the allocator hands the attention for a forward pass (``commit``) of
+  ``n`` tokens from history ``h`` name, in order, the cached tokens of the reference's live window
   ``[max(0, h + 1 - W), h - 1]`` (sliding window: read before the step writes, then ``n``
   sentinels) or ``[0, h + n)`` (full attention: read after it writes), each in a block the request
   holds, holding that token of that request (a shadow of every write the engine's own write indices
