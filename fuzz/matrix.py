@@ -107,7 +107,8 @@ class Engine:
 #: Every engine of ``swafloor matrix``, by where its record lives (each engine's room builds on this
 #: module, so it is found by name, not imported: the import graph stays one-way).
 ENGINES = {"vllm": "swafloor.fuzz.engines.vllm.matrix:VLLM", "sglang": "swafloor.fuzz.engines.sglang.matrix:SGLANG",
-           "lmdeploy": "swafloor.fuzz.engines.lmdeploy.matrix:LMDEPLOY"}
+           "lmdeploy": "swafloor.fuzz.engines.lmdeploy.matrix:LMDEPLOY",
+           "transformers": "swafloor.fuzz.engines.transformers.matrix:TRANSFORMERS"}
 
 
 def engine_named(name: str) -> Engine:
@@ -398,6 +399,7 @@ class Cell:
     vllm: str | None = None  # the version the cell imported (vLLM)
     sglang: str | None = None  # the version the cell imported (SGLang)
     lmdeploy: str | None = None  # the version the cell imported (LMDeploy)
+    transformers: str | None = None  # the version the cell imported (transformers)
     # every divergence class the cell met (class, field, step_index, trace_file), the first one first;
     # ``limited``: the cell stopped at its class limit, more may remain. (A differential's cell, such as
     # vllm-admission's, holds its classes' counts here instead: class -> cases.)

@@ -229,6 +229,9 @@ class Capabilities:
     notes: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     all_semantics: bool = False
     min_window: int = 1  # the smallest window its configs may have
+    # Every sliding-window layer of a config has one window (an engine that takes one per model, as
+    # transformers does): the generator gives each SWA layer the first one's window (no draw added).
+    one_window: bool = False
     mixed_block_sizes: bool = False  # attention layers with block sizes of their own (AttentionLayer.tokens_per_block)
     # With mixed_block_sizes: () draws any block size per attention layer; else SWA layers keep the
     # config's t and full attention layers get t times one of these (vLLM: full attention at 2t or 4t).
@@ -298,6 +301,7 @@ class Capabilities:
             name
             for name, on in (
                 ("one pool group", self.one_pool_group),
+                ("one window", self.one_window),
                 ("commit before allocate", self.commit_before_allocate),
                 ("no capacity cuts", not self.capacity_cuts),
                 ("no sinks", not self.sinks),

@@ -171,6 +171,10 @@ def configs(draw, caps: Capabilities = EXACT_EVERYTHING, tokens_per_block=TOKENS
     if all(isinstance(layer, SsmLayer) for layer in chosen):
         attention = [k for k in (LifeCycleKind.SWA, LifeCycleKind.FULL) if k in caps.layer_kinds][0]
         chosen[0] = AttentionLayer(window=draw(windows(t, caps.min_window)) if attention is LifeCycleKind.SWA else None)
+    if caps.one_window:  # one window per config: every SWA layer takes the first one's (no draw added)
+        first = next((x.window for x in chosen if isinstance(x, AttentionLayer) and x.window is not None), None)
+        chosen = [attrs.evolve(x, window=first) if isinstance(x, AttentionLayer) and x.window is not None else x
+                  for x in chosen]
     semantics_ = draw(semantics(caps))  # the reference side runs the same semantics
     if caps.all_semantics and caps.mixed_block_sizes and semantics_.cache_freed:  # vLLM's retention mask, or not
         semantics_ = attrs.evolve(semantics_, cache_aligned=draw(st.booleans()))

@@ -330,3 +330,19 @@ def test_no_code_outside_reference_reads_a_private_name_of_the_manager():
                 if not own or id(node) in in_reference_class:
                     found.append(f"{path.relative_to(ROOT)}:{node.lineno} {ast.unparse(node)}")
     assert not found, found
+
+
+def test_every_package_of_ours_is_installed_by_a_plain_pip_install():
+    """pyproject's package list names every folder of ours with an __init__.py: an editable install
+    finds a missing one by path, `pip install .` (README's first command) would leave it out."""
+    import tomllib
+
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    listed = set(data["tool"]["setuptools"]["packages"])
+    dirs = data["tool"]["setuptools"]["package-dir"]
+    found = set()
+    for name, folder in dirs.items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            rel = init.parent.relative_to(ROOT / folder).parts
+            found.add(".".join((name, *rel)))
+    assert found - listed == set(), sorted(found - listed)

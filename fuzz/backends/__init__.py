@@ -62,7 +62,7 @@ _MUTANTS: dict[str, Registered] = {
 def _in_venv(engine: str, target: str, status: str) -> Registered:
     """A backend of an engine that runs in its own venv (``scripts/ENGINE-venv``), its factory in the
     engine's room; ``status`` naming a test file is how CI fuzzes it there."""
-    title = {"vllm": "vLLM", "sglang": "SGLang", "lmdeploy": "LMDeploy"}[engine]
+    title = {"vllm": "vLLM", "sglang": "SGLang", "lmdeploy": "LMDeploy", "transformers": "transformers"}[engine]
     if status.startswith("tests/"):
         status = f"fuzzed in CI, in the {title} venv ({status})"
     return Registered(f"swafloor.fuzz.engines.{engine}.{target}", needs=f"{title}, in its own venv (scripts/{engine}-venv)",
@@ -100,6 +100,7 @@ REGISTRY: dict[str, Registered] = {
     "lmdeploy": _in_venv("lmdeploy", "backend:lmdeploy",
                          "fuzzed in CI, in the LMDeploy venv (tests/test_lmdeploy.py): its ci campaign diverges, in a "
                          "class with a verdict (docs/lmdeploy.md)"),
+    "transformers-cb": _in_venv("transformers", "backend:transformers_cb", "tests/test_transformers_cb.py"),
     "vllm-no-reuse": _in_venv("vllm", "backend:vllm_no_reuse", "run by swafloor matrix vllm on older releases"),
     "trtllm": Registered("swafloor.fuzz.engines.trtllm.backend:trtllm", needs="tensorrt_llm and a CUDA GPU",
                          status="never run on a GPU"),

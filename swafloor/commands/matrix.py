@@ -1,4 +1,4 @@
-"""``swafloor matrix vllm|sglang|lmdeploy``: an engine's backends on every supported release of it (vLLM, SGLang,
+"""``swafloor matrix vllm|sglang|lmdeploy|transformers``: an engine's backends on every supported release of it (vLLM, SGLang,
 LMDeploy).
 
 Each release is installed once into a cache (``pip install --no-deps --target``) and run, one cell per
@@ -31,9 +31,9 @@ from ._common import int_in, print_json, writable_dir
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("matrix", help="run an engine's backends on every supported release of it (vLLM, SGLang, LMDeploy)")
-    p.add_argument("engine", choices=("vllm", "sglang", "lmdeploy"),
-                   help="the engine whose releases to run (vllm, sglang, lmdeploy)")
+    p = subparsers.add_parser("matrix", help="run an engine's backends on every supported release of it (vLLM, SGLang, LMDeploy, transformers)")
+    p.add_argument("engine", choices=("vllm", "sglang", "lmdeploy", "transformers"),
+                   help="the engine whose releases to run (vllm, sglang, lmdeploy, transformers)")
     p.add_argument("--releases", default=None, metavar="A..B|X,Y",
                    help="the supported releases from A to B (either end may be left out), or a list of release "
                         "numbers (default: every supported release)")
@@ -41,7 +41,7 @@ def register(subparsers) -> None:
                    help=f"comma-separated; for vllm: {', '.join(VLLM_BACKENDS)} (default "
                         f"{', '.join(VLLM_DEFAULT_BACKENDS)}; the vllm-prefix ones need releases whose requests carry "
                         f"vLLM's block hasher); for sglang: {', '.join(SGLANG_BACKENDS)} (default all); for lmdeploy: "
-                        f"{', '.join(LMDEPLOY_BACKENDS)}")
+                        f"{', '.join(LMDEPLOY_BACKENDS)}; for transformers: transformers-cb")
     p.add_argument("--examples", type=int_in(1, 100_000), default=None,
                    help="examples per cell (ci profile, seed 0; default 150)")
     p.add_argument("--classes", type=int_in(1, 100), default=None, metavar="N",
@@ -55,6 +55,9 @@ def register(subparsers) -> None:
                    help="the pinned SGLang venv (default: $SWAFLOOR_SGLANG_VENV, else .venv-sglang in this checkout)")
     p.add_argument("--lmdeploy-venv", default=None, metavar="DIR",
                    help="the pinned LMDeploy venv (default: $SWAFLOOR_LMDEPLOY_VENV, else .venv-lmdeploy in this checkout)")
+    p.add_argument("--transformers-venv", default=None, metavar="DIR",
+                   help="the pinned transformers venv (default: $SWAFLOOR_TRANSFORMERS_VENV, else .venv-transformers in "
+                        "this checkout)")
     p.add_argument("--cache", type=writable_dir, default=None, metavar="DIR",
                    help="where releases are installed (default: ~/.cache/swafloor/ENGINE)")
     p.add_argument("--out", type=writable_dir, default=Path("fuzz-failures/matrix"), metavar="DIR",
@@ -117,6 +120,8 @@ def run(args) -> int:
         raise _usage(f"--sglang-venv is for swafloor matrix sglang (use --{engine.name}-venv)")
     if engine.name != "lmdeploy" and args.lmdeploy_venv is not None:
         raise _usage(f"--lmdeploy-venv is for swafloor matrix lmdeploy (use --{engine.name}-venv)")
+    if engine.name != "transformers" and args.transformers_venv is not None:
+        raise _usage(f"--transformers-venv is for swafloor matrix transformers (use --{engine.name}-venv)")
     try:
         venv = matrix.find_venv(getattr(args, f"{engine.name}_venv"), engine)
     except matrix.MatrixError as exc:
