@@ -129,7 +129,8 @@ def import_radix() -> dict[str, Any]:
 def semantics() -> Semantics:
     """The reference semantics ``sglang-radix`` is compared against: SGLang's allocator (evicting every
     token) with prefix sharing and freed blocks cached (a finished request's blocks stay hittable)."""
-    return attrs.evolve(_sglang_semantics(1), prefix_sharing=True, cache_freed=True)
+    return attrs.evolve(_sglang_semantics(1), prefix_sharing=True, cache_freed=True,
+                        prompt_lock=True, publish_on_release=True)
 
 
 NOTES = (
