@@ -82,7 +82,7 @@ from typing import Any, Hashable
 import attrs
 
 from swafloor.reference import (
-    Config, LifeCycleKind, Outcome, RequestError, RequestState, Semantics, build_layout,
+    Config, LifeCycleKind, Outcome, RequestError, RequestState, Semantics, SlotMap, build_layout,
 )
 
 from ...protocol import BackendCheckFailed, Capabilities, Operation, Part, Unsupported, factory
@@ -152,7 +152,7 @@ def capabilities() -> Capabilities:
     return Capabilities(
         operations=[Operation.CREATE, Operation.RESUME, Operation.RESIZE, Operation.COMMIT, Operation.SUSPEND,
                     Operation.CLOSE],
-        observations={Part.OUTCOME: "retires", Part.TABLES: "at-least"},
+        observations={Part.OUTCOME: "retires", Part.TABLES: "at-least", Part.SLOTS: "exact"},
         adapter_set=[Part.POOL_TOTALS, Part.LENGTHS],
         layer_kinds=[LifeCycleKind.SWA, LifeCycleKind.FULL],
         sinks=False,
@@ -616,32 +616,64 @@ class SglangRadixBackend:
         a = unit.allocator.full_attn_allocator
         return set(a.free_pages.tolist()) | (set() if a.release_pages is None else set(a.release_pages.tolist()))
 
-    def observe(self) -> dict[Part, Any]:
+    def _held(self, req: _Request) -> list[dict[int, int]]:
+        """Per life cycle, ``{block: page}`` of an open request as SGLang's row maps it: a full page while
+        SGLang's allocator has it in use (its full page id), an SWA page while the block's first token
+        maps to an SWA slot (its SWA page id)."""
         torch = _loaded["torch"]
         P = self.t
-        lcs = self.layout.life_cycles
+        held: list[dict[int, int]] = [{} for _ in self.layout.life_cycles]
+        if req.state is not RequestState.ACTIVE or not req.allocated:
+            return held
+        for unit, r in zip(self.units, req.reqs):
+            firsts = unit.rows.req_to_token[r.kv.req_pool_idx, : req.allocated : P].to(torch.int64)
+            if unit.full_lc is not None:
+                free = self._free_full(unit)
+                held[unit.full_lc] = {b: i // P for b, i in enumerate(firsts.tolist()) if i // P not in free}
+            if unit.swa_lc is not None:
+                swa = unit.allocator.full_to_swa_index_mapping[firsts].tolist()
+                held[unit.swa_lc] = {b: i // P for b, i in enumerate(swa) if i > 0}
+        return held
+
+    def slots(self, held: dict[Hashable, list[dict[int, int]]] | None = None) -> SlotMap:
+        """Physical identity: each open request's pages (:meth:`_held`, SGLang's page ids) and, per pool,
+        the pages no open row maps: the allocator's free pages, then the pages only the tree keeps
+        (evictable, as a cached free slot is; their count is checked against the tree's own after every
+        operation, :meth:`_check_pools`, and its locks by :meth:`_check_locks`)."""
+        if held is None:
+            held = {rid: self._held(req) for rid, req in self.requests.items() if req.state is not RequestState.CLOSED}
+        g_of, P = self.layout.pool_group_of, self.t
+        free: list[tuple[tuple[int, int], ...]] = [()] * self.layout.num_pool_groups
+        for unit in self.units:
+            for lc, sub in ((unit.swa_lc, unit.allocator.swa_attn_allocator), (unit.full_lc, unit.allocator.full_attn_allocator)):
+                if lc is None:
+                    continue
+                listed = [int(x) for x in sub.free_pages.tolist()]
+                if getattr(sub, "release_pages", None) is not None:
+                    listed += [int(x) for x in sub.release_pages.tolist()]
+                mapped = {page for per_lc in held.values() for page in per_lc[lc].values()}
+                pages = self.layout.slots[g_of[lc]]
+                tree_only = sorted(set(range(1, pages + 1)) - set(listed) - mapped)
+                free[g_of[lc]] = tuple((i, i + 1) for i in listed + tree_only)
+        return SlotMap(held, tuple(free))
+
+    def observe(self) -> dict[Part, Any]:
+        P = self.t
         lengths: dict[Hashable, tuple[Any, int, int]] = {}
         tables: dict[Hashable, tuple[tuple[int | None, ...], ...]] = {}
+        all_held: dict[Hashable, list[dict[int, int]]] = {}
         for rid, req in self.requests.items():
             if req.state is RequestState.CLOSED:
                 continue
             lengths[rid] = (req.state, req.allocated, req.history)
+            held = all_held[rid] = self._held(req)
             blocks = -(-req.allocated // P)
-            held: list[set[int]] = [set() for _ in lcs]
-            if req.state is RequestState.ACTIVE and req.allocated:
-                for unit, r in zip(self.units, req.reqs):
-                    firsts = unit.rows.req_to_token[r.kv.req_pool_idx, : req.allocated : P].to(torch.int64)
-                    if unit.full_lc is not None:  # a full page is held while SGLang's allocator has it in use
-                        free = self._free_full(unit)
-                        held[unit.full_lc] = {b for b, i in enumerate(firsts.tolist()) if i // P not in free}
-                    if unit.swa_lc is not None:
-                        swa = unit.allocator.full_to_swa_index_mapping[firsts].tolist()
-                        held[unit.swa_lc] = {b for b, i in enumerate(swa) if i > 0}
             tables[rid] = tuple(tuple(b if b in h else None for b in range(blocks)) for h in held)
         return {
             Part.POOL_TOTALS: tuple(self.layout.slots),
             Part.LENGTHS: lengths,
             Part.TABLES: tables,
+            Part.SLOTS: self.slots(all_held),
         }
 
 
