@@ -357,6 +357,34 @@ def eviction_interval_one(t, W, S, k, h, r):
     )
 
 
+# ----------------------------------------------------------------------------- prompt lock (SGLang's tree lock)
+T_L = upto("t", "tokens per block", 1, 6, "t <= 6", BLOCK_SIZE)
+W_L = upto("W", "window in tokens", 1, 14, "W <= 14", TOKENS)
+S_L = upto("S", "sink blocks", 0, 1, "S <= 1")
+H_LOCK = upto(
+    "h", "history: tokens already computed", 0,
+    lambda env: (env["S"] + 2) * env["t"] + 2 * env["W"], "h <= (S+2)*t + 2*W", TOKENS,
+)
+P_LOCK = upto("p", "prompt: the history at the request's first resume", 0, lambda env: env["h"], "p <= h", TOKENS)
+
+
+def prompt_lock_sufficient(t, W, S, h, p):
+    return implies(p <= h, lifecycle.prompt_lock_held(h, h + 1, p, t, W, S) <= floors.prompt_lock_floor(t, W, S))
+
+
+def prompt_lock_tight(t, W, S):
+    locked = arith.cdiv(W - 1, t)
+    p = (S + locked) * t  # the lock is the blocks S .. S + locked - 1, past the sinks
+    h = p + t + W - 2  # the live window starts at the last token of the prompt's last whole block
+    lo, hi = lifecycle.prompt_lock_range(p, t, W)
+    start, end = lifecycle.stale_range(h, t, W, S)
+    return (
+        lifecycle.prompt_lock_held(h, h + 1, p, t, W, S) == floors.prompt_lock_floor(t, W, S),
+        lo == S,  # the locked blocks follow the sinks ...
+        hi <= end,  # ... and are all stale at h: none is in the window
+    )
+
+
 # ----------------------------------------------------------------------------- peers' formulas
 def ceil_identity(t, W, S):
     term = peers.upstream_window_term(t, W)
@@ -1204,6 +1232,25 @@ CATALOGUE: tuple[Theorem, ...] = (
         PROVED,
         (T_E, W_E, S_E, K_E, E_E),
         eviction_tight,
+    ),
+    Theorem(
+        "prompt-lock-floor-sufficient",
+        "A request that keeps its prompt's last window locked (Semantics.prompt_lock, SGLang's tree lock: the "
+        "SWA blocks prompt_lock_range gives, ceil((W-1)/t) whole blocks before the prompt's last whole block "
+        "ends) never holds more than prompt_lock_floor = S + 2*ceil((W-1)/t) + 1 blocks in a decode step at "
+        "any history h at or past its prompt p.",
+        PROVED,
+        (T_L, W_L, S_L, H_LOCK, P_LOCK),
+        prompt_lock_sufficient,
+    ),
+    Theorem(
+        "prompt-lock-floor-tight",
+        "A decode step holds exactly prompt_lock_floor when the prompt is p = (S + ceil((W-1)/t))*t and the "
+        "live window starts at the last token of the prompt's last whole block (h = p + t + W - 2): the "
+        "locked blocks and the window are disjoint, so no smaller floor serves a lone request.",
+        PROVED,
+        (T_L, W_L, S_L),
+        prompt_lock_tight,
     ),
     Theorem(
         "eviction-interval-one",

@@ -124,6 +124,16 @@ IDEAS: dict[str, str] = {
         "past any cursor an earlier step set (at most t*S), so the eviction is due and the step holds "
         "in_flight_floor."
     ),
+    "prompt-lock-floor-sufficient": (
+        "The held blocks are the live ones plus the locked blocks that are stale. The live ones are at most "
+        "swa_floor; a locked block is stale only when the window has moved past it, and the lock has at "
+        "most ceil((W-1)/t) blocks, so the sum is at most swa_floor + ceil((W-1)/t)."
+    ),
+    "prompt-lock-floor-tight": (
+        "With the prompt ending on block S + ceil((W-1)/t) the lock is the ceil((W-1)/t) blocks after the "
+        "sinks; at decode-tight's history shifted to that block the window holds swa_floor - S blocks past "
+        "the lock, all apart from it, and the sinks are held too."
+    ),
     "eviction-interval-one": (
         "With e = 1 a step that is not due has h - k + 1 - W <= c, so the stale range at h ends where it "
         "ended at r (floor((h-k+1-W)/t) <= c/t and ranges only grow), and holding what was freed at r is "

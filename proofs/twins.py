@@ -436,6 +436,32 @@ def _freed_at(r: int, t: int, W: int, S: int, k: int) -> set[int]:
 _EVICTION_GRID = dict(t_max=3, w_max=5, s_max=1)
 
 
+def _locked(p: int, t: int, W: int) -> frozenset[int]:
+    """Blocks a prompt of p tokens keeps locked: those holding one of the W - 1 tokens before the end
+    of its last whole block."""
+    end = (p // t) * t
+    return frozenset(q // t for q in range(max(0, end - (W - 1)), end))
+
+
+@_run
+def prompt_lock_sufficient(c: _Counter, g: Grid) -> None:
+    """A decode step at h >= p holds its live blocks and its prompt's locked ones, counted as one set."""
+    for t, W, S in g.tws():
+        floor = floors.prompt_lock_floor(t, W, S)
+        for h in range(0, (S + 2) * t + 3 * W + 1):
+            for p in range(0, h + 1):
+                c.check(len(_held(h, h + 1, t, W, S) | _locked(p, t, W)) <= floor, t=t, W=W, S=S, h=h, p=p)
+
+
+@_run
+def prompt_lock_tight(c: _Counter, g: Grid) -> None:
+    """The most blocks a decode step holds over every prompt p and history h >= p is the floor."""
+    for t, W, S in g.tws():
+        most = max(len(_held(h, h + 1, t, W, S) | _locked(p, t, W))
+                   for h in range(0, (S + 3) * t + 3 * W + 1) for p in range(0, h + 1))
+        c.check(most == floors.prompt_lock_floor(t, W, S), t=t, W=W, S=S)
+
+
 @_run
 def eviction_sufficient(c: _Counter, g: Grid) -> None:
     for t, W, S in g.tws(**_EVICTION_GRID):
@@ -1053,6 +1079,8 @@ TWINS: dict[str, Callable[[Grid], TwinResult]] = {
     "in-flight-tight": in_flight_tight,
     "eviction-floor-sufficient": eviction_sufficient,
     "eviction-floor-tight": eviction_tight,
+    "prompt-lock-floor-sufficient": prompt_lock_sufficient,
+    "prompt-lock-floor-tight": prompt_lock_tight,
     "eviction-interval-one": eviction_interval_one,
     "sync-floor-short-in-flight": sync_floor_short_in_flight,
     "sync-floor-short-in-flight-exact": sync_floor_short_in_flight_exact,

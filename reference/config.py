@@ -283,7 +283,8 @@ def build_layout(config: Config) -> Layout:
                 )
             min_slots[g] += full_share[lc.tokens_per_block]
         else:
-            min_slots[g] += life_cycle_min_slots(lc, t, config.floor_rule, life_cycles, in_flight, lookahead, **interval)
+            min_slots[g] += life_cycle_min_slots(lc, t, config.floor_rule, life_cycles, in_flight, lookahead, **interval,
+                                                 prompt_lock=config.semantics.prompt_lock)
 
     if config.slots is None:
         slots, bumped = list(min_slots), []

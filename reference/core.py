@@ -100,6 +100,11 @@ class CoreManager(Hooks, Observing, UnchangedSteps):
         start, end = self.stale_range(life_cycle, history)
         return merged_ranges((0, min(start, allocated)), (end, allocated))
 
+    def record_ranges(self, record: RequestRecord, life_cycle: int, history: int, capacity: int) -> Ranges:
+        """Hook: the blocks ``record`` must hold of a life cycle at ``(history, capacity)``: the rule's
+        :meth:`required_ranges` (a layer may add blocks a request keeps for reasons of its own)."""
+        return self.required_ranges(life_cycle, history, capacity)
+
     def first_resume_copies(self, reused_history: int) -> list[int]:
         """Hook: the slots per pool group the first resume of a request created over ``reused_history``
         tokens (> 0) takes for the call only: one per attention life cycle whose reused history ends
@@ -119,7 +124,7 @@ class CoreManager(Hooks, Observing, UnchangedSteps):
                 req.state is RequestState.SUSPENDED and req.resumed and self.keeps_slots_suspended())
             for lc_index, held in enumerate(req.held):
                 on = self.released_on(req, lc_index)
-                expected = self.required_blocks(lc_index, on, req.capacity) if holds else ()
+                expected = tuple(range_blocks(self.record_ranges(req, lc_index, on, req.capacity))) if holds else ()
                 assert tuple(sorted(held)) == expected, (
                     f"request {req.request_id!r} life cycle {lc_index} holds blocks {sorted(held)}, "
                     f"must hold exactly {list(expected)} ({req.state.value}, h={req.history}, c={req.capacity})")
@@ -260,7 +265,7 @@ class CoreManager(Hooks, Observing, UnchangedSteps):
         plan: Plan = []
         points = self._points = self.release_points(record, history)
         for lc_index, old in enumerate(record.ranges):
-            new = self.required_ranges(lc_index, points[lc_index], capacity)
+            new = self.record_ranges(record, lc_index, points[lc_index], capacity)
             plan.append(None if new == old else (ranges_minus(new, old), ranges_minus(old, new), new))
         return plan
 

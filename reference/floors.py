@@ -35,6 +35,7 @@ __all__ = [
     "eviction_cursor",
     "eviction_due",
     "eviction_floor",
+    "prompt_lock_floor",
 ]
 
 
@@ -114,6 +115,15 @@ def eviction_floor(t: Any, window: Any, sink_blocks: Any, in_flight: Any, interv
     return sink_blocks + cdiv(window - 1 + in_flight + imax(interval, t), t)
 
 
+def prompt_lock_floor(t: Any, window: Any, sink_blocks: Any) -> Any:
+    """The floor of an SWA life cycle whose requests keep their prompt's last window locked
+    (``Semantics.prompt_lock``, SGLang's tree lock): :func:`swa_floor` plus the locked blocks,
+    ``S + 2 * ceil((W - 1) / t) + 1``: a lone decoding request holds its live window and, once that
+    window has moved past its prompt, the ``ceil((W - 1) / t)`` blocks the lock keeps
+    (:func:`~.lifecycle.prompt_lock_range`). Theorems ``prompt-lock-floor-*``."""
+    return swa_floor(t, window, sink_blocks) + cdiv(window - 1, t)
+
+
 def life_cycle_min_slots(
     life_cycle: LifeCycle,
     t: int,
@@ -122,6 +132,7 @@ def life_cycle_min_slots(
     in_flight: int = 0,
     lookahead: int = 0,
     eviction_interval: int = 1,
+    prompt_lock: bool = False,
 ) -> int:
     """One life cycle's share of its pool group's minimum under ``rule``, with ``in_flight`` tokens
     in flight, ``lookahead`` draft slots and an eviction interval (the fixed rule's SWA floor is
@@ -135,6 +146,8 @@ def life_cycle_min_slots(
     if rule is FloorRule.LEGACY:
         return legacy_floor()
     if life_cycle.kind is LifeCycleKind.SWA:
+        if prompt_lock:  # SGLang's radix cache: no tokens in flight, drafts or interval (the semantics needs none)
+            return prompt_lock_floor(life_cycle.block_size(t), life_cycle.window, life_cycle.sink_blocks)
         return _swa_share(life_cycle.block_size(t), life_cycle, in_flight, lookahead, eviction_interval)
     if life_cycle.kind is LifeCycleKind.FULL:
         t_full = life_cycle.block_size(t)

@@ -1,7 +1,7 @@
 """The named extension points of :class:`~.core.CoreManager` whose core behaviour is to do nothing
 special (a base class of the core): each layer (:mod:`.release`, :mod:`.prefix_cache`,
 :mod:`.lookahead`) and each seeded bug changes the manager by overriding these, or the hooks that
-are the rule itself (in :mod:`.core`: ``stale_range``, ``required_ranges``, ``first_resume_copies``,
+are the rule itself (in :mod:`.core`: ``stale_range``, ``required_ranges``, ``record_ranges``, ``first_resume_copies``,
 ``feasible``, ``take_slot``, ``free_blocks``, ``release_all``, ``committed``, ``catch_up``,
 ``suspend_release``), never a private method. ``record`` is the core's
 :class:`~.core.RequestRecord`; a plan is :data:`~.values.Plan`."""

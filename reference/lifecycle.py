@@ -27,6 +27,8 @@ __all__ = [
     "stale_range",
     "window_start",
     "stale_by_tokens",
+    "prompt_lock_range",
+    "prompt_lock_held",
     "stale_count",
     "allocated_blocks",
     "live_blocks",
@@ -72,6 +74,27 @@ def window_start(h: Any, window: Any) -> Any:
     """The live window's first token at history ``h``: ``h + 1 - W`` (the token at ``h``, the one in
     flight, is its last). What a worker's attention mask lets a query at ``h`` read, sinks apart."""
     return h + 1 - window
+
+
+def prompt_lock_range(prompt: Any, t: Any, window: Any) -> tuple[Any, Any]:
+    """The SWA blocks ``[start, end)`` a prompt of ``prompt`` tokens keeps locked (SGLang's tree lock on
+    the prefix a request matched or published): the last ``ceil((W - 1) / t)`` whole blocks before the
+    prompt's last whole block ends, ``[max(0, p // t - ceil((W - 1) / t)), p // t)``; empty for full
+    attention (its blocks are held anyway)."""
+    if window is None:
+        return (0, 0)
+    end = fdiv(prompt, t)
+    return (imax(0, end - cdiv(window - 1, t)), end)
+
+
+def prompt_lock_held(h: Any, capacity: Any, prompt: Any, t: Any, window: Any, sink_blocks: Any) -> Any:
+    """Blocks an SWA life cycle holds at ``(h, capacity)`` while its request keeps its prompt's last
+    window locked (:func:`prompt_lock_range`, clipped to the allocated blocks): its live blocks plus
+    the locked ones that are stale, ``live + |lock & stale|``."""
+    lo, hi = prompt_lock_range(prompt, t, window)
+    start, end = stale_range(h, t, window, sink_blocks)
+    return live_blocks(h, capacity, t, window, sink_blocks) + range_overlap(
+        lo, imin(hi, allocated_blocks(capacity, t)), start, end)
 
 
 def stale_by_tokens(b: Any, h: Any, t: Any, window: Any, sink_blocks: Any) -> Any:

@@ -8,6 +8,7 @@ behaviours the config's :class:`~.config.Semantics` names, one layer each:
 - :mod:`.lookahead`: draft slots of speculative decoding;
 - :mod:`.execution` (composed over a ``Manager``, not mixed into it): scheduling and execution as
   separate events, names revoked on a drop, lookups only on written KV.
+- :mod:`.radix`: a radix tree's prompt lock and publication (SGLang's radix cache).
 
 Each layer does nothing while its options are off, so under the default semantics ``Manager`` is
 the core. Values and observations (:class:`Outcome`, :class:`Snapshot`, :class:`SlotMap`, ranges)
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 from .config import ReleaseOrder
 from .lookahead import Lookahead
+from .radix import RadixTree
 from .release import ReleasePolicy
 from .values import (BlockTable, Outcome, PoolSnapshot, RequestSnapshot, RequestState, Shortfall, SlotMap, Snapshot,
                      ranges_minus, ranges_of)
@@ -45,6 +47,6 @@ __all__ = [
 ]
 
 
-class Manager(Lookahead, ReleasePolicy):
+class Manager(RadixTree, Lookahead, ReleasePolicy):
     """The executable spec of a paged KV-cache manager with sliding-window attention: the core with
     every layer, each following the config's semantics (``release_order`` overrides the semantics')."""

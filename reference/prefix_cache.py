@@ -185,6 +185,11 @@ class PrefixCache(HitRules, CoreManager):
         self.prefix_of(record).named = []  # blocks it holds again are named again
 
     # ----------------------------------------------------------------- naming content
+    def names_now(self, record: RequestRecord) -> bool:
+        """Hook: whether content ``record`` computed is named (findable) now; :mod:`.radix` names only
+        what is published."""
+        return True
+
     def scheduled_end(self, history: int, capacity: int, resuming: bool = False) -> int | None:
         """Hook, under ``cache_scheduled``: the tokens a step to ``capacity`` counts as computed (all
         of them; :mod:`.lookahead` leaves draft slots out). None: the step names nothing."""
@@ -206,6 +211,8 @@ class PrefixCache(HitRules, CoreManager):
         later call. ``cache_aligned``: a life cycle names only its first
         :func:`~.cache_hit.cacheable_tokens` tokens' blocks, and only those an aligned hit reads
         (:meth:`_reachable`). ``cache_prompt_tail``: see :meth:`_name_prompt_tail`. O(blocks named)."""
+        if not self.names_now(req):
+            return
         prefix = self.prefix_of(req)
         if not prefix.named:
             prefix.named = [0] * len(req.held)

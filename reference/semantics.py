@@ -268,6 +268,25 @@ class Semantics:
         it computes itself.""",
         engines=("vLLM's partial prefix entry",), needs=("cache_freed", True))
 
+    prompt_lock: bool = option(False, "a request keeps its prompt's last window of SWA blocks until it is released", """
+        A request keeps the SWA blocks of its prompt's last window (:func:`~.lifecycle.prompt_lock_range`: the
+        last ``ceil((W - 1) / t)`` whole blocks before its prompt's last whole block ends; its prompt is
+        its history at its first resume) from its first resume until it is suspended or closed, whether
+        or not its window still reads them; the floor is :func:`~.floors.prompt_lock_floor`.""",
+        engines=("SGLang's radix cache: the tree lock on the prefix a request matched or published "
+                 "(SGLANG_OPT_RELEASE_PREFILL_SWA off, the default)",), needs=("prefix_sharing", True))
+    publish_on_release: bool = option(False, "content is findable only once published: a prompt, a finished request", """
+        Content becomes findable only when published: a first resume publishes its prompt's whole
+        blocks, a close the whole blocks of its committed tokens (a suspension publishes nothing); the
+        tokens a live request commits after its prompt are found by no hit until it closes. A first resume
+        whose reused history ends on a block boundary computes its last block again and takes the
+        published one: it holds, for the call, a slot per attention life cycle whose last reused block
+        another request holds, and, per SWA life cycle, the block the last block's window reads before
+        the prompt's last window unless another request holds it.""",
+        engines=("SGLang's radix cache: a prompt's chunks and a finished request are inserted into the tree "
+                 "(a prefilled page whose content the tree has is replaced by the tree's)",),
+        needs=("cache_freed", True))
+
     def __attrs_post_init__(self) -> None:
         for o in options(type(self)):
             value = getattr(self, o.name)

@@ -4,8 +4,9 @@ as tests/test_sglang.py).
 
 One subprocess (``python -m swafloor.fuzz.engines.sglang.radix_check``) imports SGLang once and runs:
 
-- the ci profile (seed 0) cut to ``EXAMPLES`` examples: it passes, with the generator on target (the
-  sharing generator's hit rate at least 30%) and SGLang's own tree hitting on most looked-up prompts;
+- the ci profile (seed 0) cut to ``EXAMPLES`` examples: it passes with at most 5% of its requests
+  retired, with the generator on target (the sharing generator's hit rate at least 30%) and SGLang's
+  own tree hitting on a share of the looked-up prompts;
 - every ``tests/regressions/sglang-radix-*.json`` replays as it expects, naming its class and verdict,
   with SGLang's tree hitting (or, evicted first, missing) as the trace is built to show;
 - the same campaign with each bug planted in SGLang's radix path (``radix_check.PLANTS``): each is
@@ -66,19 +67,21 @@ def checked(tmp_path_factory):
     return json.loads(proc.stdout)
 
 
-def test_ci_profile_meets_no_divergence_but_retires_too_many_requests_to_pass(checked):
+def test_ci_profile_passes_with_at_most_five_percent_of_requests_retired(checked):
     # The outcome is SGLang's own page accounting at the reference's pool sizes (no margin; prompts
-    # prefilled in one-page chunks), compared 'retires': a difference either way retires the request
-    # (SGLang's tree lock keeps a matched or published prefix's last window of SWA KV, its radix cut
-    # keeps ceil_P(max(w, P)) tokens, it hits at most h - 1 published tokens). Above
-    # runner.MAX_RETIRED_SHARE that is a hole, and the campaign is refused (exit 1, `too-many-retired`),
-    # never a pass. Seed 0, 120 examples: no divergence, 53 of 658 requests retired (8.1%; 26% with the
-    # old margin), every one a resume SGLang refused where the reference served (issue 28 §1).
+    # prefilled in one-page chunks), compared 'retires': a difference either way retires the request.
+    # The reference is configured to SGLang's radix tree (Semantics.prompt_lock: its tree lock keeps a
+    # prompt's last window of SWA blocks; Semantics.publish_on_release: only published content is hit,
+    # a prompt ending on a block boundary recomputes its last block), so a retirement is a behaviour
+    # still unmodelled; above runner.MAX_RETIRED_SHARE the campaign is refused (`too-many-retired`).
+    # Seed 0, 120 examples: no divergence, 1 of 750 requests retired (0.1%; 8.1% before the two options:
+    # 53 of 658); the one left is SGLang's radix cut keeping ceil_P(max(W - 1, P)) tokens behind the
+    # history (one page more than the window at some histories), unmodelled.
     clean = checked["clean"]
     assert clean.get("divergence") is None, json.dumps(clean.get("divergence"), indent=1)[:4000]
-    assert clean["exit"] == 1 and clean["result"] == "too-many-retired", {k: clean.get(k) for k in ("exit", "result")}
-    assert clean["retired_share"] > clean["max_retired_share"] == 0.05, clean
-    assert clean["retired"] > 0 and clean["requests"] > clean["retired"], clean
+    assert clean["exit"] == 0 and clean["result"] == "pass", {k: clean.get(k) for k in ("exit", "result")}
+    assert clean["retired_share"] <= clean["max_retired_share"] == 0.05, clean
+    assert clean["requests"] > 500, clean
     assert clean["backend"] == "sglang-radix" and clean["against"] == "reference"
     assert (clean["profile"], clean["seed"]) == ("ci", 0) and clean["examples"] >= EXAMPLES
     assert clean["discard_rate"] <= 0.05 and clean["swa_share"] >= 0.5, clean
@@ -88,9 +91,9 @@ def test_ci_profile_meets_no_divergence_but_retires_too_many_requests_to_pass(ch
           f"{clean['hit_rate']:.1%} of {clean['created_sharing']} requests created under sharing; SGLang's tree hit "
           f"{hits['hits']} of the {hits['looked_up']} prompts it looked up ({hits['hit_tokens']} tokens), "
           f"{hits['tree_evictions']} tree evictions; SWA share {clean['swa_share']:.1%}")
-    # SGLang's own tree is exercised: a share of the looked-up prompts hit (109 of 506, 21.5%, on seed 0:
+    # SGLang's own tree is exercised: a share of the looked-up prompts hit (150 of 509, 29.5%, on seed 0:
     # a prompt hits at most h - 1 tokens, page-floored, and pools of the reference's sizes evict more),
-    # and it evicts (354 times).
+    # and it evicts (156 times).
     assert hits["looked_up"] > 50 and hits["hits"] >= 0.15 * hits["looked_up"], hits
     assert hits["tree_evictions"] > 0, hits
 

@@ -40,20 +40,19 @@ protocol close with capacity above history breaks, so its steps are called one b
 Pools: SGLang's pools have the reference's sizes (``pool_tokens``; a side the config lacks gets
 ``UNCOMPARED`` tokens, never short), and its tree is evicted for exactly what each allocation asks.
 
-How it is compared (against the reference with SGLang's semantics plus prefix sharing and freed
-blocks cached), and why one-sided:
+How it is compared (against the reference with SGLang's semantics plus prefix sharing, freed blocks
+cached, and SGLang's radix tree: ``prompt_lock`` and ``publish_on_release``, :mod:`swafloor.reference.radix`):
 
 - ``outcome``: ``retires``. The outcome is SGLang's own page accounting (after its own tree eviction)
-  at the reference's pool sizes. SGLang keeps more than the reference in some places and hits by
-  another rule, so the two may differ either way: its radix cut keeps ``ceil_P(max(w, P))`` tokens
-  behind the history (not ``w``); its tree lock keeps the SWA KV of the last window of a matched or
-  published prefix (the reference frees what no window reads); a hit is at most ``h - 1`` tokens,
-  page-floored, from published (prefilled or finished) tokens only, and needs the window's SWA KV in
-  the tree, where the reference also hits a live request's committed blocks and its free queue. Each
-  difference retires the request (a hole: counted, and a campaign retiring more than 5% of its
-  requests fails, ``too-many-retired``). What keeps a refusal honest is the adapter's own exact
-  accounting below (a leaked page, a lock never released, an eviction that frees nothing: each a
-  divergence at its step), not the reference.
+  at the reference's pool sizes, against the reference configured to SGLang's radix tree: its tree
+  lock keeps a prompt's last window of SWA KV until the request is released (``prompt_lock``), only
+  published content (prompts, finished requests) is hit, and a prompt ending on a page boundary
+  recomputes its last page before taking the tree's (``publish_on_release``). A difference either way
+  retires the request (a hole: counted, and a campaign retiring more than 5% of its requests fails,
+  ``too-many-retired``); what is left unmodelled: the radix cut keeps ``ceil_P(max(w, P))`` tokens
+  behind the history (not ``w``), one page more than the window at some histories. What keeps a
+  refusal honest is also the adapter's own exact accounting below (a leaked page, a lock never
+  released, an eviction that frees nothing: each a divergence at its step).
 - ``tables``: at-least. Every block the reference holds live must be held by SGLang (its row's full
   pages; an SWA page where its first token maps to an SWA slot): an SWA page freed too early fails
   here. SGLang may hold more (the reasons above).
@@ -67,9 +66,13 @@ blocks cached), and why one-sided:
   one-sided eviction bound at every allocation (a tree eviction that leaves a pool short while the
   tree had the unlocked pages to cover it). Not compared with the reference's ``pool_used`` (the
   reference's cache and SGLang's tree keep different blocks, in either direction).
-- Not compared: physical identity (``slots``: the reference's slot order is vLLM's free queue),
-  cached content, hits. The hit rate of SGLang itself is counted in :data:`STATS` (printed by the
-  test) beside the reference's (the campaign's).
+- ``slots`` (exact, up to a renaming of page ids): each open request's pages as its row maps them
+  (full: SGLang's full page id while its allocator has it in use; SWA: the SWA page id its first token
+  maps to), the free pages the allocator's plus those only the tree keeps (evictable, as a cached free
+  slot is). The blocks held on both sides must be grouped into pages as the reference groups them into
+  slots (the same sharing), and keep their page while held exactly when the reference keeps its slot.
+- Not compared: cached content, hits. The hit rate of SGLang itself is counted in :data:`STATS`
+  (printed by the test) beside the reference's (the campaign's).
 """
 
 from __future__ import annotations
@@ -82,7 +85,7 @@ from typing import Any, Hashable
 import attrs
 
 from swafloor.reference import (
-    Config, LifeCycleKind, Outcome, RequestError, RequestState, Semantics, build_layout,
+    Config, LifeCycleKind, Outcome, RequestError, RequestState, Semantics, SlotMap, build_layout,
 )
 
 from ...protocol import BackendCheckFailed, Capabilities, Operation, Part, Unsupported, factory
@@ -128,21 +131,26 @@ def import_radix() -> dict[str, Any]:
 
 def semantics() -> Semantics:
     """The reference semantics ``sglang-radix`` is compared against: SGLang's allocator (evicting every
-    token) with prefix sharing and freed blocks cached (a finished request's blocks stay hittable)."""
-    return attrs.evolve(_sglang_semantics(1), prefix_sharing=True, cache_freed=True)
+    token) with prefix sharing and freed blocks cached (a finished request's blocks stay hittable), and
+    SGLang's radix tree (``prompt_lock``: the tree lock on a prompt's last window; ``publish_on_release``:
+    only published content is hit)."""
+    return attrs.evolve(_sglang_semantics(1), prefix_sharing=True, cache_freed=True,
+                        prompt_lock=True, publish_on_release=True)
 
 
 NOTES = (
     "outcome: SGLang's own page accounting at the reference's pool sizes (prompts prefilled in one-page "
-    "chunks); a difference either way retires the request (its radix cut keeps ceil_P(max(w,P)) tokens, "
-    "its tree lock keeps a matched or published prefix's last window of SWA KV, it hits at most h - 1 "
-    "published tokens): more than 5% retired fails the campaign",
-    "tables: at-least (the same reasons)",
+    "chunks), against the reference with SGLang's radix tree (prompt_lock, publish_on_release); a difference "
+    "either way retires the request (left unmodelled: its radix cut keeps ceil_P(max(w,P)) tokens behind the "
+    "history): more than 5% retired fails the campaign",
+    "tables: at-least (the radix cut keeps a page more at some histories; a row maps tree pages it no longer reads)",
     "data: every open request's row reads back its own token ids from SGLang's KV buffers (full pages, "
     "and SWA pages still mapped) after every operation",
     "pool_used: SGLang's own page accounting exact after every operation, and tree eviction bounded below "
     "at every allocation; not compared with the reference's count (cache and tree keep different blocks)",
-    "not compared: slots, cached content, hits (SGLang's hit rate is counted apart)",
+    "slots: exact up to a renaming of page ids: the pages each row maps (full and SWA page ids), the free "
+    "pages the allocator's plus those only the tree keeps",
+    "not compared: cached content, hits (SGLang's hit rate is counted apart)",
     "matched at the first resume only (a retracted request recomputes with nothing to match)",
 )
 
@@ -151,7 +159,7 @@ def capabilities() -> Capabilities:
     return Capabilities(
         operations=[Operation.CREATE, Operation.RESUME, Operation.RESIZE, Operation.COMMIT, Operation.SUSPEND,
                     Operation.CLOSE],
-        observations={Part.OUTCOME: "retires", Part.TABLES: "at-least"},
+        observations={Part.OUTCOME: "retires", Part.TABLES: "at-least", Part.SLOTS: "exact"},
         adapter_set=[Part.POOL_TOTALS, Part.LENGTHS],
         layer_kinds=[LifeCycleKind.SWA, LifeCycleKind.FULL],
         sinks=False,
@@ -615,32 +623,64 @@ class SglangRadixBackend:
         a = unit.allocator.full_attn_allocator
         return set(a.free_pages.tolist()) | (set() if a.release_pages is None else set(a.release_pages.tolist()))
 
-    def observe(self) -> dict[Part, Any]:
+    def _held(self, req: _Request) -> list[dict[int, int]]:
+        """Per life cycle, ``{block: page}`` of an open request as SGLang's row maps it: a full page while
+        SGLang's allocator has it in use (its full page id), an SWA page while the block's first token
+        maps to an SWA slot (its SWA page id)."""
         torch = _loaded["torch"]
         P = self.t
-        lcs = self.layout.life_cycles
+        held: list[dict[int, int]] = [{} for _ in self.layout.life_cycles]
+        if req.state is not RequestState.ACTIVE or not req.allocated:
+            return held
+        for unit, r in zip(self.units, req.reqs):
+            firsts = unit.rows.req_to_token[r.kv.req_pool_idx, : req.allocated : P].to(torch.int64)
+            if unit.full_lc is not None:
+                free = self._free_full(unit)
+                held[unit.full_lc] = {b: i // P for b, i in enumerate(firsts.tolist()) if i // P not in free}
+            if unit.swa_lc is not None:
+                swa = unit.allocator.full_to_swa_index_mapping[firsts].tolist()
+                held[unit.swa_lc] = {b: i // P for b, i in enumerate(swa) if i > 0}
+        return held
+
+    def slots(self, held: dict[Hashable, list[dict[int, int]]] | None = None) -> SlotMap:
+        """Physical identity: each open request's pages (:meth:`_held`, SGLang's page ids) and, per pool,
+        the pages no open row maps: the allocator's free pages, then the pages only the tree keeps
+        (evictable, as a cached free slot is; their count is checked against the tree's own after every
+        operation, :meth:`_check_pools`, and its locks by :meth:`_check_locks`)."""
+        if held is None:
+            held = {rid: self._held(req) for rid, req in self.requests.items() if req.state is not RequestState.CLOSED}
+        g_of, P = self.layout.pool_group_of, self.t
+        free: list[tuple[tuple[int, int], ...]] = [()] * self.layout.num_pool_groups
+        for unit in self.units:
+            for lc, sub in ((unit.swa_lc, unit.allocator.swa_attn_allocator), (unit.full_lc, unit.allocator.full_attn_allocator)):
+                if lc is None:
+                    continue
+                listed = [int(x) for x in sub.free_pages.tolist()]
+                if getattr(sub, "release_pages", None) is not None:
+                    listed += [int(x) for x in sub.release_pages.tolist()]
+                mapped = {page for per_lc in held.values() for page in per_lc[lc].values()}
+                pages = self.layout.slots[g_of[lc]]
+                tree_only = sorted(set(range(1, pages + 1)) - set(listed) - mapped)
+                free[g_of[lc]] = tuple((i, i + 1) for i in listed + tree_only)
+        return SlotMap(held, tuple(free))
+
+    def observe(self) -> dict[Part, Any]:
+        P = self.t
         lengths: dict[Hashable, tuple[Any, int, int]] = {}
         tables: dict[Hashable, tuple[tuple[int | None, ...], ...]] = {}
+        all_held: dict[Hashable, list[dict[int, int]]] = {}
         for rid, req in self.requests.items():
             if req.state is RequestState.CLOSED:
                 continue
             lengths[rid] = (req.state, req.allocated, req.history)
+            held = all_held[rid] = self._held(req)
             blocks = -(-req.allocated // P)
-            held: list[set[int]] = [set() for _ in lcs]
-            if req.state is RequestState.ACTIVE and req.allocated:
-                for unit, r in zip(self.units, req.reqs):
-                    firsts = unit.rows.req_to_token[r.kv.req_pool_idx, : req.allocated : P].to(torch.int64)
-                    if unit.full_lc is not None:  # a full page is held while SGLang's allocator has it in use
-                        free = self._free_full(unit)
-                        held[unit.full_lc] = {b for b, i in enumerate(firsts.tolist()) if i // P not in free}
-                    if unit.swa_lc is not None:
-                        swa = unit.allocator.full_to_swa_index_mapping[firsts].tolist()
-                        held[unit.swa_lc] = {b for b, i in enumerate(swa) if i > 0}
             tables[rid] = tuple(tuple(b if b in h else None for b in range(blocks)) for h in held)
         return {
             Part.POOL_TOTALS: tuple(self.layout.slots),
             Part.LENGTHS: lengths,
             Part.TABLES: tables,
+            Part.SLOTS: self.slots(all_held),
         }
 
 
