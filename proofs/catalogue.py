@@ -832,8 +832,9 @@ def lone_request_completes(t, W, S, P, O, C, k, h):
 
 
 def vllm_gate_admits_at_chunk_floor(t, W, P, C, k, capped):
-    """vLLM's admission charge for an SWA group (max_num_batched_tokens = C, no model-length cap) is at
-    most what the rule charges (no sinks: vLLM has none)."""
+    """vLLM's admission charge for a lone SWA group (its gate and its first step's check,
+    peers.vllm_admission_blocks; max_num_batched_tokens = C, no model-length cap) is at most what the
+    rule charges (no sinks: vLLM has none)."""
     charged = peers.vllm_admission_blocks(t, W, P, k, C, None, capped)
     return charged <= admission.swa_admission_blocks(t, W, 0, P, C, k)
 
@@ -1386,9 +1387,10 @@ CATALOGUE += (
     ),
     Theorem(
         "vllm-capped-gate-admits-at-chunk-floor",
-        "Claim: vLLM's admission gate with its recycling-aware cap (min(cdiv(P + k, t), "
-        "ceil((W - 1 + C)/t) + 1), max_num_batched_tokens = C, no model-length cap) charges a lone request's "
-        "SWA group at most the rule's chunk floor, so a pool at that floor admits it.",
+        "Claim: vLLM's admission of a lone request with one SWA group (max_num_batched_tokens = C, no "
+        "model-length cap: the larger of its full-sequence gate with the recycling-aware cap, min(cdiv(P, t), "
+        "ceil((W - 1 + C)/t) + 1), and the first step's own check, cdiv(min(C, P) + k, t)) charges at most "
+        "the rule's chunk floor, so a pool at that floor admits it.",
         REFUTED,
         (T_ADM, W_ADM, PROMPT, CHUNK, DRAFTS),
         vllm_capped_gate_admits_at_chunk_floor,
@@ -1396,8 +1398,9 @@ CATALOGUE += (
     ),
     Theorem(
         "vllm-uncapped-gate-admits-at-chunk-floor",
-        "Claim: vLLM's admission gate before the cap (the full sequence, cdiv(P + k, t) blocks, charged to an "
-        "SWA group) charges a lone request at most the rule's chunk floor, so a pool at that floor admits it.",
+        "Claim: vLLM's admission before the cap (the larger of its full-sequence gate, the prompt's cdiv(P, t) "
+        "blocks charged to an SWA group, and the first step's own check, cdiv(min(C, P) + k, t)) charges a "
+        "lone request at most the rule's chunk floor, so a pool at that floor admits it.",
         REFUTED,
         (T_ADM, W_ADM, PROMPT, CHUNK, DRAFTS),
         vllm_uncapped_gate_admits_at_chunk_floor,

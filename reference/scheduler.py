@@ -9,7 +9,9 @@ arrivals) and retries; with no victim left it preempts itself.
 
 Gates: ``reference`` (the rule: :func:`.admission.swa_admission_blocks` per SWA life cycle,
 :func:`.admission.full_admission_blocks` for full attention, one slot per SSM life cycle), vLLM's
-(:func:`.peers.vllm_admission_blocks`, with or without its cap), SGLang's (its SWA budget,
+(two questions of the free slots, each summed over a pool group: :func:`.peers.vllm_full_sequence_blocks`,
+the full-sequence gate, with or without its cap, then :func:`.peers.vllm_first_step_blocks`, the first
+step's own check), SGLang's (its SWA budget,
 :func:`.peers.sglang_admission_blocks`) and TensorRT-LLM V2's resume gate (``trtllm``: admitted while
 every pool group's use is at most ``max_util_for_resume`` of it, :func:`.peers.trtllm_resume_admits`,
 nothing reserved); full attention and SSM as the rule's.
@@ -87,11 +89,16 @@ def _charge_reference(lc: LifeCycle, t: int, p: int, o: int, c: int, k: int) -> 
     return 1  # an SSM life cycle's one state page
 
 
-def _charge_vllm(capped: bool) -> Callable[[LifeCycle, int, int, int, int, int], int]:
-    def charge(lc: LifeCycle, t: int, p: int, o: int, c: int, k: int) -> int:
-        if lc.kind is LifeCycleKind.SWA:  # max_num_batched_tokens = C, no model-length cap
-            return peers.vllm_admission_blocks(t, lc.window, p, k, c, None, capped)
-        return _charge_reference(lc, t, p, o, c, k)
+def _charge_vllm(capped: bool) -> Callable[[LifeCycle, int, int, int, int, int], tuple[int, int]]:
+    def charge(lc: LifeCycle, t: int, p: int, o: int, c: int, k: int) -> tuple[int, int]:
+        # two questions of the free blocks: the full-sequence gate, then the first step's own check
+        # (max_num_batched_tokens = C, no model-length cap); an SSM life cycle as the rule's
+        if lc.kind is LifeCycleKind.SSM:
+            one = _charge_reference(lc, t, p, o, c, k)
+            return one, one
+        window = lc.window if lc.kind is LifeCycleKind.SWA else None
+        return (peers.vllm_full_sequence_blocks(t, window, p, c, None, capped),
+                peers.vllm_first_step_blocks(t, p, c, k))
 
     return charge
 
@@ -106,8 +113,10 @@ def _charge_nothing(lc: LifeCycle, t: int, p: int, o: int, c: int, k: int) -> in
     return 0  # a utilisation gate reserves nothing for the request (UTILISATION_GATES)
 
 
-#: gate name -> per life cycle ``charge(lc, t, prompt, output, chunk, lookahead)`` in blocks.
-GATES: dict[str, Callable[[LifeCycle, int, int, int, int, int], int]] = {
+#: gate name -> per life cycle ``charge(lc, t, prompt, output, chunk, lookahead)`` in blocks: an int, or
+#: a tuple when the gate asks the free slots several questions (vLLM: its gate, then its first step),
+#: each summed over a pool group's life cycles and all of them asked (:func:`gate_charge`).
+GATES: dict[str, Callable[[LifeCycle, int, int, int, int, int], Any]] = {
     "reference": _charge_reference,
     "vllm": _charge_vllm(True),
     "vllm-uncapped": _charge_vllm(False),
@@ -122,15 +131,21 @@ UTILISATION_GATES: dict[str, tuple[int, int]] = {"trtllm": peers.TRTLLM_MAX_UTIL
 
 
 def gate_charge(gate: str, config: Config, prompt: int, output: int, chunk: int, lookahead: int) -> tuple[int, ...]:
-    """What ``gate`` charges a waiting request, per pool group: the sum over its life cycles."""
+    """What ``gate`` charges a waiting request, per pool group: the sum over its life cycles (of each
+    question the gate asks, the largest sum: the free slots must cover every one)."""
     if gate not in GATES:
         raise ConfigError("gate", gate, f"not one of {', '.join(GATES)}")
     layout = build_layout(config)
     charge = GATES[gate]
-    totals = [0] * layout.num_pool_groups
+    questions: list[list[int]] = [[] for _ in range(layout.num_pool_groups)]
     for i, lc in enumerate(layout.life_cycles):
-        totals[layout.pool_group_of[i]] += charge(lc, layout.block_sizes[i], prompt, output, chunk, lookahead)
-    return tuple(totals)
+        got = charge(lc, layout.block_sizes[i], prompt, output, chunk, lookahead)
+        got = got if isinstance(got, tuple) else (got,)
+        sums = questions[layout.pool_group_of[i]]
+        sums.extend([0] * (len(got) - len(sums)))
+        for j, blocks in enumerate(got):
+            sums[j] += blocks
+    return tuple(max(sums, default=0) for sums in questions)
 
 
 @attrs.frozen
