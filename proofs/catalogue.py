@@ -874,6 +874,33 @@ def trtllm_resume_gate_admits_kept_lone_request(t, W, S, P, O, C, k, h, X):
     return implies(decoding, peers.trtllm_resume_admits(held, total, num, den))
 
 
+#: TensorRT-LLM V2's quota arithmetic on a few pool layouts: (slot sizes of the group's pools in bytes,
+#: the level's granularity in bytes): a granule a slot; slots smaller than a granule; two pools whose
+#: sizes the granularity does not divide.
+TRTLLM_QUOTA_LAYOUTS = (((1,), 1), ((3,), 2), ((2, 5), 4))
+QUOTA = upto("Q", "quota of the cache level in bytes", 1, 48, "Q <= 48")
+
+
+def _quota_holds_floor(t, W, S, Q, min_slots):
+    """Per layout: a quota TensorRT-LLM accepts (at or above _min_quota_for_level for ``min_slots``) gives
+    the lone SWA life cycle's pool group the granules of the rule's floor."""
+    parts = []
+    for sizes, g in TRTLLM_QUOTA_LAYOUTS:
+        least = peers.trtllm_min_quota((min_slots,), (sizes,), g)
+        granules = arith.cdiv(Q, g)  # one pool group: every granule of the level is its
+        parts.append(implies(peers.trtllm_quota_accepted(Q, least, g),
+                             peers.trtllm_grains_for_slots(floors.swa_floor(t, W, S), sizes, g) <= granules))
+    return tuple(parts)
+
+
+def trtllm_min_quota_holds_floor(t, W, S, Q):
+    return _quota_holds_floor(t, W, S, Q, peers.upstream_swa_floor(t, W, S))
+
+
+def trtllm_prefix_min_quota_holds_floor(t, W, S, Q):
+    return _quota_holds_floor(t, W, S, Q, floors.legacy_floor())
+
+
 RUNNING = upto("N", "requests running", 1, 6, "N <= 6")
 REQUESTER = upto("r", "position of the request whose step ran out of slots, in admission order", 0,
                  lambda env: env["N"] - 1, "r < N")
@@ -1435,6 +1462,28 @@ CATALOGUE += (
         (T_ADM, W_ADM, S, PROMPT, OUTPUT, CHUNK, DRAFTS, H_RUN, EXTRA),
         trtllm_resume_gate_admits_kept_lone_request,
         replay=replay.trtllm_resume_refuses,
+    ),
+    Theorem(
+        "trtllm-min-quota-holds-floor",
+        "TensorRT-LLM V2's least quota for a cache level (_min_quota_for_level: per pool group its minimum slots "
+        "times each pool's slot size, rounded up to the granularity, summed; peers.trtllm_min_quota), with the "
+        "post-fix minimum of a lone SWA life cycle (upstream's S + (W + t - 2) // t + 1), never leaves its pool "
+        "group below the rule's floor: every quota it accepts (rounded up to the granularity, at or above the "
+        "least) gives the group the granules of floors.swa_floor slots, on each of the layouts "
+        f"{TRTLLM_QUOTA_LAYOUTS} (slot sizes of the group's pools, granularity; bytes).",
+        PROVED,
+        (T, W, S, QUOTA),
+        trtllm_min_quota_holds_floor,
+    ),
+    Theorem(
+        "trtllm-prefix-min-quota-holds-floor",
+        "Claim: TensorRT-LLM V2's least quota with the pre-fix minimum (one slot per life cycle, no constraint: "
+        "the storage manager before PR #15588) gives a lone SWA life cycle's pool group the granules of the "
+        f"rule's floor at every quota it accepts, on each of the layouts {TRTLLM_QUOTA_LAYOUTS}.",
+        REFUTED,
+        (T, W, S, QUOTA),
+        trtllm_prefix_min_quota_holds_floor,
+        replay=replay.trtllm_quota_short,
     ),
     Theorem(
         "preemption-spares-the-oldest",

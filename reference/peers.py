@@ -25,6 +25,9 @@ __all__ = [
     "sglang_admission_blocks",
     "TRTLLM_MAX_UTIL_FOR_RESUME",
     "trtllm_resume_admits",
+    "trtllm_grains_for_slots",
+    "trtllm_min_quota",
+    "trtllm_quota_accepted",
 ]
 
 
@@ -130,3 +133,32 @@ def trtllm_resume_admits(used: Any, total: Any, util_num: Any = 97, util_den: An
     that is ``used * util_den <= util_num * total``. It looks at use only, not at what the request
     holds or needs (a request suspended with its pages held counts them against itself)."""
     return used * util_den <= util_num * total
+
+
+def trtllm_grains_for_slots(slots: Any, slot_sizes: Any, granularity: Any) -> Any:
+    """The granules a pool group of TensorRT-LLM V2 takes for ``slots`` slots: each of its pools (one per
+    slot size in ``slot_sizes``, bytes a slot) rounded up to the level's granularity on its own,
+    ``sum(cdiv(slots * s, g))``. A group given ``G`` granules holds the most ``n`` with this at most ``G``."""
+    total = 0
+    for size in slot_sizes:
+        total = total + cdiv(slots * size, granularity)
+    return total
+
+
+def trtllm_min_quota(min_slots: Any, slot_sizes: Any, granularity: Any) -> Any:
+    """TensorRT-LLM V2's least quota for a cache level (``_min_quota_for_level``), in bytes: per pool group
+    its minimum slots (``min_slots[i]``) times each of its pools' slot size (``slot_sizes[i]``), rounded up
+    to the granularity, summed: ``g * sum(trtllm_grains_for_slots(min_slots[i], slot_sizes[i], g))``.
+    Its minimum slots were one per life cycle before PR #15588 (constraints only raise them), the sum of
+    the life cycles' floors after."""
+    total = 0
+    for slots, sizes in zip(min_slots, slot_sizes):
+        total = total + trtllm_grains_for_slots(slots, sizes, granularity)
+    return total * granularity
+
+
+def trtllm_quota_accepted(quota: Any, min_quota: Any, granularity: Any) -> Any:
+    """Whether TensorRT-LLM V2 runs a cache level at ``quota`` bytes: it rounds the quota up to the
+    granularity and refuses one below the least quota (``adjust_cache_level`` raises; at construction the
+    quota is raised to it): ``cdiv(quota, g) * g >= min_quota``."""
+    return cdiv(quota, granularity) * granularity >= min_quota
