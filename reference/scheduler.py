@@ -36,7 +36,7 @@ from .errors import ConfigError, RequestError
 from .lifecycle import LifeCycle, LifeCycleKind
 from .manager import Manager
 
-__all__ = ["Arrival", "Victim", "victim_index", "pick_victim", "GATES", "UTILISATION_GATES", "gate_charge", "Deadlock", "ServeResult", "serve", "RESUME_GATES", "KeptRun", "kept_run"]
+__all__ = ["Arrival", "Victim", "victim_index", "pick_victim", "GATES", "UTILISATION_GATES", "gate_charge", "Deadlock", "ServeResult", "serve", "RESUME_GATES", "KeptRun", "kept_run", "loop_start", "loop_step", "loop_moves", "EMPTY"]
 
 
 @attrs.frozen
@@ -432,3 +432,137 @@ def pair_step(state: tuple, pool: Any, prompts: tuple, outputs: tuple, victim: "
 def pair_start() -> tuple:
     """:func:`pair_step`'s state before step 0: both waiting, r0 first in the queue."""
     return (0, 0, WAITING, WAITING, 0, 0)
+
+
+# ----------------------------------------------------------------------------- the loop for N requests
+#: An empty place in :func:`loop_step`'s running list and waiting queue.
+EMPTY = -1
+
+
+def _at(places: tuple, position: Any) -> Any:
+    """The entry at ``position`` of a list of places (EMPTY past the end)."""
+    out: Any = EMPTY
+    for j, entry in enumerate(places):
+        out = ite(position == j, entry, out)
+    return out
+
+
+def _position(places: tuple, request: Any) -> Any:
+    """Where ``request`` (never EMPTY) stands in ``places``; ``len(places)`` when it is not there."""
+    out: Any = len(places)
+    for j in reversed(range(len(places))):
+        out = ite(places[j] == request, j, out)
+    return out
+
+
+def _holds(places: tuple, request: Any) -> Any:
+    return _or(*(entry == request for entry in places))
+
+
+def _count(places: tuple) -> Any:
+    out: Any = 0
+    for entry in places:
+        out = out + ite(entry == EMPTY, 0, 1)
+    return out
+
+
+def _remove(places: tuple, request: Any) -> tuple:
+    at = _position(places, request)
+    return tuple(ite(j < at, places[j], places[j + 1] if j + 1 < len(places) else EMPTY) for j in range(len(places)))
+
+
+def _push_front(places: tuple, request: Any) -> tuple:
+    return (request, *places[:-1])  # the last place is EMPTY: N places hold every request
+
+
+def _append(places: tuple, request: Any) -> tuple:
+    end = _count(places)
+    return tuple(ite(end == j, request, entry) for j, entry in enumerate(places))
+
+
+def _of(values: tuple, request: Any) -> Any:
+    out: Any = values[0]
+    for i in range(1, len(values)):
+        out = ite(request == i, values[i], out)
+    return out
+
+
+def loop_start(count: int) -> tuple:
+    """:func:`loop_step`'s state before step 0: every history 0, nothing running, the requests waiting in
+    arrival order."""
+    return (0,) * count, (EMPTY,) * count, tuple(range(count))
+
+
+def loop_moves(pool: Any, prompts: tuple, outputs: tuple, victim: "Victim") -> tuple:
+    """:func:`loop_step` as its sequence of moves, each a function of the loop's working state
+    ``(histories, running, waiting, snapshot, stopped)`` (``snapshot``: the running list at the step's
+    start, the order phase 1 takes the requests in; ``stopped``: admission refused this step). In order:
+    take the snapshot; per snapshot place, N tries (out of slots: preempt the victim) then the step; N
+    admissions. A model check may name the working state between moves (it stays small)."""
+    count = len(prompts)
+    lengths = tuple(admission.run_length(p, o) for p, o in zip(prompts, outputs))
+    charges = tuple(admission.full_admission_blocks(1, p, 0) for p in prompts)
+
+    def free(hs: tuple, running: tuple) -> Any:
+        used: Any = 0
+        for i in range(count):
+            used = used + ite(_holds(running, i), hs[i], 0)
+        return pool - used
+
+    def snapshot(w: tuple) -> tuple:
+        hs, running, waiting, _, _ = w
+        return hs, running, waiting, running, False
+
+    def attempt(place: int) -> Callable[[tuple], tuple]:
+        def move(w: tuple) -> tuple:  # out of slots: preempt the victim (itself when it is the pick)
+            hs, running, waiting, snap, stopped = w
+            rid = snap[place]
+            short = _and(rid != EMPTY, _holds(running, rid), free(hs, running) < 1)
+            v = _at(running, victim_index(_count(running), _position(running, rid), victim))
+            running2 = tuple(ite(short, x, y) for x, y in zip(_remove(running, v), running))
+            waiting2 = tuple(ite(short, x, y) for x, y in zip(_push_front(waiting, v), waiting))
+            hs2 = tuple(ite(_and(short, v == i), 0, hs[i]) for i in range(count))
+            return hs2, running2, waiting2, snap, stopped
+
+        return move
+
+    def advance(place: int) -> Callable[[tuple], tuple]:
+        def move(w: tuple) -> tuple:  # the step: one token, done at P + O
+            hs, running, waiting, snap, stopped = w
+            rid = snap[place]
+            go = _and(rid != EMPTY, _holds(running, rid), free(hs, running) >= 1)
+            hs2 = tuple(ite(_and(go, rid == i), hs[i] + 1, hs[i]) for i in range(count))
+            done = _and(go, _of(hs2, rid) >= _of(lengths, rid))
+            running2 = tuple(ite(done, x, y) for x, y in zip(_remove(running, rid), running))
+            return hs2, running2, waiting, snap, stopped
+
+        return move
+
+    def admit(w: tuple) -> tuple:  # first come first served; a refusal ends admission for the step
+        hs, running, waiting, snap, stopped = w
+        front = waiting[0]
+        ok = _and(stopped == False, front != EMPTY, _of(charges, front) <= free(hs, running))  # noqa: E712
+        running2 = tuple(ite(ok, x, y) for x, y in zip(_append(running, front), running))
+        waiting2 = tuple(ite(ok, x, y) for x, y in zip((*waiting[1:], EMPTY), waiting))
+        return hs, running2, waiting2, snap, _or(stopped, ok == False)  # noqa: E712
+
+    moves: list[Callable[[tuple], tuple]] = [snapshot]
+    for place in range(count):  # at most N preemptions a request: each removes a running request
+        moves += [attempt(place)] * count + [advance(place)]
+    return (*moves, *[admit] * count)
+
+
+def loop_step(state: tuple, pool: Any, prompts: tuple, outputs: tuple, victim: "Victim") -> tuple:
+    """One step of :func:`serve` for ``N = len(prompts)`` requests that all arrive at step 0, on one
+    full-attention pool group of ``pool`` slots at one token per block, prefill chunk 1, no draft slots,
+    the ``reference`` gate: the loop as a transition system on the arithmetic kernel (bounded model
+    checking unrolls it on solver terms, move by move: :func:`loop_moves`). ``state = (histories,
+    running, waiting)``: each request's history (its slots in use while it runs: one a token), the
+    running requests in admission order and the waiting queue, each a list of ``N`` places of request
+    numbers padded with :data:`EMPTY`. A request is done when its history reaches ``P + O`` (it is then
+    in neither list). :func:`loop_start` is the state before step 0."""
+    hs, running, waiting = state
+    w = (tuple(hs), tuple(running), tuple(waiting), tuple(running), False)
+    for move in loop_moves(pool, prompts, outputs, victim):
+        w = move(w)
+    return w[:3]
