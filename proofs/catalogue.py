@@ -860,8 +860,9 @@ def lone_request_completes(t, W, S, P, O, C, k, h):
 
 
 def vllm_gate_admits_at_chunk_floor(t, W, P, C, k, capped):
-    """vLLM's admission charge for an SWA group (max_num_batched_tokens = C, no model-length cap) is at
-    most what the rule charges (no sinks: vLLM has none)."""
+    """vLLM's admission charge for a lone SWA group (its gate and its first step's check,
+    peers.vllm_admission_blocks; max_num_batched_tokens = C, no model-length cap) is at most what the
+    rule charges (no sinks: vLLM has none)."""
     charged = peers.vllm_admission_blocks(t, W, P, k, C, None, capped)
     return charged <= admission.swa_admission_blocks(t, W, 0, P, C, k)
 
@@ -899,6 +900,33 @@ def trtllm_resume_gate_admits_kept_lone_request(t, W, S, P, O, C, k, h, X):
     num, den = peers.TRTLLM_MAX_UTIL_FOR_RESUME
     decoding = all_of(h >= P, h < admission.run_length(P, O))  # every decode history is a step of the run
     return implies(decoding, peers.trtllm_resume_admits(held, total, num, den))
+
+
+#: TensorRT-LLM V2's quota arithmetic on a few pool layouts: (slot sizes of the group's pools in bytes,
+#: the level's granularity in bytes): a granule a slot; slots smaller than a granule; two pools whose
+#: sizes the granularity does not divide.
+TRTLLM_QUOTA_LAYOUTS = (((1,), 1), ((3,), 2), ((2, 5), 4))
+QUOTA = upto("Q", "quota of the cache level in bytes", 1, 48, "Q <= 48")
+
+
+def _quota_holds_floor(t, W, S, Q, min_slots):
+    """Per layout: a quota TensorRT-LLM accepts (at or above _min_quota_for_level for ``min_slots``) gives
+    the lone SWA life cycle's pool group the granules of the rule's floor."""
+    parts = []
+    for sizes, g in TRTLLM_QUOTA_LAYOUTS:
+        least = peers.trtllm_min_quota((min_slots,), (sizes,), g)
+        granules = arith.cdiv(Q, g)  # one pool group: every granule of the level is its
+        parts.append(implies(peers.trtllm_quota_accepted(Q, least, g),
+                             peers.trtllm_grains_for_slots(floors.swa_floor(t, W, S), sizes, g) <= granules))
+    return tuple(parts)
+
+
+def trtllm_min_quota_holds_floor(t, W, S, Q):
+    return _quota_holds_floor(t, W, S, Q, peers.upstream_swa_floor(t, W, S))
+
+
+def trtllm_prefix_min_quota_holds_floor(t, W, S, Q):
+    return _quota_holds_floor(t, W, S, Q, floors.legacy_floor())
 
 
 RUNNING = upto("N", "requests running", 1, 6, "N <= 6")
@@ -1489,9 +1517,10 @@ CATALOGUE += (
     ),
     Theorem(
         "vllm-capped-gate-admits-at-chunk-floor",
-        "Claim: vLLM's admission gate with its recycling-aware cap (min(cdiv(P + k, t), "
-        "ceil((W - 1 + C)/t) + 1), max_num_batched_tokens = C, no model-length cap) charges a lone request's "
-        "SWA group at most the rule's chunk floor, so a pool at that floor admits it.",
+        "Claim: vLLM's admission of a lone request with one SWA group (max_num_batched_tokens = C, no "
+        "model-length cap: the larger of its full-sequence gate with the recycling-aware cap, min(cdiv(P, t), "
+        "ceil((W - 1 + C)/t) + 1), and the first step's own check, cdiv(min(C, P) + k, t)) charges at most "
+        "the rule's chunk floor, so a pool at that floor admits it.",
         REFUTED,
         (T_ADM, W_ADM, PROMPT, CHUNK, DRAFTS),
         vllm_capped_gate_admits_at_chunk_floor,
@@ -1499,8 +1528,9 @@ CATALOGUE += (
     ),
     Theorem(
         "vllm-uncapped-gate-admits-at-chunk-floor",
-        "Claim: vLLM's admission gate before the cap (the full sequence, cdiv(P + k, t) blocks, charged to an "
-        "SWA group) charges a lone request at most the rule's chunk floor, so a pool at that floor admits it.",
+        "Claim: vLLM's admission before the cap (the larger of its full-sequence gate, the prompt's cdiv(P, t) "
+        "blocks charged to an SWA group, and the first step's own check, cdiv(min(C, P) + k, t)) charges a "
+        "lone request at most the rule's chunk floor, so a pool at that floor admits it.",
         REFUTED,
         (T_ADM, W_ADM, PROMPT, CHUNK, DRAFTS),
         vllm_uncapped_gate_admits_at_chunk_floor,
@@ -1535,6 +1565,28 @@ CATALOGUE += (
         (T_ADM, W_ADM, S, PROMPT, OUTPUT, CHUNK, DRAFTS, H_RUN, EXTRA),
         trtllm_resume_gate_admits_kept_lone_request,
         replay=replay.trtllm_resume_refuses,
+    ),
+    Theorem(
+        "trtllm-min-quota-holds-floor",
+        "TensorRT-LLM V2's least quota for a cache level (_min_quota_for_level: per pool group its minimum slots "
+        "times each pool's slot size, rounded up to the granularity, summed; peers.trtllm_min_quota), with the "
+        "post-fix minimum of a lone SWA life cycle (upstream's S + (W + t - 2) // t + 1), never leaves its pool "
+        "group below the rule's floor: every quota it accepts (rounded up to the granularity, at or above the "
+        "least) gives the group the granules of floors.swa_floor slots, on each of the layouts "
+        f"{TRTLLM_QUOTA_LAYOUTS} (slot sizes of the group's pools, granularity; bytes).",
+        PROVED,
+        (T, W, S, QUOTA),
+        trtllm_min_quota_holds_floor,
+    ),
+    Theorem(
+        "trtllm-prefix-min-quota-holds-floor",
+        "Claim: TensorRT-LLM V2's least quota with the pre-fix minimum (one slot per life cycle, no constraint: "
+        "the storage manager before PR #15588) gives a lone SWA life cycle's pool group the granules of the "
+        f"rule's floor at every quota it accepts, on each of the layouts {TRTLLM_QUOTA_LAYOUTS}.",
+        REFUTED,
+        (T, W, S, QUOTA),
+        trtllm_prefix_min_quota_holds_floor,
+        replay=replay.trtllm_quota_short,
     ),
     Theorem(
         "preemption-spares-the-oldest",

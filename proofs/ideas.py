@@ -220,16 +220,26 @@ IDEAS: dict[str, str] = {
     ),
     "vllm-capped-gate-admits-at-chunk-floor": (
         "The cap is ceil((W - 1 + C)/t) + 1 where the chunk floor is ceil((W + C - 2)/t) + 1: one block more "
-        "whenever t divides W + C - 2 (always at t = 1), and a long prompt reaches the cap."
+        "whenever t divides W + C - 2 (always at t = 1), and a long prompt reaches the cap; with drafts the first "
+        "step's cdiv(min(C, P) + k, t) can pass the floor too (its chunk and drafts held at once)."
     ),
     "vllm-uncapped-gate-admits-at-chunk-floor": (
-        "The gate charges cdiv(P + k, t), growing with the prompt, while the chunk floor does not depend on P: "
+        "The gate charges cdiv(P, t), growing with the prompt, while the chunk floor does not depend on P: "
         "any prompt longer than the window and a chunk exceeds it."
     ),
     "sglang-gate-admits-at-chunk-floor": (
         "SGLang reserves at least the window, W - 1 tokens, plus a page, and asks for one token more than that "
         "(its test is strict): a one-token largest step (P = 1 or C = 1), or W <= 2, costs a page more than the "
         "chunk floor ceil((W + n - 2)/t) + 1 when t divides the span."
+    ),
+    "trtllm-min-quota-holds-floor": (
+        "Upstream's minimum S + (W + t - 2) // t + 1 equals the rule's floor S + ceil((W - 1)/t) + 1 for every "
+        "W >= 1, so the least quota is the floor's granules, and a quota the manager accepts, rounded up to the "
+        "granularity, is at least that: the group's granules hold the floor."
+    ),
+    "trtllm-prefix-min-quota-holds-floor": (
+        "One slot per life cycle is the pre-fix minimum; where a slot is a granule, the least quota holds one "
+        "slot, and the floor is 2 as soon as there is a sink or the window spans two blocks."
     ),
     "kept-lone-request-resumes": (
         "A lone request holds what the pool uses, its step's live blocks, at most the step floor of its largest "

@@ -340,3 +340,35 @@ def named_hit_reads_unwritten(cex: Mapping[str, int]) -> Replay:
         return Replay(True, f"a hit of {hit} tokens taken while {f} named tokens were in flight covers token(s) "
                             f"{unwritten}, whose step was dropped: r reads KV that was never written", tuple(trace))
     return Replay(False, f"NOT REPRODUCED: the hit of {hit} tokens is all written", tuple(trace))
+
+
+def trtllm_quota_short(cex: Mapping[str, int]) -> Replay:
+    """The replay of the pre-fix quota's refutation: on the first layout where the counterexample's quota
+    (accepted: at or above _min_quota_for_level with one slot per life cycle) gives the group fewer
+    granules than the floor's, the most slots those granules hold (counted one by one) as the pool, and a
+    lone request decoding until a step fails. Confirmed when one does (with the floor's slots none does)."""
+    from .catalogue import TRTLLM_QUOTA_LAYOUTS
+
+    t, w, s, q = cex["t"], cex["W"], cex["S"], cex["Q"]
+    floor = floors.swa_floor(t, w, s)
+    for sizes, g in TRTLLM_QUOTA_LAYOUTS:
+        granules = -(-q // g)
+        least = peers.trtllm_min_quota((floors.legacy_floor(),), (sizes,), g)
+        if granules * g < least:
+            continue
+        held = 0
+        while sum(-(-(held + 1) * size // g) for size in sizes) <= granules:
+            held += 1
+        if held >= floor:
+            continue
+        d = _Driver(_config(t, w, s, held, rule="legacy"))
+        last = s * t + 3 * (w + t)
+        reached = _decode_to(d, ("r0",), last)
+        roomy = _Driver(_config(t, w, s, floor))
+        fine = _decode_to(roomy, ("r0",), last)
+        confirmed = not reached and len(d.failures) == 1 and fine
+        summary = (f"quota {q} B (layout {sizes}, granularity {g}) is accepted (least {least} B) and holds {held} "
+                   f"slot(s), below the floor {floor}: " + (d.failures[0] if d.failures else "no step failed")
+                   + ("" if fine else "; NOT REPRODUCED: the floor's pool failed too"))
+        return Replay(confirmed, summary if confirmed or not d.failures else "NOT REPRODUCED: " + summary, tuple(d.trace))
+    return Replay(False, f"NOT REPRODUCED: no layout leaves quota {q} B below the floor {floor}", ())

@@ -1055,6 +1055,31 @@ def drafts_write_allocated_blocks(c: _Counter, g: Grid) -> None:
                     c.check(p // t in _allocated(step.capacity, t) and p // t in held, t=t, e=e, d=d, p=p)
 
 
+def _quota_twin(post_fix: bool) -> Callable[[_Counter, Grid], None]:
+    def body(c: _Counter, g: Grid) -> None:
+        from .catalogue import TRTLLM_QUOTA_LAYOUTS
+
+        for t, W, S in g.tws():
+            most = _scan_max(t, W, S)[0]  # the most blocks a decode step holds, token by token
+            least_slots = S + (W + t - 2) // t + 1 if post_fix else 1  # upstream's minimum, restated
+            for sizes, gran in TRTLLM_QUOTA_LAYOUTS:
+                least = gran * sum(-(-least_slots * size // gran) for size in sizes)
+                for Q in range(1, 49):
+                    granules = -(-Q // gran)
+                    if granules * gran < least:
+                        continue  # refused
+                    held = 0  # the most slots the group's granules hold, one slot at a time
+                    while sum(-(-(held + 1) * size // gran) for size in sizes) <= granules:
+                        held += 1
+                    c.check(held >= most, t=t, W=W, S=S, Q=Q)
+
+    body.__name__ = f"trtllm_{'' if post_fix else 'prefix_'}min_quota_holds_floor"
+    return body
+
+
+trtllm_min_quota_holds_floor = _run(_quota_twin(True))
+trtllm_prefix_min_quota_holds_floor = _run(_quota_twin(False))
+
 
 TWINS: dict[str, Callable[[Grid], TwinResult]] = {
     "window-span": window_span,
@@ -1085,6 +1110,8 @@ TWINS: dict[str, Callable[[Grid], TwinResult]] = {
     "sync-floor-short-in-flight": sync_floor_short_in_flight,
     "sync-floor-short-in-flight-exact": sync_floor_short_in_flight_exact,
     "legacy-floor-insufficient": legacy_floor_insufficient,
+    "trtllm-min-quota-holds-floor": trtllm_min_quota_holds_floor,
+    "trtllm-prefix-min-quota-holds-floor": trtllm_prefix_min_quota_holds_floor,
     "decode-floor-short-for-multi-token": decode_floor_short_for_multi_token,
     "same-call-release-transient": same_call_release_transient,
     "same-call-release-transient-exact": same_call_release_transient_exact,

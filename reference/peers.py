@@ -17,11 +17,17 @@ __all__ = [
     "vllm_blocks_per_request",
     "trtllm_cpp_blocks",
     "sglang_request_pages",
+    "vllm_full_sequence_blocks",
+    "vllm_first_step_blocks",
+    "vllm_admission_threshold",
     "vllm_admission_blocks",
     "sglang_swa_budget_tokens",
     "sglang_admission_blocks",
     "TRTLLM_MAX_UTIL_FOR_RESUME",
     "trtllm_resume_admits",
+    "trtllm_grains_for_slots",
+    "trtllm_min_quota",
+    "trtllm_quota_accepted",
 ]
 
 
@@ -57,14 +63,49 @@ def sglang_request_pages(t: Any, window: Any, request_tokens: Any) -> Any:
     return cdiv(imin(request_tokens, window), t) + 1
 
 
+def vllm_full_sequence_blocks(t: Any, window: Any, prompt: Any, max_batched: Any, max_model_len: Any,
+                              capped: Any) -> Any:
+    """vLLM v1's full-sequence admission gate for one group of a new request with no prefix hit
+    (``allocate_slots(..., full_sequence_must_fit=True)``, or ``can_fit_full_sequence`` before it moved
+    there): the blocks of ``request.num_tokens``, the prompt alone, ``cdiv(P, t)`` (no draft slots);
+    for a sliding-window group where the release has the recycling-aware cap
+    (``max_admission_blocks_per_request``), at most :func:`vllm_blocks_per_request` with
+    ``T = max_batched`` (its ``max_in_flight_tokens``). ``window`` None: a full-attention group (never
+    capped)."""
+    charged = cdiv(prompt, t)
+    if window is None:
+        return charged
+    return ite(capped, imin(charged, vllm_blocks_per_request(t, window, max_batched, max_model_len)), charged)
+
+
+def vllm_first_step_blocks(t: Any, prompt: Any, chunk: Any, lookahead: Any) -> Any:
+    """The check ``allocate_slots`` makes after the gate, for the step it is asked to allocate: a new
+    request's first chunk, ``min(C, P)`` tokens, plus the ``k`` lookahead slots its scheduler passes to
+    every request it schedules (prefill included), uncapped: ``cdiv(min(C, P) + k, t)`` per group,
+    sliding-window or full (nothing of a new request is skipped yet)."""
+    return cdiv(imin(chunk, prompt) + lookahead, t)
+
+
+def vllm_admission_threshold(gates: Any, first_steps: Any) -> Any:
+    """vLLM's admission of a new request into one block pool its groups share: the gate and the first
+    step's check each ask the free blocks for their sum over the groups, so it admits at the larger
+    sum, ``max(sum(gates), sum(first_steps))`` blocks."""
+    total_gate, total_first = 0, 0
+    for g in gates:
+        total_gate = total_gate + g
+    for f in first_steps:
+        total_first = total_first + f
+    return imax(total_gate, total_first)
+
+
 def vllm_admission_blocks(t: Any, window: Any, prompt: Any, lookahead: Any, max_batched: Any, max_model_len: Any,
                           capped: Any) -> Any:
-    """vLLM v1's admission gate for a sliding-window group of a new request (``allocate_slots`` with
-    ``full_sequence_must_fit``): the blocks of the full sequence, ``cdiv(P + k, t)``; where the
-    release has the recycling-aware cap (``max_admission_blocks_per_request``), at most
-    :func:`vllm_blocks_per_request` with ``T = max_batched`` (``max_num_batched_tokens``)."""
-    charged = cdiv(prompt + lookahead, t)
-    return ite(capped, imin(charged, vllm_blocks_per_request(t, window, max_batched, max_model_len)), charged)
+    """What vLLM v1 charges a new request, with no prefix hit, for one group alone in its pool (the
+    scheduler's chunk is its token budget, ``C = max_batched``): the larger of the full-sequence gate
+    (:func:`vllm_full_sequence_blocks`, ``cdiv(P, t)``, capped where the release caps) and the first
+    step's own check (:func:`vllm_first_step_blocks`, ``cdiv(min(C, P) + k, t)``)."""
+    return vllm_admission_threshold((vllm_full_sequence_blocks(t, window, prompt, max_batched, max_model_len, capped),),
+                                    (vllm_first_step_blocks(t, prompt, max_batched, lookahead),))
 
 
 def sglang_swa_budget_tokens(t: Any, window: Any, prompt: Any, chunk: Any) -> Any:
@@ -92,3 +133,32 @@ def trtllm_resume_admits(used: Any, total: Any, util_num: Any = 97, util_den: An
     that is ``used * util_den <= util_num * total``. It looks at use only, not at what the request
     holds or needs (a request suspended with its pages held counts them against itself)."""
     return used * util_den <= util_num * total
+
+
+def trtllm_grains_for_slots(slots: Any, slot_sizes: Any, granularity: Any) -> Any:
+    """The granules a pool group of TensorRT-LLM V2 takes for ``slots`` slots: each of its pools (one per
+    slot size in ``slot_sizes``, bytes a slot) rounded up to the level's granularity on its own,
+    ``sum(cdiv(slots * s, g))``. A group given ``G`` granules holds the most ``n`` with this at most ``G``."""
+    total = 0
+    for size in slot_sizes:
+        total = total + cdiv(slots * size, granularity)
+    return total
+
+
+def trtllm_min_quota(min_slots: Any, slot_sizes: Any, granularity: Any) -> Any:
+    """TensorRT-LLM V2's least quota for a cache level (``_min_quota_for_level``), in bytes: per pool group
+    its minimum slots (``min_slots[i]``) times each of its pools' slot size (``slot_sizes[i]``), rounded up
+    to the granularity, summed: ``g * sum(trtllm_grains_for_slots(min_slots[i], slot_sizes[i], g))``.
+    Its minimum slots were one per life cycle before PR #15588 (constraints only raise them), the sum of
+    the life cycles' floors after."""
+    total = 0
+    for slots, sizes in zip(min_slots, slot_sizes):
+        total = total + trtllm_grains_for_slots(slots, sizes, granularity)
+    return total * granularity
+
+
+def trtllm_quota_accepted(quota: Any, min_quota: Any, granularity: Any) -> Any:
+    """Whether TensorRT-LLM V2 runs a cache level at ``quota`` bytes: it rounds the quota up to the
+    granularity and refuses one below the least quota (``adjust_cache_level`` raises; at construction the
+    quota is raised to it): ``cdiv(quota, g) * g >= min_quota``."""
+    return cdiv(quota, granularity) * granularity >= min_quota

@@ -9,7 +9,9 @@ arrivals) and retries; with no victim left it preempts itself.
 
 Gates: ``reference`` (the rule: :func:`.admission.swa_admission_blocks` per SWA life cycle,
 :func:`.admission.full_admission_blocks` for full attention, one slot per SSM life cycle), vLLM's
-(:func:`.peers.vllm_admission_blocks`, with or without its cap), SGLang's (its SWA budget,
+(two questions of the free slots, each summed over a pool group: :func:`.peers.vllm_full_sequence_blocks`,
+the full-sequence gate, with or without its cap, then :func:`.peers.vllm_first_step_blocks`, the first
+step's own check), SGLang's (its SWA budget,
 :func:`.peers.sglang_admission_blocks`) and TensorRT-LLM V2's resume gate (``trtllm``: admitted while
 every pool group's use is at most ``max_util_for_resume`` of it, :func:`.peers.trtllm_resume_admits`,
 nothing reserved); full attention and SSM as the rule's.
@@ -34,7 +36,7 @@ from .errors import ConfigError, RequestError
 from .lifecycle import LifeCycle, LifeCycleKind
 from .manager import Manager
 
-__all__ = ["Arrival", "Victim", "victim_index", "pick_victim", "GATES", "UTILISATION_GATES", "gate_charge", "Deadlock", "ServeResult", "serve", "RESUME_GATES", "KeptRun", "kept_run"]
+__all__ = ["Arrival", "Victim", "victim_index", "pick_victim", "GATES", "UTILISATION_GATES", "gate_charge", "Deadlock", "ServeResult", "serve", "RESUME_GATES", "KeptRun", "kept_run", "loop_start", "loop_step", "loop_moves", "EMPTY"]
 
 
 @attrs.frozen
@@ -87,11 +89,16 @@ def _charge_reference(lc: LifeCycle, t: int, p: int, o: int, c: int, k: int) -> 
     return 1  # an SSM life cycle's one state page
 
 
-def _charge_vllm(capped: bool) -> Callable[[LifeCycle, int, int, int, int, int], int]:
-    def charge(lc: LifeCycle, t: int, p: int, o: int, c: int, k: int) -> int:
-        if lc.kind is LifeCycleKind.SWA:  # max_num_batched_tokens = C, no model-length cap
-            return peers.vllm_admission_blocks(t, lc.window, p, k, c, None, capped)
-        return _charge_reference(lc, t, p, o, c, k)
+def _charge_vllm(capped: bool) -> Callable[[LifeCycle, int, int, int, int, int], tuple[int, int]]:
+    def charge(lc: LifeCycle, t: int, p: int, o: int, c: int, k: int) -> tuple[int, int]:
+        # two questions of the free blocks: the full-sequence gate, then the first step's own check
+        # (max_num_batched_tokens = C, no model-length cap); an SSM life cycle as the rule's
+        if lc.kind is LifeCycleKind.SSM:
+            one = _charge_reference(lc, t, p, o, c, k)
+            return one, one
+        window = lc.window if lc.kind is LifeCycleKind.SWA else None
+        return (peers.vllm_full_sequence_blocks(t, window, p, c, None, capped),
+                peers.vllm_first_step_blocks(t, p, c, k))
 
     return charge
 
@@ -106,8 +113,10 @@ def _charge_nothing(lc: LifeCycle, t: int, p: int, o: int, c: int, k: int) -> in
     return 0  # a utilisation gate reserves nothing for the request (UTILISATION_GATES)
 
 
-#: gate name -> per life cycle ``charge(lc, t, prompt, output, chunk, lookahead)`` in blocks.
-GATES: dict[str, Callable[[LifeCycle, int, int, int, int, int], int]] = {
+#: gate name -> per life cycle ``charge(lc, t, prompt, output, chunk, lookahead)`` in blocks: an int, or
+#: a tuple when the gate asks the free slots several questions (vLLM: its gate, then its first step),
+#: each summed over a pool group's life cycles and all of them asked (:func:`gate_charge`).
+GATES: dict[str, Callable[[LifeCycle, int, int, int, int, int], Any]] = {
     "reference": _charge_reference,
     "vllm": _charge_vllm(True),
     "vllm-uncapped": _charge_vllm(False),
@@ -122,15 +131,21 @@ UTILISATION_GATES: dict[str, tuple[int, int]] = {"trtllm": peers.TRTLLM_MAX_UTIL
 
 
 def gate_charge(gate: str, config: Config, prompt: int, output: int, chunk: int, lookahead: int) -> tuple[int, ...]:
-    """What ``gate`` charges a waiting request, per pool group: the sum over its life cycles."""
+    """What ``gate`` charges a waiting request, per pool group: the sum over its life cycles (of each
+    question the gate asks, the largest sum: the free slots must cover every one)."""
     if gate not in GATES:
         raise ConfigError("gate", gate, f"not one of {', '.join(GATES)}")
     layout = build_layout(config)
     charge = GATES[gate]
-    totals = [0] * layout.num_pool_groups
+    questions: list[list[int]] = [[] for _ in range(layout.num_pool_groups)]
     for i, lc in enumerate(layout.life_cycles):
-        totals[layout.pool_group_of[i]] += charge(lc, layout.block_sizes[i], prompt, output, chunk, lookahead)
-    return tuple(totals)
+        got = charge(lc, layout.block_sizes[i], prompt, output, chunk, lookahead)
+        got = got if isinstance(got, tuple) else (got,)
+        sums = questions[layout.pool_group_of[i]]
+        sums.extend([0] * (len(got) - len(sums)))
+        for j, blocks in enumerate(got):
+            sums[j] += blocks
+    return tuple(max(sums, default=0) for sums in questions)
 
 
 @attrs.frozen
@@ -417,3 +432,137 @@ def pair_step(state: tuple, pool: Any, prompts: tuple, outputs: tuple, victim: "
 def pair_start() -> tuple:
     """:func:`pair_step`'s state before step 0: both waiting, r0 first in the queue."""
     return (0, 0, WAITING, WAITING, 0, 0)
+
+
+# ----------------------------------------------------------------------------- the loop for N requests
+#: An empty place in :func:`loop_step`'s running list and waiting queue.
+EMPTY = -1
+
+
+def _at(places: tuple, position: Any) -> Any:
+    """The entry at ``position`` of a list of places (EMPTY past the end)."""
+    out: Any = EMPTY
+    for j, entry in enumerate(places):
+        out = ite(position == j, entry, out)
+    return out
+
+
+def _position(places: tuple, request: Any) -> Any:
+    """Where ``request`` (never EMPTY) stands in ``places``; ``len(places)`` when it is not there."""
+    out: Any = len(places)
+    for j in reversed(range(len(places))):
+        out = ite(places[j] == request, j, out)
+    return out
+
+
+def _holds(places: tuple, request: Any) -> Any:
+    return _or(*(entry == request for entry in places))
+
+
+def _count(places: tuple) -> Any:
+    out: Any = 0
+    for entry in places:
+        out = out + ite(entry == EMPTY, 0, 1)
+    return out
+
+
+def _remove(places: tuple, request: Any) -> tuple:
+    at = _position(places, request)
+    return tuple(ite(j < at, places[j], places[j + 1] if j + 1 < len(places) else EMPTY) for j in range(len(places)))
+
+
+def _push_front(places: tuple, request: Any) -> tuple:
+    return (request, *places[:-1])  # the last place is EMPTY: N places hold every request
+
+
+def _append(places: tuple, request: Any) -> tuple:
+    end = _count(places)
+    return tuple(ite(end == j, request, entry) for j, entry in enumerate(places))
+
+
+def _of(values: tuple, request: Any) -> Any:
+    out: Any = values[0]
+    for i in range(1, len(values)):
+        out = ite(request == i, values[i], out)
+    return out
+
+
+def loop_start(count: int) -> tuple:
+    """:func:`loop_step`'s state before step 0: every history 0, nothing running, the requests waiting in
+    arrival order."""
+    return (0,) * count, (EMPTY,) * count, tuple(range(count))
+
+
+def loop_moves(pool: Any, prompts: tuple, outputs: tuple, victim: "Victim") -> tuple:
+    """:func:`loop_step` as its sequence of moves, each a function of the loop's working state
+    ``(histories, running, waiting, snapshot, stopped)`` (``snapshot``: the running list at the step's
+    start, the order phase 1 takes the requests in; ``stopped``: admission refused this step). In order:
+    take the snapshot; per snapshot place, N tries (out of slots: preempt the victim) then the step; N
+    admissions. A model check may name the working state between moves (it stays small)."""
+    count = len(prompts)
+    lengths = tuple(admission.run_length(p, o) for p, o in zip(prompts, outputs))
+    charges = tuple(admission.full_admission_blocks(1, p, 0) for p in prompts)
+
+    def free(hs: tuple, running: tuple) -> Any:
+        used: Any = 0
+        for i in range(count):
+            used = used + ite(_holds(running, i), hs[i], 0)
+        return pool - used
+
+    def snapshot(w: tuple) -> tuple:
+        hs, running, waiting, _, _ = w
+        return hs, running, waiting, running, False
+
+    def attempt(place: int) -> Callable[[tuple], tuple]:
+        def move(w: tuple) -> tuple:  # out of slots: preempt the victim (itself when it is the pick)
+            hs, running, waiting, snap, stopped = w
+            rid = snap[place]
+            short = _and(rid != EMPTY, _holds(running, rid), free(hs, running) < 1)
+            v = _at(running, victim_index(_count(running), _position(running, rid), victim))
+            running2 = tuple(ite(short, x, y) for x, y in zip(_remove(running, v), running))
+            waiting2 = tuple(ite(short, x, y) for x, y in zip(_push_front(waiting, v), waiting))
+            hs2 = tuple(ite(_and(short, v == i), 0, hs[i]) for i in range(count))
+            return hs2, running2, waiting2, snap, stopped
+
+        return move
+
+    def advance(place: int) -> Callable[[tuple], tuple]:
+        def move(w: tuple) -> tuple:  # the step: one token, done at P + O
+            hs, running, waiting, snap, stopped = w
+            rid = snap[place]
+            go = _and(rid != EMPTY, _holds(running, rid), free(hs, running) >= 1)
+            hs2 = tuple(ite(_and(go, rid == i), hs[i] + 1, hs[i]) for i in range(count))
+            done = _and(go, _of(hs2, rid) >= _of(lengths, rid))
+            running2 = tuple(ite(done, x, y) for x, y in zip(_remove(running, rid), running))
+            return hs2, running2, waiting, snap, stopped
+
+        return move
+
+    def admit(w: tuple) -> tuple:  # first come first served; a refusal ends admission for the step
+        hs, running, waiting, snap, stopped = w
+        front = waiting[0]
+        ok = _and(stopped == False, front != EMPTY, _of(charges, front) <= free(hs, running))  # noqa: E712
+        running2 = tuple(ite(ok, x, y) for x, y in zip(_append(running, front), running))
+        waiting2 = tuple(ite(ok, x, y) for x, y in zip((*waiting[1:], EMPTY), waiting))
+        return hs, running2, waiting2, snap, _or(stopped, ok == False)  # noqa: E712
+
+    moves: list[Callable[[tuple], tuple]] = [snapshot]
+    for place in range(count):  # at most N preemptions a request: each removes a running request
+        moves += [attempt(place)] * count + [advance(place)]
+    return (*moves, *[admit] * count)
+
+
+def loop_step(state: tuple, pool: Any, prompts: tuple, outputs: tuple, victim: "Victim") -> tuple:
+    """One step of :func:`serve` for ``N = len(prompts)`` requests that all arrive at step 0, on one
+    full-attention pool group of ``pool`` slots at one token per block, prefill chunk 1, no draft slots,
+    the ``reference`` gate: the loop as a transition system on the arithmetic kernel (bounded model
+    checking unrolls it on solver terms, move by move: :func:`loop_moves`). ``state = (histories,
+    running, waiting)``: each request's history (its slots in use while it runs: one a token), the
+    running requests in admission order and the waiting queue, each a list of ``N`` places of request
+    numbers padded with :data:`EMPTY`. A request is done when its history reaches ``P + O`` (it is then
+    in neither list). :func:`loop_start` is the state before step 0."""
+    hs, running, waiting = state
+    w = (tuple(hs), tuple(running), tuple(waiting), tuple(running), False)
+    for move in loop_moves(pool, prompts, outputs, victim):
+        w = move(w)
+    return w[:3]

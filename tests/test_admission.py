@@ -46,6 +46,20 @@ def test_vllms_gates_against_the_rule_on_hand_computed_points():
     assert admission.swa_admission_blocks(4, 4, 0, 100, 2, 0) == 2
     # a short prompt is charged its own blocks either way: cdiv(5, 4) = 2
     assert peers.vllm_admission_blocks(4, 4, 5, 0, 2, None, True) == 2
+    # the gate charges the prompt without the drafts: t=4, P=8, k=3, C=1, W=64: the gate cdiv(8, 4) = 2,
+    # the first step cdiv(1 + 3, 4) = 1 (not cdiv(8 + 3, 4) = 3)
+    assert peers.vllm_full_sequence_blocks(4, 64, 8, 1, None, True) == 2
+    assert peers.vllm_first_step_blocks(4, 8, 1, 3) == 1
+    assert peers.vllm_admission_blocks(4, 64, 8, 3, 1, None, True) == 2
+    # the first step's check wins: t=1, W=1, P=10, C=2, k=2: the capped gate min(10, ceil((0 + 2)/1) + 1)
+    # = 3, the first step's chunk and drafts cdiv(2 + 2, 1) = 4; the rule ceil((1 + 3 - 2)/1) + 1 = 3
+    assert peers.vllm_full_sequence_blocks(1, 1, 10, 2, None, True) == 3
+    assert peers.vllm_admission_blocks(1, 1, 10, 2, 2, None, True) == 4
+    assert admission.swa_admission_blocks(1, 1, 0, 10, 2, 2) == 3
+    # a full-attention group (window None) is never capped: cdiv(10, 4) = 3
+    assert peers.vllm_full_sequence_blocks(4, None, 10, 2, None, True) == 3
+    # groups sharing one pool: the larger of the two sums, max(3 + 2, 1 + 4) = 5, not 3 + 4 = 7
+    assert peers.vllm_admission_threshold((3, 2), (1, 4)) == 5
 
 
 GRID = [(t, W, S, P, O, C, k) for t, W, S, P, O, C, k in itertools.product(

@@ -95,3 +95,49 @@ def test_pair_step_is_serves_step(victim):
                     if state[2 + i] == DONE:
                         done_at.setdefault(f"r{i}", step)
             assert done_at == result.finished_at, (victim, P0, O0, P1, O1, X)
+
+
+@pytest.mark.parametrize("victim", list(Victim))
+def test_loop_step_is_serves_step(victim):
+    """The N-request transition system (scheduler.loop_step, move by move: loop_moves) finishes each of three
+    requests at the step serve() does, for every policy, on every triple of prompts and outputs up to 2 tokens
+    and pools up to 1 slot above the largest need (livelocks included: victim oldest never finishes some)."""
+    import itertools
+
+    from swafloor.reference import AttentionLayer, Config
+    from swafloor.reference.scheduler import Arrival, loop_start, loop_step, serve
+
+    for lens in itertools.product(range(1, 3), repeat=6):
+        prompts, outputs = lens[:3], lens[3:]
+        lengths = [p + o for p, o in zip(prompts, outputs)]
+        for X in range(2):
+            pool = max(lengths) + X
+            config = Config(tokens_per_block=1, layers=[AttentionLayer()], slots=(pool,))
+            arrivals = [Arrival(f"r{i}", 0, prompts[i], outputs[i]) for i in range(3)]
+            result = serve(config, arrivals, chunk=1, victim=victim, max_steps=30)
+            state, done_at = loop_start(3), {}
+            for step in range(30):
+                state = loop_step(state, pool, prompts, outputs, victim)
+                for i in range(3):
+                    if state[0][i] >= lengths[i]:
+                        done_at.setdefault(f"r{i}", step)
+            assert done_at == result.finished_at, (victim, prompts, outputs, X)
+
+
+def test_the_oldest_victim_livelocks_three_requests():
+    """A livelocking policy, found by the oracle at three requests (the two-request model check cannot see it):
+    victim oldest with prompts (2, 1, 2), outputs (2, 1, 2) in 4 slots never finishes; victim newest finishes
+    all three by step 10 = L0 + L1 + L2, in serve() and in the transition system alike."""
+    from swafloor.reference import AttentionLayer, Config
+    from swafloor.reference.scheduler import Arrival, loop_start, loop_step, serve
+
+    config = Config(tokens_per_block=1, layers=[AttentionLayer()], slots=(4,))
+    arrivals = [Arrival("r0", 0, 2, 2), Arrival("r1", 0, 1, 1), Arrival("r2", 0, 2, 2)]
+    stuck = serve(config, arrivals, chunk=1, victim=Victim.OLDEST, max_steps=200)
+    assert stuck.livelock_at == 200 and len(stuck.finished) < 3, stuck
+    fine = serve(config, arrivals, chunk=1, victim=Victim.NEWEST, max_steps=200)
+    assert fine.completed and max(fine.finished_at.values()) <= 10, fine
+    state = loop_start(3)
+    for _ in range(200):
+        state = loop_step(state, 4, (2, 1, 2), (2, 1, 2), Victim.OLDEST)
+    assert not all(h >= L for h, L in zip(state[0], (4, 2, 4))), state

@@ -65,9 +65,16 @@ def test_classes_from_hand_computed_charges():
     case = {"t": 4, "windows": [4], "P": 100, "C": 2, "k": 0}
     assert admission.model_charge(case, True) == 3 and admission.rule_charge(case) == 2
     assert admission.model_charge(case, False) == 25
-    # a full-attention group adds cdiv(P + k, t) to both
+    # with a full-attention group and k = 1: vLLM's gate cdiv(100, 4) = 25 more (the prompt, no drafts),
+    # its first step cdiv(2 + 1, 4) = 1 a group: max(3 + 25, 1 + 1) = 28; the rule cdiv(100 + 1, 4) = 26 more
     both = {**case, "windows": [4, None], "k": 1}
-    assert admission.model_charge(both, True) == 3 + 26 and admission.rule_charge(both) == 2 + 26
+    assert admission.model_parts(both, True) == (28, 2)
+    assert admission.model_charge(both, True) == 28 and admission.rule_charge(both) == 2 + 26
+    # drafts in the first step: t=1, W=1, P=10, C=2, k=2: the capped gate min(10, ceil(2/1) + 1) = 3, the
+    # first step cdiv(2 + 2, 1) = 4: vLLM's charge 4; the rule's largest step max(2, 3) = 3, floor 3
+    drafts = {"t": 1, "windows": [1], "P": 10, "C": 2, "k": 2}
+    assert admission.model_parts(drafts, True) == (3, 4)
+    assert admission.model_charge(drafts, True) == 4 and admission.rule_charge(drafts) == 3
     # the reference manager runs that lone request at the rule's 2 slots, not at 1
     assert admission.reference_completes(case, 2) and not admission.reference_completes(case, 1)
 

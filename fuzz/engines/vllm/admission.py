@@ -19,19 +19,24 @@ monotonicity checked at the threshold's neighbours, pool 0, the bound and around
 (a contradiction is the class ``non-monotone``; between those pools it is assumed, a stated bound of
 the check). Compared with:
 
-- (b) the model of vLLM's gate, :func:`swafloor.reference.peers.vllm_admission_blocks` per SWA group
-  (``T = C``, no model-length cap, ``capped`` where the release's coordinator takes
-  ``apply_admission_cap``) plus what :mod:`swafloor.reference.scheduler` charges a full-attention group
-  (``cdiv(P + k, t)``): EXACTLY. Any difference is a divergence (``model-above``: the model charges
-  more than vLLM needs to admit; ``model-below``: less), each with its input and a replay.
+- (b) the model of vLLM's admission, :func:`model_charge` from :mod:`swafloor.reference.peers`: the
+  full-sequence gate per group (``vllm_full_sequence_blocks``: the prompt's ``cdiv(P, t)``, no drafts,
+  at most ``vllm_blocks_per_request`` with ``T = C`` per SWA group where the release's coordinator takes
+  ``apply_admission_cap``; no model-length cap) and the first step's own check per group
+  (``vllm_first_step_blocks``: ``cdiv(min(C, P) + k, t)``, uncapped), each summed over the groups of the
+  one pool, the larger sum (``vllm_admission_threshold``): EXACTLY. Any difference is a divergence
+  (``model-above``: the model charges more than vLLM needs to admit; ``model-below``: less), each with
+  its input and a replay.
 - (a) the reference's rule (:mod:`swafloor.reference.admission`): ``swa_admission_blocks`` per SWA
   group plus ``full_admission_blocks`` per full group (what the rule admits at), and :func:`rule_run`
   (full attention at ``full_run_blocks``, the run of one output token). Where vLLM's threshold is above
   the run's charge, vLLM refuses the request at the pool ``threshold - 1``; the lone run (one output
   token) is then run on the reference manager at that pool (:func:`swafloor.reference.admission.lone_run`),
-  and where it completes that is the class ``over-charges`` (the refutation of the theorem
-  ``vllm-capped-gate-admits-at-chunk-floor``, found in vLLM itself; where it does not, the class
-  ``over-charges-run-incomplete``, the rule's fault). Above the start's charge but not the run's:
+  and where it completes that is the class ``over-charges`` where the model's gate sum is what binds (the
+  refutation of the theorem ``vllm-capped-gate-admits-at-chunk-floor``, found in vLLM itself), or
+  ``over-charges-drafts`` where the first step's chunk and drafts bind (vLLM reserves draft slots in a
+  prefill step, the rule from the first decode step); where it does not complete, the class
+  ``over-charges-run-incomplete``, the rule's fault. Above the start's charge but not the run's:
   ``over-charges-start`` (full attention's growth, which the rule charges step by step). Where vLLM admits below the rule,
   the class is ``admits-below-rule`` (vLLM's gate charges the prompt, not the run: growth past it is
   met by preemption; the pool vLLM sizes at start-up is never below its cap).
@@ -68,7 +73,7 @@ from ..common import brief, parameters
 from ...protocol import Capabilities, Part, Unsupported, factory
 from ...stream import source_blind
 
-__all__ = ["Case", "generate", "vllm_threshold", "model_charge", "rule_charge", "classify", "check", "run",
+__all__ = ["Case", "generate", "vllm_threshold", "model_parts", "model_charge", "rule_charge", "classify", "check", "run",
            "differential", "vllm_admission", "main", "CLASSES"]
 
 Case = dict  # {"t": int, "windows": [int | None, ...], "P": int, "C": int, "k": int}
@@ -76,17 +81,20 @@ Case = dict  # {"t": int, "windows": [int | None, ...], "P": int, "C": int, "k":
 #: Each class the comparison sorts a case into, and its verdict (set here, once per class).
 CLASSES = {
     "equal": "vLLM's threshold equals the model of its gate",
-    "model-above": "ours: swafloor's model of vLLM's gate charges the k lookahead slots in the full-sequence gate "
-                   "(cdiv(P + k, t) per group); vLLM 0.33.0's gate charges the prompt, cdiv(P, t), and the drafts only "
-                   "in the first step's own allocation check",
-    "model-below": "ours: swafloor's model of vLLM's gate leaves out the first step's own allocation check, which "
-                   "allocate_slots makes after the gate, uncapped: cdiv(min(C, P) + k, t) per group; with drafts and a "
-                   "small window it is above the capped gate (vLLM's admission needs the larger of the two)",
+    "model-above": "ours: swafloor's model of vLLM's admission (peers.vllm_full_sequence_blocks and "
+                   "peers.vllm_first_step_blocks, the larger sum) charges more than vLLM needs to admit",
+    "model-below": "ours: swafloor's model of vLLM's admission (peers.vllm_full_sequence_blocks and "
+                   "peers.vllm_first_step_blocks, the larger sum) charges less than vLLM needs to admit",
     "over-charges": "engine over-charge (a semantics difference, no upstream issue for it; the cap is "
                     "vllm-project/vllm#40946, which fixed the deadlock #39734): vLLM refuses a lone request at a pool "
                     "where the rule admits it and its whole run (one output token) completes on the reference manager; "
                     "the cap ceil((W - 1 + T)/t) + 1 holds one token more than the largest step's span W + n - 2 "
                     "(the theorem vllm-capped-gate-admits-at-chunk-floor, refuted, found in vLLM itself)",
+    "over-charges-drafts": "semantics difference: vLLM refuses a lone request at a pool where the rule admits it and "
+                           "its whole run completes on the reference manager, because vLLM's first step holds its chunk "
+                           "and the k lookahead slots at once (its scheduler passes num_lookahead_tokens to a prefill "
+                           "step too: cdiv(min(C, P) + k, t) per group), where the rule's prefill steps hold their chunk "
+                           "alone and the drafts start with the first decode step (largest step max(min(C, P), 1 + k))",
     "over-charges-start": "semantics difference: vLLM refuses at a pool where the rule admits the start, but the run's "
                           "full-attention growth (charged by the rule step by step) needs more than that pool",
     "over-charges-run-incomplete": "ours: vLLM refuses a pool where the rule admits the whole run, but the reference's "
@@ -195,12 +203,24 @@ def vllm_threshold(case: Case, probes: Sequence[int] = ()) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- swafloor's side
-def model_charge(case: Case, capped: bool) -> int:
-    """The model of vLLM's gate: per SWA group ``peers.vllm_admission_blocks`` (``T = C``), per full
-    group ``cdiv(P + k, t)``, as :mod:`swafloor.reference.scheduler` charges them."""
+def model_parts(case: Case, capped: bool) -> tuple[int, int]:
+    """The two questions of the model of vLLM's admission, each summed over the groups of the one pool:
+    the full-sequence gate (``peers.vllm_full_sequence_blocks``: ``cdiv(P, t)``, capped per SWA group
+    where the release caps, ``T = C``) and the first step's own check (``peers.vllm_first_step_blocks``:
+    ``cdiv(min(C, P) + k, t)``)."""
     t, P, C, k = case["t"], case["P"], case["C"], case["k"]
-    return sum(admission.full_admission_blocks(t, P, k) if w is None
-               else peers.vllm_admission_blocks(t, w, P, k, C, None, capped) for w in case["windows"])
+    gates = [peers.vllm_full_sequence_blocks(t, w, P, C, None, capped) for w in case["windows"]]
+    firsts = [peers.vllm_first_step_blocks(t, P, C, k) for _ in case["windows"]]
+    return peers.vllm_admission_threshold(gates, ()), peers.vllm_admission_threshold((), firsts)
+
+
+def model_charge(case: Case, capped: bool) -> int:
+    """The model of vLLM's admission of a new request: the larger of :func:`model_parts`' two sums
+    (``peers.vllm_admission_threshold``)."""
+    t, P, C, k = case["t"], case["P"], case["C"], case["k"]
+    return peers.vllm_admission_threshold([peers.vllm_full_sequence_blocks(t, w, P, C, None, capped)
+                                           for w in case["windows"]],
+                                          [peers.vllm_first_step_blocks(t, P, C, k) for _ in case["windows"]])
 
 
 def rule_charge(case: Case) -> int:
@@ -256,7 +276,9 @@ def classify(case: Case, capped: bool) -> dict[str, Any]:
     if v is not None and v > rule_run(case):
         completes = reference_completes(case, v - 1)
         record["reference_completes_at"] = v - 1 if completes else None
-        classes.append("over-charges" if completes else "over-charges-run-incomplete")
+        gate_sum, _ = model_parts(case, capped)
+        cause = "over-charges" if v != model or gate_sum >= v else "over-charges-drafts"
+        classes.append(cause if completes else "over-charges-run-incomplete")
     elif v is not None and v > rule:
         classes.append("over-charges-start")
     elif v is not None and v < rule:
