@@ -32,7 +32,7 @@ from typing import Any, Mapping, Sequence
 import attrs
 import z3
 
-from .symbolic import BLOCK_SIZE, TOKENS
+from .symbolic import BLOCK_SIZE, TOKENS, scratch_context
 
 __all__ = ["Unsupported", "Affine", "BlockEncoding", "MAX_QUOTIENT_CASES"]
 MAX_QUOTIENT_CASES = 64  # a quotient with a wider range than this is left to the direct encoding
@@ -161,7 +161,7 @@ class BlockEncoding:
                 self.plain[name] = y
         # What the quotients' range obligations may assume: t >= 1 and every remainder in [0, t-1].
         self.basic = list(self.domain)
-        z3ctx = z3.Context()
+        z3ctx = scratch_context()
         self.z3_syms = [z3.Int(name, z3ctx) for name, _, _ in variables]
         self.domain += [self.bool(s >= lower) for s, (_, _, lower) in zip(self.z3_syms, variables)]
 
