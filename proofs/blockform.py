@@ -139,6 +139,7 @@ class BlockEncoding:
         self.api, self.ctx = api, ctx
         self.atoms: list[_Atom] = []
         self.obligations: list[Any] = []
+        self.quantified = False  # a quantifier was translated (else every term is quantifier-free linear)
         self._memo: dict[int, tuple[Any, Any]] = {}  # Z3 term id -> (term, translation)
         self._quotients: dict[tuple, int] = {}
         sizes = [name for name, unit, _ in variables if unit == BLOCK_SIZE]
@@ -286,6 +287,7 @@ class BlockEncoding:
         for any integer), and its remainder's range joins the body (and the obligations' premises)."""
         if e.is_lambda():
             raise Unsupported(f"a lambda in {e}")
+        self.quantified = True
         names = [e.var_name(i) for i in range(e.num_vars())]
         if any(e.var_sort(i) != z3.IntSort(e.ctx) for i in range(e.num_vars())):
             raise Unsupported(f"a quantifier over a non-integer sort in {e}")
