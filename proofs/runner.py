@@ -247,15 +247,18 @@ def prove(
     rlimits: Mapping[str, int] | None = DEFAULT_RLIMIT,
     progress: Callable[[TheoremResult | Theorem, str], None] | None = None,
     twin: bool = True,
+    attempts: bool = True,
 ) -> list[TheoremResult]:
     """Discharge each theorem with each solver, check it on ints and replay its refutation; see the
     module doc. ``encodings``: solver -> "direct" or "blocks" (default: :func:`discharge.default_encoding`).
     ``rlimits``: solver -> its resource units per check (default :data:`~swafloor.proofs.DEFAULT_RLIMIT`;
-    None: seconds alone bound the solvers), within ``timeout_s`` per theorem and solver."""
+    None: seconds alone bound the solvers), within ``timeout_s`` per theorem and solver. ``attempts``: also
+    run the theorems' informational attempts (``swafloor prove --attempts``; off by default there)."""
     global _WORK, _OPTIONS
     theorems = tuple(theorems)
     tasks = [("solve", i, s) for i in range(len(theorems)) for s in solvers]
-    tasks += [("attempts", i, s) for i, t in enumerate(theorems) if t.attempts for s in solvers]
+    if attempts:  # informational queries, never counted (each runs to its own short time limit)
+        tasks += [("attempts", i, s) for i, t in enumerate(theorems) if t.attempts for s in solvers]
     tasks += [("concrete", i, None) for i in range(len(theorems))]
     if twin:
         tasks += [("twin", i, None) for i in range(len(theorems))]  # a theorem without a twin fails
@@ -273,7 +276,8 @@ def prove(
         results = []
         for i, theorem in enumerate(theorems):
             discharges = tuple(
-                (s, attrs.evolve(get(("solve", i, s)), attempts=get(("attempts", i, s)) if theorem.attempts else ()))
+                (s, attrs.evolve(get(("solve", i, s)),
+                                 attempts=get(("attempts", i, s)) if attempts and theorem.attempts else ()))
                 for s in solvers
             )
             if progress is not None:
