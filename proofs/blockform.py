@@ -32,7 +32,7 @@ from typing import Any, Mapping, Sequence
 import attrs
 import z3
 
-from .symbolic import BLOCK_SIZE, TOKENS
+from .symbolic import BLOCK_SIZE, TOKENS, scratch_context
 
 __all__ = ["Unsupported", "Affine", "BlockEncoding", "MAX_QUOTIENT_CASES"]
 MAX_QUOTIENT_CASES = 64  # a quotient with a wider range than this is left to the direct encoding
@@ -139,6 +139,7 @@ class BlockEncoding:
         self.api, self.ctx = api, ctx
         self.atoms: list[_Atom] = []
         self.obligations: list[Any] = []
+        self.quantified = False  # a quantifier was translated (else every term is quantifier-free linear)
         self._memo: dict[int, tuple[Any, Any]] = {}  # Z3 term id -> (term, translation)
         self._quotients: dict[tuple, int] = {}
         sizes = [name for name, unit, _ in variables if unit == BLOCK_SIZE]
@@ -161,7 +162,7 @@ class BlockEncoding:
                 self.plain[name] = y
         # What the quotients' range obligations may assume: t >= 1 and every remainder in [0, t-1].
         self.basic = list(self.domain)
-        z3ctx = z3.Context()
+        z3ctx = scratch_context()
         self.z3_syms = [z3.Int(name, z3ctx) for name, _, _ in variables]
         self.domain += [self.bool(s >= lower) for s, (_, _, lower) in zip(self.z3_syms, variables)]
 
@@ -286,6 +287,7 @@ class BlockEncoding:
         for any integer), and its remainder's range joins the body (and the obligations' premises)."""
         if e.is_lambda():
             raise Unsupported(f"a lambda in {e}")
+        self.quantified = True
         names = [e.var_name(i) for i in range(e.num_vars())]
         if any(e.var_sort(i) != z3.IntSort(e.ctx) for i in range(e.num_vars())):
             raise Unsupported(f"a quantifier over a non-integer sort in {e}")

@@ -43,6 +43,7 @@ def _twin_text(r: TheoremResult) -> str:
 
 def render(results: Sequence[TheoremResult], times_file: pathlib.Path | None = None) -> str:
     """The page; solver times from ``times_file`` (default: docs/solver_times.json beside this package)."""
+    results_theorems = [r.theorem for r in results]
     lines = [
         "# Theorems",
         "",
@@ -64,7 +65,10 @@ def render(results: Sequence[TheoremResult], times_file: pathlib.Path | None = N
         "t*q + r with 0 <= r < t, so x div t is q plus a quotient of remainders with a few possible values;",
         "the rewrite's range assumptions are proved as obligations before the goal). Linear integer",
         "arithmetic is decidable, so the block encoding never needs hints; cvc5 on the direct encoding",
-        "answers `unknown` on a third of the catalogue (see [Solver times](#solver-times)).",
+        "answers `unknown` on a third of the catalogue (see [Solver times](#solver-times)). Z3 also gets the",
+        "linear rewrite (so both solvers decide the rewrite; the concrete check and the twin still check",
+        "the goal and the statement) for the theorems whose direct form Z3 decides slowly or not at all:",
+        f"{', '.join(f'`{t.name}`' for t in results_theorems if t.encodings.get('z3') == 'blocks')}.",
         "Each solver check is bounded by the solver's own resource units (`swafloor.proofs.DEFAULT_RLIMIT`:",
         f"{', '.join(f'{s} {n:,}' for s, n in DEFAULT_RLIMIT.items())} per check), not by seconds, so an answer is the",
         "same on any machine under any load; the seconds (`--timeout`, default",
@@ -102,11 +106,22 @@ def render(results: Sequence[TheoremResult], times_file: pathlib.Path | None = N
             lines.append(f"- replay on the reference manager: {r.replay.summary}")
         for a in t.attempts:
             lines.append(f"- also tried, not counted: {a.label}: {a.statement} (its answer is printed by "
-                         "`swafloor prove`)")
+                         f"`swafloor prove {t.name} --attempts` and stored below)")
         if r.discharge.counterexample is not None:  # drawn by `swafloor docs build`
             lines += ["", f"![the failing step of {t.name}](img/theorems/{t.name}.svg)"]
     lines += _solver_times([r.theorem.name for r in results], times_file)
     return "\n".join(lines) + "\n"
+
+
+def _chosen_encodings(name: str) -> dict[str, str]:
+    """solver -> the encoding ``swafloor prove`` gives it for theorem ``name`` (its own choice, else the
+    solver's default)."""
+    from . import catalogue, discharge
+
+    known = {t.name: t for t in catalogue.CATALOGUE + catalogue.OPT_IN}
+    theorem = known.get(name)
+    own = theorem.encodings if theorem is not None else {}
+    return {s: own.get(s) or discharge.default_encoding(s) for s in discharge.SOLVERS}
 
 
 def _solver_times(names: Sequence[str], times_file: pathlib.Path | None = None) -> list[str]:
@@ -129,16 +144,17 @@ def _solver_times(names: Sequence[str], times_file: pathlib.Path | None = None) 
         f"measured by `{data['command']}` on {data['machine']}. *direct*: the goal as written, dividing by t "
         "(nonlinear); *blocks*: the same goal rewritten exactly into linear arithmetic, token counts in whole "
         "blocks and a remainder (proofs/blockform.py), its range obligations proved first. Marked with * is what "
-        "`swafloor prove` gives each solver; `--solver both` runs the two marked columns and fails on any "
+        "`swafloor prove` gives each solver for that theorem; `--solver both` runs the two marked columns and fails on any "
         "disagreement. `unknown` is the solver giving up or running out of time; it is never counted as proved.",
         "",
-        "| theorem | " + " | ".join(f"{c['key']}{' *' if c['default'] else ''}" for c in cols) + " |",
+        "| theorem | " + " | ".join(c["key"] for c in cols) + " |",
         "| --- | " + " | ".join("---" for _ in cols) + " |",
     ]
     for name in names:
         row = data["theorems"].get(name, {})
-        cells = [f"{row[c['key']]['result']} {row[c['key']]['seconds']:.2f} s" if c["key"] in row else "not measured"
-                 for c in cols]
+        chosen = _chosen_encodings(name)
+        cells = [f"{row[c['key']]['result']}{' *' if chosen.get(c['solver']) == c['encoding'] else ''} "
+                 f"{row[c['key']]['seconds']:.2f} s" if c["key"] in row else "not measured" for c in cols]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines.append("")
     for key, a in data.get("decode_tight_forall_exists", {}).items():

@@ -214,6 +214,9 @@ def _task(kind: str, index: int, solver: str | None) -> Any:
     theorem = _WORK[index]
     if kind == "concrete":
         return concrete.check(theorem)
+    if kind.startswith("concrete "):  # "concrete k/m": the k-th of m chunks of the first variable's values
+        k, m = map(int, kind.split()[1].split("/"))
+        return concrete.check(theorem, (k, m))
     if kind == "twin":
         return twins.run_twin(theorem.name)
     options = dict(_OPTIONS)
@@ -225,15 +228,32 @@ def _task(kind: str, index: int, solver: str | None) -> Any:
 
 
 def _cost(theorem: Theorem, kind: str) -> float:
-    """A rough order for scheduling: attempts (they run to their time limit) and solver runs with
-    lemmas first, then the rest, the concrete checks last."""
-    if kind == "concrete":
-        return float(len(theorem.variables))
+    """A rough order for scheduling, the longest first so that the short ones fill the end evenly:
+    attempts (they run to their time limit) and solver runs with lemmas first, then the rest with the
+    concrete checks (in chunks, so that no long one is left alone at the end), the twins last (most
+    take milliseconds)."""
+    if kind.startswith("concrete"):
+        return 10.0 * len(theorem.variables) + 5.0
     if kind == "twin":
-        return 50.0  # a few are a second or two: before the concrete checks, after the solver runs
+        return 15.0
     if kind == "attempts":
         return 1000.0
     return 100.0 * len(theorem.lemmas) + 10.0 * len(theorem.variables)
+
+
+def _concrete_chunks(theorems: Sequence[Theorem], jobs: int) -> list[tuple[str, ...]]:
+    """Each theorem's concrete check as tasks: with several workers, one chunk of the first variable's
+    values per worker (the largest checks take seconds), merged into one result (:func:`concrete.merge`);
+    a refutation (its smallest counterexample sits at the start) and a check with fewer first values
+    than workers stay whole."""
+    out = []
+    for theorem in theorems:
+        first = theorem.variables[0]
+        m = jobs if jobs > 1 and theorem.expected.value == PROVED and first.constant else 1
+        if m > 1 and len(list(first.values({}))) < m:
+            m = 1
+        out.append(("concrete",) if m == 1 else tuple(f"concrete {k}/{m}" for k in range(m)))
+    return out
 
 
 def prove(
@@ -247,16 +267,20 @@ def prove(
     rlimits: Mapping[str, int] | None = DEFAULT_RLIMIT,
     progress: Callable[[TheoremResult | Theorem, str], None] | None = None,
     twin: bool = True,
+    attempts: bool = True,
 ) -> list[TheoremResult]:
     """Discharge each theorem with each solver, check it on ints and replay its refutation; see the
     module doc. ``encodings``: solver -> "direct" or "blocks" (default: :func:`discharge.default_encoding`).
     ``rlimits``: solver -> its resource units per check (default :data:`~swafloor.proofs.DEFAULT_RLIMIT`;
-    None: seconds alone bound the solvers), within ``timeout_s`` per theorem and solver."""
+    None: seconds alone bound the solvers), within ``timeout_s`` per theorem and solver. ``attempts``: also
+    run the theorems' informational attempts (``swafloor prove --attempts``; off by default there)."""
     global _WORK, _OPTIONS
     theorems = tuple(theorems)
     tasks = [("solve", i, s) for i in range(len(theorems)) for s in solvers]
-    tasks += [("attempts", i, s) for i, t in enumerate(theorems) if t.attempts for s in solvers]
-    tasks += [("concrete", i, None) for i in range(len(theorems))]
+    if attempts:  # informational queries, never counted (each runs to its own short time limit)
+        tasks += [("attempts", i, s) for i, t in enumerate(theorems) if t.attempts for s in solvers]
+    chunks = _concrete_chunks(theorems, jobs)
+    tasks += [(kind, i, None) for i in range(len(theorems)) for kind in chunks[i]]
     if twin:
         tasks += [("twin", i, None) for i in range(len(theorems))]  # a theorem without a twin fails
     tasks.sort(key=lambda task: -_cost(theorems[task[1]], task[0]))
@@ -273,13 +297,15 @@ def prove(
         results = []
         for i, theorem in enumerate(theorems):
             discharges = tuple(
-                (s, attrs.evolve(get(("solve", i, s)), attempts=get(("attempts", i, s)) if theorem.attempts else ()))
+                (s, attrs.evolve(get(("solve", i, s)),
+                                 attempts=get(("attempts", i, s)) if attempts and theorem.attempts else ()))
                 for s in solvers
             )
             if progress is not None:
                 for s, d in discharges:
                     progress(theorem, f"{s} {d.result} in {d.seconds:.2f} s")
-            c = get(("concrete", i, None))
+            c = concrete.merge([get((kind, i, None)) for kind in chunks[i]]) if len(chunks[i]) > 1 else \
+                get((chunks[i][0], i, None))
             tw = get(("twin", i, None)) if twin else None
             result = TheoremResult(
                 theorem, discharges, c, _why(theorem, discharges, c), _replay(theorem, _refuting(discharges)), seed, tw

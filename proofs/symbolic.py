@@ -25,6 +25,7 @@ __all__ = [
     "any_of",
     "negate",
     "symbols",
+    "scratch_context",
 ]
 
 Env = Mapping[str, int]
@@ -159,3 +160,23 @@ def symbols(variables: Iterable[Var], ctx: Any = None) -> list[Any]:
     import z3
 
     return [z3.Int(v.name, ctx) for v in variables]
+
+
+_SCRATCH: dict[int, Any] = {}
+
+
+def scratch_context() -> Any:
+    """One Z3 context per process for terms no solver decides: the goals the block encoding reads and
+    translates (:mod:`.blockform`), the parts the vacuity check simplifies (:func:`.theorem.vacuous_parts`).
+    Making a Z3 context costs tens of milliseconds while another one lives (two per theorem and solver
+    once took a fifth of ``swafloor prove``); the solver's own context stays fresh per theorem
+    (:mod:`.discharge`), so what a solver does never depends on what this one holds."""
+    import os
+
+    import z3
+
+    pid = os.getpid()  # a forked worker makes its own (the parent's may be in use there)
+    if pid not in _SCRATCH:
+        _SCRATCH.clear()
+        _SCRATCH[pid] = z3.Context()
+    return _SCRATCH[pid]

@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping
 
 import attrs
 
-from .symbolic import Var
+from .symbolic import Var, scratch_context
 
 __all__ = ["Expected", "Replay", "Attempt", "Theorem", "goal_parts", "ConstantGoal", "VacuousGoal", "solver_goal_parts", "vacuous_parts"]
 
@@ -129,8 +129,9 @@ def vacuous_parts(theorem: Theorem, parts: tuple[Any, ...] | None = None) -> lis
     if parts is None:
         parts = goal_parts(theorem.goal(*[z3.Int(name) for name in theorem.variable_names]))
     else:  # simplified in a context of their own: the solver's context sees no term the check makes
-        scratch = z3.Context()
-        parts = tuple(p.translate(scratch) if isinstance(p, z3.ExprRef) else p for p in parts)
+        scratch = scratch_context()
+        parts = tuple(p.translate(scratch) if isinstance(p, z3.ExprRef) and p.ctx is not scratch else p
+                      for p in parts)
     found = []
     for i, part in enumerate(parts):
         if not isinstance(part, z3.BoolRef):

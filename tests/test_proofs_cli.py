@@ -28,7 +28,12 @@ def test_whole_catalogue_exits_0_with_a_table(capsys):
         assert theorem.name in out
     assert f"{len(catalogue.CATALOGUE)} theorems: {len(catalogue.CATALOGUE)} as expected, 0 contradicted, 0 unknown" in out
     assert "replay: decode step at h=1" in out  # legacy-floor-insufficient's replay line
-    assert "attempt forall-exists:" in out
+    assert "attempt forall-exists" not in out  # informational attempts only when asked for
+
+
+def test_attempts_only_when_asked(capsys):
+    code, out, _ = prove(capsys, "decode-tight", "--attempts")
+    assert code == 0 and "attempt forall-exists:" in out
 
 
 def test_json_schema(capsys):

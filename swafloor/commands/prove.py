@@ -49,6 +49,9 @@ def register(subparsers) -> None:
     p.add_argument("--encoding", choices=("direct", "blocks"), default=None,
                    help="the goal as written (direct, nonlinear division by t) or rewritten into linear arithmetic "
                         "(blocks); default: z3 direct, cvc5 blocks")
+    p.add_argument("--attempts", action="store_true",
+                   help="also run the informational attempts beside some theorems (decode-tight in forall-exists "
+                        "form, each to a 1 s limit; never counted; the bench stores their answers in docs/theorems.md)")
     p.set_defaults(handler=run)
 
 
@@ -155,7 +158,7 @@ def run(args) -> int:
     start = time.perf_counter()
     rlimits = DEFAULT_RLIMIT if args.budget == "resources" else None
     results = runner.prove(theorems, timeout_s=args.timeout, seed=args.seed, jobs=jobs, solvers=solvers,
-                           encodings=encodings, rlimits=rlimits, progress=progress)
+                           encodings=encodings, rlimits=rlimits, progress=progress, attempts=args.attempts)
     wall = time.perf_counter() - start
     if args.json:
         print_json([r.to_json() for r in results])
