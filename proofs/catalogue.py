@@ -905,7 +905,7 @@ def trtllm_resume_gate_admits_kept_lone_request(t, W, S, P, O, C, k, h, X):
 #: TensorRT-LLM V2's quota arithmetic on a few pool layouts: (slot sizes of the group's pools in bytes,
 #: the level's granularity in bytes): a granule a slot; slots smaller than a granule; two pools whose
 #: sizes the granularity does not divide.
-TRTLLM_QUOTA_LAYOUTS = (((1,), 1), ((3,), 2), ((2, 5), 4))
+TRTLLM_QUOTA_LAYOUTS = peers.TRTLLM_QUOTA_LAYOUTS
 QUOTA = upto("Q", "quota of the cache level in bytes", 1, 48, "Q <= 48")
 
 

@@ -347,7 +347,7 @@ def trtllm_quota_short(cex: Mapping[str, int]) -> Replay:
     (accepted: at or above _min_quota_for_level with one slot per life cycle) gives the group fewer
     granules than the floor's, the most slots those granules hold (counted one by one) as the pool, and a
     lone request decoding until a step fails. Confirmed when one does (with the floor's slots none does)."""
-    from .catalogue import TRTLLM_QUOTA_LAYOUTS
+    from swafloor.reference.peers import TRTLLM_QUOTA_LAYOUTS
 
     t, w, s, q = cex["t"], cex["W"], cex["S"], cex["Q"]
     floor = floors.swa_floor(t, w, s)

@@ -1057,7 +1057,7 @@ def drafts_write_allocated_blocks(c: _Counter, g: Grid) -> None:
 
 def _quota_twin(post_fix: bool) -> Callable[[_Counter, Grid], None]:
     def body(c: _Counter, g: Grid) -> None:
-        from .catalogue import TRTLLM_QUOTA_LAYOUTS
+        from swafloor.reference.peers import TRTLLM_QUOTA_LAYOUTS
 
         for t, W, S in g.tws():
             most = _scan_max(t, W, S)[0]  # the most blocks a decode step holds, token by token

@@ -135,6 +135,12 @@ def trtllm_resume_admits(used: Any, total: Any, util_num: Any = 97, util_den: An
     return used * util_den <= util_num * total
 
 
+#: The pool layouts the quota theorems range over: (slot sizes of a pool group's pools in bytes, the
+#: granularity of a cache level's quota in bytes): one pool at one byte a granule, one at two, and two
+#: pools of unequal slots at four.
+TRTLLM_QUOTA_LAYOUTS = (((1,), 1), ((3,), 2), ((2, 5), 4))
+
+
 def trtllm_grains_for_slots(slots: Any, slot_sizes: Any, granularity: Any) -> Any:
     """The granules a pool group of TensorRT-LLM V2 takes for ``slots`` slots: each of its pools (one per
     slot size in ``slot_sizes``, bytes a slot) rounded up to the level's granularity on its own,

@@ -79,13 +79,18 @@ def test_every_seeded_bug_a_campaign_catches_names_the_parts_it_breaks():
     from swafloor.fuzz.protocol import Part
 
     known = {p.value for p in Part} | {"cached", "hit"}
-    from swafloor.reference.seeded_bugs import SCHEDULER
+    from swafloor.reference.seeded_bugs import BREAKS_IN_EXECUTION, EXECUTION, SCHEDULER
 
-    # the scheduler campaigns compare no parts of the fuzz harness: their bugs are caught as failed runs
-    caught = {bug.name for bug in SEEDED_BUGS if set(bug.campaigns) - {SCHEDULER}}
+    # the scheduler campaigns compare no parts of the fuzz harness: their bugs are caught as failed runs;
+    # the execution data plane's bugs break its own parts (a read, a write: BREAKS_IN_EXECUTION)
+    caught = {bug.name for bug in SEEDED_BUGS if set(bug.campaigns) - {SCHEDULER, EXECUTION}}
     assert set(BREAKS) == caught
     for name, parts in BREAKS.items():
         assert parts and set(parts) <= known - {"pool_totals"}, (name, parts)
+    executed = {bug.name for bug in SEEDED_BUGS if EXECUTION in bug.campaigns}
+    assert executed and set(BREAKS_IN_EXECUTION) == executed
+    for name, parts in BREAKS_IN_EXECUTION.items():
+        assert parts and set(parts) <= {"read", "write"}, (name, parts)
 
 
 def test_a_divergence_outside_the_part_a_mutant_breaks_is_not_a_kill():
@@ -171,10 +176,25 @@ def test_the_first_resume_copy_hook_is_what_resume_charges():
     assert not outcome and outcome.shortfalls[0].pool_group == 0 and outcome.shortfalls[0].needed == 4
 
 
+#: Options the oracle (the independent implementation the reference mutants are run against) does not
+#: implement yet, so no reference mutant of them can be caught: what checks the reference's version
+#: instead. SGLang's radix lock and publication (issue 28 §1) are held to SGLang itself by the
+#: sglang-radix campaign, whose plants in SGLang's lock are caught at their step, and by hand-worked cases.
+#: A gap, not a licence: each leaves this table when the oracle implements it.
+NO_ORACLE_YET = {
+    "prompt_lock": ("test_sglang_radix.py", '"lock-never-released"'),
+    "publish_on_release": ("test_radix_layer.py", "def test_publish_on_release_hits_only_a_prompt_or_a_finished_request"),
+}
+
+
 def test_the_mutants_cover_every_option_order_mapping_and_failure_path():
     assert len(REFERENCE_MUTANTS) >= 20
     covered = " ".join(m.covers for m in REFERENCE_MUTANTS.values())
     for field in attrs.fields(Semantics):  # every semantics option, read from the class
+        if field.name in NO_ORACLE_YET:  # named, with what checks it instead, and that check must exist
+            test, needle = NO_ORACLE_YET[field.name]
+            assert needle in (ROOT / "tests" / test).read_text(), (field.name, test, needle)
+            continue
         assert f"semantics.{field.name}" in covered, field.name
     for part in ("pool-group mapping", "failure path", "sizing"):
         assert part in covered, part
