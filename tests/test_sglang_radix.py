@@ -13,8 +13,10 @@ One subprocess (``python -m swafloor.fuzz.engines.sglang.radix_check``) imports 
   exit 1 with a divergence at the step that shows it, in the part it breaks (``tables`` at a resize
   for a radix cut one page late, ``data`` at a resume for a match handing out the next page,
   ``pool_used`` at the close that leaks a page, ``locks`` at the close of a lock never released,
-  ``pool_used`` at the allocation whose tree eviction freed nothing, ...), never a pass and never a
-  crash.
+  ``pool_used`` at the allocation whose tree eviction freed nothing, ``slots`` at the resume whose
+  checkpoint kept the request's own copy of a page the tree and another open request hold, ...), never
+  a pass and never a crash; for ``dedup-keeps-own-copy`` (only slot identity can see it) the saved trace
+  is replayed with the plant in place and the divergence is at a step where it fired.
 
 The hit rates are printed (``pytest -s``). The whole ci profile is run by hand:
 ``.venv-sglang/bin/swafloor fuzz --backend sglang-radix --profile ci``.
@@ -112,6 +114,8 @@ def test_ci_profile_passes_with_at_most_five_percent_of_requests_retired(checked
     # resize or resume when the leaking close is the one that retires the request
     ("eviction-frees-nothing", {"resume", "resize"}, ("pool_used",)),  # the eviction bound (_evict_tree), at
     # the allocation that needed the tree's evictable pages
+    # a checkpoint's dedup keeping the request's own copy: which pages it holds, not how many (slot identity)
+    ("dedup-keeps-own-copy", {"resume"}, ("slots",)),
 ])
 def test_a_bug_planted_in_sglangs_radix_path_is_a_divergence_at_its_step(checked, plant, ops, fields):
     report = checked["plants"][plant]
@@ -120,6 +124,24 @@ def test_a_bug_planted_in_sglangs_radix_path_is_a_divergence_at_its_step(checked
     assert divergence["step"]["op"] in ops and divergence["field"].startswith(fields), divergence
     assert not (isinstance(divergence["backend"], dict) and divergence["backend"].get("kind") == "crash"), divergence
     assert "crash" not in divergence["reason"], divergence
+
+
+def test_a_plant_only_slot_identity_sees_is_caught_at_a_step_where_it_fired(checked):
+    # dedup-keeps-own-copy leaves every count equal (the copy is the request's own page, the tree keeps
+    # its own), so no part but slots can see it. Its saved trace, replayed with the plant in place, notes
+    # the steps at which it took effect; the divergence (the same on replay) is at one of them. Seed 0:
+    # the shrunk trace has t = 1, W = 2 and three 1-token prompts; the plant fires at r1's resume (no
+    # open request holds the tree's page: a renaming) and at r2's (step 6), where the reference keeps
+    # r2's block in r1's slot and SGLang in another: slots[r2][0][0].
+    report = checked["plants"]["dedup-keeps-own-copy"]
+    assert report["fired"] > 0, report.get("fired")
+    firing = report["firing"]
+    assert firing["aligned"], firing  # one backend call per trace step, so call i is step i
+    divergence = firing["divergence"]
+    assert divergence is not None and divergence["field"].startswith("slots["), firing
+    assert {k: divergence[k] for k in ("step_index", "field")} == \
+        {k: report["divergence"][k] for k in ("step_index", "field")}, (divergence, report["divergence"])
+    assert divergence["step_index"] in firing["fired_at"], firing
 
 
 def test_regression_traces_replay_as_they_expect(checked):

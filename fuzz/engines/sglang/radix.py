@@ -70,7 +70,9 @@ cached, and SGLang's radix tree: ``prompt_lock`` and ``publish_on_release``, :mo
   (full: SGLang's full page id while its allocator has it in use; SWA: the SWA page id its first token
   maps to), the free pages the allocator's plus those only the tree keeps (evictable, as a cached free
   slot is). The blocks held on both sides must be grouped into pages as the reference groups them into
-  slots (the same sharing), and keep their page while held exactly when the reference keeps its slot.
+  slots (the same sharing), and keep their page while held exactly when the reference keeps its slot
+  (a checkpoint keeping a request's own copy of a page the tree and another open request hold, every
+  count equal, breaks it: the plant ``dedup-keeps-own-copy`` of :mod:`.radix_check`).
 - Not compared: cached content, hits. The hit rate of SGLang itself is counted in :data:`STATS`
   (printed by the test) beside the reference's (the campaign's).
 """

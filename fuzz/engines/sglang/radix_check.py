@@ -31,6 +31,14 @@ The plants (each replaces one SGLang function in this process only, restored aft
   scheduler runs before it allocates, ``evict_from_tree_cache``'s path) evicts nothing. Expected:
   ``pool_used`` at the resume or resize whose allocation needed the tree's evictable pages (the
   eviction bound, ``SglangRadixBackend._evict_tree``).
+- ``dedup-keeps-own-copy``: the tree's ``checkpoint_into_tree`` on a chunk whose pages the tree already
+  holds (a prompt ending on a page boundary computes its last page again; a retracted request
+  recomputes its published prompt) keeps the request's own copy: its row is not rebound onto the
+  tree's pages, its copy not freed, its lock not moved. Counts stay equal (the copy is the request's own
+  page, the tree keeps its own), so only slot identity sees it. Expected: ``slots`` at the resume where
+  another open request holds the tree's page (the reference keeps the two blocks in one slot, SGLang in
+  two); where no open request holds it the change is a renaming (invisible by design). The step is
+  checked: the saved trace is replayed with the plant in place, recording where it fired (``firing``).
 """
 
 from __future__ import annotations
@@ -41,7 +49,9 @@ import sys
 from typing import Any, Callable
 
 PLANTS = ("radix-cut-one-page-late", "match-hands-next-page", "lock-takes-nothing", "swa-free-noop",
-          "lock-never-released", "close-leaks-a-page", "eviction-frees-nothing")
+          "lock-never-released", "close-leaks-a-page", "eviction-frees-nothing", "dedup-keeps-own-copy")
+#: How often each plant's change took effect in the last campaign run under it (a plant that records it).
+FIRED: dict[str, int] = {}
 
 
 def _plant(name: str) -> Callable[[], None]:
@@ -117,6 +127,26 @@ def _plant(name: str) -> Callable[[], None]:
         original = SWATokenToKVPoolAllocator.evict_to_free_tokens
         SWATokenToKVPoolAllocator.evict_to_free_tokens = lambda self, tree_cache, num_tokens: None
         return lambda: setattr(SWATokenToKVPoolAllocator, "evict_to_free_tokens", original)
+    if name == "dedup-keeps-own-copy":  # slot identity only: which pages a request holds, not how many
+        from sglang.srt.mem_cache.radix_cache import RadixKey
+
+        original = UnifiedRadixCache.checkpoint_into_tree
+        FIRED[name] = 0
+
+        def planted(self: Any, req: Any, *, up_to: int, **kwargs: Any) -> None:
+            start, end = req.kv.cache_protected_len, up_to // self.page_size * self.page_size
+            if not req.finished() and start < end:
+                key = RadixKey(req.full_untruncated_fill_ids[:end], req.extra_key, cache_salt=req.cache_salt)
+                if self.tree_core.match_full_device_prefix(key)[0] >= end:
+                    # Every page past the request's tree-owned prefix is in the tree already: the insert
+                    # would only dedup (free the request's pages, rebind its row onto the tree's, move its
+                    # lock). Planted: the request keeps its own copy, as its own pages (not tree-owned).
+                    FIRED[name] += 1
+                    return
+            original(self, req, up_to=up_to, **kwargs)
+
+        UnifiedRadixCache.checkpoint_into_tree = planted
+        return lambda: setattr(UnifiedRadixCache, "checkpoint_into_tree", original)
     raise SystemExit(f"--plant {name!r}: one of {', '.join(PLANTS)}")
 
 
@@ -149,6 +179,42 @@ def _replay(path: str) -> dict:
             "sglang": {k: sglang_radix.STATS[k] - before[k] for k in before}}
 
 
+def _fired_at(name: str, path: str) -> dict:
+    """Replay the trace a campaign under plant ``name`` saved, the plant still in place, noting at which
+    steps its change took effect (:data:`FIRED` grew during the backend's call): the step indices, and
+    the divergence the replay sees (its step must be one of them for the plant to count as caught)."""
+    from . import radix as sglang_radix
+    from ...replay import replay
+    from ...trace import load
+
+    trace = load(path)
+    calls: list[tuple[str, str, int]] = []
+    cls = sglang_radix.SglangRadixBackend
+    originals = {op: getattr(cls, op) for op in ("create", "resume", "resize", "commit", "suspend", "close")}
+
+    def watched(op: str) -> Callable[..., Any]:
+        def call(self: Any, request_id: Any, *args: Any, **kwargs: Any) -> Any:
+            before = FIRED[name]
+            try:
+                return originals[op](self, request_id, *args, **kwargs)
+            finally:
+                calls.append((op, str(request_id), FIRED[name] - before))
+        return call
+
+    for op in originals:
+        setattr(cls, op, watched(op))
+    try:
+        found = replay(trace)
+    finally:
+        for op, fn in originals.items():
+            setattr(cls, op, fn)
+    steps = [(s.op.value, str(s.request)) for s in trace.steps]
+    aligned = [(op, rid) for op, rid, _ in calls] == steps[: len(calls)]  # one backend call per step, in order
+    d = found.divergence
+    return {"aligned": aligned, "fired_at": [i for i, (_, _, n) in enumerate(calls) if n > 0],
+            "divergence": None if d is None else d.to_dict()}
+
+
 def run(examples: int, out: str, plants: list[str], replays: list[str] = ()) -> dict:
     from . import radix as sglang_radix
 
@@ -166,6 +232,13 @@ def run(examples: int, out: str, plants: list[str], replays: list[str] = ()) -> 
         finally:
             undo()
         result["plants"][name] = {"exit": code, **report}
+        if name in FIRED and report.get("trace_file"):
+            result["plants"][name]["fired"] = FIRED[name]
+            undo = _plant(name)
+            try:
+                result["plants"][name]["firing"] = _fired_at(name, report["trace_file"])
+            finally:
+                undo()
     return result
 
 
