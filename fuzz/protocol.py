@@ -67,6 +67,7 @@ __all__ = [
     "ALL_SEMANTICS_EVICTION",
     "ALL_SEMANTICS_EAGLE",
     "ALL_SEMANTICS_MIXED",
+    "REFUSAL_KEEPS_STALE",
     "REFERENCE_CAPABILITIES",
 ]
 
@@ -340,6 +341,12 @@ ALL_SEMANTICS_EAGLE = Capabilities(all_semantics=True, prefix_sharing=True, eagl
 #: Every semantics (prefix sharing and eviction intervals too) and a block size per life cycle: the oracle.
 ALL_SEMANTICS_MIXED = Capabilities(all_semantics=True, prefix_sharing=True, eviction_interval=True,
                                    mixed_block_sizes=True)
+#: LMDeploy's semantics (one token in flight, freed lazily, a refused resize keeping the blocks that left
+#: the window: ``refused_keeps_stale``), each step committed before it allocates: the oracle.
+REFUSAL_KEEPS_STALE = Capabilities(
+    semantics=Semantics(in_flight_tokens=1, free_stale="at-allocate", refused_keeps_stale=True),
+    commit_before_allocate=True,
+)
 #: Everything, exactly, physical identity included: the seeded bugs of the reference.
 EXACT_WITH_IDENTITY = Capabilities(observations={p: Comparison.EXACT for p in Part})
 #: The reference manager: everything, exactly, physical identity included, under every semantics.

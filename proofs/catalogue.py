@@ -357,6 +357,29 @@ def eviction_interval_one(t, W, S, k, h, r):
     )
 
 
+# ----------------------------------------------------------------------------- a refused resize keeps stale blocks (LMDeploy)
+# Semantics.refused_keeps_stale: a request last released at history r by a step of n tokens (capacity
+# r + n) commits d <= n tokens; a resize at h = r + d that is refused keeps what it held at r, where
+# at-allocate would first have released what is stale at h (Manager.catch_up).
+N_R = upto("n", "tokens of the last step (its capacity r + n)", 1, 4, "n <= 4", TOKENS)
+R_R = upto(
+    "r", "history of the last release", 0,
+    lambda env: (env["S"] + 2) * env["t"] + env["W"] + env["k"], "r <= (S+2)*t + W + k", TOKENS,
+)
+D_R = upto("d", "tokens committed since the last release", 0, lambda env: env["n"], "d <= n", TOKENS)
+
+
+def refused_keeps_stale_cost(t, W, S, k, n, r, d):
+    c, h = r + n, r + d
+    kept = _live_in_flight(r, c, t, W, S, k) - _live_in_flight(h, c, t, W, S, k)
+    worst = floors.worst_case_history(t, W, S, k)
+    return (
+        implies(d <= n, kept >= 0),
+        implies(d <= n, kept <= arith.cdiv(d, t)),
+        _live_in_flight(worst, worst + 1, t, W, S, k) - _live_in_flight(worst + 1, worst + 1, t, W, S, k) == 1,
+    )
+
+
 # ----------------------------------------------------------------------------- prompt lock (SGLang's tree lock)
 T_L = upto("t", "tokens per block", 1, 6, "t <= 6", BLOCK_SIZE)
 W_L = upto("W", "window in tokens", 1, 14, "W <= 14", TOKENS)
@@ -1290,6 +1313,17 @@ CATALOGUE: tuple[Theorem, ...] = (
         PROVED,
         (T_E, W_E, S_E, K_E, H_E1, R_E),
         eviction_interval_one,
+    ),
+    Theorem(
+        "refused-keeps-stale-cost",
+        "A refused resize under refused_keeps_stale (LMDeploy) keeps, beyond what free_stale = at-allocate "
+        "keeps, the blocks that left the window since the request's last release: never fewer, at most "
+        "ceil(d/t) for the d tokens committed since (one at a decode step), and exactly one at a decode "
+        "retry from the worst-case history (S+1)*t + W - 2 + k.",
+        PROVED,
+        (T_E, W_E, S_E, K_E, N_R, R_R, D_R),
+        refused_keeps_stale_cost,
+        encodings={"z3": "blocks"},  # Z3 takes about 6 times longer on the direct (nonlinear) form
     ),
     Theorem(
         "sync-floor-short-in-flight",

@@ -139,6 +139,12 @@ IDEAS: dict[str, str] = {
         "ended at r (floor((h-k+1-W)/t) <= c/t and ranges only grow), and holding what was freed at r is "
         "holding what is stale at h."
     ),
+    "refused-keeps-stale-cost": (
+        "Both sides hold the allocated blocks [0, ceil((r+n)/t)) less the stale ones, at r - k and at r + d - k: "
+        "the stale range only grows with the history, so the difference is the blocks whose last token lies in "
+        "[r - k + 1 - W, r + d - k + 1 - W), a run of d tokens, holding the last token of at most ceil(d/t) "
+        "blocks; at the worst-case history the window's first token moves onto the first block past the sinks' end."
+    ),
     "sync-floor-short-in-flight": (
         "One token in flight keeps W + 1 tokens, which can touch one block more than"
         " W tokens whenever t divides W - 1 (already at t = W = 1)."

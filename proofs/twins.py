@@ -436,6 +436,26 @@ def _freed_at(r: int, t: int, W: int, S: int, k: int) -> set[int]:
 _EVICTION_GRID = dict(t_max=3, w_max=5, s_max=1)
 
 
+@_run
+def refused_keeps_stale_cost(c: _Counter, g: Grid) -> None:
+    """A request released at r by an n-token step (capacity r + n) commits d tokens: a refused resize
+    keeps the blocks it held at r, at-allocate those live at r + d; counted as sets of blocks."""
+    for t, W, S in g.tws(**_EVICTION_GRID):
+        for k in (0, 1):
+            most = 0
+            for n in range(1, 4):
+                for r in range(0, (S + 2) * t + W + k + 1):
+                    kept_by_refusal = _held(r, r + n, t, W, S, max(0, r - k))
+                    for d in range(0, n + 1):
+                        after_catch_up = _held(r + d, r + n, t, W, S, max(0, r + d - k))
+                        extra = kept_by_refusal - after_catch_up
+                        c.check(after_catch_up <= kept_by_refusal and len(extra) <= math.ceil(d / t),
+                                t=t, W=W, S=S, k=k, n=n, r=r, d=d)
+                        if n == 1 and d == 1:
+                            most = max(most, len(extra))
+            c.check(most == 1, t=t, W=W, S=S, k=k)
+
+
 def _locked(p: int, t: int, W: int) -> frozenset[int]:
     """Blocks a prompt of p tokens keeps locked: those holding one of the W - 1 tokens before the end
     of its last whole block."""
@@ -1107,6 +1127,7 @@ TWINS: dict[str, Callable[[Grid], TwinResult]] = {
     "prompt-lock-floor-sufficient": prompt_lock_sufficient,
     "prompt-lock-floor-tight": prompt_lock_tight,
     "eviction-interval-one": eviction_interval_one,
+    "refused-keeps-stale-cost": refused_keeps_stale_cost,
     "sync-floor-short-in-flight": sync_floor_short_in_flight,
     "sync-floor-short-in-flight-exact": sync_floor_short_in_flight_exact,
     "legacy-floor-insufficient": legacy_floor_insufficient,

@@ -27,7 +27,7 @@ from __future__ import annotations
 from .config import ReleaseOrder
 from .lookahead import Lookahead
 from .radix import RadixTree
-from .release import ReleasePolicy
+from .refusal import RefusalPolicy
 from .values import (BlockTable, Outcome, PoolSnapshot, RequestSnapshot, RequestState, Shortfall, SlotMap, Snapshot,
                      ranges_minus, ranges_of)
 
@@ -47,6 +47,6 @@ __all__ = [
 ]
 
 
-class Manager(RadixTree, Lookahead, ReleasePolicy):
+class Manager(RadixTree, Lookahead, RefusalPolicy):
     """The executable spec of a paged KV-cache manager with sliding-window attention: the core with
     every layer, each following the config's semantics (``release_order`` overrides the semantics')."""

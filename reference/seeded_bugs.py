@@ -165,6 +165,9 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
     SeededBug("lazy-release-undone", "at-allocate's release at the start of a resize is undone when "
               "the allocation fails",
               (), (ORACLE,), covers="semantics.free_stale, failure path"),
+    SeededBug("refused-step-frees-stale", "under refused_keeps_stale a resize still frees the blocks that left "
+              "the window before its gate, and that release stands when it is refused",
+              (), (ORACLE,), covers="semantics.refused_keeps_stale, failure path"),
     SeededBug("recompute-keeps-slots", "a recompute suspend frees no slot",
               (), (ORACLE,), covers="semantics.suspend"),
     SeededBug("recompute-keeps-lengths", "a recompute suspend keeps capacity and history",
@@ -276,6 +279,7 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "lazy-frees-at-commit": ("tables",),
     "at-commit-frees-lazily": ("tables",),
     "lazy-release-undone": RESULT + ("tables",),
+    "refused-step-frees-stale": RESULT + ("tables",),
     "keep-frees": ("tables",),
     "one-block-size": RESULT + ("tables",),  # blocks counted in the wrong size: the call asks the wrong count
     # the transient peak of one call

@@ -207,6 +207,14 @@ class Semantics:
         until the call returns (blocks cut off by a smaller capacity are freed before allocating in both
         orders). ``Manager(config, release_order=...)`` overrides it.""",
         engines=("TensorRT-LLM: hold-until-return",), always_written=True)
+    refused_keeps_stale: bool = option(False, "a refused resize keeps the blocks that left the window", """
+        Blocks that left the window are freed only by a resize that succeeds: a resize releases what is
+        stale at its own release point, the blocks stale since the last release included, and its gate
+        counts all of them as free; a refused resize frees nothing (under plain ``at-allocate`` the release
+        at the start of a resize stands even when the allocation fails). A lone request is never refused
+        where ``at-allocate`` admits it (:mod:`~.refusal`).""",
+        engines=("LMDeploy: its window block manager drops blocks only inside an allocation that succeeds",),
+        needs=("free_stale", "at-allocate"))
     eviction_interval: int = option(1, "tokens that leave a window before it frees its stale blocks (e)", """
         (e) An SWA life cycle frees its stale blocks at history ``h`` only when at least ``e`` tokens have
         left the window since its eviction cursor, ``h' + 1 - W >= cursor + e`` (``h' = max(0, h - k)``;

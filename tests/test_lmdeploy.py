@@ -5,7 +5,9 @@ in one subprocess (``python -m swafloor.fuzz.engines.lmdeploy.check``). Without 
 CI (env ``CI=true``) and are skipped, with the command that makes it, elsewhere.
 
 - The ci campaign (seed 0, bounded) on the pinned release diverges, and its divergence is one of the
-  classes with a verdict (tests/regressions/lmdeploy/, docs/lmdeploy.md), never an unknown one.
+  classes with a verdict (tests/regressions/lmdeploy/, docs/lmdeploy.md), never an unknown one; the
+  semantics class a refused step keeps its stale blocks is modelled (``refused_keeps_stale``): its trace
+  matches under the semantics the backend claims, and the campaign meets the next class.
 - Two bugs planted in LMDeploy's own code (out-of-window blocks never dropped; a held block handed out
   again) are each a divergence at the step the plant first changed what LMDeploy did.
 - Every regression trace replays to its stored divergence, values included, in its class; the one where
@@ -27,7 +29,7 @@ VENV = Path(os.environ.get("SWAFLOOR_LMDEPLOY_VENV") or ROOT / ".venv-lmdeploy")
 PYTHON = VENV / "bin" / "python"
 REGRESSIONS = ROOT / "tests" / "regressions" / "lmdeploy"
 TIMEOUT = 600  # seconds for the subprocess; a hang still ends
-EXAMPLES = 300  # the ci profile's first 300 (the campaign stops at its first divergence, example 11)
+EXAMPLES = 300  # the ci profile's first 300 (the campaign stops at its first divergence, example 156)
 PLANTS = ("window-never-freed", "hands-out-held")
 COMPARED = ("step_index", "field", "reference", "backend")
 
@@ -58,10 +60,24 @@ def checked(tmp_path_factory):
 def test_ci_campaign_diverges_only_in_a_class_with_a_verdict(checked):
     campaign = checked["campaign"]
     assert campaign["result"] == "divergence" and campaign["discard_rate"] <= 0.05, campaign
-    assert campaign["class"] == "refused-step-keeps-stale", json.dumps(campaign)[:3000]
+    # refused-step-keeps-stale is modelled (Semantics.refused_keeps_stale): the campaign goes on to the next class
+    assert campaign["class"] == "drops-in-window-block-past-history", json.dumps(campaign)[:3000]
     d = campaign["divergence"]
-    # LMDeploy refused the step and holds a block the reference freed before its gate
-    assert d["step"]["op"] == "resize" and d["refused"] is True and d["reference"] is None and d["backend"] is not None
+    # a step LMDeploy allowed: it dropped the block holding token h - W, which the reference (and its window) keeps
+    assert d["step"]["op"] == "resize" and d["refused"] is False and d["reference"] is not None and d["backend"] is None
+    stored = json.loads((REGRESSIONS / "lmdeploy-drops-in-window-block-past-history.json").read_text())
+    assert {k: d[k] for k in COMPARED} == {k: stored["divergence"][k] for k in COMPARED}
+
+
+def test_the_modelled_class_matches_under_the_claimed_semantics_and_no_other_does(checked):
+    """Each regression trace replayed with the semantics the backend claims now: the refused step's
+    (stored under plain at-allocate) matches, every engine bug still diverges where it did."""
+    replays = {Path(r["trace"]).name: r for r in checked["regressions"]}
+    assert replays["lmdeploy-refused-step-keeps-stale.json"]["under_claimed"] is None
+    for name, got in replays.items():
+        if name != "lmdeploy-refused-step-keeps-stale.json":
+            assert got["under_claimed"] is not None, name
+            assert {k: got["under_claimed"][k] for k in COMPARED} == {k: got["divergence"][k] for k in COMPARED}, name
 
 
 @pytest.mark.parametrize("plant", PLANTS)

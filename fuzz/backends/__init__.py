@@ -76,6 +76,8 @@ REGISTRY: dict[str, Registered] = {
     "oracle": Registered("swafloor.fuzz.backends.oracle:oracle", status="fuzzed against the reference in CI"),
     "oracle-eviction": Registered("swafloor.fuzz.backends.oracle:oracle_eviction",
                                   status="fuzzed against the reference in CI (eviction intervals, tests/test_eviction_interval.py)"),
+    "oracle-refusal": Registered("swafloor.fuzz.backends.oracle:oracle_refusal",
+                                 status="fuzzed against the reference in CI (a refused resize keeps stale blocks, tests/test_refusal.py)"),
     "oracle-sharing": Registered("swafloor.fuzz.backends.oracle:oracle_sharing",
                                  status="fuzzed against the reference in CI (prefix sharing, tests/test_sharing_campaign.py)"),
     "oracle-eagle": Registered("swafloor.fuzz.backends.oracle:oracle_eagle",

@@ -88,7 +88,7 @@ from swafloor.reference import (
 
 from ..adapter import ManagerBackend
 from ..protocol import (ALL_SEMANTICS, ALL_SEMANTICS_EAGLE, ALL_SEMANTICS_EVICTION, ALL_SEMANTICS_MIXED,
-                        ALL_SEMANTICS_SHARING, Capabilities, Limits, factory)
+                        ALL_SEMANTICS_SHARING, REFUSAL_KEEPS_STALE, Capabilities, Limits, factory)
 
 __all__ = ["OracleManager", "oracle", "decode_peak"]
 
@@ -218,6 +218,7 @@ class OracleManager:
         semantics = config.semantics
         self.in_flight = semantics.in_flight_tokens
         self.lazy = semantics.free_stale is FreeStale.AT_ALLOCATE
+        self.keeps_stale = semantics.refused_keeps_stale  # nothing freed before the gate: all or nothing
         self.suspend_mode = semantics.suspend
         self.copies = semantics.first_resume_copy
         self.hold = semantics.release_order.value == "hold-until-return"
@@ -742,7 +743,7 @@ class OracleManager:
             raise RequestError(request_id, "history", history, f"goes backwards from {req.history}")
         if capacity < history:
             raise RequestError(request_id, "capacity", capacity, f"is below history {history}")
-        if self.lazy:  # blocks that left the window since the last resize are freed now, for good
+        if self.lazy and not self.keeps_stale:  # blocks that left the window since the last resize are freed now, for good
             self._move(req, self._targets(req.history, req.capacity, req))
             if self.interval > 1:
                 req.cursors = self._moved
@@ -873,6 +874,9 @@ oracle_sharing = _oracle(ALL_SEMANTICS_SHARING, "oracle-sharing",
                          doc="The oracle under prefix sharing: requests created on others' prefixes, repeated requests.")
 oracle_eagle = _oracle(ALL_SEMANTICS_EAGLE, "oracle-eagle",
                        doc="The oracle under prefix sharing with the EAGLE hit rule and draft slots.")
+oracle_refusal = _oracle(REFUSAL_KEEPS_STALE, "oracle-refusal",
+                         doc="The oracle under LMDeploy's semantics: a refused resize keeps the blocks that left the "
+                         "window (refused_keeps_stale), one token in flight, each step committed before it allocates.")
 oracle_mixed = _oracle(ALL_SEMANTICS_MIXED, "oracle-mixed",
                        doc="The oracle with a block size per life cycle (attention layers with block sizes of their "
                        "own), under every semantics, prefix sharing and eviction intervals included.")

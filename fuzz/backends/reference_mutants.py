@@ -44,12 +44,13 @@ from swafloor.reference import config as reference_config
 from swafloor.reference.pool import Pool
 from swafloor.reference.values import range_blocks, range_size
 
+from swafloor.reference.release import ReleasePolicy
 from swafloor.reference.seeded_bugs import ORACLE, SEEDED_BUGS
 
 from ..adapter import ManagerBackend
 from .mutants import _SharedFreedEarly
 from ..protocol import (ALL_SEMANTICS, ALL_SEMANTICS_EAGLE, ALL_SEMANTICS_MIXED, ALL_SEMANTICS_SHARING, BackendRecord,
-                        UnknownBackend, factory)
+                        REFUSAL_KEEPS_STALE, UnknownBackend, factory)
 
 __all__ = ["PREFIX", "REFERENCE_MUTANTS", "ReferenceMutant", "names", "resolve_mutant"]
 
@@ -282,6 +283,14 @@ class _LazyReleaseUndone(Manager):
 
     def catch_up(self, record: Any) -> None:
         record.released_to = record.history  # no catch-up: the plan releases them instead
+
+
+class _RefusedStepFreesStale(Manager):
+    """``refused_keeps_stale`` ignored: the release policy's catch-up (free what is stale at the current
+    history, for good) runs before the gate anyway, the refusal layer's hook skipped."""
+
+    def catch_up(self, record: Any) -> None:
+        ReleasePolicy.catch_up(self, record)
 
 
 # ----------------------------------------------------------------------------- suspension
@@ -527,6 +536,7 @@ _MAKERS: dict[str, Callable[[Config], Manager]] = {
     "lazy-frees-at-commit": _LazyFreesAtCommit,
     "at-commit-frees-lazily": _AtCommitFreesLazily,
     "lazy-release-undone": _LazyReleaseUndone,
+    "refused-step-frees-stale": _RefusedStepFreesStale,
     "recompute-keeps-slots": _RecomputeKeepsSlots,
     "recompute-keeps-lengths": _RecomputeKeepsLengths,
     "release-forgets-lengths": _ReleaseForgetsLengths,
@@ -581,10 +591,11 @@ _BACKEND = {
     "hit-aligned-to-t": "oracle-mixed",
     "cache-aligned-swapped": "oracle-mixed",
     "prompt-tail-swapped": "oracle-mixed",
+    "refused-step-frees-stale": "oracle-refusal",
 }
 #: The capabilities a mutant's backend declares: those of the oracle campaign that must kill it.
 _CAPABILITIES = {"oracle-sharing": ALL_SEMANTICS_SHARING, "oracle-eagle": ALL_SEMANTICS_EAGLE,
-                 "oracle-mixed": ALL_SEMANTICS_MIXED}
+                 "oracle-mixed": ALL_SEMANTICS_MIXED, "oracle-refusal": REFUSAL_KEEPS_STALE}
 
 _MUTANTS = tuple(
     ReferenceMutant(bug.name, bug.covers, bug.description, _MAKERS[bug.name], backend=_BACKEND.get(bug.name, "oracle"))

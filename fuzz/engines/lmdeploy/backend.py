@@ -59,7 +59,8 @@ def semantics() -> Semantics:
         # At a step of history h the window manager keeps the blocks from the one holding token h - W:
         # W history tokens plus the one computed, W + 1 in all: the reference's release on history h - 1.
         in_flight_tokens=1,
-        free_stale="at-allocate",  # blocks are dropped inside allocate_msg only
+        free_stale="at-allocate",
+        refused_keeps_stale=True,  # blocks are dropped inside allocate_msg only, when it succeeds
         suspend="recompute",  # the scheduler's eviction frees every block; the sequence is recomputed
         first_resume_copy=False,
     )

@@ -1,0 +1,68 @@
+"""``Semantics.refused_keeps_stale`` (LMDeploy, issue 33): a refused resize keeps the blocks that left
+the window; plain ``at-allocate`` frees them before its gate and that release stands. The layer
+(reference/refusal.py) against hand-counted blocks, the option's checks, and the ``oracle-refusal``
+campaign (the independent oracle under the same semantics) against the reference."""
+
+from __future__ import annotations
+
+import pytest
+
+from swafloor.fuzz.backends import resolve
+from swafloor.fuzz.runner import PROFILES, run_campaign
+from swafloor.reference import AttentionLayer, Config, ConfigError, Manager, Semantics
+
+
+def _two_requests(keeps: bool) -> Manager:
+    """W = 1, t = 1, a pool of 2 slots. r0 holds block 0 (capacity 1) and commits its token: under
+    at-allocate nothing is freed at commit. r1 takes the other slot. r0 then asks capacity 3 at history
+    1: blocks 1 and 2 (block 0 left the window [1, 1]): 2 new against 0 free + 1 released: refused."""
+    semantics = Semantics(free_stale="at-allocate", refused_keeps_stale=keeps)
+    m = Manager(Config(tokens_per_block=1, layers=[AttentionLayer(window=1)], slots=[2], semantics=semantics))
+    for rid in ("r0", "r1"):
+        m.create(rid)
+        assert m.resume(rid)
+        assert m.resize(rid, 1, 0)
+    m.commit("r0", 1)
+    outcome = m.resize("r0", 3, 1)
+    assert not outcome and outcome.shortfalls[0].needed == 2 and outcome.shortfalls[0].available == 1
+    m.check()
+    return m
+
+
+def _held(m: Manager, rid: str) -> tuple:
+    table = next(r for r in m.snapshot().requests if r.request_id == rid).tables[0]
+    return table.dense()
+
+
+def test_a_refused_resize_keeps_the_block_that_left_the_window():
+    m = _two_requests(keeps=True)
+    assert _held(m, "r0") == (0,) and m.snapshot().pools[0].free == 0
+
+
+def test_plain_at_allocate_frees_it_before_the_gate_and_the_release_stands():
+    m = _two_requests(keeps=False)
+    assert _held(m, "r0") == (None,) and m.snapshot().pools[0].free == 1
+
+
+def test_a_resize_that_fits_frees_the_stale_block_inside_the_call():
+    for keeps in (True, False):
+        m = _two_requests(keeps)
+        assert m.resize("r0", 2, 1)  # block 1: 1 new against (0 or 1) free + (1 or 0) released
+        assert _held(m, "r0") == (None, 1) and m.snapshot().pools[0].free == 0
+        m.check()
+
+
+def test_the_option_needs_at_allocate_and_is_written_only_when_set():
+    with pytest.raises(ConfigError, match=r"semantics\.refused_keeps_stale=True: needs semantics\.free_stale at-allocate"):
+        Semantics(refused_keeps_stale=True)
+    on = Semantics(free_stale="at-allocate", refused_keeps_stale=True)
+    assert on.to_dict()["refused_keeps_stale"] is True and "refused_keeps_stale" not in Semantics().to_dict()
+    assert Semantics.from_dict(on.to_dict()) == on
+
+
+def test_the_oracle_refusal_campaign_passes_on_the_ci_profile():
+    assert resolve("oracle-refusal").capabilities.semantics.refused_keeps_stale
+    assert not resolve("oracle").capabilities.semantics.refused_keeps_stale
+    result = run_campaign("oracle-refusal", examples=150, seed=PROFILES["ci"].seed, profile="ci", out_dir=None)
+    assert result.divergence is None, result.divergence
+    assert result.served >= 140
