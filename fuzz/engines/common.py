@@ -9,6 +9,7 @@ Engine-neutral; vLLM's and SGLang's rooms use it.
   ships is kept (older releases register their own copy of one).
 - :func:`parameters` and :func:`arguments`: a callable's named parameters, and the keyword arguments
   an adapter can give it from what it knows (a required one it cannot give is :class:`Unsupported`).
+- :func:`open_request`: an adapter's open request by id, or the typed error naming the field.
 - :func:`engine_table_capabilities`: what an adapter reading an engine's block tables and slot ids
   shows and how it is driven, with what differs per engine given.
 """
@@ -17,14 +18,14 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from typing import Any, Callable
+from typing import Any, Callable, Hashable
 
-from swafloor.reference import LifeCycleKind
+from swafloor.reference import LifeCycleKind, RequestError, RequestState
 
 from ..protocol import Capabilities, Operation, Part, Unsupported
 
 __all__ = ["MissingModule", "missing_module", "brief", "configs_registered_once", "parameters", "arguments",
-           "engine_table_capabilities"]
+           "engine_table_capabilities", "open_request"]
 
 
 class MissingModule(Unsupported):
@@ -121,3 +122,16 @@ def engine_table_capabilities(**differs: Any) -> Capabilities:
         "capacity_cuts": False,
         **differs,
     })
+
+
+def open_request(requests: dict, request_id: Hashable, states: tuple = ()) -> Any:
+    """The open request ``request_id`` of an adapter's ``requests`` (in one of ``states`` when given);
+    a typed error naming the field otherwise."""
+    req = requests.get(request_id)
+    if req is None:
+        raise RequestError(request_id, "request_id", request_id, "unknown request")
+    if req.state is RequestState.CLOSED:
+        raise RequestError(request_id, "state", "closed", "request is closed")
+    if states and req.state not in states:
+        raise RequestError(request_id, "state", req.state.value, "not allowed in this state")
+    return req

@@ -42,7 +42,7 @@ import numpy as np
 from swafloor.reference import Config, LifeCycleKind, Outcome, RequestError, RequestState, Semantics, SlotMap, build_layout
 
 from ...protocol import Capabilities, Part, Unsupported, factory
-from ..common import engine_table_capabilities
+from ..common import engine_table_capabilities, open_request
 from . import compat
 
 __all__ = ["LmdeployBackend", "lmdeploy", "capabilities", "semantics", "import_lmdeploy"]
@@ -114,14 +114,7 @@ class LmdeployBackend:
 
     # ------------------------------------------------------------------ helpers
     def _get(self, request_id: Hashable, *states: RequestState) -> _Request:
-        req = self.requests.get(request_id)
-        if req is None:
-            raise RequestError(request_id, "request_id", request_id, "unknown request")
-        if req.state is RequestState.CLOSED:
-            raise RequestError(request_id, "state", "closed", "request is closed")
-        if states and req.state not in states:
-            raise RequestError(request_id, "state", req.state.value, "not allowed in this state")
-        return req
+        return open_request(self.requests, request_id, states)
 
     def _free(self, req: _Request) -> None:
         for manager, seq in zip(self.managers, req.sequences):

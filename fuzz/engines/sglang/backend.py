@@ -48,7 +48,7 @@ from typing import Any, Hashable
 from swafloor.reference import Config, LifeCycleKind, Outcome, RequestError, RequestState, Semantics, SlotMap, build_layout
 
 from ...protocol import Capabilities, Part, Unsupported, factory
-from ..common import engine_table_capabilities
+from ..common import engine_table_capabilities, open_request
 
 __all__ = ["SglangBackend", "sglang", "sglang_lazy", "import_sglang", "capabilities", "semantics",
            "DEFAULT_EVICTION_INTERVAL"]
@@ -279,19 +279,6 @@ class _Req:
         @swa_evicted_seqlen.setter
         def swa_evicted_seqlen(self, length: int) -> None:
             self.kv.swa_evicted_seqlen = length
-
-
-def open_request(requests: dict, request_id: Hashable, states: tuple = ()) -> Any:
-    """The open request ``request_id`` of an adapter's ``requests`` (in one of ``states`` when given);
-    a typed error naming the field otherwise."""
-    req = requests.get(request_id)
-    if req is None:
-        raise RequestError(request_id, "request_id", request_id, "unknown request")
-    if req.state is RequestState.CLOSED:
-        raise RequestError(request_id, "state", "closed", "request is closed")
-    if states and req.state not in states:
-        raise RequestError(request_id, "state", req.state.value, "not allowed in this state")
-    return req
 
 
 class SglangBackend:

@@ -52,6 +52,7 @@ from typing import Any, Hashable
 from swafloor.reference import Config, LifeCycleKind, Outcome, RequestError, RequestState, Semantics, build_layout
 
 from ...protocol import BackendCheckFailed, Capabilities, Operation, Part, Unsupported, factory
+from ..common import open_request
 from . import compat
 
 __all__ = ["TransformersCbBackend", "transformers_cb", "import_transformers", "capabilities", "semantics",
@@ -346,14 +347,7 @@ class TransformersCbBackend:
 
     # ------------------------------------------------------------------ operations
     def _get(self, request_id: Hashable, *states: RequestState) -> _Request:
-        req = self.requests.get(request_id)
-        if req is None:
-            raise RequestError(request_id, "request_id", request_id, "unknown request")
-        if req.state is RequestState.CLOSED:
-            raise RequestError(request_id, "state", "closed", "request is closed")
-        if states and req.state not in states:
-            raise RequestError(request_id, "state", req.state.value, "not allowed in this state")
-        return req
+        return open_request(self.requests, request_id, states)
 
     def create(self, request_id: Hashable, reused_history: int = 0) -> None:
         if request_id in self.requests:
