@@ -68,6 +68,7 @@ __all__ = [
     "ALL_SEMANTICS_EAGLE",
     "ALL_SEMANTICS_MIXED",
     "REFUSAL_KEEPS_STALE",
+    "RADIX_TREE",
     "REFERENCE_CAPABILITIES",
 ]
 
@@ -346,6 +347,14 @@ ALL_SEMANTICS_MIXED = Capabilities(all_semantics=True, prefix_sharing=True, evic
 REFUSAL_KEEPS_STALE = Capabilities(
     semantics=Semantics(in_flight_tokens=1, free_stale="at-allocate", refused_keeps_stale=True),
     commit_before_allocate=True,
+)
+#: SGLang's radix cache (freed lazily, a retraction recomputes, no first-resume copy, prefix sharing with
+#: freed blocks cached) with its radix tree: the tree lock on a prompt's last window (``prompt_lock``) and
+#: content findable only once published (``publish_on_release``): the oracle.
+RADIX_TREE = Capabilities(
+    semantics=Semantics(free_stale="at-allocate", suspend="recompute", first_resume_copy=False, prefix_sharing=True,
+                        cache_freed=True, prompt_lock=True, publish_on_release=True),
+    prefix_sharing=True,
 )
 #: Everything, exactly, physical identity included: the seeded bugs of the reference.
 EXACT_WITH_IDENTITY = Capabilities(observations={p: Comparison.EXACT for p in Part})

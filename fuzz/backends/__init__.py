@@ -78,6 +78,9 @@ REGISTRY: dict[str, Registered] = {
                                   status="fuzzed against the reference in CI (eviction intervals, tests/test_eviction_interval.py)"),
     "oracle-refusal": Registered("swafloor.fuzz.backends.oracle:oracle_refusal",
                                  status="fuzzed against the reference in CI (a refused resize keeps stale blocks, tests/test_refusal.py)"),
+    "oracle-radix": Registered("swafloor.fuzz.backends.oracle:oracle_radix",
+                               status="fuzzed against the reference in CI (SGLang's radix tree: its lock and "
+                               "publication, tests/test_radix_layer.py)"),
     "oracle-sharing": Registered("swafloor.fuzz.backends.oracle:oracle_sharing",
                                  status="fuzzed against the reference in CI (prefix sharing, tests/test_sharing_campaign.py)"),
     "oracle-eagle": Registered("swafloor.fuzz.backends.oracle:oracle_eagle",

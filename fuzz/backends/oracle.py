@@ -56,6 +56,22 @@ capacity spans at the first history where a windowed geometry holds its peak (fo
 histories). A hit under the common-prefix rule ends on a whole block of every attention geometry
 (its length is a multiple of each one's size).
 
+SGLang's radix tree (the ``oracle-radix`` campaign), two options. ``prompt_lock``: the tree lock a request
+takes at its first resume on the prompt it matched or published (its reused history, when above 0) pins the
+SWA KV a token placed right after the prompt's whole blocks would read besides itself: the positions
+``[q + 1 - W, q - 1]``, ``q`` the prompt's length rounded down to a block start (never below position 0), so
+each windowed geometry also holds the blocks of those positions, read or not, until the request lets go of
+all its blocks (a suspension that frees them, a close). Its minimum is the most blocks a lone request decoding
+from any prompt holds (found by walking the prompts, one per block start, and the histories after each); full
+attention's stays as without the lock (the lock pins SWA KV only). ``publish_on_release``: content becomes
+findable only when published: a resume publishes what it holds below its history, a close (of an active
+request) what it holds below its committed history, before it lets go; a commit or a resize publishes
+nothing. A first resume of reused history ending on a whole block (at least one) computes that last block
+again (one token is always computed) and then takes the published copy: per attention geometry it holds a
+slot for the call when the first findable page of that block's content is held by a request, and per
+windowed geometry one more for the block just before the locked window (the block its window reaches past
+the lock; with a window of one token, the last block itself) unless such a held page has its content.
+
 Only the reference's value types are shared (config, snapshot, outcome, errors), so the two can be
 compared with ``==``.
 """
@@ -88,7 +104,7 @@ from swafloor.reference import (
 
 from ..adapter import ManagerBackend
 from ..protocol import (ALL_SEMANTICS, ALL_SEMANTICS_EAGLE, ALL_SEMANTICS_EVICTION, ALL_SEMANTICS_MIXED,
-                        ALL_SEMANTICS_SHARING, REFUSAL_KEEPS_STALE, Capabilities, Limits, factory)
+                        ALL_SEMANTICS_SHARING, RADIX_TREE, REFUSAL_KEEPS_STALE, Capabilities, Limits, factory)
 
 __all__ = ["OracleManager", "oracle", "decode_peak"]
 
@@ -138,6 +154,33 @@ def _held(
     # Every t-th of these positions and the last one: no block between them is skipped.
     needed = {p // t for p in positions[::t]} | {positions[-1] // t} | geometry.sink_blocks
     return frozenset(b for b in needed if b in allocated)
+
+
+def _locked(geometry: _Geometry, prompt: int | None, t: int) -> frozenset[int]:
+    """``prompt_lock``: the blocks of a windowed geometry a tree lock on a prompt of ``prompt`` tokens
+    pins: those holding a position a token at the prompt's last whole block's end ``q`` reads besides
+    itself, ``q + 1 - W .. q - 1`` (none below position 0)."""
+    if prompt is None or geometry.kind != "swa":
+        return frozenset()
+    q = max(range(0, prompt + 1, t))  # the last block start at or below the prompt's end
+    return frozenset(p // t for p in range(max(0, q + 1 - geometry.window), q))
+
+
+@functools.lru_cache(maxsize=4096)
+def decode_peak_locked(t: int, window: int, sink_blocks: frozenset[int]) -> int:
+    """:func:`decode_peak` of a request holding its prompt's last window locked (``prompt_lock``): the
+    most blocks one decode step holds, over every prompt (one per block start: the lock depends on the
+    prompt's whole blocks, and the shortest such prompt admits every later history) up to one window and
+    two blocks past the sinks, and every history from the prompt up to one window and three blocks past it."""
+    geometry = _Geometry("swa", window, sink_blocks, t)
+    reach = (max(sink_blocks, default=-1) + 1) * t + window + 2 * t
+    peak = 0
+    for prompt in range(0, reach + 1, t):
+        locked = _locked(geometry, prompt, t)
+        for h in range(prompt, prompt + window + 3 * t + 1):
+            allocated = _allocated(h + 1, t)
+            peak = max(peak, len(_held(geometry, h, h + 1, t) | {b for b in locked if b in allocated}))
+    return peak
 
 
 @functools.lru_cache(maxsize=4096)
@@ -208,6 +251,7 @@ class _Request:
     resumed: bool = False
     pages: list[dict[int, tuple]] | None = None  # per geometry, held block -> page name (prefix sharing only)
     hit: int = 0  # blocks its first resume found already computed
+    lock: int | None = None  # prompt_lock: the prompt (tokens) whose last window it keeps locked
 
 
 class OracleManager:
@@ -225,6 +269,8 @@ class OracleManager:
         self.interval = semantics.eviction_interval
         self.lookahead = semantics.lookahead_tokens  # draft slots: only the minimum grows
         self.sharing = semantics.prefix_sharing
+        self.lock = semantics.prompt_lock  # SGLang's tree lock on a prompt's last window
+        self.publish = semantics.publish_on_release  # content findable only once published
         self.geometries: list[_Geometry] = []
         for layer in config.layers:
             geometry = self._geometry(layer)
@@ -287,6 +333,8 @@ class OracleManager:
         if rule is FloorRule.LEGACY or geometry.kind == "ssm":
             return 1
         if geometry.kind == "swa":
+            if self.lock:  # the lock pins SWA KV: only the windowed geometries' own share grows
+                return decode_peak_locked(geometry.t, geometry.window, geometry.sink_blocks)
             return self._peak(geometry)
         # Full attention sees the same sequence as every windowed layer: at least the largest peak; in
         # blocks of its own size, what it spans where each windowed geometry first holds its peak.
@@ -321,9 +369,44 @@ class OracleManager:
 
     def _targets(self, history: int, capacity: int, req: _Request | None = None) -> list[frozenset[int]]:
         if self.interval == 1 or req is None:
-            return [_held(g, history, capacity, g.t, self.in_flight) for g in self.geometries]
-        self._moved = self._cursors(req.cursors, history)
-        return [_held(g, history, capacity, g.t, self.in_flight, c) for g, c in zip(self.geometries, self._moved)]
+            targets = [_held(g, history, capacity, g.t, self.in_flight) for g in self.geometries]
+        else:
+            self._moved = self._cursors(req.cursors, history)
+            targets = [_held(g, history, capacity, g.t, self.in_flight, c) for g, c in zip(self.geometries, self._moved)]
+        if req is None or req.lock is None:
+            return targets
+        # prompt_lock: the locked blocks too, those allocated (a set unchanged stays the same object)
+        out = []
+        for g, held in zip(self.geometries, targets):
+            allocated = _allocated(capacity, g.t)
+            extra = {b for b in _locked(g, req.lock, g.t) if b in allocated} - held
+            out.append(held | extra if extra else held)
+        return out
+
+    def _radix_copies(self, req: _Request) -> list[int]:
+        """``publish_on_release``: per pool group, the slots a first resume holds for the call because its
+        reused history ends on a whole block (module docstring): the last block computed again while a
+        request holds its published page, and in a windowed geometry the block before the locked window
+        unless a request holds its published page."""
+        extra = [0] * len(self.totals)
+        h = req.history
+        for i, geometry in enumerate(self.geometries):
+            t = geometry.t
+            if geometry.kind == "ssm" or h < t or h % t:
+                continue
+            g = self.group_of[i]
+
+            def held_published(b: int) -> bool:
+                pages = self.findable[g].get(self._block_content(req, i, b))
+                return bool(pages) and pages[0] in self.holders[g]
+
+            last = h // t - 1
+            extra[g] += held_published(last)
+            if geometry.kind == "swa":
+                locked = _locked(geometry, h, t)
+                before = (min(locked) if locked else h // t) - 1
+                extra[g] += before >= 0 and not held_published(before)
+        return extra
 
     def _past_sinks(self, geometry: _Geometry) -> int:
         return len(range(0, (max(geometry.sink_blocks, default=-1) + 1) * geometry.t))
@@ -672,6 +755,7 @@ class OracleManager:
 
     def _release_all(self, req: _Request) -> None:
         self._move(req, [frozenset() for _ in self.geometries])
+        req.lock = None  # letting go of every block lets go of the tree lock
 
     # ------------------------------------------------------------------ operations
     def create(self, request_id: Hashable, reused_history: int = 0, share_with: Hashable = None) -> None:
@@ -696,7 +780,11 @@ class OracleManager:
 
     def resume(self, request_id: Hashable) -> Outcome:
         req = self._get(request_id, SUSPENDED)
+        was_locked = req.lock
+        if self.lock and not req.resumed and req.history > 0:  # its first resume takes the tree lock
+            req.lock = req.history
         targets = self._targets(req.history, req.capacity, req)
+        radix = self._radix_copies(req) if self.publish and req.pending_copy else None
         moved = self._moved if self.interval > 1 else None
         hits = self._hits(req, targets) if self.sharing else None
         needed = [0] * len(self.totals)
@@ -715,7 +803,12 @@ class OracleManager:
                 copies = h > 0 if geometry.kind == "ssm" else h > 0 and (h - 1) // geometry.t == h // geometry.t
                 needed[self.group_of[i]] += int(copies)
                 copy_slots[self.group_of[i]] += int(copies)
+        for g, n in enumerate(radix or ()):
+            needed[g] += n
+            copy_slots[g] += n
         outcome = self._shortfalls(needed, freed)
+        if not outcome.ok:
+            req.lock = was_locked
         if outcome.ok:
             self._move(req, targets, hits)
             if moved is not None:
@@ -760,13 +853,13 @@ class OracleManager:
             freed[self.group_of[i]] += self._freed(req, i, gone)
         outcome = self._shortfalls(needed, freed)
         if outcome.ok:
-            if self.cache and not self.scheduled:  # committed by this call: findable before it frees
+            if self.cache and not self.scheduled and not self.publish:  # committed by this call: findable before it frees
                 self._learn(req, history)
             self._move(req, targets, history=history, hold=allocated if self.hold else None)
             if moved is not None:
                 req.cursors = moved
             req.capacity, req.history = capacity, history
-            if self.cache:  # reserved by this call (or allocated below the history it ends on)
+            if self.cache and not self.publish:  # reserved by this call (or allocated below the history it ends on)
                 self._learn(req, self._known_end(history, capacity, False) if self.scheduled else history)
         return outcome
 
@@ -778,7 +871,7 @@ class OracleManager:
                 request_id, "tokens", tokens, f"history {req.history} + tokens exceeds capacity {req.capacity}"
             )
         req.history += tokens
-        if self.cache and not self.scheduled:
+        if self.cache and not self.scheduled and not self.publish:
             self._learn(req, req.history)
         if not self.lazy:  # freeing lazily, the next resize frees what left the window
             self._move(req, self._targets(req.history, req.capacity, req))
@@ -797,6 +890,8 @@ class OracleManager:
 
     def close(self, request_id: Hashable) -> None:
         req = self._get(request_id)
+        if self.publish and self.cache and req.state is ACTIVE:  # a finished request publishes what it committed
+            self._learn(req, req.history)
         self._release_all(req)
         req.state = CLOSED
 
@@ -877,6 +972,10 @@ oracle_eagle = _oracle(ALL_SEMANTICS_EAGLE, "oracle-eagle",
 oracle_refusal = _oracle(REFUSAL_KEEPS_STALE, "oracle-refusal",
                          doc="The oracle under LMDeploy's semantics: a refused resize keeps the blocks that left the "
                          "window (refused_keeps_stale), one token in flight, each step committed before it allocates.")
+oracle_radix = _oracle(RADIX_TREE, "oracle-radix",
+                       doc="The oracle under SGLang's radix cache: a request keeps its prompt's last window of SWA "
+                       "blocks locked until it is released (prompt_lock), content is findable only once published "
+                       "by a first resume or a close (publish_on_release), freed blocks cached, freed lazily.")
 oracle_mixed = _oracle(ALL_SEMANTICS_MIXED, "oracle-mixed",
                        doc="The oracle with a block size per life cycle (attention layers with block sizes of their "
                        "own), under every semantics, prefix sharing and eviction intervals included.")
