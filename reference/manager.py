@@ -14,7 +14,7 @@ Each layer does nothing while its options are off, so under the default semantic
 the core. Values and observations (:class:`Outcome`, :class:`Snapshot`, :class:`SlotMap`, ranges)
 live in :mod:`.values`. A seeded bug changes a behaviour through a named hook of the core (listed
 in :mod:`.core`'s docstring) or a layer's (``cache_hits``, ``eagle_hit``, ``hit_alignment``,
-``scheduled_end``, ``eviction_interval``).
+``scheduled_end``, ``eviction_interval``; the radix tree's ``lock_prompt``, ``names_now``, ``publish``).
 
 Costs: a pool is a counter and a heap of returned slot ids (memory O(slots in use)); a step is planned
 from the endpoints of block ranges (O(blocks that change), independent of ``W / t``), and a step that

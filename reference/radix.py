@@ -126,7 +126,8 @@ class RadixTree(PrefixCache):
         super().close(request_id)
 
     def publish(self, record: RequestRecord) -> None:
-        """Name the content of every block ``record`` holds whose tokens are all committed."""
+        """Hook: what a close publishes: the content of every block ``record`` holds whose tokens are all
+        committed."""
         self._name(record, record.history)
 
     def release_all(self, record: RequestRecord) -> None:

@@ -168,6 +168,22 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
     SeededBug("refused-step-frees-stale", "under refused_keeps_stale a resize still frees the blocks that left "
               "the window before its gate, and that release stands when it is refused",
               (), (ORACLE,), covers="semantics.refused_keeps_stale, failure path"),
+    SeededBug("prompt-lock-never-taken", "under prompt_lock no request keeps its prompt's last window locked: "
+              "its SWA blocks are freed once the window leaves them",
+              (), (ORACLE,), covers="semantics.prompt_lock"),
+    SeededBug("prompt-lock-kept-after-release", "under prompt_lock the tree lock outlives a suspension that "
+              "frees the request's blocks: recomputing, it keeps its first prompt's last window again",
+              (), (ORACLE,), covers="semantics.prompt_lock, semantics.suspend"),
+    SeededBug("published-at-commit", "under publish_on_release content is named as it is committed (as "
+              "without the option), not only when a resume or a close publishes it",
+              (), (ORACLE,), covers="semantics.publish_on_release"),
+    SeededBug("close-publishes-nothing", "under publish_on_release a finished request publishes nothing: only "
+              "prompts are ever findable",
+              (), (ORACLE,), covers="semantics.publish_on_release"),
+    SeededBug("recomputed-last-block-uncharged", "under publish_on_release a first resume whose reused history "
+              "ends on a whole block holds no slot for computing that block again (nor for the block before "
+              "the locked window)",
+              (), (ORACLE,), covers="semantics.publish_on_release"),
     SeededBug("recompute-keeps-slots", "a recompute suspend frees no slot",
               (), (ORACLE,), covers="semantics.suspend"),
     SeededBug("recompute-keeps-lengths", "a recompute suspend keeps capacity and history",
@@ -280,6 +296,9 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "at-commit-frees-lazily": ("tables",),
     "lazy-release-undone": RESULT + ("tables",),
     "refused-step-frees-stale": RESULT + ("tables",),
+    # the tree lock: which blocks are held (the table), and what a call then needs (its result)
+    "prompt-lock-never-taken": RESULT + ("tables",),
+    "prompt-lock-kept-after-release": RESULT + ("tables",),
     "keep-frees": ("tables",),
     "one-block-size": RESULT + ("tables",),  # blocks counted in the wrong size: the call asks the wrong count
     # the transient peak of one call
@@ -325,6 +344,12 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "eagle-ignored": HIT,
     "align-before-pop": HIT,
     "draft-slots-named": HIT,
+    # publication: what is findable (a later resume's hit: its result and slots) and what a freed block
+    # keeps cached; the recomputed last block's slot is taken for the call only (its result, and the cached
+    # page its slot evicts)
+    "published-at-commit": HIT,
+    "close-publishes-nothing": HIT,
+    "recomputed-last-block-uncharged": RESULT + ("cached",),
     # the held null blocks are slots in use (``pool_used``) or, where the pool has none to spare, the
     # resume that holds them runs out (its result: ``shortfalls``/``outcome``) at the same step
     "hit-holds-null-blocks": ("pool_used",) + RESULT,
@@ -393,6 +418,8 @@ SEEN_LATER: dict[tuple[str, str], tuple[str, str]] = {
                                                 "committed (or back): seen once such a block is freed and cached, or hit"),
     ("eagle-ignored", ORACLE): (SHOWN, "with EAGLE read as off, what a step names of its held blocks differs; it "
                                       "shows once they are freed and cached, or a later resume's hit keeps a block"),
+    ("published-at-commit", ORACLE): (SHOWN, "a commit names its held blocks' content where only a resume or a "
+                                            "close should: seen once such a block is freed and cached, or hit"),
     ("draft-slots-named", ORACLE): (SHOWN, "the held blocks holding only draft slots are named: seen once they are "
                                           "freed and cached, or a later resume hits them"),
     # hits on slots others still hold: its null entries take no slot and no table lists them (the slot

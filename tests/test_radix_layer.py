@@ -81,3 +81,90 @@ def test_a_prompt_ending_on_a_block_boundary_recomputes_its_last_block(publish):
     m.create("r2", reused_history=3, share_with="r0")  # ends mid-block: its block 1 is its own, no recompute
     assert not m.resume("r2")  # its partial block 1 needs a slot of its own either way
     m.check()
+
+
+# --------------------------------------------------------------------------- the oracle (issue 28 §1)
+# fuzz/backends/oracle.py implements both options on its own, token by token; the same hand-worked cases
+# hold for it, and the oracle-radix campaign holds it to the reference.
+def _oracle(config: Config):
+    from swafloor.fuzz.backends.oracle import OracleManager
+
+    return OracleManager(config)
+
+
+def _oracle_held(m, rid: str) -> list[list[int]]:
+    request = next(r for r in m.snapshot().requests if r.request_id == rid)
+    return [[b for b, slot in enumerate(table.dense()) if slot is not None] for table in request.tables]
+
+
+def _oracle_decode(m, rid: str, upto: int) -> None:
+    while m.requests[rid].history < upto:
+        h = m.requests[rid].history
+        assert m.resize(rid, h + 1, h).ok
+        m.commit(rid, 1)
+
+
+@pytest.mark.parametrize("lock", [False, True])
+def test_the_oracle_keeps_the_prompts_last_window_until_released(lock):
+    # as test_prompt_lock_keeps_the_prompts_last_window_until_released: t = 1, W = 2, a prompt of 2 tokens
+    config = Config(tokens_per_block=1, layers=[AttentionLayer(window=2)], semantics=attrs.evolve(SGLANG, prompt_lock=lock))
+    m = _oracle(config)
+    assert m.totals == ([3] if lock else [2])
+    m.create("r0", reused_history=2)
+    assert m.resume("r0").ok
+    _oracle_decode(m, "r0", 7)
+    assert _oracle_held(m, "r0") == [[1, 5, 6] if lock else [5, 6]]
+    m.suspend("r0")
+    assert m.resume("r0").ok
+    _oracle_decode(m, "r0", 5)
+    assert _oracle_held(m, "r0") == [[3, 4]]
+
+
+def test_the_oracles_locked_minimum_is_the_prompt_lock_floor():
+    # the oracle walks prompts and histories; the reference's formula S + 2*ceil((W-1)/t) + 1, by hand at
+    # t = 4, W = 5, one sink block: 1 + 2*1 + 1 = 4; and the formula over a grid against the walk
+    from swafloor.fuzz.backends.oracle import decode_peak_locked
+    from swafloor.reference import floors
+
+    assert decode_peak_locked(4, 5, frozenset({0})) == 4
+    for t in (1, 2, 3, 4):
+        for window in range(1, 11):
+            for sinks in (0, 1, 2):
+                assert decode_peak_locked(t, window, frozenset(range(sinks))) == floors.prompt_lock_floor(t, window, sinks)
+
+
+@pytest.mark.parametrize("publish, hits_while_live", [(False, 4), (True, 2)])
+def test_the_oracle_hits_only_a_prompt_or_a_finished_request(publish, hits_while_live):
+    m = _oracle(Config(tokens_per_block=2, layers=[AttentionLayer()], slots=[8],
+                       semantics=attrs.evolve(SGLANG, publish_on_release=publish)))
+    m.create("r0", reused_history=4)
+    assert m.resume("r0").ok
+    _oracle_decode(m, "r0", 8)
+    m.create("r1", reused_history=8, share_with="r0")
+    assert m.resume("r1").ok and m.hit_blocks("r1") == hits_while_live
+    m.close("r0")
+    m.create("r2", reused_history=8, share_with="r0")
+    assert m.resume("r2").ok and m.hit_blocks("r2") == 4
+
+
+@pytest.mark.parametrize("publish", [False, True])
+def test_the_oracle_recomputes_a_prompts_last_block(publish):
+    m = _oracle(Config(tokens_per_block=2, layers=[AttentionLayer()], slots=[2],
+                       semantics=attrs.evolve(SGLANG, publish_on_release=publish)))
+    m.create("r0", reused_history=4)
+    assert m.resume("r0").ok
+    m.create("r1", reused_history=4, share_with="r0")
+    assert bool(m.resume("r1").ok) is not publish
+    m.create("r2", reused_history=3, share_with="r0")
+    assert not m.resume("r2").ok
+
+
+def test_the_oracle_radix_campaign_passes_on_the_ci_profile():
+    from swafloor.fuzz.backends import resolve
+    from swafloor.fuzz.runner import PROFILES, run_campaign
+
+    semantics = resolve("oracle-radix").capabilities.semantics
+    assert semantics.prompt_lock and semantics.publish_on_release
+    result = run_campaign("oracle-radix", examples=150, seed=PROFILES["ci"].seed, profile="ci", out_dir=None)
+    assert result.divergence is None, result.divergence.describe()
+    assert result.served >= 140

@@ -44,13 +44,14 @@ from swafloor.reference import config as reference_config
 from swafloor.reference.pool import Pool
 from swafloor.reference.values import range_blocks, range_size
 
+from swafloor.reference.prefix_cache import PrefixCache
 from swafloor.reference.release import ReleasePolicy
 from swafloor.reference.seeded_bugs import ORACLE, SEEDED_BUGS
 
 from ..adapter import ManagerBackend
 from .mutants import _SharedFreedEarly
 from ..protocol import (ALL_SEMANTICS, ALL_SEMANTICS_EAGLE, ALL_SEMANTICS_MIXED, ALL_SEMANTICS_SHARING, BackendRecord,
-                        REFUSAL_KEEPS_STALE, UnknownBackend, factory)
+                        RADIX_TREE, REFUSAL_KEEPS_STALE, UnknownBackend, factory)
 
 __all__ = ["PREFIX", "REFERENCE_MUTANTS", "ReferenceMutant", "names", "resolve_mutant"]
 
@@ -291,6 +292,57 @@ class _RefusedStepFreesStale(Manager):
 
     def catch_up(self, record: Any) -> None:
         ReleasePolicy.catch_up(self, record)
+
+
+# ----------------------------------------------------------------------------- radix tree (SGLang)
+# Each changes one named hook of the radix layer (reference/radix.py): ``lock_prompt`` (the prompt whose
+# last window a request keeps locked), ``names_now`` (whether content is named now), ``publish`` (what a
+# close publishes), ``first_resume_copies`` (the slots a first resume holds for the call).
+class _PromptLockNeverTaken(Manager):
+    """``prompt_lock`` ignored: no request holds a tree lock (the pools are still sized for it)."""
+
+    def lock_prompt(self, record: Any) -> int | None:
+        return None
+
+
+class _PromptLockKeptAfterRelease(Manager):
+    """The tree lock outlives a suspension that frees the request's blocks: an active request keeps the
+    last window of the prompt it first locked, also after a retraction (recomputing from token 0)."""
+
+    def __init__(self, config: Config, release_order: Any = None):
+        super().__init__(config, release_order)
+        self.first_locked: dict[str, int] = {}  # request -> the prompt its first resume locked
+
+    def lock_prompt(self, record: Any) -> int | None:
+        prompt = super().lock_prompt(record)
+        if prompt is not None:
+            self.first_locked.setdefault(record.request_id, prompt)
+            return prompt
+        return self.first_locked.get(record.request_id) if record.state is RequestState.ACTIVE else None
+
+
+class _PublishedAtCommit(Manager):
+    """``publish_on_release`` ignored for naming: content is named as it is computed, at every commit and
+    step (the recomputed last block's slots, the other half of the option, still held)."""
+
+    def names_now(self, record: Any) -> bool:
+        return True
+
+
+class _ClosePublishesNothing(Manager):
+    """A close publishes nothing: under ``publish_on_release`` only the prompts published by their first
+    resume are ever found."""
+
+    def publish(self, record: Any) -> None:
+        return None
+
+
+class _RecomputedLastBlockUncharged(Manager):
+    """A first resume under ``publish_on_release`` holds no slot for the call: the prefix cache's copies
+    (none without ``first_resume_copy``) instead of the radix layer's."""
+
+    def first_resume_copies(self, reused_history: int) -> list[int]:
+        return PrefixCache.first_resume_copies(self, reused_history)
 
 
 # ----------------------------------------------------------------------------- suspension
@@ -537,6 +589,11 @@ _MAKERS: dict[str, Callable[[Config], Manager]] = {
     "at-commit-frees-lazily": _AtCommitFreesLazily,
     "lazy-release-undone": _LazyReleaseUndone,
     "refused-step-frees-stale": _RefusedStepFreesStale,
+    "prompt-lock-never-taken": _PromptLockNeverTaken,
+    "prompt-lock-kept-after-release": _PromptLockKeptAfterRelease,
+    "published-at-commit": _PublishedAtCommit,
+    "close-publishes-nothing": _ClosePublishesNothing,
+    "recomputed-last-block-uncharged": _RecomputedLastBlockUncharged,
     "recompute-keeps-slots": _RecomputeKeepsSlots,
     "recompute-keeps-lengths": _RecomputeKeepsLengths,
     "release-forgets-lengths": _ReleaseForgetsLengths,
@@ -592,10 +649,16 @@ _BACKEND = {
     "cache-aligned-swapped": "oracle-mixed",
     "prompt-tail-swapped": "oracle-mixed",
     "refused-step-frees-stale": "oracle-refusal",
+    "prompt-lock-never-taken": "oracle-radix",
+    "prompt-lock-kept-after-release": "oracle-radix",
+    "published-at-commit": "oracle-radix",
+    "close-publishes-nothing": "oracle-radix",
+    "recomputed-last-block-uncharged": "oracle-radix",
 }
 #: The capabilities a mutant's backend declares: those of the oracle campaign that must kill it.
 _CAPABILITIES = {"oracle-sharing": ALL_SEMANTICS_SHARING, "oracle-eagle": ALL_SEMANTICS_EAGLE,
-                 "oracle-mixed": ALL_SEMANTICS_MIXED, "oracle-refusal": REFUSAL_KEEPS_STALE}
+                 "oracle-mixed": ALL_SEMANTICS_MIXED, "oracle-refusal": REFUSAL_KEEPS_STALE,
+                 "oracle-radix": RADIX_TREE}
 
 _MUTANTS = tuple(
     ReferenceMutant(bug.name, bug.covers, bug.description, _MAKERS[bug.name], backend=_BACKEND.get(bug.name, "oracle"))
