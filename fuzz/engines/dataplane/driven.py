@@ -1,11 +1,11 @@
 """The execution data plane on a real engine, in that engine's own order of schedule, write and free
 (issue 34): ``dataplane:sglang`` and ``dataplane:trtllm-v2`` as campaigns.
 
-:class:`OrderedPlane` runs the reference's execution layer (:class:`~swafloor.reference.execution.Execution`
+:class:`DrivenPlane` runs the reference's execution layer (:class:`~swafloor.reference.execution.Execution`
 on a :class:`~swafloor.reference.Manager` configured to the engine's semantics and ``k`` tokens in flight)
 in lockstep with an engine *driver*, an object of the engine's own room that calls the engine as its
-scheduler and its worker do (the drivers: ``swafloor.fuzz.engines.sglang.ordered``,
-``swafloor.fuzz.engines.trtllm.ordered``; this room names them only as strings, :data:`DRIVERS`):
+scheduler and its worker do (the drivers: ``swafloor.fuzz.engines.sglang.driver``,
+``swafloor.fuzz.engines.trtllm.driver``; this room names them only as strings, :data:`DRIVERS`):
 
 - ``schedule``: the reference schedules the step (its blocks allocated, nothing written); the driver
   does what the engine's scheduler does at that point (SGLang: evict out-of-window SWA slots, then
@@ -29,7 +29,7 @@ slot), the reader and the writer. Nothing the driver sets itself (pool sizes, to
 The seeded bugs (:data:`BUGS`) are named hooks: the layer's (:class:`~swafloor.reference.hooks.ExecutionHooks`,
 the worker's mask) and each driver's own (its ``hooks`` argument, a name the driver declares). A bug
 counts as caught when the plane diverges at an event where it fired (a read whose location it freed,
-a mask that reads one token early). ``python -m swafloor.fuzz.engines.dataplane.ordered ENGINE``
+a mask that reads one token early). ``python -m swafloor.fuzz.engines.dataplane.driven ENGINE``
 runs the spec and each seeded bug of the engine.
 """
 
@@ -53,12 +53,12 @@ from ...protocol import Unsupported
 from .execution import ExecutionDivergence
 from .tables import Written
 
-__all__ = ["OrderedPlane", "DRIVERS", "BUGS", "Bug", "campaign", "OrderedResult", "main"]
+__all__ = ["DrivenPlane", "DRIVERS", "BUGS", "Bug", "campaign", "DrivenResult", "main"]
 
 #: The engines' drivers, by the name of the engine they drive (their rooms, named as strings).
 DRIVERS = {
-    "sglang": "swafloor.fuzz.engines.sglang.ordered:driver",
-    "trtllm-v2": "swafloor.fuzz.engines.trtllm.ordered:driver",
+    "sglang": "swafloor.fuzz.engines.sglang.driver:driver",
+    "trtllm-v2": "swafloor.fuzz.engines.trtllm.driver:driver",
 }
 
 
@@ -104,12 +104,12 @@ def load_driver(engine: str) -> Callable[..., Any]:
     """The driver factory of ``engine`` (imported by its name: this room imports no other room)."""
     target = DRIVERS.get(engine)
     if target is None:
-        raise Unsupported(f"no ordered data plane for {engine!r} (engines: {', '.join(DRIVERS)})")
+        raise Unsupported(f"no driven data plane for {engine!r} (engines: {', '.join(DRIVERS)})")
     module, _, name = target.partition(":")
     return getattr(importlib.import_module(module), name)
 
 
-class OrderedPlane:
+class DrivenPlane:
     """The spec's execution layer beside an engine driver, with a ledger of who wrote each location."""
 
     def __init__(self, config: Config, driver: Any, hooks: ExecutionHooks = ExecutionHooks()):
@@ -280,10 +280,10 @@ class OrderedPlane:
 
 # ----------------------------------------------------------------------------- the campaign
 def _run_example(rng: random.Random, engine_module: Any, make: Callable[..., Any], hooks: ExecutionHooks,
-                 driver_hooks: tuple[str, ...], events: int) -> tuple[OrderedPlane, ExecutionDivergence | None]:
+                 driver_hooks: tuple[str, ...], events: int) -> tuple[DrivenPlane, ExecutionDivergence | None]:
     config = engine_module.draw_config(rng)
     driver = make(config, driver_hooks)
-    plane = OrderedPlane(config, driver, hooks)
+    plane = DrivenPlane(config, driver, hooks)
     k = plane.ex.k
     active: list[str] = []
     suspended: list[str] = []
@@ -331,7 +331,7 @@ def _run_example(rng: random.Random, engine_module: Any, make: Callable[..., Any
 
 
 @attrs.frozen
-class OrderedResult:
+class DrivenResult:
     """A campaign's first divergence (None: none), its example, the plane's trace and the firings."""
 
     engine: str
@@ -359,8 +359,8 @@ class OrderedResult:
 
 
 def campaign(engine: str, name: str | None = None, examples: int = 100, seed: int = 0, events: int = 50,
-             make: Callable[..., Any] | None = None) -> OrderedResult:
-    """Seeded random examples of ``engine``'s ordered plane with the seeded bug ``name`` (None: the
+             make: Callable[..., Any] | None = None) -> DrivenResult:
+    """Seeded random examples of ``engine``'s driven plane with the seeded bug ``name`` (None: the
     spec), stopping at the first divergence. ``make(config, hooks)`` builds the driver (default: the
     engine's registered ``driver``; a test passes one over a fake engine)."""
     make = make or load_driver(engine)
@@ -370,14 +370,14 @@ def campaign(engine: str, name: str | None = None, examples: int = 100, seed: in
     for i in range(examples):
         plane, found = _run_example(random.Random(f"{engine}:{seed}:{i}"), module, make, bug.layer, bug.driver, events)
         if found is not None:
-            return OrderedResult(engine, name or "spec", i + 1, time.perf_counter() - start, found, i,
+            return DrivenResult(engine, name or "spec", i + 1, time.perf_counter() - start, found, i,
                                  tuple(plane.trace), tuple(plane.fired))
-    return OrderedResult(engine, name or "spec", examples, time.perf_counter() - start)
+    return DrivenResult(engine, name or "spec", examples, time.perf_counter() - start)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m swafloor.fuzz.engines.dataplane.ordered",
-                                     description="An engine's ordered execution data plane: the spec and each seeded bug.")
+    parser = argparse.ArgumentParser(prog="python -m swafloor.fuzz.engines.dataplane.driven",
+                                     description="An engine's driven execution data plane: the spec and each seeded bug.")
     parser.add_argument("engine", help=f"one of {', '.join(DRIVERS)}")
     parser.add_argument("names", nargs="*", help="seeded bugs (default: the spec and every one of the engine)")
     parser.add_argument("--examples", type=int, default=100)
@@ -385,19 +385,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if args.engine not in DRIVERS:
-        print(f"ordered: engine: unknown {args.engine!r} (engines: {', '.join(DRIVERS)})", file=sys.stderr)
+        print(f"driven: engine: unknown {args.engine!r} (engines: {', '.join(DRIVERS)})", file=sys.stderr)
         return 2
     bugs = BUGS[args.engine]
     unknown = [n for n in args.names if n not in bugs and n != "spec"]
     if unknown or args.examples < 1:
-        print(f"ordered: {'names: unknown seeded bug ' + repr(unknown[0]) if unknown else '--examples: must be >= 1, got ' + str(args.examples)}"
+        print(f"driven: {'names: unknown seeded bug ' + repr(unknown[0]) if unknown else '--examples: must be >= 1, got ' + str(args.examples)}"
               f" (seeded bugs: {', '.join(bugs)})", file=sys.stderr)
         return 2
     try:
         results = [campaign(args.engine, None if n == "spec" else n, args.examples, args.seed)
                    for n in (args.names or ["spec", *bugs])]
     except Unsupported as exc:
-        print(f"ordered: {args.engine}: {exc}", file=sys.stderr)
+        print(f"driven: {args.engine}: {exc}", file=sys.stderr)
         return 2
     failed = any((r.divergence is None) if r.name != "spec" else (r.divergence is not None) for r in results)
     failed = failed or any(r.name != "spec" and not r.caught_where_fired() for r in results)

@@ -1,5 +1,5 @@
-"""TensorRT-LLM KVCacheManagerV2's order of schedule, write and free, for the ordered execution data plane
-(``python -m swafloor.fuzz.engines.dataplane.ordered trtllm-v2``; issue 34).
+"""TensorRT-LLM KVCacheManagerV2's order of schedule, write and free, for the driven execution data plane
+(``python -m swafloor.fuzz.engines.dataplane.driven trtllm-v2``; issue 34).
 
 The driver calls a V2 manager (the ``trtllm-v2`` adapter's objects: upstream's sources from
 ``$SWAFLOOR_TRTLLM_SOURCE``, or any namespace of upstream's names, such as the tests' fake) as its

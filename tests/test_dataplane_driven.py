@@ -1,10 +1,10 @@
-"""The ordered execution data plane (fuzz/engines/dataplane/ordered.py; issue 34): a real engine driven in
+"""The driven execution data plane (fuzz/engines/dataplane/driven.py; issue 34): a real engine driven in
 its own order of schedule, write and free, every read of a step checked against the spec.
 
 - TensorRT-LLM V2's order on the tests' fake manager (tests/trtllm_fake_manager.py, upstream's API):
   the spec's campaign is clean; each seeded bug is caught at a read it broke, and the same example
   with the spec's hooks passes (the bug, not the example, makes it diverge); an exception inside the
-  engine is a divergence with its trace; the stored traces of real upstream (tests/regressions/ordered/)
+  engine is a divergence with its trace; the stored traces of real upstream (tests/regressions/driven/)
   replay clean on the fake, which is what makes them upstream's.
 - SGLang's order on SGLang's own allocator, in the SGLang venv (scripts/sglang-venv), by a subprocess:
   the spec's campaign is clean and each seeded bug is caught at a read it broke.
@@ -21,13 +21,13 @@ from pathlib import Path
 import pytest
 
 from . import trtllm_fake_manager as fake
-from swafloor.fuzz.engines.dataplane import ordered
+from swafloor.fuzz.engines.dataplane import driven as ordered
 from swafloor.fuzz.engines.dataplane.execution import ExecutionDivergence
-from swafloor.fuzz.engines.trtllm import ordered as trt
+from swafloor.fuzz.engines.trtllm import driver as trt
 from swafloor.reference.hooks import ExecutionHooks
 
 ROOT = Path(__file__).resolve().parent.parent
-REGRESSIONS = ROOT / "tests" / "regressions" / "ordered"
+REGRESSIONS = ROOT / "tests" / "regressions" / "driven"
 SGLANG = Path(os.environ.get("SWAFLOOR_SGLANG_VENV") or ROOT / ".venv-sglang")
 EXAMPLES = 120  # TensorRT-LLM's campaign on the fake (about 2 s)
 SGLANG_EXAMPLES = 30
@@ -99,7 +99,7 @@ def test_a_read_of_another_requests_token_names_slot_reader_and_writer():
 
     config = trt.draw_config(random.Random(0))
     config = Config(2, [AttentionLayer(4)], slots=(16,), semantics=config.semantics)
-    plane = ordered.OrderedPlane(config, Aliased(config))
+    plane = ordered.DrivenPlane(config, Aliased(config))
     assert plane.open("r0") and plane.open("r1")
     plane.schedule("r0", 2)
     plane.execute()
@@ -147,7 +147,7 @@ def test_sglang_order_spec_is_clean_and_each_seeded_bug_caught():
             pytest.fail(message)
         pytest.skip(message)
     env = {**os.environ, "PYTHONPATH": "", "PYTHONWARNINGS": "ignore"}
-    done = subprocess.run([str(python), "-m", "swafloor.fuzz.engines.dataplane.ordered", "sglang", "--examples",
+    done = subprocess.run([str(python), "-m", "swafloor.fuzz.engines.dataplane.driven", "sglang", "--examples",
                            str(SGLANG_EXAMPLES), "--json"], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-2000:]

@@ -1,5 +1,5 @@
-"""SGLang's order of schedule, write and free, for the ordered execution data plane
-(``python -m swafloor.fuzz.engines.dataplane.ordered sglang``; issue 34).
+"""SGLang's order of schedule, write and free, for the driven execution data plane
+(``python -m swafloor.fuzz.engines.dataplane.driven sglang``; issue 34).
 
 The driver calls SGLang's own SWA allocator (the ``sglang`` backend's objects: a
 ``SWATokenToKVPoolAllocator`` per SWA life cycle, the request's ``ReqToTokenPool`` row) as SGLang's
