@@ -206,6 +206,9 @@ class Engine:
         #: slots written or poisoned since the wrapper last checked (it re-checks the requests holding them)
         self.touched: set[tuple[int, int]] = set()
         self._dense: dict[tuple[int, int], torch.Tensor] = {}  # (rseed, lc) -> [L, 2, H, D] float32
+        #: the worker's mask on the paged side, ``mask_start(q, W)`` -> first position a query reads (sinks
+        #: apart); None: the window restated here (``q + 1 - W``). The dense side never takes it.
+        self.mask_start: Any = None
         self._states: dict[tuple[int, int], torch.Tensor] = {}  # (rseed, lc) -> [L, H, D] float64
 
     # ------------------------------------------------------------------ dense copies
@@ -352,6 +355,8 @@ class Engine:
         if lc.window is None:
             return list(range(0, last + 1))
         first = max(0, (queries[0] + 1 - lc.window) // t)
+        if self.mask_start is not None:  # the worker's mask: its blocks, wherever it starts
+            first = max(0, min(first, self.mask_start(queries[0], lc.window) // t))
         sinks = list(range(0, min(lc.sink_blocks, first)))
         return sinks + list(range(first, last + 1))
 
@@ -390,6 +395,12 @@ class Engine:
         gathered = self.kv[index_t]  # [R, NB, 2, t, H, D]
         paged = gathered.permute(0, 2, 1, 3, 4, 5).reshape(R, 2, nb * t, H, D)
         mask = self._mask(qpos_t, kpos, win, sink)  # [R, Q, L]
+        if self.mask_start is not None:  # the worker's mask: from mask_start(q, W), sinks kept
+            lo_t = torch.tensor([[0 if self.life_cycles[r.life_cycle].window is None
+                                  else self.mask_start(q, self.life_cycles[r.life_cycle].window) for q in qs]
+                                 for r, qs in zip(rows, qpos)], device=dev, dtype=torch.int64)
+            k = kpos.unsqueeze(1)
+            mask = (k >= 0) & (k <= qpos_t.unsqueeze(-1)) & ((k >= lo_t.unsqueeze(-1)) | (k < sink))
 
         # the dense side: each request's dense copy at the positions its tokens attend to (sinks and
         # the window, chosen by position alone)

@@ -271,8 +271,9 @@ def draw_config(rng: random.Random) -> Config:
     return Config(t, layers, slots=tuple(3 * n + 16 for n in minimum), semantics=semantics)
 
 
-def _run_example(rng: random.Random, hooks: ExecutionHooks, events: int) -> tuple[ExecutionPlane, ExecutionDivergence | None]:
-    plane = ExecutionPlane(draw_config(rng), hooks)
+def _run_example(rng: random.Random, hooks: ExecutionHooks, events: int,
+                 make: Any = None) -> tuple[ExecutionPlane, ExecutionDivergence | None]:
+    plane = (make or ExecutionPlane)(draw_config(rng), hooks)
     k = plane.ex.k
     active: list[str] = []
     suspended: list[str] = []
@@ -335,13 +336,14 @@ class CampaignResult:
                 "first_fired": self.fired[0] if self.fired else None}
 
 
-def campaign(name: str | None, examples: int = 200, seed: int = 0, events: int = 60) -> CampaignResult:
+def campaign(name: str | None, examples: int = 200, seed: int = 0, events: int = 60, make: Any = None) -> CampaignResult:
     """Seeded random examples on the plane with the seeded bug ``name``'s hooks (None: the spec's),
-    stopping at the first divergence."""
+    stopping at the first divergence. ``make(config, hooks)`` builds the plane (default
+    :class:`ExecutionPlane`; the torch plane, :mod:`.torch_plane`, wraps one)."""
     hooks = BUG_HOOKS[name] if name is not None else ExecutionHooks()
     start = time.perf_counter()
     for i in range(examples):
-        plane, found = _run_example(random.Random(f"{seed}:{i}"), hooks, events)
+        plane, found = _run_example(random.Random(f"{seed}:{i}"), hooks, events, make)
         if found is not None:
             return CampaignResult(name or "spec", i + 1, time.perf_counter() - start, found, i, tuple(plane.trace),
                                   tuple(plane.fired))

@@ -1,0 +1,158 @@
+"""The driven execution data plane (fuzz/engines/dataplane/driven.py; issue 34): a real engine driven in
+its own order of schedule, write and free, every read of a step checked against the spec.
+
+- TensorRT-LLM V2's order on the tests' fake manager (tests/trtllm_fake_manager.py, upstream's API):
+  the spec's campaign is clean; each seeded bug is caught at a read it broke, and the same example
+  with the spec's hooks passes (the bug, not the example, makes it diverge); an exception inside the
+  engine is a divergence with its trace; the stored traces of real upstream (tests/regressions/driven/)
+  replay clean on the fake, which is what makes them upstream's.
+- SGLang's order on SGLang's own allocator, in the SGLang venv (scripts/sglang-venv), by a subprocess:
+  the spec's campaign is clean and each seeded bug is caught at a read it broke.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from . import trtllm_fake_manager as fake
+from swafloor.fuzz.engines.dataplane import driven as ordered
+from swafloor.fuzz.engines.dataplane.execution import ExecutionDivergence
+from swafloor.fuzz.engines.trtllm import driver as trt
+from swafloor.reference.hooks import ExecutionHooks
+
+ROOT = Path(__file__).resolve().parent.parent
+REGRESSIONS = ROOT / "tests" / "regressions" / "driven"
+SGLANG = Path(os.environ.get("SWAFLOOR_SGLANG_VENV") or ROOT / ".venv-sglang")
+EXAMPLES = 120  # TensorRT-LLM's campaign on the fake (about 2 s)
+SGLANG_EXAMPLES = 30
+
+
+def _fake():
+    return trt.driver_on(fake.module())
+
+
+# ----------------------------------------------------------------------------- TensorRT-LLM V2 on the fake
+def test_trtllm_order_spec_campaign_is_clean():
+    result = ordered.campaign("trtllm-v2", None, EXAMPLES, make=_fake())
+    assert result.divergence is None, (result.divergence, result.trace[-6:])
+    assert result.examples == EXAMPLES
+
+
+@pytest.mark.parametrize("name", sorted(ordered.BUGS["trtllm-v2"]))
+def test_trtllm_order_seeded_bug_is_caught_at_a_read_it_broke(name):
+    result = ordered.campaign("trtllm-v2", name, EXAMPLES, make=_fake())
+    assert result.divergence is not None, f"{name} not caught in {EXAMPLES} examples"
+    assert result.divergence.field.startswith("read["), result.divergence.field
+    assert result.caught_where_fired(), (result.divergence.message, result.fired)
+    # the same example under the spec's hooks passes: the bug made it diverge
+    bug = ordered.BUGS["trtllm-v2"][name]
+    plane, found = ordered._run_example(random.Random(f"trtllm-v2:0:{result.example}"), trt, _fake(),
+                                        ExecutionHooks(), (), 50)
+    assert found is None, found
+    assert bug.what
+
+
+def test_an_exception_inside_the_engine_is_a_divergence_with_its_trace():
+    make = _fake()
+
+    class Failing:
+        """A driver whose engine raises when a step's tokens are committed (composition, not a subclass)."""
+
+        def __init__(self, config, hooks=()):
+            self.inner = make(config, hooks)
+            self.layout = self.inner.layout
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def executed(self, rid, start, end):
+            raise RuntimeError(f"commit of {rid} failed")
+
+    plane, found = ordered._run_example(random.Random("trtllm-v2:0:0"), trt, Failing, ExecutionHooks(), (), 50)
+    assert isinstance(found, ExecutionDivergence) and found.field == "raised@execute"
+    assert "RuntimeError: commit of" in found.message and plane.trace[-1].startswith(f"{found.event}: execute()")
+
+
+def test_a_read_of_another_requests_token_names_slot_reader_and_writer():
+    """A driver whose worker translates r1's positions through r0's page table (a wrong table, pages
+    that are r0's): r0's next read finds r1's token where its own was, named with slot and writer."""
+    from swafloor.reference import AttentionLayer, Config
+
+    make = _fake()
+
+    class Aliased:
+        def __init__(self, config, hooks=()):
+            self.inner = make(config, hooks)
+            self.layout = self.inner.layout
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def locate_positions(self, rid, lc, positions):
+            return self.inner.locate_positions("r0", lc, positions)
+
+    config = trt.draw_config(random.Random(0))
+    config = Config(2, [AttentionLayer(4)], slots=(16,), semantics=config.semantics)
+    plane = ordered.DrivenPlane(config, Aliased(config))
+    assert plane.open("r0") and plane.open("r1")
+    plane.schedule("r0", 2)
+    plane.execute()
+    plane.schedule("r1", 2)
+    plane.execute()  # r1 writes its tokens 0 and 1 into r0's slot, and reads them back: no divergence yet
+    plane.schedule("r0", 1)
+    with pytest.raises(ExecutionDivergence) as err:
+        plane.execute()
+    found = err.value
+    assert found.field == "read[r0][0][2]" and found.step == 2
+    assert "reads position 0" in found.message and "another token than token 0 of 'r0'" in found.message
+    assert "written by request 'r1' at step 1" in found.message and "get_base_page_indices(0)[0]" in found.message
+    plane.driver.dispose()
+
+
+def test_the_cli_refuses_bad_input_in_one_line(capsys):
+    assert ordered.main(["nosuch"]) == 2
+    assert ordered.main(["trtllm-v2", "no-such-bug"]) == 2
+    assert ordered.main(["trtllm-v2", "--examples", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and "engine" in err[0] and "'nosuch'" in err[0]
+    assert "'no-such-bug'" in err[1] and "--examples" in err[2] and "0" in err[2]
+
+
+@pytest.mark.parametrize("path", sorted(REGRESSIONS.glob("trtllm-*.json")), ids=lambda p: p.stem)
+def test_upstream_trtllm_traces_replay_clean_on_the_fake(path):
+    """Each divergence of real upstream has its verdict and its trace; the same example on the fake
+    manager (upstream's API, the spec's behaviour) passes: the divergence is upstream's, not the plane's."""
+    data = json.loads(path.read_text())
+    assert data["verdict"] and data["trace"] and data["field"] and data["command"]
+    plane, found = ordered._run_example(random.Random(f"trtllm-v2:{data['seed']}:{data['example']}"), trt, _fake(),
+                                        ExecutionHooks(), (), 50)
+    assert found is None, found
+    events = [line.split(" -> ")[0] for line in data["trace"] if line[0].isdigit()]
+    assert [line.split(" -> ")[0] for line in plane.trace[: len(events)]] == events  # the same events, to upstream's divergence
+    assert data["field"].startswith("raised@") and data["event"] == len(events)
+
+
+# ----------------------------------------------------------------------------- SGLang, in its venv
+def test_sglang_order_spec_is_clean_and_each_seeded_bug_caught():
+    python = SGLANG / "bin" / "python"
+    if not (python.exists() and (SGLANG / ".swafloor-sglang-complete").exists()):
+        message = f"the SGLang venv {SGLANG} is missing or incomplete: make it with scripts/sglang-venv"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    env = {**os.environ, "PYTHONPATH": "", "PYTHONWARNINGS": "ignore"}
+    done = subprocess.run([str(python), "-m", "swafloor.fuzz.engines.dataplane.driven", "sglang", "--examples",
+                           str(SGLANG_EXAMPLES), "--json"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-2000:]
+    results = {r["name"]: r for r in json.loads(done.stdout)}
+    assert results["spec"]["caught"] is None and results["spec"]["examples"] == SGLANG_EXAMPLES
+    for name in ordered.BUGS["sglang"]:
+        caught = results[name]["caught"]
+        assert caught is not None and caught["field"].startswith("read[") and results[name]["at_firing"], results[name]
