@@ -109,18 +109,19 @@ def _fresh(api: Any, like: Any, n: int, tag: str) -> tuple:
 
 
 def _named_step(api: Any, like: Any, state: tuple, pool: Any, prompts: tuple, outputs: tuple,
-                victim: transitions.Victim) -> tuple[tuple, list]:
+                victim: transitions.Victim, tag: str = "step") -> tuple[tuple, list]:
     """``loop_step`` of ``state`` move by move (:func:`~swafloor.reference.transitions.loop_moves`), the
     working state after each move named by fresh constants equal to it: the links, and the state after
     the step. The same terms as ``loop_step``'s, each move's written over the names of the one before
-    (a term per move, not one term nested sixteen moves deep)."""
+    (a term per move, not one term nested sixteen moves deep). ``tag`` keeps each step's names apart: a
+    name used by two steps would equate their states (and make an unroll vacuous)."""
     ctx, n = like.ctx, len(prompts)
     work = (*state, state[1], api.BoolVal(False, ctx))
     links: list = []
     for m, move in enumerate(transitions.loop_moves(pool, prompts, outputs, victim)):
         work = move(work)
-        names = (*_fresh(api, like, n, f"m{m}"), tuple(api.Int(f"m{m}_snap{j}", ctx) for j in range(n)),
-                 api.Bool(f"m{m}_stopped", ctx))
+        names = (*_fresh(api, like, n, f"{tag}_m{m}"), tuple(api.Int(f"{tag}_m{m}_snap{j}", ctx) for j in range(n)),
+                 api.Bool(f"{tag}_m{m}_stopped", ctx))
         for named, value in zip(names[:4], work[:4]):
             links += [x == y for x, y in zip(named, value)]
         links.append(names[4] == work[4])
