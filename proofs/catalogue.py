@@ -16,7 +16,7 @@ from typing import Any
 from swafloor.reference import admission, arith, cache_hit, execution, floors, lifecycle, peers, scheduler, sharing
 from swafloor.reference.lifecycle import LifeCycle, LifeCycleKind
 
-from . import replay
+from . import progress, replay
 from .symbolic import BLOCK_SIZE, TOKENS, H, STEP, S, T, W, Var, all_of, any_of, implies, negate, upto
 from .theorem import Attempt, Expected, Theorem
 
@@ -1011,6 +1011,34 @@ def fcfs_pair_finishes(P0, O0, P1, O1, X):
     return implies(all_of(small, *links), all_of(*done_by))
 
 
+#: The ranked proofs of the same bound (proofs/progress.py: an inductive invariant and a ranking function on
+#: scheduler.loop_step, base + step), unbounded in prompts, outputs and pool; bounded only in the concrete
+#: check, which evaluates the same parts at every state the run reaches (RANKED_STEPS steps: past the largest
+#: bounded sum of lengths).
+RANKED_TOKENS = {2: 3, 3: 2}  # the concrete check's largest prompt and output, by number of requests
+RANKED_STEPS = {n: 2 * top * n + 1 for n, top in RANKED_TOKENS.items()}
+RANKED_EXTRA = upto("X", "slots above the largest request's whole run", 0, 2, "X <= 2")
+
+
+def _ranked_vars(n: int) -> tuple[Var, ...]:
+    top = RANKED_TOKENS[n]
+    out: list[Var] = []
+    for i in range(n):
+        out += [upto(f"P{i}", f"r{i}'s prompt tokens", 1, top, f"P{i} <= {top}", TOKENS),
+                upto(f"O{i}", f"r{i}'s output tokens", 1, top, f"O{i} <= {top}", TOKENS)]
+    return (*out, RANKED_EXTRA)
+
+
+def fcfs_pair_ranked(P0, O0, P1, O1, X):
+    """Two requests under FCFS preemption: base, step and bound of the ranking (proofs/progress.py)."""
+    return progress.ranked_finish((P0, P1), (O0, O1), X, scheduler.Victim.NEWEST, RANKED_STEPS[2])
+
+
+def fcfs_three_ranked(P0, O0, P1, O1, P2, O2, X):
+    """Three requests under FCFS preemption: base, step and bound of the ranking (proofs/progress.py)."""
+    return progress.ranked_finish((P0, P1, P2), (O0, O1, O2), X, scheduler.Victim.NEWEST, RANKED_STEPS[3])
+
+
 # ----------------------------------------------------------------------------- schedule and execute (issue 34)
 T_EXE = upto("t", "tokens per block", 1, 6, "t <= 6", BLOCK_SIZE)
 WRITTEN = upto("w", "tokens of the request whose KV is written (its steps executed)", 0, 14, "w <= 14", TOKENS)
@@ -1693,7 +1721,9 @@ CATALOGUE += (
 
 #: Theorems outside the default catalogue (``swafloor prove`` runs them only by name): their solver time
 #: is above the default run's budget (about half a second each). The bounded model check of the serving
-#: loop takes seconds under Z3, and cvc5's block encoding does not take it.
+#: loop takes seconds under Z3, and cvc5's block encoding does not take it. The ranked proofs of the same
+#: bound (fcfs-pair-ranked: seconds on Z3 and cvc5; fcfs-three-ranked: seconds on Z3, cvc5 runs out of its
+#: resource units) are the bounded model check's unbounded successors (tests/test_scheduler_campaigns.py).
 OPT_IN: tuple[Theorem, ...] = (
     Theorem(
         "fcfs-pair-finishes",
@@ -1705,6 +1735,34 @@ OPT_IN: tuple[Theorem, ...] = (
         PROVED,
         (P0_BMC, O0_BMC, P1_BMC, O1_BMC, EXTRA),
         fcfs_pair_finishes,
+    ),
+    Theorem(
+        "fcfs-pair-ranked",
+        "Two requests finish within the bound, for any lengths: an inductive invariant and a ranking function on the serving loop (scheduler.loop_step: serve's step for "
+        "two requests arriving together, one full-attention pool group at one token per block, chunk 1, the reference "
+        "gate, recompute preemption, victim newest), for every prompt and output and a pool X >= 0 slots above the "
+        "largest request's whole run: base (after step 0 the invariant holds with rank at most the sum of the lengths L = P + O), "
+        "step (from any state meeting the invariant with a request not done, one step keeps it and lowers the rank "
+        "by at least 1) and bound (such a state has rank at least 1); so every request is done by step sum(L). "
+        "The rank: the tokens of the requests not done less the history of the oldest running one (proofs/progress.py).",
+        PROVED,
+        _ranked_vars(2),
+        fcfs_pair_ranked,
+        encodings={"cvc5": "direct"},
+    ),
+    Theorem(
+        "fcfs-three-ranked",
+        "Three requests finish within the bound, for any lengths: an inductive invariant and a ranking function on the serving loop (scheduler.loop_step: serve's step for "
+        "three requests arriving together, one full-attention pool group at one token per block, chunk 1, the reference "
+        "gate, recompute preemption, victim newest), for every prompt and output and a pool X >= 0 slots above the "
+        "largest request's whole run: base (after step 0 the invariant holds with rank at most the sum of the lengths L = P + O), "
+        "step (from any state meeting the invariant with a request not done, one step keeps it and lowers the rank "
+        "by at least 1) and bound (such a state has rank at least 1); so every request is done by step sum(L). "
+        "The rank: the tokens of the requests not done less the history of the oldest running one (proofs/progress.py).",
+        PROVED,
+        _ranked_vars(3),
+        fcfs_three_ranked,
+        encodings={"cvc5": "direct"},
     ),
 )
 

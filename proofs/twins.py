@@ -955,6 +955,26 @@ def fcfs_pair_finishes(c: _Counter, g: Grid) -> None:
                     P0=P0, O0=O0, P1=P1, O1=O1, X=X)
 
 
+@_run
+def fcfs_three_ranked(c: _Counter, g: Grid) -> None:
+    """The serving loop itself (scheduler.serve on the reference manager, not its transition system) for three
+    requests of prompts and outputs up to 2 tokens, pools up to 2 slots above the largest's need: all done
+    by step L0 + L1 + L2."""
+    from swafloor.reference import AttentionLayer, Config
+
+    for lens in itertools.product(range(1, 3), repeat=6):
+        prompts, outputs = lens[0::2], lens[1::2]
+        total = sum(prompts) + sum(outputs)
+        for X in range(0, 3):
+            pool = max(p + o for p, o in zip(prompts, outputs)) + X
+            config = Config(tokens_per_block=1, layers=[AttentionLayer()], slots=(pool,))
+            arrivals = [scheduler.Arrival(f"r{i}", 0, p, o) for i, (p, o) in enumerate(zip(prompts, outputs))]
+            result = scheduler.serve(config, arrivals, chunk=1, victim=scheduler.Victim.NEWEST, max_steps=4 * total)
+            last = max(result.finished_at.values(), default=None)
+            point = {f"{k}{i}": v for i, (p, o) in enumerate(zip(prompts, outputs)) for k, v in (("P", p), ("O", o))}
+            c.check(result.completed and last is not None and last <= total, **point, X=X)
+
+
 # ----------------------------------------------------------------------------- schedule and execute (issue 34)
 def _execution(t: int, window: int | None = None, sinks: int = 0, in_flight: int = 0, slots: int = 64) -> Any:
     """The reference's execution layer over a manager with one attention layer, prefix sharing, ample slots."""
@@ -1158,6 +1178,8 @@ TWINS: dict[str, Callable[[Grid], TwinResult]] = {
     "trtllm-resume-gate-admits-kept-lone-request": trtllm_resume_gate_admits_kept_lone_request,
     "preemption-spares-the-oldest": preemption_spares_the_oldest,
     "fcfs-pair-finishes": fcfs_pair_finishes,
+    "fcfs-pair-ranked": fcfs_pair_finishes,  # the same plain statement, proved for any lengths
+    "fcfs-three-ranked": fcfs_three_ranked,
     "hit-covers-written-kv": hit_covers_written_kv,
     "named-hit-covers-written-kv": named_hit_covers_written_kv,
     "dropped-step-names-no-hit": dropped_step_names_no_hit,

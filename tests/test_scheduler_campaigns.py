@@ -141,3 +141,60 @@ def test_the_oldest_victim_livelocks_three_requests():
     for _ in range(200):
         state = loop_step(state, 4, (2, 1, 2), (2, 1, 2), Victim.OLDEST)
     assert not all(h >= L for h, L in zip(state[0], (4, 2, 4))), state
+
+
+@pytest.mark.parametrize("name,solver", [("fcfs-pair-ranked", "z3"), ("fcfs-pair-ranked", "cvc5"),
+                                         ("fcfs-three-ranked", "z3")])
+def test_the_ranked_proofs_prove_the_fcfs_bound(name, solver):
+    """The ranking proofs of the FCFS bound (proofs/progress.py: invariant and rank on loop_step, base + step),
+    opt-in (seconds each): proved, never unknown. fcfs-three-ranked is proved by Z3 only: cvc5 runs out of its
+    resource units on the step part (a solver unknown is not a pass, so it is not asked here)."""
+    from swafloor.proofs import catalogue, discharge
+
+    theorem = catalogue.by_name(name)
+    assert theorem not in catalogue.CATALOGUE and theorem in catalogue.OPT_IN
+    rlimit = {"z3": 20_000_000, "cvc5": 100_000}[solver]
+    assert discharge.discharge(theorem, attempts=False, solver=solver, rlimit=rlimit).result == "proved"
+
+
+def test_the_ranking_fails_for_the_oldest_victim():
+    """The same three parts under victim oldest (the policy that livelocks three requests): the step part is not
+    proved (the oldest running request, the rank's, is the one preempted), so the proof can fail."""
+    import inspect
+
+    from swafloor.proofs import catalogue, discharge, progress
+    from swafloor.proofs.theorem import Theorem
+
+    def oldest_pair(P0, O0, P1, O1, X):
+        return progress.ranked_finish((P0, P1), (O0, O1), X, Victim.OLDEST, catalogue.RANKED_STEPS[2])
+
+    pair = catalogue.by_name("fcfs-pair-ranked")
+    assert list(inspect.signature(oldest_pair).parameters) == list(pair.variable_names)
+    theorem = Theorem("oldest-pair-ranked", "the ranking under victim oldest", "proved", pair.variables, oldest_pair)
+    assert discharge.discharge(theorem, attempts=False, minimise=False).result == "refuted"
+
+
+@pytest.mark.parametrize("requests", [4, 5, 6, 7, 8])
+def test_the_oracle_checks_the_fcfs_bound_at_larger_n(requests):
+    """Past the proofs (two and three requests): N = 4..8 requests through serve() on the reference manager, 40
+    workloads each (lengths from a fixed-seed random.Random, no Hypothesis), pools 0..2 slots above the largest
+    need: under FCFS preemption (victim newest) all are done by step sum(P + O); under victim oldest some
+    workload breaks that bound (so the check can fail)."""
+    import random
+
+    from swafloor.reference import AttentionLayer, Config
+    from swafloor.reference.scheduler import Arrival, serve
+
+    rng = random.Random(requests)
+    late = 0
+    for case in range(40):
+        lens = [(rng.randint(1, 3), rng.randint(1, 3)) for _ in range(requests)]
+        total = sum(p + o for p, o in lens)
+        pool = max(p + o for p, o in lens) + case % 3
+        config = Config(tokens_per_block=1, layers=[AttentionLayer()], slots=(pool,))
+        arrivals = [Arrival(f"r{i}", 0, p, o) for i, (p, o) in enumerate(lens)]
+        result = serve(config, arrivals, chunk=1, victim=Victim.NEWEST, max_steps=4 * total)
+        assert result.completed and max(result.finished_at.values()) <= total, (lens, pool, result)
+        other = serve(config, arrivals, chunk=1, victim=Victim.OLDEST, max_steps=4 * total)
+        late += not other.completed or max(other.finished_at.values()) > total
+    assert late > 0

@@ -1,0 +1,162 @@
+"""Progress of N requests through the serving loop, proved by an inductive invariant and a ranking
+function (base + step) on :func:`~swafloor.reference.transitions.loop_step` itself, instead of a long
+unroll.
+
+The transition system is the reference's (``loop_step``: N requests arriving together, one
+full-attention pool group at one token per block, chunk 1, the reference gate, recompute preemption);
+this module adds only what a proof by induction needs beside it:
+
+- :func:`invariant`, a property of one state: every place holds a request number or ``EMPTY``,
+  ``EMPTY`` only at a list's tail, no request in two places; a running request holds ``0 <= h < L``, a
+  waiting one ``h = 0`` (recompute), one in neither list is done (``h >= L``); and something runs
+  unless nothing waits.
+- :func:`rank`, a natural number of one state: the tokens of the requests not done, less the history
+  of the oldest running request (under FCFS preemption it is never the victim while another runs).
+
+A goal (:func:`ranked_finish`) has three parts: **base**, the state after step 0 meets the invariant
+with rank at most ``sum(L)``; **step**, from *any* state meeting the invariant with a request not done,
+one ``loop_step`` keeps the invariant and lowers the rank by at least 1; **bound**, such a state has
+rank at least 1. Together: every request is done by step ``sum(L)``, for every prompt, output and pool
+at least the largest request's need (unbounded), not only the small ones a model check unrolls. On
+solver terms the state of the step and bound parts is fresh constants (universally quantified); on
+ints and numpy arrays (the bounded concrete check) the same parts are evaluated at every state the run
+from the start reaches, one step past ``sum(L)`` at the bounded ranges' largest lengths.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from swafloor.reference import admission, arith, transitions
+
+from .symbolic import all_of, any_of, implies, negate
+
+__all__ = ["invariant", "rank", "not_done", "ranked_finish", "lengths_and_pool"]
+
+
+def _solver_api(like: Any) -> Any:
+    """z3 or cvc5's pythonic API when ``like`` is one of their terms, else None (ints, numpy)."""
+    module = type(like).__module__
+    if module.startswith("cvc5"):
+        from cvc5 import pythonic
+
+        return pythonic
+    if module.startswith("z3"):
+        import z3
+
+        return z3
+    return None
+
+
+def lengths_and_pool(prompts: Sequence[Any], outputs: Sequence[Any], extra: Any) -> tuple[tuple, Any]:
+    """Each request's run length ``L = P + O`` and a pool ``extra`` slots above the largest
+    request's whole run (:func:`~swafloor.reference.admission.full_run_blocks` at one token per block)."""
+    lengths = tuple(admission.run_length(p, o) for p, o in zip(prompts, outputs))
+    need = admission.full_run_blocks(1, prompts[0], outputs[0], 0)
+    for p, o in zip(prompts[1:], outputs[1:]):
+        need = arith.imax(need, admission.full_run_blocks(1, p, o, 0))
+    return lengths, need + extra
+
+
+def not_done(state: tuple, lengths: tuple) -> Any:
+    hs = state[0]
+    return any_of(*(h < L for h, L in zip(hs, lengths)))
+
+
+def invariant(state: tuple, lengths: tuple) -> Any:
+    """See the module doc."""
+    return all_of(*invariant_facts(state, lengths))
+
+
+def invariant_facts(state: tuple, lengths: tuple) -> list:
+    """:func:`invariant` as its list of conjuncts."""
+    hs, running, waiting = state
+    n = len(hs)
+    empty = transitions.EMPTY
+    places = (*running, *waiting)
+    facts = [all_of(x >= empty, x <= n - 1) for x in places]
+    for row in (running, waiting):
+        facts += [implies(row[j] == empty, row[j + 1] == empty) for j in range(n - 1)]
+    for a in range(len(places)):
+        for b in range(a + 1, len(places)):
+            facts.append(implies(all_of(places[a] != empty, places[b] != empty), places[a] != places[b]))
+    for i in range(n):
+        runs = any_of(*(x == i for x in running))
+        waits = any_of(*(x == i for x in waiting))
+        facts.append(implies(runs, all_of(hs[i] >= 0, hs[i] < lengths[i])))
+        facts.append(implies(waits, hs[i] == 0))
+        facts.append(implies(all_of(negate(runs), negate(waits)), hs[i] >= lengths[i]))
+    facts.append(any_of(running[0] != empty, waiting[0] == empty))
+    return facts
+
+
+def rank(state: tuple, lengths: tuple) -> Any:
+    """See the module doc."""
+    hs, running, _ = state
+    out: Any = 0
+    for h, L in zip(hs, lengths):
+        out = out + arith.ite(h < L, L, 0)
+    for i, h in enumerate(hs):
+        out = out - arith.ite(running[0] == i, h, 0)
+    return out
+
+
+def _fresh(api: Any, like: Any, n: int, tag: str) -> tuple:
+    ctx = like.ctx
+    return (tuple(api.Int(f"{tag}_h{i}", ctx) for i in range(n)),
+            tuple(api.Int(f"{tag}_run{j}", ctx) for j in range(n)),
+            tuple(api.Int(f"{tag}_wait{j}", ctx) for j in range(n)))
+
+
+def _named_step(api: Any, like: Any, state: tuple, pool: Any, prompts: tuple, outputs: tuple,
+                victim: transitions.Victim, tag: str = "step") -> tuple[tuple, list]:
+    """``loop_step`` of ``state`` move by move (:func:`~swafloor.reference.transitions.loop_moves`), the
+    working state after each move named by fresh constants equal to it: the links, and the state after
+    the step. The same terms as ``loop_step``'s, each move's written over the names of the one before
+    (a term per move, not one term nested sixteen moves deep). ``tag`` keeps each step's names apart: a
+    name used by two steps would equate their states (and make an unroll vacuous)."""
+    ctx, n = like.ctx, len(prompts)
+    work = (*state, state[1], api.BoolVal(False, ctx))
+    links: list = []
+    for m, move in enumerate(transitions.loop_moves(pool, prompts, outputs, victim)):
+        work = move(work)
+        names = (*_fresh(api, like, n, f"{tag}_m{m}"), tuple(api.Int(f"{tag}_m{m}_snap{j}", ctx) for j in range(n)),
+                 api.Bool(f"{tag}_m{m}_stopped", ctx))
+        for named, value in zip(names[:4], work[:4]):
+            links += [x == y for x, y in zip(named, value)]
+        links.append(names[4] == work[4])
+        work = names
+    return work[:3], links
+
+
+def ranked_finish(prompts: Sequence[Any], outputs: Sequence[Any], extra: Any, victim: transitions.Victim,
+                  steps: int) -> tuple:
+    """The three parts (base, step, bound; module doc) for ``len(prompts)`` requests under ``victim``.
+    ``steps``: how many steps the concrete run takes (past ``sum(L)`` at the largest bounded lengths)."""
+    prompts, outputs = tuple(prompts), tuple(outputs)
+    lengths, pool = lengths_and_pool(prompts, outputs, extra)
+    total = lengths[0]
+    for L in lengths[1:]:
+        total = total + L
+    first = transitions.loop_step(transitions.loop_start(len(prompts)), pool, prompts, outputs, victim)
+    base = all_of(invariant(first, lengths), rank(first, lengths) <= total)
+
+    def step_holds(state: tuple, after: tuple) -> Any:
+        return implies(all_of(invariant(state, lengths), not_done(state, lengths)),
+                       all_of(invariant(after, lengths), rank(after, lengths) <= rank(state, lengths) - 1))
+
+    def bound_holds(state: tuple) -> Any:
+        return implies(all_of(invariant(state, lengths), not_done(state, lengths)), rank(state, lengths) >= 1)
+
+    api = _solver_api(prompts[0])
+    if api is not None:  # any state: fresh constants, universally quantified
+        state = _fresh(api, prompts[0], len(prompts), "s")
+        after, links = _named_step(api, prompts[0], state, pool, prompts, outputs, victim)
+        return base, implies(all_of(*links), step_holds(state, after)), bound_holds(state)
+    step_parts, bound_parts, state = [], [], first
+    for _ in range(steps):  # every state the run reaches (ints or numpy arrays)
+        after = transitions.loop_step(state, pool, prompts, outputs, victim)
+        step_parts.append(step_holds(state, after))
+        bound_parts.append(bound_holds(state))
+        state = after
+    return base, all_of(*step_parts), all_of(*bound_parts)
