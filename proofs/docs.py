@@ -96,7 +96,7 @@ def render(results: Sequence[TheoremResult], times_file: pathlib.Path | None = N
         lines.append("- variables: " + "; ".join(v.describe() for v in t.variables))
         if t.lemmas:
             lines.append(f"- proof hints: {len(t.lemmas)} lemma stage(s), each proved by Z3 before use")
-        if r.concrete.holds:
+        if r.concrete is not None and r.concrete.holds:
             lines.append(f"- concrete check (the goal on ints): holds at all {r.concrete.points} points")
         if r.twin is not None:
             lines.append(f"- token-level twin (brute force of the statement, not the goal): {_twin_text(r)}")
