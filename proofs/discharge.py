@@ -161,6 +161,8 @@ class _Cvc5:
         else:
             solver = self.api.SolverFor(self.logic, ctx=self.ctx)
         solver.set("seed", self.seed)
+        if self.logic == "QF_LIA":  # the block encoding's quotients and choices are if-then-else terms:
+            solver.set("ite-simp", "true")  # simplifying them first cuts cvc5's time by a tenth to a half
         if self.rlimit is not None:  # cvc5 takes a resource limit only before its first assertion
             solver.set("rlimit-per", self.rlimit)
         solver.add(*facts)
@@ -214,6 +216,8 @@ class Discharge:
     attempts: tuple[AttemptResult, ...] = ()
     encoding: str = "direct"
     obligations: int = 0  # range obligations the block encoding proved first
+    #: CPU seconds (this process) spent building and encoding the goal, before any solver check
+    build_seconds: float = 0.0
 
 
 class _Deadline:
@@ -484,20 +488,21 @@ def discharge(
     ``rlimit``: also at most that many of the solver's resource units per check, a budget that, unlike
     seconds, does not depend on the machine or its load (so an answer under it is reproducible).
     ``encoding``: "direct" or "blocks" (see the module doc); by default :func:`default_encoding`."""
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     backend = _backend(solver, seed, rlimit)
     api = backend.api
     deadline = _Deadline(backend, timeout_s, rlimit)
     enc, fallback = _encode(theorem, backend, encoding or theorem.encodings.get(solver) or default_encoding(solver))
     if enc.name == "blocks" and not enc.enc.quantified:
         backend.linear()
+    build_s = time.process_time() - cpu
     lowers = [v.lower for v in theorem.variables]
     domain = enc.domain
 
     def done(result: str, reason: str | None, **more: Any) -> Discharge:
         tried = run_attempts(theorem, timeout_s=timeout_s, seed=seed, solver=solver, encoding=encoding) if attempts else ()
         return Discharge(result, time.perf_counter() - start, reason=reason, attempts=tried,
-                         encoding=enc.name, obligations=len(enc.obligations), **more)
+                         encoding=enc.name, obligations=len(enc.obligations), build_seconds=build_s, **more)
 
     why = _obligations_fail(backend, enc, deadline)
     if why is not None:
