@@ -113,4 +113,4 @@ def test_bench_prints_the_score_and_both_solvers():
     assert "forall-exists form, cvc5 direct: unknown (timeout)" in text
     header, table_head, first = text.splitlines()[:3]
     assert "cvc5 1" in header and "cvc5 blocks" in table_head
-    assert first.split()[1:9] == ["0.10", "proved*", "0.10", "proved", "10.00", "unknown", "0.10", "proved*"]
+    assert first.split()[1:9] == ["0.10", "proved", "0.10", "proved*", "10.00", "unknown", "0.10", "proved*"]
