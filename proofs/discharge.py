@@ -271,6 +271,8 @@ class _Direct:
         self.parts = [backend.as_bool(p) for p in solver_goal_parts(theorem, self.syms)]
 
     def lemma_parts(self, theorem: Theorem) -> list[Any]:
+        if theorem.lemma_solvers is not None and self.backend.name not in theorem.lemma_solvers:
+            return []
         return [self.backend.as_bool(p) for lemma in theorem.lemmas for p in goal_parts(lemma(*self.syms))]
 
     def at_most(self, i: int, value: int) -> Any:

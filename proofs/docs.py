@@ -100,7 +100,9 @@ def render(results: Sequence[TheoremResult], times_file: pathlib.Path | None = N
             lines.append(f"- {label}: {IDEAS[t.name]}")
         lines.append("- variables: " + "; ".join(v.describe() for v in t.variables))
         if t.lemmas:
-            lines.append(f"- proof hints: {len(t.lemmas)} lemma stage(s), each proved by Z3 before use")
+            who = " and ".join(t.lemma_solvers) if t.lemma_solvers is not None else "the solver"
+            lines.append(f"- proof hints (for the goal as written; the block encoding needs none): {len(t.lemmas)} "
+                         f"lemma stage(s), each proved by {who} before use")
         if r.concrete is not None and r.concrete.holds:
             lines.append(f"- concrete check (the goal on ints): holds at all {r.concrete.points} points")
         if r.twin is not None:
