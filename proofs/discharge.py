@@ -103,6 +103,7 @@ class _Z3:
         z3.set_param("smt.random_seed", seed)
         self.seed = seed
         self.ctx = z3.Context()
+        self.incremental = False  # see :meth:`scoped`
 
     def ints(self, names: Sequence[str]) -> list[Any]:
         return [z3.Int(n, self.ctx) for n in names]
@@ -119,14 +120,22 @@ class _Z3:
     def scoped(self, facts: Sequence[Any]) -> Any:
         """A solver whose checks share ``facts`` through push/pop, or None: each check gets a fresh
         solver (pushing switches Z3 from its preprocessing tactics to its incremental core, which
-        decides the nonlinear direct goals worse)."""
-        return None
+        decides the nonlinear direct goals worse). On the block encoding (quantifier-free linear, see
+        :meth:`linear`) the incremental core is as good and spares a solver per part: one is shared."""
+        return self.solver(facts) if self.incremental else None
 
     def set_rlimit(self, solver: Any, units: int) -> None:
         solver.set("rlimit", units)
 
     def linear(self) -> None:
-        pass  # Z3 picks its tactics from the problem itself
+        """Every check from now on is quantifier-free linear (Z3 picks its tactics from the problem
+        itself): its parts may share one incremental solver (:meth:`scoped`)."""
+        self.incremental = True
+
+    def numeral_divisors(self) -> None:
+        """The goal has no block-size variable: it divides by numerals only, and its parts may share one
+        incremental solver too (measured: a fifth of Z3's time on the three such theorems)."""
+        self.incremental = True
 
     def as_bool(self, value: Any) -> Any:
         return z3.BoolVal(value, self.ctx) if isinstance(value, bool) else value
@@ -144,6 +153,10 @@ class _Cvc5:
         self.ctx = self.api.Context()
         #: the logic its solvers are set to, None for cvc5's default (every theory); see :meth:`linear`
         self.logic: str | None = None
+        self.incremental = False  # its parts share a solver only with hypotheses (see :meth:`scoped`)
+
+    def numeral_divisors(self) -> None:
+        pass  # no logic is set: a goal with no block-size variable could still multiply two variables
 
     def linear(self) -> None:
         """Every check from now on is quantifier-free linear integer arithmetic (the block encoding of
@@ -497,6 +510,8 @@ def discharge(
     enc, fallback = _encode(theorem, backend, encoding or theorem.encodings.get(solver) or default_encoding(solver))
     if enc.name == "blocks" and not enc.enc.quantified:
         backend.linear()
+    elif all(v.unit != BLOCK_SIZE for v in theorem.variables):  # block sizes are constants of the goal
+        backend.numeral_divisors()
     build_s = time.process_time() - cpu
     lowers = [v.lower for v in theorem.variables]
     domain = enc.domain
@@ -520,7 +535,8 @@ def discharge(
     open_parts = list(parts)
     # With proved lemmas as hypotheses, the parts share one solver where the backend allows it
     # (:meth:`_Cvc5.scoped`): a fresh solver per part would take in every hypothesis again.
-    scoped = backend.scoped(domain + hypotheses) if hypotheses else None
+    # So do Z3's on a goal it decides incrementally as well (:meth:`_Z3.scoped`).
+    scoped = backend.scoped(domain + hypotheses) if hypotheses or backend.incremental else None
     for share in (True, False):
         still_open = []
         for i, part in enumerate(open_parts):
