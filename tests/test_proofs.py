@@ -214,3 +214,20 @@ def test_statements_claim_what_their_goals_fix():
     assert "any number of SWA life cycles" not in catalogue.by_name("pool-group-tight").statement
     assert {"W", "S", "h"} <= set(catalogue.by_name("ssm-minimum").variable_names)
     assert "One request" in catalogue.by_name("ssm-minimum").statement
+
+
+def test_lemma_hints_go_only_to_the_solvers_named():
+    """mixed-pool-group-sufficient's hints are cvc5's (Theorem.lemma_solvers): Z3 proves the goal without
+    them, cvc5 proves them first and uses them."""
+    theorem = catalogue.by_name("mixed-pool-group-sufficient")
+    assert theorem.lemma_solvers == ("cvc5",)
+    z3_run = discharge.discharge(theorem, attempts=False, rlimit=discharge_rlimit("z3"))
+    assert z3_run.result == "proved" and z3_run.lemmas_proved == 0
+    cvc5_run = discharge.discharge(theorem, attempts=False, solver="cvc5", rlimit=discharge_rlimit("cvc5"))
+    assert cvc5_run.result == "proved" and cvc5_run.lemmas_proved > 0
+
+
+def discharge_rlimit(solver):
+    from swafloor.proofs import DEFAULT_RLIMIT
+
+    return DEFAULT_RLIMIT[solver]
