@@ -5,6 +5,12 @@ A theorem meets its expectation when each solver's answer is the expected one, t
 agrees (a proof holds on every bounded point; a refutation's counterexample fails on ints and, when
 minimal, is exactly the first failing bounded point), the solvers agree with each other (same
 answer, same smallest counterexample), and a refutation's replay really fails on the manager.
+
+The concrete check evaluates the goal the solvers decide, so on a proof it can only catch a solver
+(or a block encoding) that proves a false goal; two solvers and the twin already stand there. It
+therefore runs on every refutation, expected or not (it is what a smallest counterexample is
+compared with; a refutation fails early, so it costs milliseconds), and on proofs only when asked
+(``concrete=True``: ``swafloor prove --concrete``, the test suite, ``swafloor docs build``).
 Beside them each theorem's token-level twin (:mod:`.twins`) brute-forces the plain statement block by
 block; a twin that misses the expected outcome (a proof failing on its grid, a refutation finding no
 counterexample) contradicts the theorem too. Anything else is *contradicted*; a solver ``unknown`` (or an unfinished minimisation) is *unknown*.
@@ -21,6 +27,7 @@ from typing import Any, Callable, Mapping, Sequence
 import attrs
 
 from . import concrete, discharge, twins
+from . import concrete as _concrete  # ``concrete`` is also prove's keyword
 from .concrete import ConcreteCheck
 from . import DEFAULT_RLIMIT
 from .discharge import DEFAULT_TIMEOUT_S, PROVED, REFUTED, UNKNOWN, Discharge
@@ -38,7 +45,8 @@ class TheoremResult:
 
     theorem: Theorem
     discharges: tuple[tuple[str, Discharge], ...]
-    concrete: ConcreteCheck
+    #: None: not run (a proof without ``concrete=True``; see the module doc)
+    concrete: ConcreteCheck | None
     disagreement: str | None
     replay: Replay | None
     seed: int
@@ -100,7 +108,7 @@ class TheoremResult:
                 {"name": v.name, "lower": v.lower, "meaning": v.meaning, "bounded": v.bound_text}
                 for v in self.theorem.variables
             ],
-            "concrete": {
+            "concrete": None if c is None else {
                 "holds": c.holds,
                 "points": c.points,
                 "seconds": round(c.seconds, 4),
@@ -153,15 +161,19 @@ def exit_code(results: Sequence[TheoremResult]) -> int:
     return 0
 
 
-def disagreement(theorem: Theorem, d: Discharge, c: ConcreteCheck) -> str | None:
-    """Why a solver and the bounded check disagree, or None (also when the solver did not answer)."""
+def disagreement(theorem: Theorem, d: Discharge, c: ConcreteCheck | None) -> str | None:
+    """Why a solver and the bounded check disagree, or None (also when the solver did not answer).
+    ``c`` None: the check was not run (a proof, see the module doc); a counterexample is still
+    evaluated on ints."""
     if d.result == UNKNOWN:
         return None
     if d.result == PROVED:
-        return None if c.holds else f"the solver proved it, but it fails on ints at {c.counterexample}"
+        return None if c is None or c.holds else f"the solver proved it, but it fails on ints at {c.counterexample}"
     admissible, holds = concrete.evaluate(theorem, d.counterexample)
     if not admissible or holds:
         return f"the solver's counterexample {d.counterexample} does not fail on ints"
+    if c is None:  # not reached by prove: any refutation gets the check
+        return None
     if c.holds:
         return f"refuted at {d.counterexample}, outside the bounded ranges, where nothing fails"
     if d.minimal and c.counterexample != d.counterexample:
@@ -180,7 +192,7 @@ def solvers_disagree(discharges: Sequence[tuple[str, Discharge]]) -> str | None:
     return None
 
 
-def _why(theorem: Theorem, discharges: Sequence[tuple[str, Discharge]], c: ConcreteCheck) -> str | None:
+def _why(theorem: Theorem, discharges: Sequence[tuple[str, Discharge]], c: ConcreteCheck | None) -> str | None:
     across = solvers_disagree(discharges)
     if across is not None:
         return across
@@ -268,25 +280,31 @@ def prove(
     progress: Callable[[TheoremResult | Theorem, str], None] | None = None,
     twin: bool = True,
     attempts: bool = True,
+    concrete: bool = True,
 ) -> list[TheoremResult]:
     """Discharge each theorem with each solver, check it on ints and replay its refutation; see the
     module doc. ``encodings``: solver -> "direct" or "blocks" (default: :func:`discharge.default_encoding`).
     ``rlimits``: solver -> its resource units per check (default :data:`~swafloor.proofs.DEFAULT_RLIMIT`;
     None: seconds alone bound the solvers), within ``timeout_s`` per theorem and solver. ``attempts``: also
-    run the theorems' informational attempts (``swafloor prove --attempts``; off by default there)."""
+    run the theorems' informational attempts (``swafloor prove --attempts``; off by default there).
+    ``concrete``: the bounded concrete check on every theorem; False: on refutations only, expected or
+    not (``swafloor prove`` without ``--concrete``; see the module doc)."""
     global _WORK, _OPTIONS
     theorems = tuple(theorems)
     tasks = [("solve", i, s) for i in range(len(theorems)) for s in solvers]
     if attempts:  # informational queries, never counted (each runs to its own short time limit)
         tasks += [("attempts", i, s) for i, t in enumerate(theorems) if t.attempts for s in solvers]
     chunks = _concrete_chunks(theorems, jobs)
-    tasks += [(kind, i, None) for i in range(len(theorems)) for kind in chunks[i]]
+    checked = [concrete or t.expected.value == REFUTED for t in theorems]  # the rest: only if refuted
+    tasks += [(kind, i, None) for i in range(len(theorems)) if checked[i] for kind in chunks[i]]
     if twin:
         tasks += [("twin", i, None) for i in range(len(theorems))]  # a theorem without a twin fails
     tasks.sort(key=lambda task: -_cost(theorems[task[1]], task[0]))
     _WORK, _OPTIONS = theorems, {
         "timeout_s": timeout_s, "seed": seed, "encodings": dict(encodings or {}), "rlimits": dict(rlimits or {}),
     }
+    for solver in solvers:  # imported once, here, not once per forked worker
+        discharge.solver_version(solver)
     pool = multiprocessing.get_context("fork").Pool(jobs) if jobs > 1 else None
     try:
         if pool is not None:
@@ -304,8 +322,13 @@ def prove(
             if progress is not None:
                 for s, d in discharges:
                     progress(theorem, f"{s} {d.result} in {d.seconds:.2f} s")
-            c = concrete.merge([get((kind, i, None)) for kind in chunks[i]]) if len(chunks[i]) > 1 else \
-                get((chunks[i][0], i, None))
+            if checked[i]:
+                c = _concrete.merge([get((kind, i, None)) for kind in chunks[i]]) if len(chunks[i]) > 1 else \
+                    get((chunks[i][0], i, None))
+            elif any(d.result == REFUTED for _, d in discharges):  # refuted against expectation: checked here
+                c = _concrete.check(theorem)
+            else:
+                c = None
             tw = get(("twin", i, None)) if twin else None
             result = TheoremResult(
                 theorem, discharges, c, _why(theorem, discharges, c), _replay(theorem, _refuting(discharges)), seed, tw

@@ -62,8 +62,12 @@ class Theorem:
     replay: Callable[[Mapping[str, int]], Replay] | None = attrs.field(default=None, eq=False)
     attempts: tuple[Attempt, ...] = attrs.field(default=(), converter=tuple, eq=False)
     #: solver -> the encoding it gets for this theorem unless the caller names one (default: the
-    #: solver's own default); for goals one solver decides only in the exact linear rewrite
+    #: solver's own default, the block encoding); ``{"z3": "blocks"}`` marks a goal whose direct form
+    #: Z3 decides slowly or not at all (the test suite's run of Z3 on the goals as written leaves it out)
     encodings: Mapping[str, str] = attrs.field(factory=dict, eq=False)
+    #: the solvers that get the lemma hints (default: every solver); a solver left out decides the goal
+    #: without them (the hints are never parts: a solver that needs none is spared proving them)
+    lemma_solvers: tuple[str, ...] | None = attrs.field(default=None, eq=False)
 
     def __attrs_post_init__(self) -> None:
         names = list(self.variable_names)

@@ -33,7 +33,7 @@ def test_whole_catalogue_exits_0_with_a_table(capsys):
 
 def test_attempts_only_when_asked(capsys):
     code, out, _ = prove(capsys, "decode-tight", "--attempts")
-    assert code == 0 and "attempt forall-exists:" in out
+    assert code == 0 and "attempt forall-exists" in out  # ", block encoding": the default
 
 
 def test_json_schema(capsys):
@@ -49,10 +49,22 @@ def test_json_schema(capsys):
         assert cex is None or all(isinstance(k, str) and type(v) is int for k, v in cex.items())
         assert d["agree"] is True and d["status"] == "ok"
     proved, refuted = data
-    assert proved["counterexample"] is None and proved["concrete"]["holds"]
+    assert proved["counterexample"] is None and proved["concrete"] is None  # a proof's only with --concrete
     assert set(refuted["counterexample"]) == {"t", "W", "S", "h"}
     assert refuted["replay"]["confirmed"] and refuted["replay"]["trace"]
     assert refuted["concrete"]["counterexample"] == refuted["counterexample"]
+
+
+def test_the_concrete_check_of_proofs_only_when_asked_and_always_on_refutations(capsys):
+    code, out, _ = prove(capsys, "decode-sufficient", "legacy-floor-insufficient", "--json", "--jobs", "1")
+    proved, refuted = json.loads(out)
+    assert code == 0 and proved["concrete"] is None
+    assert not refuted["concrete"]["holds"] and refuted["concrete"]["counterexample"] == refuted["counterexample"]
+    code, out, _ = prove(capsys, "decode-sufficient", "--concrete", "--json", "--jobs", "1")
+    (proved,) = json.loads(out)
+    assert code == 0 and proved["concrete"]["holds"] and proved["concrete"]["points"] > 1000
+    code, out, _ = prove(capsys, "decode-sufficient", "--jobs", "1")
+    assert code == 0 and "not run (--concrete)" in out
 
 
 def _flipped_decode_sufficient(t, W, S, h):
@@ -134,17 +146,21 @@ def test_both_solvers_agree_and_report_side_by_side(capsys):
     for d in data:
         assert set(d["solvers"]) == {"z3", "cvc5"}
         assert d["solvers"]["z3"]["result"] == d["solvers"]["cvc5"]["result"] == d["expected"]
-        assert (d["solvers"]["z3"]["encoding"], d["solvers"]["cvc5"]["encoding"]) == ("direct", "blocks")
-        assert d["solvers"]["z3"]["obligations"] == 0 and d["solvers"]["cvc5"]["obligations"] > 0
+        assert (d["solvers"]["z3"]["encoding"], d["solvers"]["cvc5"]["encoding"]) == ("blocks", "blocks")
+        assert d["solvers"]["z3"]["obligations"] > 0 and d["solvers"]["cvc5"]["obligations"] > 0
     refuted = data[-1]["solvers"]
     assert refuted["z3"]["counterexample"] == refuted["cvc5"]["counterexample"] == {"t": 1, "W": 1, "S": 1, "h": 1}
 
 
 def test_encoding_chooses_for_every_solver(capsys):
-    code, out, err = prove(capsys, "decode-sufficient", "--encoding", "blocks", "--json", "--jobs", "1")
+    code, out, err = prove(capsys, "decode-sufficient", "--encoding", "direct", "--json", "--jobs", "1")
     (d,) = json.loads(out)
-    assert code == 0 and d["encoding"] == "blocks" and d["solvers"]["z3"]["obligations"] > 0
-    assert "z3 " in err and "(blocks encoding)" in err
+    assert code == 0 and d["encoding"] == "direct" and d["solvers"]["z3"]["obligations"] == 0
+    assert "z3 " in err and "(direct encoding)" in err
+    code, out, err = prove(capsys, "decode-sufficient", "--json", "--jobs", "1")
+    (d,) = json.loads(out)
+    assert code == 0 and d["encoding"] == "blocks" and d["solvers"]["z3"]["obligations"] > 0  # the default
+    assert "(blocks encoding)" in err
 
 
 def test_cvc5_alone(capsys):
