@@ -484,7 +484,7 @@ def discharge(
     api = backend.api
     deadline = _Deadline(backend, timeout_s, rlimit)
     enc, fallback = _encode(theorem, backend, encoding or theorem.encodings.get(solver) or default_encoding(solver))
-    if enc.name == "blocks" and not enc.enc.quantified:
+    if (enc.name == "blocks" and not enc.enc.quantified) or (enc.name == "direct" and theorem.linear):
         backend.linear()
     lowers = [v.lower for v in theorem.variables]
     domain = enc.domain

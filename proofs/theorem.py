@@ -64,6 +64,10 @@ class Theorem:
     #: solver -> the encoding it gets for this theorem unless the caller names one (default: the
     #: solver's own default); for goals one solver decides only in the exact linear rewrite
     encodings: Mapping[str, str] = attrs.field(factory=dict, eq=False)
+    #: the direct goal (and its lemmas) is quantifier-free linear integer arithmetic: a solver that takes
+    #: a logic is told so (cvc5: QF_LIA, as for the block encoding). It narrows what the solver sets up,
+    #: never what it proves: a term outside the logic makes cvc5 raise, never answer.
+    linear: bool = attrs.field(default=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
         names = list(self.variable_names)
