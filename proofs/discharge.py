@@ -508,7 +508,7 @@ def discharge(
     api = backend.api
     deadline = _Deadline(backend, timeout_s, rlimit)
     enc, fallback = _encode(theorem, backend, encoding or theorem.encodings.get(solver) or default_encoding(solver))
-    if enc.name == "blocks" and not enc.enc.quantified:
+    if (enc.name == "blocks" and not enc.enc.quantified) or (enc.name == "direct" and theorem.linear):
         backend.linear()
     elif all(v.unit != BLOCK_SIZE for v in theorem.variables):  # block sizes are constants of the goal
         backend.numeral_divisors()

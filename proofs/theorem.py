@@ -68,6 +68,10 @@ class Theorem:
     #: the solvers that get the lemma hints (default: every solver); a solver left out decides the goal
     #: without them (the hints are never parts: a solver that needs none is spared proving them)
     lemma_solvers: tuple[str, ...] | None = attrs.field(default=None, eq=False)
+    #: the direct goal (and its lemmas) is quantifier-free linear integer arithmetic: a solver that takes
+    #: a logic is told so (cvc5: QF_LIA, as for the block encoding). It narrows what the solver sets up,
+    #: never what it proves: a term outside the logic makes cvc5 raise, never answer.
+    linear: bool = attrs.field(default=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
         names = list(self.variable_names)
