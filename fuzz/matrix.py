@@ -630,9 +630,11 @@ def _profiled(engine: Engine, release: str, record: Any) -> tuple[Any, dict, lis
     if engine.profile:
         caps = _function(engine.profile)(release, record.capabilities)
         if caps.semantics != record.capabilities.semantics:
-            claimed, own = record.capabilities.semantics.to_dict(), caps.semantics.to_dict()
-            defaults = type(caps.semantics)().to_dict()  # an option written only off its default
-            profile = {o: own.get(o, defaults.get(o)) for o in {*claimed, *own} if own.get(o) != claimed.get(o)}
+            from swafloor.reference.semantics import options
+
+            claimed = record.capabilities.semantics
+            profile = {o.name: o.serialised(getattr(caps.semantics, o.name)) for o in options(type(claimed))
+                       if getattr(caps.semantics, o.name) != getattr(claimed, o.name)}
             record = attrs.evolve(record, capabilities=caps)
     unmodelled = []
     if engine.unmodelled:
