@@ -76,16 +76,15 @@ def capabilities():
 def load_prefix() -> dict[str, Any]:
     """:func:`~.vllm.load`, then check that this release's prefix cache can be driven as this backend
     does (its ``Request`` takes a ``block_hasher``, 0.11.2 on; before that the manager hashed on its
-    own): else :class:`Unsupported`, one line why."""
+    own): else :class:`Unsupported`, one line why. A release without the KV-connector load path
+    (``num_external_computed_tokens``, before 0.14.1) loads the reused history past a hit as its
+    scheduler then did: as new tokens of the first step."""
     from ..common import parameters as _parameters
 
     v = load()
     if "block_hasher" not in _parameters(v["Request"]):
         raise Unsupported(f"vLLM {release_of(v).version}'s Request takes no block_hasher (its manager hashes on its "
                           "own): vllm-prefix drives the hasher-per-request releases (0.11.2 on)")
-    if not release_of(v).external_load:
-        raise Unsupported(f"vLLM {release_of(v).version}'s allocate_slots has no num_external_computed_tokens: "
-                          "vllm-prefix loads the reused history past a hit through the KV-connector path")
     try:
         from vllm.utils.hashing import sha256  # noqa: F401
     except ImportError as exc:
@@ -195,10 +194,14 @@ class VllmPrefixBackend(VllmBackend):
                 found, raw = self._lookup_prompt_of(request_id, h)
                 hit = min(raw, h)
             self.hits_taken[request_id] = raw  # vLLM's own value, as it is (a hit past h: the harness's `hit`)
-            blocks = self.manager.allocate_slots(
-                request, c - h - drafts, num_new_computed_tokens=hit, new_computed_blocks=found,
-                num_external_computed_tokens=h - hit, **({"num_lookahead_tokens": drafts} if drafts else {}),
-            )
+            lookahead = {"num_lookahead_tokens": drafts} if drafts else {}
+            if self.vllm.external_load:
+                blocks = self.manager.allocate_slots(
+                    request, c - h - drafts, num_new_computed_tokens=hit, new_computed_blocks=found,
+                    num_external_computed_tokens=h - hit, **lookahead)
+            else:  # before the KV-connector load path: the loaded tokens are new tokens of the step, as its scheduler asked
+                blocks = self.manager.allocate_slots(
+                    request, c - hit - drafts, num_new_computed_tokens=hit, new_computed_blocks=found, **lookahead)
             return self._admitted(request, h, blocks)
         request.status = self.status.RUNNING
         return Outcome(True)

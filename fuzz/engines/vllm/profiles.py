@@ -84,7 +84,8 @@ CHANGES: tuple[Change, ...] = (
         what="a reused prefix is loaded as new tokens of a request with nothing computed: the first step holds a "
              "block for every loaded token, out-of-window ones too (also out of slots at the floor: "
              "vllm-0.11.2-connector-load-out-of-slots.json, outcome@resume)",
-        backends=("vllm",), class_key="tables@resume"),
+        backends=("vllm", "vllm-prefix", "vllm-prefix-eagle", "vllm-prefix-mixed", "vllm-prefix-eagle-mixed"),
+        class_key="tables@resume"),
     Change(
         "preallocation", since="0.8.5", first="0.8.3",
         evidence="vllm-0.8.3-preallocation.json", evidence_release="0.8.3",
