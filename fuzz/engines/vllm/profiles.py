@@ -69,13 +69,13 @@ CHANGES: tuple[Change, ...] = (
         what="with block sizes that differ, every full SWA block is cached once computed, aligned or not",
         option="cache_aligned", value=False),
     Change(
-        "unhashed-freed-to-tail", since="0.23.0", first="0.14.1",
+        "unhashed-freed-to-tail", since="0.23.0", first="0.11.2",
         evidence="vllm-0.21.0-prefix-eagle-unhashed-freed-to-tail.json", evidence_release="0.21.0",
         upstream="vllm-project/vllm#42656 ('Apply LRU policy only to proper cache entries', first in 0.23.0)",
         what="BlockPool.free_blocks appends every freed block to the free queue's tail, hashed or not "
              "(Semantics.cache_freed hands out uncached free blocks first)",
         backends=("vllm-prefix", "vllm-prefix-eagle", "vllm-prefix-mixed", "vllm-prefix-eagle-mixed"),
-        class_key="slots.cached@resume"),
+        class_key="slots@resume"),
     Change(
         "connector-load-holds-prefix", since="0.14.1",
         evidence="vllm-0.11.2-connector-load-holds-prefix.json", evidence_release="0.11.2",
