@@ -71,8 +71,10 @@ def test_profiles_per_release():
         got = profiles.profile_semantics(release, MIXED)
         assert got == Semantics(**{**MIXED.to_dict(), **options_}), release
         assert profiles.profile_semantics(release, PREFIX) == PREFIX  # one block size: nothing to change
-    assert [c.name for c in profiles.unmodelled("0.22.1", "vllm-prefix-eagle")] == ["unhashed-freed-to-tail"]
-    assert profiles.unmodelled("0.23.0", "vllm-prefix-eagle") == ()
+    assert [c.name for c in profiles.unmodelled("0.22.1", "vllm-prefix-eagle")] == ["unhashed-freed-to-tail",
+                                                                                  "free-path-before-0.24"]
+    assert [c.name for c in profiles.unmodelled("0.23.0", "vllm-prefix-eagle")] == ["free-path-before-0.24"]
+    assert profiles.unmodelled("0.24.0", "vllm-prefix-eagle") == ()
     assert [c.name for c in profiles.unmodelled("0.8.3", "vllm")] == ["connector-load-holds-prefix", "preallocation"]
 
 

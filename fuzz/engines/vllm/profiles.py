@@ -77,6 +77,15 @@ CHANGES: tuple[Change, ...] = (
         backends=("vllm-prefix", "vllm-prefix-eagle", "vllm-prefix-mixed", "vllm-prefix-eagle-mixed"),
         class_key="slots@resume"),
     Change(
+        "free-path-before-0.24", since="0.24.0", first="0.22.1",
+        evidence="vllm-0.22.1-prefix-free-order-before-0.24.json", evidence_release="0.22.1",
+        upstream="0.24.0's free path (coordinator-wide pop_blocks_for_free, tail first; remove_skipped_blocks' cached/uncached "
+                 "split dropped; hit blocks touched first, vllm-project/vllm#33775); the part the trace meets not isolated",
+        what="which freed blocks stay cached differs from 0.24.0 on (checked from 0.22.1: earlier cells meet the "
+             "free-queue order first)",
+        backends=("vllm-prefix", "vllm-prefix-eagle", "vllm-prefix-mixed", "vllm-prefix-eagle-mixed"),
+        class_key="slots@resume"),
+    Change(
         "connector-load-holds-prefix", since="0.14.1",
         evidence="vllm-0.11.2-connector-load-holds-prefix.json", evidence_release="0.11.2",
         upstream="vllm-project/vllm#30166 ('Support hybrid allocator + kv cache connector': "
