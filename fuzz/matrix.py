@@ -89,6 +89,12 @@ class Engine:
     fallback: Callable[[Path, list[str], str], list[str] | None] | None = None
     #: packages installed with every release, in one pip run after it (the folder) -> packages
     with_release: Callable[[Path], list[str]] | None = None
+    #: "module:function": the release's profile, (release, capabilities) -> capabilities with the
+    #: semantics that release has (a cell compares the release with its own profile); "" for none
+    profile: str = ""
+    #: "module:function": (release, backend) -> the changes of that release the reference cannot
+    #: express (each with ``name`` and ``class_key``), named beside a red cell's classes; "" for none
+    unmodelled: str = ""
 
     @property
     def venv_marker(self) -> str:
@@ -405,6 +411,10 @@ class Cell:
     # vllm-admission's, holds its classes' counts here instead: class -> cases.)
     classes: list | dict | None = None
     limited: bool | None = None
+    # the release's profile where it differs from the pinned semantics the backend claims (option ->
+    # the release's value), and the changes of that release the reference cannot express (names)
+    profile: dict | None = None
+    unmodelled: list | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in attrs.asdict(self).items() if v is not None}
@@ -481,8 +491,9 @@ def replay_cell(release: str, trace_file: Path, venv: EngineVenv, cache: Path, b
 
 
 def replay_traces(release: str, trace_files: Sequence[Path], venv: EngineVenv, cache: Path, backend: str | None = None,
-                  progress: Callable[[str], None] = lambda s: None) -> list[dict[str, Any]]:
-    """:func:`replay_cell` for several traces, in one subprocess (the engine imported once)."""
+                  progress: Callable[[str], None] = lambda s: None, profile: bool = False) -> list[dict[str, Any]]:
+    """:func:`replay_cell` for several traces, in one subprocess (the engine imported once); ``profile``:
+    each trace's semantics as the release's profile has them (the engine's ``profile``)."""
     try:
         folder = install(release, venv, cache, progress)
     except (MatrixError, subprocess.SubprocessError, OSError) as exc:
@@ -490,6 +501,8 @@ def replay_traces(release: str, trace_files: Sequence[Path], venv: EngineVenv, c
     args = ["replay", "--engine", venv.engine, "--release", release, *(str(Path(t).resolve()) for t in trace_files)]
     if backend:
         args += ["--backend", backend]
+    if profile:
+        args.append("--profile")
     data, stderr = _run_child(venv, folder, args)
     if data is None:
         why = f"the replay's process failed: {_last_line(stderr)}"
@@ -571,6 +584,11 @@ def _cell_main(release: str, backend: str, args) -> dict[str, Any]:
     wrong = _imported_release(release, args.engine)
     if wrong:
         return {**base, "result": "error", "why": wrong}
+    resolved, profile, unmodelled = _profiled(engine_named(args.engine), release, resolved)
+    if profile:
+        base["profile"] = profile
+    if unmodelled:
+        base["unmodelled"] = unmodelled
     differential = getattr(getattr(resolved.factory, "__wrapped__", resolved.factory), "differential", None)
     if callable(differential):  # a differential of one decision per case (vllm-admission), not a campaign
         try:
@@ -599,6 +617,31 @@ def _cell_main(release: str, backend: str, args) -> dict[str, Any]:
     return data
 
 
+def _function(spec: str) -> Callable[..., Any]:
+    module, _, attribute = spec.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def _profiled(engine: Engine, release: str, record: Any) -> tuple[Any, dict, list]:
+    """The backend's record with the semantics ``release`` has (the engine's ``profile``), what the
+    profile changed (option -> the release's value) and the names of the release's changes the reference
+    cannot express on this backend, each with its class (``NAME (part@op)``)."""
+    profile: dict = {}
+    if engine.profile:
+        caps = _function(engine.profile)(release, record.capabilities)
+        if caps.semantics != record.capabilities.semantics:
+            from swafloor.reference.semantics import options
+
+            claimed = record.capabilities.semantics
+            profile = {o.name: o.serialised(getattr(caps.semantics, o.name)) for o in options(type(claimed))
+                       if getattr(caps.semantics, o.name) != getattr(claimed, o.name)}
+            record = attrs.evolve(record, capabilities=caps)
+    unmodelled = []
+    if engine.unmodelled:
+        unmodelled = [f"{c.name} ({c.class_key})" for c in _function(engine.unmodelled)(release, record.name)]
+    return record, profile, unmodelled
+
+
 def _replays_main(args) -> dict[str, Any]:
     replays = [_replay_main(args, path) for path in args.trace]
     return {**replays[0], "replays": replays} if len(replays) == 1 else {"replays": replays}
@@ -612,6 +655,11 @@ def _replay_main(args, path: Path) -> dict[str, Any]:
 
     trace = load(path)
     name = args.backend or trace.backend
+    engine = engine_named(args.engine)
+    if args.profile and engine.profile:  # the trace's semantics as the release has them
+        semantics = _function(engine.profile)(args.release, attrs.evolve(
+            resolve(name).capabilities, semantics=trace.config.semantics)).semantics
+        trace = attrs.evolve(trace, config=attrs.evolve(trace.config, semantics=semantics))
     try:
         resolve(name).run_prepare()
     except Unsupported as exc:
@@ -659,6 +707,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rep.add_argument("--engine", required=True, choices=tuple(ENGINES))
     rep.add_argument("--release", required=True)
     rep.add_argument("--backend")
+    rep.add_argument("--profile", action="store_true", help="the trace's semantics as the release's profile has them")
     rep.add_argument("trace", type=Path, nargs="+")
     probe = sub.add_parser("probe")
     probe.add_argument("--engine", required=True, choices=tuple(ENGINES))

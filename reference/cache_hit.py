@@ -52,6 +52,8 @@ __all__ = [
     "longest_hit",
     "run_hit_aligned_before_eagle_pop",
     "LOST_HIT_RULES",
+    "prompt_end_limit",
+    "LOOKUP_LIMITS",
     "rule_hit",
     "pool_free_blocks",
     "cacheable_tokens",
@@ -191,12 +193,28 @@ def run_hit_aligned_before_eagle_pop(r0: Any, r1: Any, t: Any, window: Any, a: A
     return ite(short, imax(L - a * t, 0), L)
 
 
+def prompt_end_limit(M: Any) -> Any:
+    """The lost-hit rule ``prompt-end-recomputed``: the reusable length a lookup may reach when the
+    request's prompt ends at its reused history ``M``, one token short of it, ``max(M - 1, 0)``: the
+    scheduler stops a hit before the prompt's last token so that its first step computes at least that
+    token (vLLM's ``max_cache_hit_length = num_tokens - 1``). The rule's hit is the longest valid hit up
+    to that length; it loses a block exactly where the longest hit covers the whole reused history."""
+    return imax(M - 1, 0)
+
+
 #: The lost-hit rules: each a named way an engine takes a valid hit shorter than the longest, as the
 #: hit of one cached run on the engine's first lookup pass (:func:`rule_hit`). A backend declares the
 #: ones its engine follows (``Capabilities.lost_hit_rules``); a shorter hit no declared rule yields is
 #: a divergence.
 LOST_HIT_RULES: dict[str, Any] = {
     "align-before-eagle-pop": run_hit_aligned_before_eagle_pop,
+    "prompt-end-recomputed": run_hit,  # the run's hit unchanged, the reusable length shortened (LOOKUP_LIMITS)
+}
+
+#: The rules of :data:`LOST_HIT_RULES` that shorten the reusable length a lookup may reach (the
+#: reused history ``M`` -> the length the lookup stops at); the others look up to ``M``.
+LOOKUP_LIMITS: dict[str, Any] = {
+    "prompt-end-recomputed": prompt_end_limit,
 }
 
 
@@ -208,11 +226,15 @@ def rule_hit(rule: str, cached: Sequence[Sequence[bool]], block_sizes: Sequence[
     the best of its cached runs under the rule's hit of a run (:data:`LOST_HIT_RULES`) at the candidate
     so far (plus its EAGLE block); a hit the pass shortened counts as looked up, so from there on it is
     the :func:`longest_hit` fixed point, which keeps a valid candidate and shortens only one that is
-    not valid. KeyError for a name that is no rule."""
+    not valid. A rule of :data:`LOOKUP_LIMITS` looks up to its shortened length. KeyError for a name
+    that is no rule."""
     run = LOST_HIT_RULES[rule]
     A = alignment(block_sizes)
     flags = [eagle] * len(block_sizes) if isinstance(eagle, bool) else list(eagle)
     reach = M if eagle_reach is None else eagle_reach
+    if rule in LOOKUP_LIMITS:  # the lookup stops short of the reused history, the drafter's reach with it
+        M = LOOKUP_LIMITS[rule](M)
+        reach = min(reach, M)
     L = M
     for i in sorted(range(len(block_sizes)), key=lambda i: windows[i] is not None):
         t, e = block_sizes[i], int(bool(flags[i]))

@@ -52,13 +52,20 @@ class HitRules:
         """The hit the first resume of the suspended ``request_id`` would take now under the lost-hit
         rule ``rule`` (a name in :data:`~.cache_hit.LOST_HIT_RULES`): under ``eagle``
         :func:`~.cache_hit.rule_hit` over the same patterns as :meth:`longest_hit`; without ``eagle``
-        the longest hit (the rules change only the EAGLE pop). None where :meth:`longest_hit` is None;
-        :class:`RequestError` for a name that is no rule. Changes nothing."""
+        the longest hit up to the rule's lookup limit (:data:`~.cache_hit.LOOKUP_LIMITS`; the other
+        rules change only the EAGLE pop). None where :meth:`longest_hit` is None; :class:`RequestError`
+        for a name that is no rule. Changes nothing."""
         if rule not in cache_hit.LOST_HIT_RULES:
             raise RequestError(request_id, "rule", rule, f"is not a lost-hit rule {sorted(cache_hit.LOST_HIT_RULES)}")
         longest = self.longest_hit(request_id)
-        if longest is None or not self.semantics.eagle:
+        if longest is None:
             return longest
+        if not self.semantics.eagle:
+            if rule not in cache_hit.LOOKUP_LIMITS:
+                return longest
+            req = self._get(request_id, RequestState.SUSPENDED)
+            limit = cache_hit.LOOKUP_LIMITS[rule](self.prefix_of(req).prefix_tokens)
+            return self.longest_common_hit(limit, self._finder(req))
         req = self._get(request_id, RequestState.SUSPENDED)
         patterns, sizes, windows = self._eagle_patterns(req, self._finder(req))
         return cache_hit.rule_hit(rule, patterns, sizes, windows, True, req.history) if patterns else 0

@@ -461,10 +461,20 @@ def vllm_matrix(engine: str = "vllm") -> str:
         if result == OFF_TARGET:
             return f"**{OFF_TARGET}**: {c['discard_rate']:.0%} of configs refused (target <= 5%; never a pass)"
         if result == "pass":
-            return "pass"
+            return "pass" + _profile_note(c)
         if c["result"] == "divergence":
-            return f"**divergence**: `{c.get('part')}` at step {c.get('step_index')}"
+            classes = c.get("classes") if isinstance(c.get("classes"), list) else []
+            more = [f"`{k['class']}`" for k in classes[1:]]
+            text = (f"**divergence**: `{c.get('part')}` at step {c.get('step_index')}"
+                    + (f" (+ {', '.join(more)}{'; limit reached' if c.get('limited') else ''})" if more else ""))
+            if c.get("unmodelled"):
+                text += "; unmodelled here: " + ", ".join(c["unmodelled"])
+            return text + _profile_note(c)
         return f"{c['result']}: {str(c.get('why', '')).replace('|', '/')}"
+
+    def _profile_note(c: dict) -> str:
+        profile = c.get("profile")
+        return ("; profile: " + ", ".join(f"{k}={json.dumps(v)}" for k, v in sorted(profile.items()))) if profile else ""
 
     runs = "; ".join(f"`{r['command']}` on {r['measured']} ({r['machine']}, {r['seconds']:.0f} s)" for r in data["runs"])
     lines = [
@@ -485,6 +495,21 @@ def vllm_matrix(engine: str = "vllm") -> str:
             found = t["found"]
             lines.append(f"| {found.get('class', '?')} | {found['release']} | `{t.get('backend')}` | "
                          f"{str(found.get('verdict', '?')).replace('|', '/')} | `{name}` (expects {t.get('expect')}) |")
+    return "\n".join(lines)
+
+
+def vllm_profiles() -> str:
+    """vLLM's release profiles (fuzz/engines/vllm/profiles.py): each change, its releases, what a cell
+    compares (a modelled option, or a named class left red) and its evidence."""
+    from swafloor.fuzz.engines.vllm.profiles import CHANGES
+
+    lines = ["| change | releases | in the profile | evidence (diverges under the pinned semantics) | upstream |",
+             "|---|---|---|---|---|"]
+    for c in CHANGES:
+        compared = (f"`{c.option}={str(c.value).lower()}`" if c.modelled else
+                    f"not expressible yet: left red as `{c.class_key}` on {', '.join(f'`{b}`' for b in c.backends)}")
+        lines.append(f"| {c.name}: {c.what.replace('|', '/')} | {c.first} to before {c.since} | {compared} | "
+                     f"`tests/regressions/{c.evidence}` on {c.evidence_release} | {c.upstream.replace('|', '/')} |")
     return "\n".join(lines)
 
 
@@ -733,5 +758,6 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "seeded-bugs": seeded_bugs_table,
     "vllm-domain": vllm_domain,
     "vllm-matrix": vllm_matrix,
+    "vllm-profiles": vllm_profiles,
     "sglang-matrix": sglang_matrix,
 }

@@ -35,6 +35,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import importlib.util
+import inspect
 import math
 import re
 import sys
@@ -45,7 +46,7 @@ from ...protocol import Unsupported
 
 from ..common import MissingModule, arguments, brief, configs_registered_once, missing_module, parameters
 
-__all__ = ["MissingModule", "import_vllm", "check_in_flight", "Release", "release_of", "version"]
+__all__ = ["MissingModule", "import_vllm", "check_in_flight", "Release", "release_of", "version", "adopts_hit_alone"]
 
 
 def version() -> str:
@@ -138,6 +139,24 @@ def check_in_flight(v: dict[str, Any]) -> None:
                           "no Request.num_in_flight_tokens)")
 
 
+def adopts_hit_alone(allocate_slots: Callable[..., Any]) -> bool:
+    """Whether this ``allocate_slots`` accepts a step with no new token and no externally loaded token
+    that adopts computed (hit) tokens alone, read from its source: its refusal of an empty step (the
+    first ``raise ValueError``) is guarded by a condition that names ``num_new_computed_tokens``. Where
+    the refusal ignores the hit (0.11.2-0.30.0: "num_new_tokens must be greater than 0 ...") or the
+    source cannot be read, False: the adapter then never asks such a step (see
+    :class:`~.prefix.VllmPrefixBackend`)."""
+    try:
+        source = inspect.getsource(allocate_slots)
+    except (OSError, TypeError):
+        return False
+    head, found, _ = source.partition("raise ValueError")
+    if not found:
+        return False
+    guards = list(re.finditer(r"\bif\b", head))
+    return bool(guards) and "num_new_computed_tokens" in head[guards[-1].start():]
+
+
 def release_of(v: dict[str, Any]) -> "Release":
     """The :class:`Release` of the loaded vLLM (inspected once per process)."""
     if "release" not in v:
@@ -171,6 +190,8 @@ class Release:
         probe = self.request("probe", 1, 1)
         #: the manager frees on the processed history given tokens in flight
         self.in_flight = hasattr(probe, "num_in_flight_tokens")
+        #: allocate_slots adopts a local hit in a step that computes no token and loads none (0.31.0 on)
+        self.adopts_hit_alone = adopts_hit_alone(manager_class.allocate_slots)
 
     # -------------------------------------------------------------- construction
     def _spec(self, cls: Any, t: int, window: int | None) -> Any:

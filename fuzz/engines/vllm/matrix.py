@@ -41,4 +41,6 @@ VLLM = Engine(
     first_why="the first release whose v1 manager has a sliding-window manager (SlidingWindowSpec)",
     venv_script="scripts/vllm-venv", venv_env="SWAFLOOR_VLLM_VENV", venv_dir=".venv-vllm",
     load="swafloor.fuzz.engines.vllm.backend:load", release_examples="0.9.2 or 0.8.5.post1", strip_compiled=True,
+    profile="swafloor.fuzz.engines.vllm.profiles:profile_capabilities",
+    unmodelled="swafloor.fuzz.engines.vllm.profiles:unmodelled",
 )

@@ -54,6 +54,12 @@ def semantics() -> Semantics:
                         cache_scheduled=True)
 
 
+#: The lost-hit rule of a release whose allocate_slots refuses a step adopting a hit alone (0.14.1-0.30.0):
+#: a first resume whose hit would cover its whole reused history, with nothing to compute, takes the hit
+#: vLLM's scheduler finds for a prompt ending there (see :meth:`VllmPrefixBackend.resume`).
+PROMPT_END = "prompt-end-recomputed"
+
+
 def capabilities():
     base = vllm_capabilities(0)
     return attrs.evolve(
@@ -63,22 +69,22 @@ def capabilities():
         prefix_sharing=True,
         notes=("no suspend: a preempted request's resume hits its own cached blocks in vLLM",),
         min_window=2,  # see the module docstring
+        lost_hit_rules=(PROMPT_END,),
     )
 
 
 def load_prefix() -> dict[str, Any]:
     """:func:`~.vllm.load`, then check that this release's prefix cache can be driven as this backend
     does (its ``Request`` takes a ``block_hasher``, 0.11.2 on; before that the manager hashed on its
-    own): else :class:`Unsupported`, one line why."""
+    own): else :class:`Unsupported`, one line why. A release without the KV-connector load path
+    (``num_external_computed_tokens``, before 0.14.1) loads the reused history past a hit as its
+    scheduler then did: as new tokens of the first step."""
     from ..common import parameters as _parameters
 
     v = load()
     if "block_hasher" not in _parameters(v["Request"]):
         raise Unsupported(f"vLLM {release_of(v).version}'s Request takes no block_hasher (its manager hashes on its "
                           "own): vllm-prefix drives the hasher-per-request releases (0.11.2 on)")
-    if not release_of(v).external_load:
-        raise Unsupported(f"vLLM {release_of(v).version}'s allocate_slots has no num_external_computed_tokens: "
-                          "vllm-prefix loads the reused history past a hit through the KV-connector path")
     try:
         from vllm.utils.hashing import sha256  # noqa: F401
     except ImportError as exc:
@@ -178,16 +184,36 @@ class VllmPrefixBackend(VllmBackend):
             request.num_computed_tokens = 0
             request.num_in_flight_tokens = 0
             found, raw, *_ = self.manager.get_computed_blocks(request)
-            self.hits_taken[request_id] = raw  # vLLM's own value, as it is (a hit past h: the harness's `hit`)
             hit = min(raw, h)  # what the allocation below can take: at most the reused history
             drafts = self._drafts(h, c)
-            blocks = self.manager.allocate_slots(
-                request, c - h - drafts, num_new_computed_tokens=hit, new_computed_blocks=found,
-                num_external_computed_tokens=h - hit, **({"num_lookahead_tokens": drafts} if drafts else {}),
-            )
+            if c - h - drafts == 0 and hit == h and not self.vllm.adopts_hit_alone:
+                # A step adopting the whole reused history as a hit, with nothing to compute or load:
+                # this release's allocate_slots refuses it. Looked up as vLLM's scheduler looks up a
+                # prompt that ends at the reused history (up to its last token, which it computes):
+                # the rest is loaded (lost-hit rule prompt-end-recomputed).
+                found, raw = self._lookup_prompt_of(request_id, h)
+                hit = min(raw, h)
+            self.hits_taken[request_id] = raw  # vLLM's own value, as it is (a hit past h: the harness's `hit`)
+            lookahead = {"num_lookahead_tokens": drafts} if drafts else {}
+            if self.vllm.external_load:
+                blocks = self.manager.allocate_slots(
+                    request, c - h - drafts, num_new_computed_tokens=hit, new_computed_blocks=found,
+                    num_external_computed_tokens=h - hit, **lookahead)
+            else:  # before the KV-connector load path: the loaded tokens are new tokens of the step, as its scheduler asked
+                blocks = self.manager.allocate_slots(
+                    request, c - hit - drafts, num_new_computed_tokens=hit, new_computed_blocks=found, **lookahead)
             return self._admitted(request, h, blocks)
         request.status = self.status.RUNNING
         return Outcome(True)
+
+    def _lookup_prompt_of(self, request_id: Hashable, tokens: int) -> tuple[Any, int]:
+        """vLLM's own lookup (``get_computed_blocks``) for a request whose prompt is the first ``tokens``
+        token ids of ``request_id`` (a throwaway request, never scheduled: the lookup changes no block):
+        the blocks found and the hit, which vLLM stops before the prompt's last token."""
+        probe = self.vllm.request(f"{request_id}#prompt", self.tokens[request_id][:tokens], MAX_MODEL_LEN,
+                                  block_hasher=self.block_hasher)
+        found, raw, *_ = self.manager.get_computed_blocks(probe)
+        return found, raw
 
     def resize(self, request_id: Hashable, capacity: int, history: int) -> Outcome:
         self._get(request_id, self.status.RUNNING)
@@ -244,8 +270,11 @@ LOOKAHEAD = 3
 def eagle_capabilities():
     """vllm-prefix's, under the EAGLE hit rule with :data:`LOOKAHEAD` draft slots."""
     base = capabilities()
+    # (an EAGLE hit stops a block before the matched prefix: never the whole reused history, so the
+    # prompt-end rule never fires; its hits are compared exactly, as before)
     return attrs.evolve(base, semantics=attrs.evolve(base.semantics, eagle=True, lookahead_tokens=LOOKAHEAD),
-                        notes=(*base.notes, f"use_eagle, {LOOKAHEAD} lookahead (draft) slots per step"))
+                        notes=(*base.notes, f"use_eagle, {LOOKAHEAD} lookahead (draft) slots per step"),
+                        lost_hit_rules=())
 
 
 def load_eagle() -> dict[str, Any]:

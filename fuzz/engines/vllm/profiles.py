@@ -1,0 +1,140 @@
+"""vLLM's release profiles: the ``Semantics`` each release has, as data, where it differs from the
+pinned release's (``swafloor matrix vllm`` compares a release with its own profile).
+
+A backend claims the pinned release's semantics (:mod:`.backend`, :mod:`.prefix`). Each
+:class:`Change` names one behaviour a run of older releases had instead: the option and the value
+those releases have, the release range (``first`` up to, not including, ``since``), the trace that
+shows it (``tests/regressions/``: it diverges under the pinned semantics on ``evidence_release``) and
+the upstream change that made the pinned behaviour. Ranges are bisected with those traces (each
+trace's ``found.verdict`` says how).
+
+- A change the reference expresses (``option`` names a :class:`~swafloor.reference.Semantics` option):
+  :func:`profile_semantics` sets it, for the backends whose claimed semantics has the option at
+  another value, so the cell's campaign compares like with like and goes on past it.
+- A change the reference cannot express yet (``option`` empty, ``modelled`` False): nothing is set;
+  the cell stays red where its campaign meets it, and :func:`unmodelled` names it with the divergence
+  class (``part@operation``) its trace shows, so a red cell's class is read against it (a class key
+  match names a candidate, not a proof: the class's own trace is what shows it).
+
+Bugs (behaviour an upstream fix calls wrong: the asynchronous scheduler freeing a block the step in
+flight reads, 0.10.2-0.25.1, vLLM PR #47728; EAGLE groups caching only up to the aligned boundary on
+0.22.1, vLLM #44082) are not profile entries: a profile never absorbs a bug, and those cells stay red.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from swafloor.reference import Semantics
+
+from ...matrix import release_key
+
+__all__ = ["Change", "CHANGES", "applies", "profile_semantics", "profile_capabilities", "profile_of", "unmodelled"]
+
+
+@attrs.frozen
+class Change:
+    """One behaviour releases ``[first, since)`` have instead of the pinned release's."""
+
+    name: str  # short, for reports
+    since: str  # the first release with the pinned behaviour
+    evidence: str  # tests/regressions/ trace that diverges under the pinned semantics on evidence_release
+    evidence_release: str
+    upstream: str  # the upstream change that made the pinned behaviour
+    what: str
+    option: str = ""  # the Semantics option (empty: not expressible by the reference yet)
+    value: Any = None  # the option's value on those releases
+    first: str = "0.8.3"  # the first release it applies to
+    backends: tuple[str, ...] = ()  # unmodelled: the backends it shows on (modelled: those claiming the option)
+    class_key: str = ""  # unmodelled: the divergence class its trace shows (part@operation)
+
+    @property
+    def modelled(self) -> bool:
+        return bool(self.option)
+
+
+CHANGES: tuple[Change, ...] = (
+    Change(
+        "no-partial-prompt-tail", since="0.26.0", first="0.14.1",
+        evidence="vllm-0.24.0-prefix-eagle-mixed-no-prompt-tail.json", evidence_release="0.24.0",
+        upstream="vllm-project/vllm#45939 and #46384 (FullAttentionManager._cache_partial_tail_block, in 0.26.0)",
+        what="no partial prefix entry for the block a prompt ends inside", option="cache_prompt_tail", value=False),
+    Change(
+        "every-full-swa-block-cached", since="0.22.1", first="0.14.1",
+        evidence="vllm-0.21.0-prefix-mixed-caches-unaligned.json", evidence_release="0.21.0",
+        upstream="vLLM 0.22.1's hybrid coordinator (bisected with the evidence trace: diverges up to 0.21.0, "
+                 "matches from 0.22.1; computed tokens rounded down to the scheduler block size, a retention mask)",
+        what="with block sizes that differ, every full SWA block is cached once computed, aligned or not",
+        option="cache_aligned", value=False),
+    Change(
+        "unhashed-freed-to-tail", since="0.23.0", first="0.11.2",
+        evidence="vllm-0.21.0-prefix-eagle-unhashed-freed-to-tail.json", evidence_release="0.21.0",
+        upstream="vllm-project/vllm#42656 ('Apply LRU policy only to proper cache entries', first in 0.23.0)",
+        what="BlockPool.free_blocks appends every freed block to the free queue's tail, hashed or not "
+             "(Semantics.cache_freed hands out uncached free blocks first)",
+        backends=("vllm-prefix", "vllm-prefix-eagle", "vllm-prefix-mixed", "vllm-prefix-eagle-mixed"),
+        class_key="slots@resume"),
+    Change(
+        "free-path-before-0.24", since="0.24.0", first="0.22.1",
+        evidence="vllm-0.22.1-prefix-free-order-before-0.24.json", evidence_release="0.22.1",
+        upstream="0.24.0's free path (coordinator-wide pop_blocks_for_free, tail first; remove_skipped_blocks' cached/uncached "
+                 "split dropped; hit blocks touched first, vllm-project/vllm#33775); the part the trace meets not isolated",
+        what="which freed blocks stay cached differs from 0.24.0 on (checked from 0.22.1: earlier cells meet the "
+             "free-queue order first)",
+        backends=("vllm-prefix", "vllm-prefix-eagle", "vllm-prefix-mixed", "vllm-prefix-eagle-mixed"),
+        class_key="slots@resume"),
+    Change(
+        "connector-load-holds-prefix", since="0.14.1",
+        evidence="vllm-0.11.2-connector-load-holds-prefix.json", evidence_release="0.11.2",
+        upstream="vllm-project/vllm#30166 ('Support hybrid allocator + kv cache connector': "
+                 "allocate_slots' num_external_computed_tokens)",
+        what="a reused prefix is loaded as new tokens of a request with nothing computed: the first step holds a "
+             "block for every loaded token, out-of-window ones too (also out of slots at the floor: "
+             "vllm-0.11.2-connector-load-out-of-slots.json, outcome@resume)",
+        backends=("vllm", "vllm-prefix", "vllm-prefix-eagle", "vllm-prefix-mixed", "vllm-prefix-eagle-mixed"),
+        class_key="tables@resume"),
+    Change(
+        "preallocation", since="0.8.5", first="0.8.3",
+        evidence="vllm-0.8.3-preallocation.json", evidence_release="0.8.3",
+        upstream="vllm-project/vllm#16941 ('[V1] Remove pre-allocation for KV cache', in 0.8.5)",
+        what="a step pre-allocates num_preallocate_tokens (64) more, as many blocks as the pool has free",
+        backends=("vllm", "vllm-no-reuse", "vllm-async"), class_key="tables@resize"),
+)
+
+
+def applies(change: Change, release: str) -> bool:
+    """Whether ``release`` is in the change's range ``[first, since)``."""
+    return release_key(change.first) <= release_key(release) < release_key(change.since)
+
+
+def profile_of(release: str, claimed: Semantics) -> dict[str, Any]:
+    """The options ``release`` has otherwise than ``claimed`` (a backend's pinned-release semantics),
+    option -> (value, the change's name): only options the claimed semantics has at another value."""
+    found: dict[str, Any] = {}
+    for change in CHANGES:
+        if change.modelled and applies(change, release):
+            current = getattr(claimed, change.option)
+            if current != change.value:
+                found[change.option] = (change.value, change.name)
+    return found
+
+
+def profile_semantics(release: str, claimed: Semantics) -> Semantics:
+    """``claimed`` (the pinned release's semantics a backend claims) as ``release`` has it."""
+    changes = profile_of(release, claimed)
+    return attrs.evolve(claimed, **{option: value for option, (value, _) in changes.items()}) if changes else claimed
+
+
+def profile_capabilities(release: str, capabilities: Any) -> Any:
+    """A backend's capabilities with its claimed semantics replaced by ``release``'s profile (a backend
+    serving every semantics is left as it is)."""
+    if getattr(capabilities, "all_semantics", False) or capabilities.semantics is None:
+        return capabilities
+    return attrs.evolve(capabilities, semantics=profile_semantics(release, capabilities.semantics))
+
+
+def unmodelled(release: str, backend: str) -> tuple[Change, ...]:
+    """The changes ``release`` has that the reference cannot express, shown on ``backend``."""
+    return tuple(c for c in CHANGES if not c.modelled and applies(c, release) and backend in c.backends)

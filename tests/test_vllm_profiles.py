@@ -1,0 +1,159 @@
+"""vLLM's release profiles (issue 33): each release's semantics as data (fuzz/engines/vllm/profiles.py),
+and the lost-hit rule ``prompt-end-recomputed`` (a first resume adopting its whole reused history as a
+hit, on releases whose ``allocate_slots`` refuses a step that computes and loads nothing).
+
+- The profile data: every change names an evidence trace that pins it on a release inside its range;
+  a modelled change names a Semantics option the backends claim at another value; an unmodelled one
+  names the divergence class its trace shows.
+- On vLLM itself (the pinned venv, as tests/test_vllm_releases.py): each modelled change's evidence
+  trace, which diverges on its release under the pinned semantics (tests/test_vllm_releases.py replays
+  that), matches there under the release's profile.
+- The rule on the reference: the longest hit short of the reused history's last token.
+- ``compat.adopts_hit_alone`` reads the refusal's guard from ``allocate_slots``' source.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from swafloor.fuzz import matrix
+from swafloor.fuzz.engines.vllm import profiles
+from swafloor.fuzz.engines.vllm.compat import adopts_hit_alone
+from swafloor.fuzz.engines.vllm.matrix import RELEASES, VLLM
+from swafloor.reference import AttentionLayer, Config, Manager, Semantics
+from swafloor.reference.semantics import options
+
+ROOT = Path(__file__).resolve().parent.parent
+REGRESSIONS = ROOT / "tests" / "regressions"
+VENV = Path(os.environ.get("SWAFLOOR_VLLM_VENV") or ROOT / ".venv-vllm")
+
+PREFIX = Semantics(free_stale="at-allocate", suspend="recompute", first_resume_copy=False, prefix_sharing=True,
+                   cache_freed=True, hit_rule="common-prefix", cache_scheduled=True)
+MIXED = Semantics(**{**PREFIX.to_dict(), "cache_aligned": True, "cache_prompt_tail": True})
+
+
+def _trace(change: profiles.Change) -> dict:
+    return json.loads((REGRESSIONS / change.evidence).read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("change", profiles.CHANGES, ids=lambda c: c.name)
+def test_each_change_names_an_evidence_trace_inside_its_range(change):
+    data = _trace(change)
+    assert data["found"]["release"] == change.evidence_release and data["expect"] == "divergence"
+    assert profiles.applies(change, change.evidence_release)
+    assert not profiles.applies(change, change.since)  # the first release with the pinned behaviour
+    assert change.since in RELEASES or matrix.release_key(change.since) < matrix.release_key(RELEASES[1])
+    assert change.upstream
+    if change.modelled:
+        option = {o.name: o for o in options()}[change.option]
+        assert isinstance(change.value, type(option.default))
+        claimed = Semantics.from_dict(data["config"]["semantics"])  # what the backend claims (the pinned release's)
+        assert getattr(claimed, change.option) != change.value
+    else:
+        part, op = change.class_key.split("@")
+        saved = data["divergence"]
+        assert (re.split(r"[\[.]", saved["field"])[0], saved["step"]["op"]) == (part, op), change.class_key
+        assert change.backends
+
+
+def test_profiles_per_release():
+    """The bisected ranges, read from the evidence traces' verdicts: no partial prompt-tail entry before
+    0.26.0; every full SWA block cached before 0.22.1; nothing else the reference expresses differs."""
+    tail, aligned = {"cache_prompt_tail": False}, {"cache_aligned": False}
+    want = {"0.14.1": {**tail, **aligned}, "0.21.0": {**tail, **aligned}, "0.22.1": tail, "0.25.1": tail,
+            "0.26.0": {}, "0.33.0": {}}
+    for release, options_ in want.items():
+        got = profiles.profile_semantics(release, MIXED)
+        assert got == Semantics(**{**MIXED.to_dict(), **options_}), release
+        assert profiles.profile_semantics(release, PREFIX) == PREFIX  # one block size: nothing to change
+    assert [c.name for c in profiles.unmodelled("0.22.1", "vllm-prefix-eagle")] == ["unhashed-freed-to-tail",
+                                                                                  "free-path-before-0.24"]
+    assert [c.name for c in profiles.unmodelled("0.23.0", "vllm-prefix-eagle")] == ["free-path-before-0.24"]
+    assert profiles.unmodelled("0.24.0", "vllm-prefix-eagle") == ()
+    assert [c.name for c in profiles.unmodelled("0.8.3", "vllm")] == ["connector-load-holds-prefix", "preallocation"]
+
+
+def test_the_cell_record_carries_the_profile():
+    """What a cell reports: the options its release has otherwise (the release's values) and the
+    unmodelled changes by name and class; a backend claiming none of the options is left as it is."""
+    from swafloor.fuzz.backends import resolve
+
+    record = resolve("vllm-prefix-mixed")
+    got, profile, unmodelled = matrix._profiled(VLLM, "0.21.0", record)
+    assert profile == {"cache_prompt_tail": False, "cache_aligned": False}
+    assert got.capabilities.semantics == Semantics(**{**MIXED.to_dict(), "cache_prompt_tail": False,
+                                                      "cache_aligned": False})
+    assert unmodelled == ["unhashed-freed-to-tail (slots@resume)"]
+    plain = resolve("vllm-prefix")
+    same, profile, _ = matrix._profiled(VLLM, "0.21.0", plain)
+    assert profile == {} and same.capabilities.semantics == plain.capabilities.semantics
+
+
+def _venv() -> matrix.EngineVenv:
+    try:
+        return matrix.find_venv(VENV, VLLM)
+    except matrix.MatrixError as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
+
+
+MODELLED = [c for c in profiles.CHANGES if c.modelled]
+
+
+@pytest.mark.parametrize("release", sorted({c.evidence_release for c in MODELLED}, key=matrix.release_key))
+def test_evidence_traces_match_under_their_release_profile(release):
+    venv = _venv()
+    paths = [REGRESSIONS / c.evidence for c in MODELLED if c.evidence_release == release]
+    got = matrix.replay_traces(release, paths, venv, matrix.cache_root(None, "vllm"), profile=True)
+    assert [r["verdict"] for r in got] == ["match"] * len(paths), got
+
+
+# ----------------------------------------------------------------------------- the lost-hit rule
+def _shared(window: int, t: int, source: int, reused: int) -> Manager:
+    m = Manager(Config(t, [AttentionLayer(window)], slots=[40], semantics=PREFIX))
+    m.create("r0", reused_history=source)
+    assert m.resume("r0").ok
+    m.create("r1", reused_history=reused, share_with="r0")
+    return m
+
+
+@pytest.mark.parametrize("window, t, source, reused, longest, rule", [
+    (2, 1, 1, 1, 1, 0),  # the trace's case: the whole reused token is a hit; the rule stops before it
+    (4, 2, 4, 4, 4, 2),  # a whole-history hit of two blocks: the rule keeps the first
+    (4, 2, 4, 3, 2, 2),  # the longest hit stops short of the last token already: the rule yields the same
+])
+def test_prompt_end_rule_yields_the_longest_hit_short_of_the_last_token(window, t, source, reused, longest, rule):
+    m = _shared(window, t, source, reused)
+    assert m.longest_hit("r1") == longest
+    assert m.rule_hit("r1", "prompt-end-recomputed") == rule
+    assert m.hit_is_valid("r1", rule)
+    assert m.resume("r1", hit_tokens=rule).ok  # the reference takes the lost hit
+
+
+# ----------------------------------------------------------------------------- reading the refusal's guard
+def _refuses(request, num_new_tokens, num_new_computed_tokens=0, num_external_computed_tokens=0):
+    if num_new_tokens == 0 and num_external_computed_tokens == 0:
+        raise ValueError("num_new_tokens must be greater than 0 when there are no external computed tokens")
+    return num_new_computed_tokens
+
+
+def _adopts(request, num_new_tokens, num_new_computed_tokens=0, num_external_computed_tokens=0):
+    if (
+        num_new_tokens == 0
+        and num_external_computed_tokens == 0
+        and num_new_computed_tokens == 0
+    ):
+        raise ValueError("num_new_tokens must be greater than 0 when there are no computed tokens to adopt")
+    return num_new_computed_tokens
+
+
+def test_adopts_hit_alone_reads_the_guard_of_the_refusal():
+    assert not adopts_hit_alone(_refuses)
+    assert adopts_hit_alone(_adopts)
+    assert not adopts_hit_alone(len)  # no source: never asked
