@@ -380,7 +380,9 @@ class EventOrder:
     (its output returned), or earlier when more than ``steps_in_flight`` steps are scheduled and not
     executed (the oldest first: steps execute in the order they were scheduled). ``close_drops``:
     whether a close of a request with a step in flight drops the step (it never executes) rather
-    than executing it first; ``suspend_drops`` the same for a suspension (a preemption). ``why``: one
+    than executing it first; ``suspend_drops`` the same for a suspension (a preemption);
+    ``first_step_drops``: whether a request's first step since it started (newly scheduled) can be
+    dropped so too (else it executes before the close or suspension). ``why``: one
     line from the engine's own sources saying where that order comes from.
 
     The backend then also offers ``handed_out(request_id)`` (per life cycle, the block ids its
@@ -390,6 +392,7 @@ class EventOrder:
     steps_in_flight: int = 1
     close_drops: bool = False
     suspend_drops: bool = True
+    first_step_drops: bool = True
     why: str = ""
 
 

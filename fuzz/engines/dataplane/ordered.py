@@ -22,7 +22,8 @@ unchanged); beside it this plane does what the engine's worker does:
   (:func:`swafloor.reference.execution.mask_start`, through the ``mask_start`` hook of
   :class:`~swafloor.reference.hooks.ExecutionHooks`: a worker's seeded bug replaces it);
 - *drop*: a ``close`` (when the order's ``close_drops``) or a ``suspend`` (``suspend_drops``) of a request
-  with steps in flight drops them: they never execute, and the worker forgets the request.
+  with steps in flight drops them (its first step since it started only when ``first_step_drops``; one
+  that is not dropped executes first): they never execute, and the worker forgets the request.
 
 A wrong write or read is a :class:`~swafloor.fuzz.protocol.BackendCheckFailed` at the operation it happens
 in, its field naming what is wrong (so each is a divergence class of its own, :mod:`swafloor.fuzz.classes`):
@@ -53,6 +54,9 @@ __all__ = ["OrderedPlane", "wrap_ordered", "worker_hooks"]
 #: The worker's hooks every new plane takes (the spec's formulas: a plant of the worker replaces this
 #: module attribute by hooks with one behaviour replaced, tests/vllm_plants.py).
 worker_hooks = ExecutionHooks()
+#: The order every new plane follows instead of the one its engine declares (None: the declared one): a
+#: plant of the engine's scheduling replaces it (tests/vllm_plants.py), never the declaration.
+planted_order: EventOrder | None = None
 
 
 @attrs.define
@@ -63,6 +67,8 @@ class _Step:
     end: int
     drafts: int
     loads: tuple[int, int] = (0, 0)  # positions a connector loads before the step runs
+    droppable: bool = True  # whether a drop of its request drops it (else it executes first)
+    first: bool = False  # its request's first step since it started
 
 
 @attrs.define
@@ -72,6 +78,7 @@ class _Request:
     source: Hashable | None = None  # whose content its first `reused` tokens are
     reused: int = 0
     rows: list | None = None  # the worker's table: per life cycle, block index -> id (None: no id)
+    scheduled: bool = False  # whether a step was scheduled since it (re)started (its next is not its first)
 
 
 class OrderedPlane:
@@ -96,6 +103,8 @@ class OrderedPlane:
         #: step number -> the index of the operation that scheduled it, and of the one it executed in
         self.scheduled_at: dict[int, int] = {}
         self.executed_at: dict[int, int] = {}
+        #: (operation index, step number, whether its request's first step) of each step dropped
+        self.dropped: list[tuple[int, int, bool]] = []
 
     # ------------------------------------------------------------------ protocol
     def create(self, request_id: Hashable, reused_history: int = 0, share_with: Hashable | None = None) -> None:
@@ -155,6 +164,7 @@ class OrderedPlane:
         req = self.requests.get(request_id)
         if req is not None:  # a preemption recomputes from token 0 (the content stays its own)
             req.history = req.capacity = 0
+            req.scheduled = False
 
     def close(self, request_id: Hashable) -> None:
         self.ops += 1
@@ -180,7 +190,11 @@ class OrderedPlane:
     def _schedule(self, request_id: Hashable, start: int, end: int, drafts: int, loads: tuple[int, int] = (0, 0)) -> None:
         while len(self.queue) >= max(1, self.order.steps_in_flight):
             self._execute(self.queue.pop(0))
-        self.queue.append(_Step(self.steps, request_id, start, max(start, end), drafts, loads))
+        req = self.requests[request_id]
+        first = not req.scheduled  # a request's first step: newly scheduled
+        req.scheduled = True
+        self.queue.append(_Step(self.steps, request_id, start, max(start, end), drafts, loads,
+                                not first or self.order.first_step_drops, first))
         self.scheduled_at[self.steps] = self.ops - 1
         self.steps += 1
 
@@ -194,10 +208,12 @@ class OrderedPlane:
             self._execute(step)
 
     def _stop(self, request_id: Hashable, drops: bool) -> None:
-        if drops:  # its steps in flight never execute
-            self.queue = [s for s in self.queue if s.request != request_id]
-        else:
-            self._execute_through(request_id)
+        """A close or suspension: the request's droppable steps in flight never execute (when ``drops``);
+        every step before its last one that stays executes first, in order."""
+        if drops:
+            self.dropped += [(self.ops - 1, s.number, s.first) for s in self.queue if s.request == request_id and s.droppable]
+            self.queue = [s for s in self.queue if s.request != request_id or not s.droppable]
+        self._execute_through(request_id)
         req = self.requests.get(request_id)
         if req is not None:
             req.rows = None  # the worker forgets it
@@ -311,6 +327,6 @@ def wrap_ordered(inner: BackendRecord, label: str, device: str) -> BackendRecord
         "every read checked against the writes of the ledger",))
 
     def make(config: Config):
-        return OrderedPlane(inner.factory(config), config, order)
+        return OrderedPlane(inner.factory(config), config, planted_order or order)
 
     return BackendRecord(label, make, caps, inner.prepare, inner.limits, label, order, device=device, inner=inner)

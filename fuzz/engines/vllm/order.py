@@ -16,7 +16,10 @@ Read from vLLM 0.33.0's v1 scheduler (``vllm/v1/core/sched/scheduler.py``) and b
   step: it is never run, while the hashes ``allocate_slots`` registered stay on the freed blocks. The block
   manager sees exactly ``allocate_slots`` then ``free``, which is what a protocol ``close`` after a
   ``resize`` drives (the adapter drives no preemption: ``vllm-prefix`` serves no ``suspend``): so a close
-  drops the request's step in flight (``close_drops``);
+  drops the request's step in flight (``close_drops``). Only a running request's step: the scheduler
+  schedules waiting requests after the running ones and preempts only in the running loop, so a request
+  newly scheduled (its first step since it started) runs that step before any preemption can reach it
+  (``first_step_drops=False``: a close executes it first);
 - with synchronous scheduling every step of a round runs before the next round is scheduled; the
   requests of one round are in flight together (:data:`STEPS_IN_FLIGHT` steps at most, here).
 """
@@ -34,6 +37,7 @@ VLLM_ORDER = EventOrder(
     steps_in_flight=STEPS_IN_FLIGHT,
     close_drops=True,
     suspend_drops=True,
+    first_step_drops=False,
     why="allocate_slots registers hashes at schedule (cache_blocks); the model runner writes KV when the step "
         "runs; a request preempted in the round that scheduled it is freed without its step running",
 )
