@@ -34,6 +34,7 @@ from swafloor.reference.semantics import options as semantics_options
 
 __all__ = [
     "slots_of",
+    "EventOrder",
     "as_table",
     "held_blocks",
     "Operation",
@@ -379,6 +380,31 @@ class BackendCheckFailed(SwafloorError):
         super().__init__(f"{field}: {message}")
 
 
+@attrs.frozen
+class EventOrder:
+    """An engine's own order of a step's events, declared by its room for the data plane
+    (``dataplane:NAME`` then runs :mod:`swafloor.fuzz.engines.dataplane.ordered`): a ``resize`` that
+    allocates is the scheduler's *schedule* (its allocation and any hash registration happen there);
+    the step's KV is written when it *executes*, which is when the request's history next advances
+    (its output returned), or earlier when more than ``steps_in_flight`` steps are scheduled and not
+    executed (the oldest first: steps execute in the order they were scheduled). ``close_drops``:
+    whether a close of a request with a step in flight drops the step (it never executes) rather
+    than executing it first; ``suspend_drops`` the same for a suspension (a preemption);
+    ``first_step_drops``: whether a request's first step since it started (newly scheduled) can be
+    dropped so too (else it executes before the close or suspension). ``why``: one
+    line from the engine's own sources saying where that order comes from.
+
+    The backend then also offers ``handed_out(request_id)`` (per life cycle, the block ids its
+    scheduler handed the worker at the request's last schedule, None for a null entry; None when it
+    scheduled nothing) and ``step_drafts(request_id)`` (the lookahead slots of that step)."""
+
+    steps_in_flight: int = 1
+    close_drops: bool = False
+    suspend_drops: bool = True
+    first_step_drops: bool = True
+    why: str = ""
+
+
 class UnknownBackend(SwafloorError, ValueError):
     """A backend name or ``MODULE:FACTORY`` could not be resolved. ``field``/``value`` name it."""
 
@@ -552,6 +578,7 @@ class Declaration:
     label: str | None = None
     prepare: Callable[[], Any] | None = attrs.field(default=None, eq=False)
     limits: Limits = NO_LIMITS
+    event_order: EventOrder | None = None
 
 
 def factory(
@@ -560,6 +587,7 @@ def factory(
     name: str | None = None,
     prepare: Callable[[], Any] | None = None,
     limits: Limits = NO_LIMITS,
+    event_order: EventOrder | None = None,
 ):
     """Declare a ``config -> Backend`` function's capabilities, an optional display name (reports
     show it instead of the spec string), an optional ``prepare()`` that does the slow imports once,
@@ -568,7 +596,7 @@ def factory(
         @factory(Capabilities(observations={"outcome": "exact", "pool_totals": "at-least"}))
         def make(config): return MyAdapter(config)
     """
-    declared = Declaration(capabilities, name, prepare, limits)
+    declared = Declaration(capabilities, name, prepare, limits, event_order)
 
     def decorate(fn: Callable[[Config], Any]) -> Callable[[Config], Any]:
         fn.capabilities = capabilities  # type: ignore[attr-defined]
@@ -615,6 +643,7 @@ class BackendRecord:
     prepare: Callable[[], Any] | None = attrs.field(default=_declared("prepare"), eq=False)
     limits: Limits = _declared("limits")
     label: str | None = _declared("label")
+    event_order: EventOrder | None = _declared("event_order")
     needs: str = ""
     status: str = ""
     device: str | None = None

@@ -22,6 +22,20 @@ that only physical identity (block ids, ref counts, the free queue's links) can 
   returns no hit (0 tokens, no blocks) wherever vLLM found one: a shorter hit that is always valid, on
   every lookup, and one no declared lost-hit rule yields; it must be a ``hit`` divergence at the first
   lookup it shortens.
+- ``lookahead-not-handed`` (for ``dataplane:vllm-prefix-eagle``, issue 34): ``KVCacheManager.allocate_slots``
+  allocates as vLLM does, but where the last block it allocates serves only the lookahead (draft) slots
+  the block list it returns (what the scheduler hands the worker) leaves that block out: the manager holds
+  it, every count and table is vLLM's, and the drafter writes its KV through no block of its table. It
+  fires at the schedule; the data plane must see the draft write when that step executes.
+- ``hashes-kept-after-drop`` (for ``dataplane:vllm-prefix``, issue 34): vLLM's scheduler frees a request
+  newly scheduled before its first step runs (vLLM 0.33.0 never does: it preempts only running requests),
+  the hashes ``allocate_slots`` registered for the step (its KV-connector load included) kept on the freed
+  blocks, as vLLM's free keeps them: the data plane's ``planted_order`` with ``first_step_drops``. It fires
+  at the close that drops such a step; the data plane must see the later hit's read of the KV never written
+  (seen later, at the operation where the reading step executes: no count differs before).
+- ``worker-mask-one-late`` (for ``dataplane:vllm-prefix``, issue 34): the worker's mask starts one token
+  before the reference's live window (the data plane's ``worker_hooks``, ``ExecutionHooks.mask_start``):
+  it fires where a query's mask takes a position before its window, and must be seen there.
 - ``hit-past-history`` (for ``vllm-prefix-eagle-mixed``): ``KVCacheManager.get_computed_blocks`` reports a
   hit of the whole prompt (the reused history plus its last token: one past what any lookup may reuse)
   wherever vLLM found one, its blocks unchanged; the adapter must report that raw value, a ``hit``
@@ -35,6 +49,7 @@ replays the shrunk trace step by step with the plant fresh, and prints one JSON 
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 
@@ -42,7 +57,8 @@ from swafloor.fuzz.backends import resolve
 from swafloor.fuzz.lockstep import Lockstep
 from swafloor.fuzz.runner import run_campaign
 
-PLANTS = ("alias", "leak", "double-free", "requeue", "eagle-drop-skipped", "hit-dropped", "hit-past-history")
+PLANTS = ("alias", "leak", "double-free", "requeue", "eagle-drop-skipped", "hit-dropped", "hit-past-history",
+          "lookahead-not-handed", "worker-mask-one-late", "hashes-kept-after-drop")
 
 
 class Plant:
@@ -68,6 +84,15 @@ class Plant:
             return
         if self.name == "hit-past-history":
             self._hit_past_history()
+            return
+        if self.name == "lookahead-not-handed":
+            self._withhold_the_lookahead_block()
+            return
+        if self.name == "worker-mask-one-late":
+            self._mask_one_late()
+            return
+        if self.name == "hashes-kept-after-drop":
+            self._drop_first_steps()
             return
         get_new_blocks, free_blocks = self.originals["get_new_blocks"], self.originals["free_blocks"]
 
@@ -189,6 +214,60 @@ class Plant:
 
         manager_class.get_computed_blocks = past_history
 
+    def _withhold_the_lookahead_block(self) -> None:
+        from vllm.v1.core.kv_cache_manager import KVCacheBlocks
+        from vllm.v1.request import RequestStatus
+
+        plant, manager_class = self, self.manager_class
+        original = manager_class.allocate_slots
+        self.originals_manager = (manager_class, "allocate_slots", original)
+
+        @functools.wraps(original)  # (its signature is what the adapter inspects)
+        def withholding(manager, request, num_new_tokens, *args, **kwargs):
+            got = original(manager, request, num_new_tokens, *args, **kwargs)
+            lookahead = kwargs.get("num_lookahead_tokens", 0)
+            if got is None or not lookahead or request.status != RequestStatus.RUNNING:
+                return got  # (a newly scheduled request is handed every block it holds)
+            end = request.num_computed_tokens + num_new_tokens  # the scheduled tokens' end
+            groups, changed = [], False
+            held_per_group = manager.coordinator.get_blocks(request.request_id)
+            for blocks, held, single in zip(got.blocks, held_per_group, manager.coordinator.single_type_managers):
+                size = single.block_size
+                if blocks and (len(held) - 1) * size >= end:  # its last block holds only lookahead slots
+                    blocks, changed = list(blocks[:-1]), True
+                groups.append(list(blocks))
+            if not changed:
+                return got
+            plant.fired = True
+            return KVCacheBlocks(tuple(groups))
+
+        manager_class.allocate_slots = withholding
+
+    def _mask_one_late(self) -> None:
+        from swafloor.fuzz.engines.dataplane import ordered
+        from swafloor.reference import lifecycle
+        from swafloor.reference.hooks import ExecutionHooks
+
+        plant = self
+        self.originals_hooks = ordered.worker_hooks
+
+        def one_late(h, window):
+            start = lifecycle.window_start(h, window)
+            if start - 1 >= 0:
+                plant.fired = True  # the mask takes a position before the window
+            return start - 1
+
+        ordered.worker_hooks = ExecutionHooks(mask_start=one_late)
+
+    def _drop_first_steps(self) -> None:
+        import attrs
+
+        from swafloor.fuzz.engines.dataplane import ordered
+        from swafloor.fuzz.engines.vllm.order import VLLM_ORDER
+
+        self.originals_order = ordered.planted_order
+        ordered.planted_order = attrs.evolve(VLLM_ORDER, first_step_drops=True)
+
     def uninstall(self) -> None:
         for attr, original in self.originals.items():
             setattr(self.pool_class, attr, original)
@@ -199,6 +278,14 @@ class Plant:
         if hasattr(self, "originals_manager"):
             owner, attr, original = self.originals_manager
             setattr(owner, attr, original)
+        if hasattr(self, "originals_hooks"):
+            from swafloor.fuzz.engines.dataplane import ordered
+
+            ordered.worker_hooks = self.originals_hooks
+        if hasattr(self, "originals_order"):
+            from swafloor.fuzz.engines.dataplane import ordered
+
+            ordered.planted_order = self.originals_order
 
     def fire(self, pool) -> None:
         pool._swafloor_plant_fired = True
@@ -213,11 +300,18 @@ def _fired(pool) -> bool:
     return getattr(pool, "_swafloor_plant_fired", False)
 
 
+#: Divergence classes vLLM itself shows on ``dataplane:vllm-prefix`` (with verdicts in tests/regressions/dataplane-vllm/):
+#: a plant's campaign on a data plane runs with them known, so that the plant's own class is found. None: the ci
+#: profile meets none on the pinned release (docs/fuzzing-engines.md).
+NATIVE_DATAPLANE_CLASSES: frozenset[str] = frozenset()
+
+
 def run(name: str, examples: int, name_of_backend: str) -> dict:
     plant = Plant(name)
     plant.install()
+    known = NATIVE_DATAPLANE_CLASSES if name_of_backend.startswith("dataplane:") else frozenset()
     try:
-        result = run_campaign(name_of_backend, profile="ci", examples=examples, out_dir=None)
+        result = run_campaign(name_of_backend, profile="ci", examples=examples, out_dir=None, known_classes=known)
         row: dict = {"plant": name, "backend": name_of_backend, "examples": examples,
                      "result": "pass" if result.divergence is None else "divergence"}
         if result.divergence is None:
@@ -238,7 +332,17 @@ def run(name: str, examples: int, name_of_backend: str) -> dict:
                 seen_at = i
                 row["replay_field"] = found.field
                 row["replay_values"] = [found.reference, found.backend]
+                row["replay_message"] = getattr(found.backend, "message", None) or ""
                 break
+        plane = getattr(lock, "backend", None)
+        if hasattr(plane, "executed_at") and seen_at is not None:  # the data plane in an engine's order
+            message = row["replay_message"]
+            number = int(message.split("step ", 1)[1].split()[0].rstrip(",)")) if "step " in message else None
+            row.update(step=number, scheduled_at=plane.scheduled_at.get(number), executed_at=plane.executed_at.get(number),
+                       dropped=plane.dropped)
+            firsts = [op for op, _, first in plane.dropped if first]
+            if name == "hashes-kept-after-drop" and firsts:  # it fires where a first step is dropped
+                fired_at = firsts[0]
         row.update(fired_at=fired_at, seen_at=seen_at, planted=plant.planted)
         return row
     finally:

@@ -215,7 +215,7 @@ def resolve(spec: str, field: str = "backend", *, allow_import: bool = True,
         raise UnknownBackend(field, spec, one_line(exc)) from None
     extra = {} if registered is None else {"needs": registered.needs, "status": registered.status}
     return BackendRecord(spec, _checked_factory(obj, field, spec, declared.capabilities), declared.capabilities,
-                         declared.prepare, declared.limits, declared.label, **extra)
+                         declared.prepare, declared.limits, declared.label, declared.event_order, **extra)
 
 
 def _import_user_module(module_name: str):

@@ -18,6 +18,10 @@ default ``auto``: CUDA when torch sees it) or ``swafloor fuzz --device``.
 The registry (:func:`swafloor.fuzz.backends.resolve`) resolves ``dataplane:NAME``: it resolves NAME
 and calls :func:`wrap`; this package imports only the protocol, never the registry.
 
+A backend whose room declares an :class:`~swafloor.fuzz.protocol.EventOrder` (vLLM's prefix-caching
+backends) is wrapped in that order instead (:mod:`.ordered`: KV written when a step executes, not when
+it is allocated; steps dropped; the worker's own tables; no torch).
+
 Scheduling and execution apart (issue 34) is :mod:`.execution`: the reference's execution layer with a
 worker's own block tables and a ledger of who wrote each slot position (:mod:`.tables`), no torch.
 """
@@ -74,6 +78,10 @@ def wrap(inner: BackendRecord, device: str, seed: int = 0, name: str | None = No
     wrapped on ``device`` (``cpu`` or ``cuda``). Its capabilities' notes say where slot ids come from:
     the backend's own, or (table-only) a mirror of its tables. It is checked under the semantics its
     inner backend claims (never drawn per example)."""
+    if inner.event_order is not None:  # the engine declares its own order of schedule, execute and drop
+        from .ordered import wrap_ordered
+
+        return wrap_ordered(inner, name or PREFIX + inner.name, device)
     inner_caps = inner.capabilities
     if inner_caps.mode(Part.SLOTS) is not None:
         notes = inner_caps.notes + ("data plane: through the backend's own slot ids",)

@@ -161,6 +161,10 @@ class VllmBackend:
         self.pool = self.manager.block_pool
         self.status = v["RequestStatus"]
         self.requests: dict[Hashable, _Request] = {}
+        #: request -> what its last schedule handed the worker (vLLM's own block lists, read only by
+        #: handed_out) and its lookahead slots
+        self.handed: dict[Hashable, Any] = {}
+        self.drafted: dict[Hashable, int] = {}
 
     # ------------------------------------------------------------------ helpers
     def _get(self, request_id: Hashable, *statuses: Any) -> _Request:
@@ -205,12 +209,15 @@ class VllmBackend:
         request.status = self.status.RUNNING
         return Outcome(True)
 
-    def _admitted(self, request: Any, history: int, blocks: Any) -> Outcome:
+    def _admitted(self, request: Any, history: int, blocks: Any, drafts: int = 0) -> Outcome:
         """After a resume's allocation: the computed tokens back at ``history``; out of slots where vLLM
         gave no blocks, else the request running."""
         request.num_computed_tokens = history
         if blocks is None:
             return Outcome(False)
+        # a newly scheduled request: vLLM's scheduler hands the worker every block it holds (get_blocks)
+        self.handed[request.request_id] = "all"
+        self.drafted[request.request_id] = drafts
         request.status = self.status.RUNNING
         return Outcome(True)
 
@@ -222,8 +229,13 @@ class VllmBackend:
         h = request.num_computed_tokens
         self._set_in_flight(request)
         if capacity > h:
-            if self.vllm.allocate(self.manager, request, capacity - h, self._drafts(h, capacity)) is None:
+            drafts = self._drafts(h, capacity)
+            blocks = self.vllm.allocate(self.manager, request, capacity - h, drafts)
+            if blocks is None:
                 return Outcome(False)
+            # a running request: the scheduler hands the worker the blocks allocate_slots returned
+            self.handed[request.request_id] = blocks
+            self.drafted[request.request_id] = drafts
         else:  # nothing to schedule: only the free that precedes every allocation
             # (a release that cannot be told of tokens in flight frees on the history, as its allocate_slots does)
             processed = max(0, h - request.num_in_flight_tokens) if self.vllm.in_flight else h
@@ -249,6 +261,28 @@ class VllmBackend:
         self.manager.free(entry.request)
         entry.request.status = self.status.FINISHED_ABORTED
         entry.closed = True
+
+    # ------------------------------------------------------------------ the worker's side (EventOrder)
+    @staticmethod
+    def _ids(groups: Any) -> tuple[list[int | None], ...]:
+        """Per group, the ids of vLLM's blocks (None for the null block)."""
+        return tuple([None if block.is_null else block.block_id for block in group] for group in groups)
+
+    def handed_out(self, request_id: Hashable) -> tuple[list[int | None], ...] | None:
+        """Per group, the block ids vLLM's scheduler hands the worker for the request's last schedule
+        (taken once: None when nothing was scheduled since): all its blocks when it was newly scheduled
+        (a resume), else the new blocks ``allocate_slots`` returned, as vLLM's scheduler output carries
+        them."""
+        got = self.handed.pop(str(request_id), None)
+        if got is None:
+            return None
+        if isinstance(got, str):  # newly scheduled: every block the request holds
+            return self._ids(self.manager.coordinator.get_blocks(str(request_id)))
+        return self._ids(got.blocks)  # KVCacheBlocks: one list per group
+
+    def step_drafts(self, request_id: Hashable) -> int:
+        """The lookahead (draft) slots the request's last schedule asked for."""
+        return self.drafted.get(str(request_id), 0)
 
     # ------------------------------------------------------------------ observation
     @staticmethod

@@ -21,7 +21,7 @@ RELEASES = (
     "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0",
 )
 BACKENDS = ("vllm", "vllm-async", "vllm-no-reuse", "vllm-prefix", "vllm-prefix-eagle", "vllm-prefix-mixed",
-            "vllm-prefix-eagle-mixed", "vllm-admission")
+            "vllm-prefix-eagle-mixed", "vllm-admission", "dataplane:vllm-prefix", "dataplane:vllm-prefix-eagle")
 #: What ``swafloor matrix vllm`` runs unless told otherwise (``vllm-prefix``: releases whose requests
 #: carry vLLM's block hasher, 0.11.2 on; older ones show it unsupported, saying why).
 DEFAULT_BACKENDS = ("vllm", "vllm-async", "vllm-prefix")

@@ -41,6 +41,7 @@ from swafloor.reference import Config, Outcome, RequestError, Semantics, SlotMap
 
 from ...protocol import Operation, Unsupported, factory
 from .compat import release_of
+from .order import VLLM_ORDER
 from .backend import MAX_MODEL_LEN, VllmBackend, capabilities as vllm_capabilities, load, semantics as vllm_semantics
 
 __all__ = ["VllmPrefixBackend", "VllmPrefixEagleBackend", "vllm_prefix", "vllm_prefix_eagle", "semantics", "capabilities",
@@ -202,7 +203,7 @@ class VllmPrefixBackend(VllmBackend):
             else:  # before the KV-connector load path: the loaded tokens are new tokens of the step, as its scheduler asked
                 blocks = self.manager.allocate_slots(
                     request, c - hit - drafts, num_new_computed_tokens=hit, new_computed_blocks=found, **lookahead)
-            return self._admitted(request, h, blocks)
+            return self._admitted(request, h, blocks, drafts)
         request.status = self.status.RUNNING
         return Outcome(True)
 
@@ -247,7 +248,7 @@ class VllmPrefixBackend(VllmBackend):
         return self.content.get(digest, (None, None))
 
 
-@factory(capabilities(), name="vllm-prefix", prepare=load_prefix)
+@factory(capabilities(), name="vllm-prefix", prepare=load_prefix, event_order=VLLM_ORDER)
 def vllm_prefix(config: Config) -> VllmPrefixBackend:
     """vLLM's v1 block manager with prefix caching on, synchronous scheduling."""
     return VllmPrefixBackend(config)
@@ -305,7 +306,7 @@ class VllmPrefixEagleBackend(_Eagle, VllmPrefixBackend):
     """``vllm-prefix`` with ``use_eagle=True`` and draft slots (:class:`_Eagle`)."""
 
 
-@factory(eagle_capabilities(), name="vllm-prefix-eagle", prepare=load_eagle)
+@factory(eagle_capabilities(), name="vllm-prefix-eagle", prepare=load_eagle, event_order=VLLM_ORDER)
 def vllm_prefix_eagle(config: Config) -> VllmPrefixEagleBackend:
     """vLLM's v1 block manager with prefix caching, ``use_eagle`` and draft (lookahead) slots."""
     return VllmPrefixEagleBackend(config)
