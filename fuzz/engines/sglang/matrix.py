@@ -35,7 +35,7 @@ from ...matrix import Engine
 __all__ = ["RELEASES", "BACKENDS", "EXTRA_MODULES", "SGLANG"]
 
 RELEASES = ("0.5.14", "0.5.15.post1", "0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23")
-BACKENDS = ("sglang", "sglang-lazy")
+BACKENDS = ("sglang", "sglang-lazy", "sglang-radix")
 #: Modules some releases import that the pinned SGLang venv lacks, each with the pinned packages that give it.
 EXTRA_MODULES = {
     "openai": "openai==2.8.0", "partial_json_parser": "partial-json-parser==0.2.1.1.post7",

@@ -111,20 +111,52 @@ STATS = {"looked_up": 0, "hits": 0, "hit_tokens": 0, "tree_evictions": 0}
 _BUILT: dict[tuple[int, int, int, int], list[list[Any]]] = {}
 
 
+#: The methods of SGLang's tree the adapter calls (found by inspection; releases before 0.5.22 have the
+#: older prefix-cache API instead: match_prefix, inc_lock_ref / dec_lock_ref, cache_unfinished_req,
+#: cache_finished_req).
+TREE_API = ("lock", "unlock", "checkpoint", "evict_sliding_windows", "prefix_device_indices", "free_kv_row",
+            "on_release", "full_evictable_size", "swa_evictable_size", "full_protected_size", "swa_protected_size")
+
+
+def _older_tree_note() -> str:
+    """Which older SWA radix cache the release has instead (by inspection), for the Unsupported line."""
+    import importlib
+
+    try:
+        importlib.import_module("sglang.srt.mem_cache.swa_radix_cache").SWARadixCache  # noqa: B018
+        return "; its SWA radix cache is SWARadixCache with the older API (match_prefix, inc_lock_ref, " \
+               "cache_unfinished_req), which no adapter drives yet"
+    except (ImportError, AttributeError):
+        return "; its UnifiedRadixCache has the older API (match_prefix, inc_lock_ref, cache_unfinished_req), " \
+               "which no adapter drives yet"
+
+
 def import_radix() -> dict[str, Any]:
     """SGLang's allocator parts (:func:`.sglang.import_sglang`) and its radix cache (once)."""
     s = import_sglang()
     if "UnifiedRadixCache" not in s:
+        import importlib
+
+        try:
+            UnifiedRadixCache = importlib.import_module("sglang.srt.mem_cache.unified_radix_cache").UnifiedRadixCache
+        except ModuleNotFoundError as exc:
+            if not (exc.name or "").startswith("sglang"):
+                raise Unsupported(f"SGLang's radix cache is not importable here ({exc}); run sglang-radix in the "
+                                  "venv made by scripts/sglang-venv") from exc
+            raise Unsupported(f"SGLang {s['version']} has no UnifiedRadixCache{_older_tree_note()}") from None
+        missing = [name for name in TREE_API if not callable(getattr(UnifiedRadixCache, name, None))]
+        if missing:
+            raise Unsupported(
+                f"SGLang {s['version']}'s UnifiedRadixCache has no {', '.join(missing)} (the tree API this adapter "
+                f"drives, 0.5.22 on){_older_tree_note()}")
         try:
             from sglang.srt.managers.schedule_batch import FINISH_LENGTH, Req, ReqKvInfo
             from sglang.srt.mem_cache.cache_init_params import CacheInitParams
             from sglang.srt.mem_cache.common import evict_from_tree_cache
             from sglang.srt.mem_cache.unified_cache.components import ComponentType
-            from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
             from sglang.srt.sampling.sampling_params import SamplingParams
         except ImportError as exc:
-            raise Unsupported(f"SGLang's radix cache is not importable here ({exc}); run sglang-radix in the venv "
-                              "made by scripts/sglang-venv") from exc
+            raise Unsupported(f"SGLang {s['version']}'s radix cache path is not importable here ({exc})") from exc
         s.update(UnifiedRadixCache=UnifiedRadixCache, CacheInitParams=CacheInitParams, ComponentType=ComponentType,
                  Req=Req, ReqKvInfo=ReqKvInfo, FINISH_LENGTH=FINISH_LENGTH, SamplingParams=SamplingParams,
                  evict_from_tree_cache=evict_from_tree_cache)
@@ -361,13 +393,25 @@ class SglangRadixBackend:
     def _check(self, resized: _Request | None = None) -> None:
         """After every operation, SGLang's structures agree with each other (each a
         ``BackendCheckFailed`` naming the part): :meth:`_check_pools` (``pool_used``),
-        :meth:`_check_locks` (``locks``), :meth:`_check_cut` (``tables``, the resized request) and
+        :meth:`_check_locks` (``locks``), :meth:`_check_mapping` (``mapping``), :meth:`_check_cut` (``tables``, the resized request) and
         :meth:`_check_data` (``data``)."""
         self._check_pools()
         self._check_locks()
+        self._check_mapping()
         if resized is not None:
             self._check_cut(resized)
         self._check_data()
+
+    def _check_mapping(self) -> None:
+        """SGLang's full-to-SWA mapping under identity (:mod:`.mapping`): no full slot, a row's, the
+        tree's or a free one, mapped to a freed SWA slot, and no SWA slot mapped from two full slots."""
+        from .mapping import check_mapping
+
+        torch = _loaded["torch"]
+        for k, unit in enumerate(self.units):
+            rows = [(rid, unit.rows.req_to_token[req.reqs[k].kv.req_pool_idx, : req.allocated])
+                    for rid, req in self.requests.items() if req.state is RequestState.ACTIVE and req.allocated]
+            check_mapping(torch, unit.allocator, rows, self.t, f"unit {k}" if len(self.units) > 1 else "")
 
     def _own_pages(self, unit: _Unit, req: _Request, r: Any) -> tuple[int, int]:
         """The pages of ``r``'s row past its tree-owned prefix (``cache_protected_len``): (full, SWA-mapped)."""
