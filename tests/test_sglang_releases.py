@@ -35,10 +35,11 @@ def _need_venv() -> None:
 
 
 def test_matrix_command_runs_the_cells_of_an_older_release(tmp_path):
-    """The command as users run it: the first supported release, both backends, 10 examples. ``sglang``
+    """The command as users run it: the first supported release, every backend, 10 examples. ``sglang``
     runs SGLang 0.5.14's allocator (whole pages where its paged allocation is a Triton kernel) and
     passes; ``sglang-lazy`` is unsupported there, naming the piece it lacks (the eviction function's
-    interval, then the scheduler's)."""
+    interval, then the scheduler's); ``sglang-radix`` drives the SWA radix cache 0.5.14's registry builds,
+    ``SWARadixCache``, on its older prefix-cache API (issue 33), and passes."""
     _need_venv()
     out = subprocess.run(
         [sys.executable, "-m", "swafloor", "matrix", "sglang", "--releases", RELEASE, "--examples", "10", "--json",
@@ -48,11 +49,12 @@ def test_matrix_command_runs_the_cells_of_an_older_release(tmp_path):
     assert out.stdout.strip().startswith("{"), out.stderr[-3000:]
     report = json.loads(out.stdout)
     assert report["engine"] == "sglang" and report["releases"] == [RELEASE]
-    assert report["backends"] == ["sglang", "sglang-lazy"] and report["pinned"] == "0.5.23"
+    assert report["backends"] == ["sglang", "sglang-lazy", "sglang-radix"] and report["pinned"] == "0.5.23"
     assert report["command"] == f"swafloor matrix sglang --releases {RELEASE} --examples 10"
     cells = {c["backend"]: c for c in report["cells"]}
     assert cells["sglang"]["result"] == "pass" and cells["sglang"]["sglang"] == RELEASE, cells
     assert cells["sglang"]["examples"] == 10 and cells["sglang"]["steps"] > 0
     assert cells["sglang-lazy"]["result"] == "unsupported" and "eviction_interval" in cells["sglang-lazy"]["why"], cells
+    assert cells["sglang-radix"]["result"] == "pass" and cells["sglang-radix"]["examples"] == 10, cells
     assert out.returncode == 0, out.stderr[-3000:]
     assert "matrix: " in out.stderr  # progress on stderr

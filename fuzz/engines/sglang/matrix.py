@@ -15,6 +15,14 @@ and a release lacks (found by trying, never by the release's number) makes that 
 naming it: ``sglang-lazy`` needs the function's ``eviction_interval`` (0.5.21 on; before, the interval
 was the scheduler's).
 
+``sglang-radix`` (issue 33) drives the SWA radix cache each release has, chosen by inspection: a
+``UnifiedRadixCache`` with the tree API (``lock``, ``checkpoint``, ``evict_sliding_windows``, ...: 0.5.22
+on, :mod:`.radix`), else the older prefix-cache API (``match_prefix``, ``inc_lock_ref``,
+``cache_unfinished_req``, ``cache_finished_req``) of the class the release's registry builds for a hybrid
+SWA model: ``SWARadixCache`` (read in 0.4.10.post2-0.5.15.post1's registries) or ``UnifiedRadixCache``
+(0.5.16-0.5.21; :mod:`.radix_legacy`). A tree lacking a method driven is ``unsupported`` naming it.
+Read from the wheels: ``SWARadixCache`` exists in 0.4.10.post2-0.5.20, ``UnifiedRadixCache`` from 0.5.11.
+
 Each release is installed with ``pip install --no-deps --target`` into ``~/.cache/swafloor/sglang/X``
 beside the pinned SGLang venv's dependencies (``scripts/sglang-venv``); compiled modules are kept (the
 allocator path imports none of the CUDA ones). With it, in one pip run, go the small packages of

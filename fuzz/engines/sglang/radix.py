@@ -768,7 +768,8 @@ class SglangRadixBackend:
 @factory(capabilities(), name="sglang-radix", prepare=import_radix)
 def sglang_radix(config: Config) -> SglangRadixBackend:
     """SGLang's SWA allocator with its radix prefix cache: UnifiedRadixCache (FULL + SWA components) with
-    its tree API, else the older prefix-cache API of the class the release builds (:mod:`.radix_legacy`)."""
+    its tree API, else the older prefix-cache API on the class the release's registry builds (SWARadixCache
+    or UnifiedRadixCache)."""
     if import_radix().get("radix_api") == "legacy":
         from .radix_legacy import SglangLegacyRadixBackend
 
