@@ -94,6 +94,7 @@ from ...protocol import BackendCheckFailed, Capabilities, Operation, Part, Unsup
 from .backend import (MAX_CONTEXT as _ROW, MAX_REQUESTS as _ROWS, _loaded, allocator_pairs, import_sglang, open_request,
                       pool_tokens, start_step)
 from .backend import semantics as _sglang_semantics
+from .radix_legacy import OlderTreeApi, import_legacy
 
 __all__ = ["SglangRadixBackend", "sglang_radix", "semantics", "capabilities", "import_radix", "STATS", "UNCOMPARED"]
 
@@ -130,13 +131,9 @@ def import_radix() -> dict[str, Any]:
             if not (exc.name or "").startswith("sglang"):
                 raise Unsupported(f"SGLang's radix cache is not importable here ({exc}); run sglang-radix in the "
                                   "venv made by scripts/sglang-venv") from exc
-            from .radix_legacy import import_legacy
-
             return import_legacy(s, "it has no UnifiedRadixCache")
         missing = [name for name in TREE_API if not callable(getattr(UnifiedRadixCache, name, None))]
         if missing:  # the older prefix-cache API: driven by .radix_legacy, or Unsupported naming what it lacks
-            from .radix_legacy import import_legacy
-
             return import_legacy(s, f"its UnifiedRadixCache has no {', '.join(missing)}")
         try:
             from sglang.srt.managers.schedule_batch import FINISH_LENGTH, Req, ReqKvInfo
@@ -765,13 +762,16 @@ class SglangRadixBackend:
         }
 
 
+class SglangLegacyRadixBackend(OlderTreeApi, SglangRadixBackend):
+    """``sglang-radix`` on releases before the tree API: the older prefix-cache API's steps
+    (:class:`~.radix_legacy.OlderTreeApi`), everything else this module's."""
+
+
 @factory(capabilities(), name="sglang-radix", prepare=import_radix)
 def sglang_radix(config: Config) -> SglangRadixBackend:
     """SGLang's SWA allocator with its radix prefix cache: UnifiedRadixCache (FULL + SWA components) with
     its tree API, else the older prefix-cache API on the class the release's registry builds (SWARadixCache
     or UnifiedRadixCache)."""
     if import_radix().get("radix_api") == "legacy":
-        from .radix_legacy import SglangLegacyRadixBackend
-
         return SglangLegacyRadixBackend(config)
     return SglangRadixBackend(config)

@@ -28,14 +28,13 @@ import importlib
 import inspect
 from typing import Any
 
+from swafloor.reference import RequestState
+
 from ...protocol import Unsupported
 from ..common import parameters
 from .backend import _loaded
-from swafloor.reference import RequestState
 
-from .radix import SglangRadixBackend, _Request, _Unit
-
-__all__ = ["SglangLegacyRadixBackend", "import_legacy", "LEGACY_API"]
+__all__ = ["OlderTreeApi", "import_legacy", "LEGACY_API"]
 
 #: The tree methods driven here.
 LEGACY_API = ("match_prefix", "inc_lock_ref", "dec_lock_ref", "cache_unfinished_req", "cache_finished_req",
@@ -132,8 +131,9 @@ def _call(fn: Any, *args: Any, **known: Any) -> Any:
     return fn(*args, **{k: v for k, v in known.items() if k in names})
 
 
-class SglangLegacyRadixBackend(SglangRadixBackend):
-    """``sglang-radix`` on the older prefix-cache API (see the module docstring)."""
+class OlderTreeApi:
+    """The hooks of :class:`~.radix.SglangRadixBackend` on the older prefix-cache API (see the module
+    docstring), mixed in before it: :class:`~.radix.SglangLegacyRadixBackend`."""
 
     # ------------------------------------------------------------------ building
     def _build_tree(self, rows: Any, allocator: Any, P: int, w: int) -> Any:
@@ -164,14 +164,14 @@ class SglangLegacyRadixBackend(SglangRadixBackend):
         return kv.cache_protected_len
 
     # ------------------------------------------------------------------ the older API's steps
-    def _lock(self, unit: _Unit, r: Any) -> None:
+    def _lock(self, unit: Any, r: Any) -> None:
         """The scheduler's lock on the request's last node (``inc_lock_ref``), its SWA lock id kept."""
         result = unit.tree.inc_lock_ref(r.last_node)
         if hasattr(r, "swa_uuid_for_lock"):
             r.swa_uuid_for_lock = getattr(result, "swa_uuid_for_lock", None)
         r.lock = r.last_node
 
-    def _unlock(self, unit: _Unit, r: Any) -> None:
+    def _unlock(self, unit: Any, r: Any) -> None:
         params = _loaded.get("DecLockRefParams")
         if params is not None and "params" in parameters(unit.tree.dec_lock_ref):
             unit.tree.dec_lock_ref(r.last_node, params(swa_uuid_for_lock=getattr(r, "swa_uuid_for_lock", None)))
@@ -179,7 +179,7 @@ class SglangLegacyRadixBackend(SglangRadixBackend):
             unit.tree.dec_lock_ref(r.last_node)
         r.lock = None
 
-    def _match(self, unit: _Unit, r: Any) -> int:
+    def _match(self, unit: Any, r: Any) -> int:
         r.init_next_round_input(unit.tree)  # match_prefix on its prompt, at most h - 1 tokens
         prefix = len(r.prefix_indices)
         kv = self._kv(r)
@@ -189,13 +189,13 @@ class SglangLegacyRadixBackend(SglangRadixBackend):
             unit.rows.req_to_token[kv.req_pool_idx, :prefix] = r.prefix_indices.to(unit.rows.req_to_token.dtype)
         return prefix
 
-    def _unmatch(self, unit: _Unit, r: Any) -> None:
+    def _unmatch(self, unit: Any, r: Any) -> None:
         if r.lock is not None:
             self._unlock(unit, r)
         unit.rows.free(r)
         self._kv(r).cache_protected_len = 0
 
-    def _slide(self, unit: _Unit, r: Any, pre_len: int) -> None:
+    def _slide(self, unit: Any, r: Any, pre_len: int) -> None:
         kv = self._kv(r)
         kv.kv_committed_len = pre_len
         flags: dict[str, Any] = dict(drop_page_margin=False, is_chunk_cache=False, supports_prefix_sharing=True,
@@ -213,7 +213,7 @@ class SglangLegacyRadixBackend(SglangRadixBackend):
         else:
             r.fill_ids = (list(r.origin_input_ids) + list(r.output_ids))[:upto]
 
-    def _publish(self, unit: _Unit, r: Any, edge: int) -> None:
+    def _publish(self, unit: Any, r: Any, edge: int) -> None:
         kv = self._kv(r)
         kv.kv_committed_len = edge
         kv.kv_allocated_len = edge
@@ -224,7 +224,7 @@ class SglangLegacyRadixBackend(SglangRadixBackend):
         _call(unit.tree.cache_unfinished_req, r, chunked=True)  # the chunk's KV into the tree, the lock moved on
         r.lock = r.last_node
 
-    def _release(self, unit: _Unit, req: _Request, r: Any, finished: bool) -> None:
+    def _release(self, unit: Any, req: Any, r: Any, finished: bool) -> None:
         """``release_kv_cache``'s steps on the older API: ``cache_finished_req`` (inserting when finished,
         freeing the request's own KV when retracted; unlocking), then the tail past the committed tokens
         freed and the row given back."""
