@@ -204,11 +204,15 @@ class OlderTreeApi:
               req_to_token_pool=unit.rows, token_to_kv_pool_allocator=unit.allocator, **flags)
 
     def _fill(self, r: Any, upto: int) -> None:
-        """The request's fill ids cover its first ``upto`` tokens (what a prefill chunk computes)."""
+        """The request's fill ids cover its first ``upto`` tokens (what a prefill chunk computes): its
+        ``fill_len``, or its extend range (from its tree-owned prefix), or its ``fill_ids``, whichever the
+        release's request has."""
         refresh = getattr(r, "_refresh_fill_ids", None) or getattr(r, "refresh_fill_ids", None)
         if refresh is not None:
             refresh()
-        if hasattr(r, "fill_len"):
+        if hasattr(r, "set_extend_range"):
+            r.set_extend_range(min(self._kv(r).cache_protected_len, upto), upto)
+        elif hasattr(r, "fill_len"):
             r.fill_len = upto
         else:
             r.fill_ids = (list(r.origin_input_ids) + list(r.output_ids))[:upto]
