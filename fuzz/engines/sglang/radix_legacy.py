@@ -73,7 +73,10 @@ def import_legacy(s: dict[str, Any], why: str) -> dict[str, Any]:
         from sglang.srt.sampling.sampling_params import SamplingParams
     except ImportError as exc:
         raise Unsupported(f"SGLang {version}'s radix cache path is not importable here ({exc})") from exc
+    import sglang.srt.managers.schedule_batch as schedule_batch
+
     parts: dict[str, Any] = dict(
+        ReqKvInfo=getattr(schedule_batch, "ReqKvInfo", None),
         radix_api="legacy", Tree=tree, tree_name=name, CacheInitParams=CacheInitParams, Req=Req,
         FINISH_LENGTH=FINISH_LENGTH, SamplingParams=SamplingParams, evict_from_tree_cache=evict_from_tree_cache,
         radix_free=free_swa_out_of_window_slots,
@@ -91,6 +94,24 @@ def import_legacy(s: dict[str, Any], why: str) -> dict[str, Any]:
         parts["DecLockRefParams"] = getattr(found, "DecLockRefParams", None)
     s.update(parts)
     return s
+
+
+class _Fields:
+    """A request's KV fields wherever its release keeps each: on ``req.kv`` where that record has the
+    field, else on the request itself (older releases keep them all there)."""
+
+    def __init__(self, req: Any):
+        object.__setattr__(self, "_req", req)
+
+    def _home(self, name: str) -> Any:
+        kv = getattr(self._req, "kv", None)
+        return kv if kv is not None and hasattr(kv, name) else self._req
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._home(name), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._home(name), name, value)
 
 
 def _server_args_defaults() -> None:
@@ -148,7 +169,15 @@ class OlderTreeApi:
     # ------------------------------------------------------------------ the request's fields
     @staticmethod
     def _kv(r: Any) -> Any:
-        return getattr(r, "kv", None) or r
+        return _Fields(r)
+
+    @staticmethod
+    def _ensure_kv(r: Any, length: int) -> None:
+        """Where the release's request keeps part of its KV fields in a ``ReqKvInfo`` made at its first
+        allocation (``alloc_for_extend``), that record, made as the scheduler makes it."""
+        info = _loaded.get("ReqKvInfo")
+        if info is not None and getattr(r, "kv", "absent") is None:
+            r.kv = _call(info, kv_allocated_len=length, swa_evicted_seqlen=0)
 
     def _radix_cut(self, h: int, w: int) -> int:
         P = self.t
@@ -196,6 +225,7 @@ class OlderTreeApi:
         self._kv(r).cache_protected_len = 0
 
     def _slide(self, unit: Any, r: Any, pre_len: int) -> None:
+        self._ensure_kv(r, pre_len)
         kv = self._kv(r)
         kv.kv_committed_len = pre_len
         flags: dict[str, Any] = dict(drop_page_margin=False, is_chunk_cache=False, supports_prefix_sharing=True,
@@ -218,6 +248,7 @@ class OlderTreeApi:
             r.fill_ids = (list(r.origin_input_ids) + list(r.output_ids))[:upto]
 
     def _publish(self, unit: Any, r: Any, edge: int) -> None:
+        self._ensure_kv(r, edge)
         kv = self._kv(r)
         kv.kv_committed_len = edge
         kv.kv_allocated_len = edge
@@ -233,6 +264,7 @@ class OlderTreeApi:
         freeing the request's own KV when retracted; unlocking), then the tail past the committed tokens
         freed and the row given back."""
         P = self.t
+        self._ensure_kv(r, req.allocated)
         kv = self._kv(r)
         h, allocated = req.history, kv.kv_allocated_len
         kv.kv_committed_len = h
