@@ -193,6 +193,13 @@ class OlderTreeApi:
         return kv.cache_protected_len
 
     # ------------------------------------------------------------------ the older API's steps
+    @staticmethod
+    def _root(unit: Any) -> Any:
+        """The tree's root as its locks take it: a node handle where the tree hands out handles
+        (``root_node_handle``), else the root node."""
+        handle = getattr(unit.tree, "root_node_handle", None)
+        return handle() if callable(handle) else unit.tree.root_node
+
     def _lock(self, unit: Any, r: Any) -> None:
         """The scheduler's lock on the request's last node (``inc_lock_ref``), its SWA lock id kept."""
         result = unit.tree.inc_lock_ref(r.last_node)
@@ -253,7 +260,7 @@ class OlderTreeApi:
         kv.kv_committed_len = edge
         kv.kv_allocated_len = edge
         if getattr(r, "last_node", None) is None:  # no match was made (nothing to look up): the root
-            r.last_node = unit.tree.root_node
+            r.last_node = self._root(unit)
             self._lock(unit, r)
         self._fill(r, edge)
         _call(unit.tree.cache_unfinished_req, r, chunked=True)  # the chunk's KV into the tree, the lock moved on
@@ -272,7 +279,7 @@ class OlderTreeApi:
             r.finished_reason = _loaded["FINISH_LENGTH"](length=len(r.output_ids))
         self._fill(r, h)
         if getattr(r, "last_node", None) is None:
-            r.last_node = unit.tree.root_node
+            r.last_node = self._root(unit)
             self._lock(unit, r)
         _call(unit.tree.cache_finished_req, r, is_insert=finished, kv_len_to_handle=h)
         r.lock = None
@@ -280,6 +287,8 @@ class OlderTreeApi:
         if tail < allocated:
             unit.allocator.free(unit.rows.req_to_token[kv.req_pool_idx, tail:allocated].to(_loaded["torch"].int64))
         unit.rows.free(r)
+        if _loaded.get("ReqKvInfo") is not None and getattr(r, "kv", None) is not None:
+            r.kv = None  # released with the row, as release_kv_cache does where the record is made at allocation
 
     def commit(self, request_id: Any, tokens: int) -> None:
         req = self._get(request_id, RequestState.ACTIVE)
