@@ -20,7 +20,8 @@ was the scheduler's).
 on, :mod:`.radix`), else the older prefix-cache API (``match_prefix``, ``inc_lock_ref``,
 ``cache_unfinished_req``, ``cache_finished_req``) of the class the release's registry builds for a hybrid
 SWA model: ``SWARadixCache`` (read in 0.4.10.post2-0.5.15.post1's registries) or ``UnifiedRadixCache``
-(0.5.16-0.5.21; :mod:`.radix_legacy`). A tree lacking a method driven is ``unsupported`` naming it.
+(0.5.16-0.5.20; :mod:`.radix_legacy`). A tree lacking a method driven is ``unsupported`` naming it
+(0.5.21's intermediate API: ``claim_kv_row``, ``insert_req``, no ``cache_finished_req``).
 Read from the wheels: ``SWARadixCache`` exists in 0.4.10.post2-0.5.20, ``UnifiedRadixCache`` from 0.5.11.
 
 Each release is installed with ``pip install --no-deps --target`` into ``~/.cache/swafloor/sglang/X``
