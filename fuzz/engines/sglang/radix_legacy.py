@@ -131,8 +131,10 @@ def _server_args_defaults() -> None:
     try:
         getter()
         return
-    except ValueError:
+    except ValueError:  # not set yet
         pass
+    except RuntimeError:  # retired by the release (its settings live elsewhere): nothing to stand in
+        return
     cls = server_args.ServerArgs
     args = object.__new__(cls)
     for field in dataclasses.fields(cls):
