@@ -162,7 +162,7 @@ def test_sglang_releases_and_selection():
     from swafloor.fuzz.engines.sglang import matrix as sglang_matrix
 
     sg = matrix.engine_named("sglang")
-    assert sg.releases == sglang_matrix.RELEASES and sg.backends == ("sglang", "sglang-lazy")
+    assert sg.releases == sglang_matrix.RELEASES and sg.backends == ("sglang", "sglang-lazy", "sglang-radix")
     assert sg.releases[0] == "0.5.14" and sg.releases[-1] == "0.5.23"
     assert list(sg.releases) == sorted(sg.releases, key=matrix.release_key)
     # one per patch line, 0.5.14 .. 0.5.23
@@ -223,14 +223,15 @@ def test_sglang_json_report(monkeypatch, capsys, tmp_path):
     out = capsys.readouterr()
     report = json.loads(out.out)
     assert code == 1 and seen["venv"] == (str(tmp_path), "sglang") and seen["cache"].name == "sglang"
-    assert report["engine"] == "sglang" and report["backends"] == ["sglang", "sglang-lazy"]
+    assert report["engine"] == "sglang" and report["backends"] == ["sglang", "sglang-lazy", "sglang-radix"]
     assert report["releases"] == ["0.5.22", "0.5.23"] and report["pinned"] == "0.5.23" and report["examples"] == 7
     assert report["command"] == "swafloor matrix sglang --releases 0.5.22,0.5.23 --examples 7"
-    assert report["domain"] == matrix.domain(["sglang", "sglang-lazy"])
+    assert report["domain"] == matrix.domain(["sglang", "sglang-lazy", "sglang-radix"])
     assert [(c["release"], c["backend"], c["result"]) for c in report["cells"]] == [
-        ("0.5.22", "sglang", "pass"), ("0.5.22", "sglang-lazy", "pass"),
-        ("0.5.23", "sglang", "divergence"), ("0.5.23", "sglang-lazy", "divergence")]
-    assert report["cells"][2]["sglang"] == "0.5.23" and "vllm" not in report["cells"][2]
+        ("0.5.22", "sglang", "pass"), ("0.5.22", "sglang-lazy", "pass"), ("0.5.22", "sglang-radix", "pass"),
+        ("0.5.23", "sglang", "divergence"), ("0.5.23", "sglang-lazy", "divergence"),
+        ("0.5.23", "sglang-radix", "divergence")]
+    assert report["cells"][3]["sglang"] == "0.5.23" and "vllm" not in report["cells"][3]
 
 
 def test_sglang_eviction_flags_follow_the_function_signature():

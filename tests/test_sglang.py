@@ -13,6 +13,10 @@ with the command that makes it, elsewhere.
   free) at that call, and the pages stay lost after the request closes.
 - A bug planted in SGLang's own eviction (``free_swa_out_of_window_slots`` freeing nothing) is exit 1
   with a divergence at the step it shows, not ok and not a crash.
+- SGLang's ``full_to_swa_index_mapping`` under identity (issue 33, :mod:`swafloor.fuzz.engines.sglang.mapping`):
+  a plant leaving the mapping pointing at freed SWA slots (``radix_check``'s ``mapping-left-stale``) is a
+  divergence on ``mapping`` at a step where the plant fired (its saved trace replayed with the plant in
+  place, each call's firing recorded); the clean campaigns above run the same check after every step.
 """
 
 from __future__ import annotations
@@ -179,3 +183,43 @@ def test_a_bug_planted_in_sglangs_eviction_is_a_divergence_at_its_step(tmp_path)
     divergence = report["divergence"]
     assert divergence["step"]["op"] == "resize" and divergence["backend"]["kind"] != "crash", divergence
     assert not stderr.count("planted eviction called 0 times")
+
+
+MAPPING_PLANT = '''
+import json, sys
+from swafloor.fuzz.engines.sglang import backend as adapter, radix_check
+from swafloor.fuzz.runner import run_campaign
+
+adapter.import_sglang()
+undo = radix_check.plant("mapping-left-stale")
+try:
+    result = run_campaign("sglang", profile="ci", examples=100, seed=0, out_dir=sys.argv[1])
+    report = json.loads(json.dumps(result.to_dict(), default=str))
+    report["fired"] = radix_check.FIRED["mapping-left-stale"]
+    if report.get("trace_file"):
+        report["firing"] = radix_check.fired_at("mapping-left-stale", report["trace_file"], adapter.SglangBackend)
+finally:
+    undo()
+json.dump(report, sys.stdout)
+'''
+
+
+def test_a_mapping_left_pointing_at_a_freed_swa_slot_is_a_divergence_at_its_step(tmp_path):
+    """SGLang's SWA frees planted to leave ``full_to_swa_index_mapping`` pointing at the freed SWA slots:
+    a divergence on ``mapping`` (the adapter's identity check of the mapping), and on replay of the saved
+    trace with the plant in place, at a step where the plant took effect (seed 0: the first close, step 3,
+    the first call that frees SWA slots)."""
+    _need_venv()
+    script = tmp_path / "mapping_plant.py"
+    script.write_text(MAPPING_PLANT)
+    proc = _run([str(script), str(tmp_path / "out")], tmp_path)
+    stdout, stderr = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 0, stderr[-4000:]
+    report = json.loads(stdout)
+    assert report["result"] == "divergence" and report["fired"] > 0, report
+    divergence = report["divergence"]
+    assert divergence["field"] == "mapping" and "freed SWA slot" in divergence["backend"]["message"], divergence
+    firing = report["firing"]
+    assert firing["aligned"], firing  # one backend call per trace step, so call i is step i
+    assert firing["divergence"]["field"] == "mapping", firing
+    assert firing["divergence"]["step_index"] == divergence["step_index"] in firing["fired_at"], firing

@@ -116,6 +116,9 @@ def test_ci_profile_passes_with_at_most_five_percent_of_requests_retired(checked
     # the allocation that needed the tree's evictable pages
     # a checkpoint's dedup keeping the request's own copy: which pages it holds, not how many (slot identity)
     ("dedup-keeps-own-copy", {"resume"}, ("slots",)),
+    # issue 33: SGLang's full-to-SWA mapping under identity (fuzz/engines/sglang/mapping.py), at the step
+    # whose free left a mapping pointing at a freed SWA slot
+    ("mapping-left-stale", {"resume", "resize", "suspend", "close"}, ("mapping",)),
 ])
 def test_a_bug_planted_in_sglangs_radix_path_is_a_divergence_at_its_step(checked, plant, ops, fields):
     report = checked["plants"][plant]
@@ -124,6 +127,16 @@ def test_a_bug_planted_in_sglangs_radix_path_is_a_divergence_at_its_step(checked
     assert divergence["step"]["op"] in ops and divergence["field"].startswith(fields), divergence
     assert not (isinstance(divergence["backend"], dict) and divergence["backend"].get("kind") == "crash"), divergence
     assert "crash" not in divergence["reason"], divergence
+
+
+def test_a_mapping_left_stale_is_caught_at_a_step_where_it_fired(checked):
+    report = checked["plants"]["mapping-left-stale"]
+    assert report["fired"] > 0, report.get("fired")
+    firing = report["firing"]
+    assert firing["aligned"], firing
+    divergence = firing["divergence"]
+    assert divergence is not None and divergence["field"] == "mapping", firing
+    assert divergence["step_index"] == report["divergence"]["step_index"] in firing["fired_at"], firing
 
 
 def test_a_plant_only_slot_identity_sees_is_caught_at_a_step_where_it_fired(checked):

@@ -4,7 +4,10 @@ The release is installed by the matrix's own code (cached under ~/.cache/swafloo
 machine downloads it once: 0.5.14's wheel (12 MB), its own transformers pin and the few modules its
 import path needs beyond the pinned venv (127 MB kept). Measured here (2 shared cores, load about 4):
 49 s from nothing (empty ~/.cache/swafloor, ``PIP_NO_CACHE_DIR=1``: install 30 s, cells about 20 s),
-22 s with the release cached. Like tests/test_sglang.py, the test needs the
+22 s with the release cached. The regression traces that pin an older release's divergence
+(``tests/regressions/sglang-X.Y.Z-*.json``, ``found.release``: issue 33, ``sglang-radix`` on 0.5.14's
+``SWARadixCache``) replay as they expect there and as ``found.on_pinned`` says on the pinned release
+(two subprocesses). Like tests/test_sglang.py, the tests need the
 pinned SGLang venv: without it it fails in CI (``CI=true``) and is skipped, with the command that makes
 it, elsewhere.
 """
@@ -23,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 VENV = Path(os.environ.get("SWAFLOOR_SGLANG_VENV") or ROOT / ".venv-sglang")
 TIMEOUT = 900
 RELEASE = "0.5.14"  # the first supported release: its paged allocation is a Triton kernel only
+TRACES = sorted((ROOT / "tests" / "regressions").glob("sglang-0.*.json"))
 
 
 def _need_venv() -> None:
@@ -35,10 +39,11 @@ def _need_venv() -> None:
 
 
 def test_matrix_command_runs_the_cells_of_an_older_release(tmp_path):
-    """The command as users run it: the first supported release, both backends, 10 examples. ``sglang``
+    """The command as users run it: the first supported release, every backend, 10 examples. ``sglang``
     runs SGLang 0.5.14's allocator (whole pages where its paged allocation is a Triton kernel) and
     passes; ``sglang-lazy`` is unsupported there, naming the piece it lacks (the eviction function's
-    interval, then the scheduler's)."""
+    interval, then the scheduler's); ``sglang-radix`` drives the SWA radix cache 0.5.14's registry builds,
+    ``SWARadixCache``, on its older prefix-cache API (issue 33), and passes."""
     _need_venv()
     out = subprocess.run(
         [sys.executable, "-m", "swafloor", "matrix", "sglang", "--releases", RELEASE, "--examples", "10", "--json",
@@ -48,11 +53,38 @@ def test_matrix_command_runs_the_cells_of_an_older_release(tmp_path):
     assert out.stdout.strip().startswith("{"), out.stderr[-3000:]
     report = json.loads(out.stdout)
     assert report["engine"] == "sglang" and report["releases"] == [RELEASE]
-    assert report["backends"] == ["sglang", "sglang-lazy"] and report["pinned"] == "0.5.23"
+    assert report["backends"] == ["sglang", "sglang-lazy", "sglang-radix"] and report["pinned"] == "0.5.23"
     assert report["command"] == f"swafloor matrix sglang --releases {RELEASE} --examples 10"
     cells = {c["backend"]: c for c in report["cells"]}
     assert cells["sglang"]["result"] == "pass" and cells["sglang"]["sglang"] == RELEASE, cells
     assert cells["sglang"]["examples"] == 10 and cells["sglang"]["steps"] > 0
     assert cells["sglang-lazy"]["result"] == "unsupported" and "eviction_interval" in cells["sglang-lazy"]["why"], cells
+    assert cells["sglang-radix"]["result"] == "pass" and cells["sglang-radix"]["examples"] == 10, cells
     assert out.returncode == 0, out.stderr[-3000:]
     assert "matrix: " in out.stderr  # progress on stderr
+
+
+def test_older_release_traces_replay_as_they_expect_there_and_on_the_pinned_release():
+    """Each ``sglang-X.Y.Z-*.json`` trace: its saved divergence (part and step) on release X.Y.Z, installed by
+    the matrix's own code, and ``found.on_pinned`` on the pinned release (0.5.14's radix cut keeping an
+    extra page: a divergence there, gone on 0.5.23)."""
+    from swafloor.fuzz import matrix
+
+    _need_venv()
+    assert TRACES, "no regression trace pins an older SGLang release"
+    venv = matrix.find_venv(str(VENV), matrix.engine_named("sglang"))
+    cache = matrix.cache_root(None, "sglang")
+    by_release: dict[str, list[Path]] = {}
+    for path in TRACES:
+        found = json.loads(path.read_text(encoding="utf-8"))["found"]
+        assert path.name.startswith(f"sglang-{found['release']}-") and found.get("verdict"), path.name
+        by_release.setdefault(found["release"], []).append(path)
+    pinned = dict(zip(TRACES, matrix.replay_traces(venv.pinned, TRACES, venv, cache)))
+    for release, paths in by_release.items():
+        for path, got in zip(paths, matrix.replay_traces(release, paths, venv, cache)):
+            data = json.loads(path.read_text(encoding="utf-8"))
+            saved = data["divergence"]
+            assert got["release"] == release, (path.name, got)
+            assert (got["verdict"], got.get("step_index")) == (f"divergence:{saved['field'].split('[')[0]}",
+                                                               saved["step_index"]), (path.name, got)
+            assert pinned[path]["verdict"].split(":")[0] == data["found"]["on_pinned"], (path.name, pinned[path])

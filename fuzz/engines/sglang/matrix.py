@@ -15,6 +15,15 @@ and a release lacks (found by trying, never by the release's number) makes that 
 naming it: ``sglang-lazy`` needs the function's ``eviction_interval`` (0.5.21 on; before, the interval
 was the scheduler's).
 
+``sglang-radix`` (issue 33) drives the SWA radix cache each release has, chosen by inspection: a
+``UnifiedRadixCache`` with the tree API (``lock``, ``checkpoint``, ``evict_sliding_windows``, ...: 0.5.22
+on, :mod:`.radix`), else the older prefix-cache API (``match_prefix``, ``inc_lock_ref``,
+``cache_unfinished_req``, ``cache_finished_req``) of the class the release's registry builds for a hybrid
+SWA model: ``SWARadixCache`` (read in 0.4.10.post2-0.5.15.post1's registries) or ``UnifiedRadixCache``
+(0.5.16-0.5.20; :mod:`.radix_legacy`). A tree lacking a method driven is ``unsupported`` naming it
+(0.5.21's intermediate API: ``claim_kv_row``, ``insert_req``, no ``cache_finished_req``).
+Read from the wheels: ``SWARadixCache`` exists in 0.4.10.post2-0.5.20, ``UnifiedRadixCache`` from 0.5.11.
+
 Each release is installed with ``pip install --no-deps --target`` into ``~/.cache/swafloor/sglang/X``
 beside the pinned SGLang venv's dependencies (``scripts/sglang-venv``); compiled modules are kept (the
 allocator path imports none of the CUDA ones). With it, in one pip run, go the small packages of
@@ -35,7 +44,7 @@ from ...matrix import Engine
 __all__ = ["RELEASES", "BACKENDS", "EXTRA_MODULES", "SGLANG"]
 
 RELEASES = ("0.5.14", "0.5.15.post1", "0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23")
-BACKENDS = ("sglang", "sglang-lazy")
+BACKENDS = ("sglang", "sglang-lazy", "sglang-radix")
 #: Modules some releases import that the pinned SGLang venv lacks, each with the pinned packages that give it.
 EXTRA_MODULES = {
     "openai": "openai==2.8.0", "partial_json_parser": "partial-json-parser==0.2.1.1.post7",

@@ -94,6 +94,7 @@ from ...protocol import BackendCheckFailed, Capabilities, Operation, Part, Unsup
 from .backend import (MAX_CONTEXT as _ROW, MAX_REQUESTS as _ROWS, _loaded, allocator_pairs, import_sglang, open_request,
                       pool_tokens, start_step)
 from .backend import semantics as _sglang_semantics
+from .radix_legacy import OlderTreeApi, import_legacy
 
 __all__ = ["SglangRadixBackend", "sglang_radix", "semantics", "capabilities", "import_radix", "STATS", "UNCOMPARED"]
 
@@ -111,21 +112,39 @@ STATS = {"looked_up": 0, "hits": 0, "hit_tokens": 0, "tree_evictions": 0}
 _BUILT: dict[tuple[int, int, int, int], list[list[Any]]] = {}
 
 
+#: The methods of SGLang's tree the adapter calls (found by inspection; releases before 0.5.22 have the
+#: older prefix-cache API instead: match_prefix, inc_lock_ref / dec_lock_ref, cache_unfinished_req,
+#: cache_finished_req).
+TREE_API = ("lock", "unlock", "checkpoint", "evict_sliding_windows", "prefix_device_indices", "free_kv_row",
+            "on_release", "full_evictable_size", "swa_evictable_size", "full_protected_size", "swa_protected_size")
+
+
 def import_radix() -> dict[str, Any]:
     """SGLang's allocator parts (:func:`.sglang.import_sglang`) and its radix cache (once)."""
     s = import_sglang()
-    if "UnifiedRadixCache" not in s:
+    if "radix_api" not in s:
+        import importlib
+
+        try:
+            UnifiedRadixCache = importlib.import_module("sglang.srt.mem_cache.unified_radix_cache").UnifiedRadixCache
+        except ModuleNotFoundError as exc:
+            if not (exc.name or "").startswith("sglang"):
+                raise Unsupported(f"SGLang's radix cache is not importable here ({exc}); run sglang-radix in the "
+                                  "venv made by scripts/sglang-venv") from exc
+            return import_legacy(s, "it has no UnifiedRadixCache")
+        missing = [name for name in TREE_API if not callable(getattr(UnifiedRadixCache, name, None))]
+        if missing:  # the older prefix-cache API: driven by .radix_legacy, or Unsupported naming what it lacks
+            return import_legacy(s, f"its UnifiedRadixCache has no {', '.join(missing)}")
         try:
             from sglang.srt.managers.schedule_batch import FINISH_LENGTH, Req, ReqKvInfo
             from sglang.srt.mem_cache.cache_init_params import CacheInitParams
             from sglang.srt.mem_cache.common import evict_from_tree_cache
             from sglang.srt.mem_cache.unified_cache.components import ComponentType
-            from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
             from sglang.srt.sampling.sampling_params import SamplingParams
         except ImportError as exc:
-            raise Unsupported(f"SGLang's radix cache is not importable here ({exc}); run sglang-radix in the venv "
-                              "made by scripts/sglang-venv") from exc
-        s.update(UnifiedRadixCache=UnifiedRadixCache, CacheInitParams=CacheInitParams, ComponentType=ComponentType,
+            raise Unsupported(f"SGLang {s['version']}'s radix cache path is not importable here ({exc})") from exc
+        s.update(radix_api="tree", UnifiedRadixCache=UnifiedRadixCache, CacheInitParams=CacheInitParams,
+                 ComponentType=ComponentType,
                  Req=Req, ReqKvInfo=ReqKvInfo, FINISH_LENGTH=FINISH_LENGTH, SamplingParams=SamplingParams,
                  evict_from_tree_cache=evict_from_tree_cache)
     return s
@@ -234,17 +253,15 @@ class SglangRadixBackend:
         else:
             size_full, size_swa, P, w = key
             torch = s["torch"]
-            pool = s["SWAKVPool"](
-                size=size_full, size_swa=size_swa, page_size=P, dtype=torch.float32, head_num=1, head_dim=1,
-                swa_attention_layer_ids=[0], full_attention_layer_ids=[1], device="cpu",
-            )
-            allocator = s["Allocator"](size_full, size_swa, P, torch.float32, "cpu", pool, need_sort=False)
-            rows = s["ReqToTokenPool"](MAX_REQUESTS, MAX_CONTEXT, "cpu", False)
-            params = s["CacheInitParams"](
-                disable=False, req_to_token_pool=rows, token_to_kv_pool_allocator=allocator, page_size=P,
-                sliding_window_size=w, tree_components=(s["ComponentType"].FULL, s["ComponentType"].SWA),
-            )
-            entry = [allocator, rows, s["UnifiedRadixCache"](params), pool, None]
+            from .compat import build
+
+            common = dict(size=size_full, size_swa=size_swa, page_size=P, dtype=torch.float32, device="cpu")
+            pool = build(s["SWAKVPool"], dict(common, head_num=1, head_dim=1, swa_attention_layer_ids=[0],
+                                              full_attention_layer_ids=[1], enable_kvcache_transpose=False), "SWAKVPool")
+            allocator = build(s["Allocator"], dict(common, kvcache=pool, need_sort=False), "SWATokenToKVPoolAllocator")
+            rows = build(s["ReqToTokenPool"], dict(size=MAX_REQUESTS, max_context_len=MAX_CONTEXT, device="cpu",
+                                                   enable_memory_saver=False), "ReqToTokenPool")
+            entry = [allocator, rows, self._build_tree(rows, allocator, P, w), pool, None]
             entries.append(entry)
         entry[4] = weakref.ref(self)
         entry[2].reset()
@@ -254,6 +271,62 @@ class SglangRadixBackend:
 
     def _get(self, rid: Hashable, *states: RequestState) -> _Request:
         return open_request(self.requests, rid, states)
+
+    # What differs with the tree's API (the older one: .radix_legacy) -----------------------------------
+    def _build_tree(self, rows: Any, allocator: Any, P: int, w: int) -> Any:
+        """SGLang's tree over ``rows`` and ``allocator``: a ``UnifiedRadixCache`` with FULL and SWA components."""
+        s = _loaded
+        params = s["CacheInitParams"](
+            disable=False, req_to_token_pool=rows, token_to_kv_pool_allocator=allocator, page_size=P,
+            sliding_window_size=w, tree_components=(s["ComponentType"].FULL, s["ComponentType"].SWA),
+        )
+        return s["UnifiedRadixCache"](params)
+
+    @staticmethod
+    def _kv(r: Any) -> Any:
+        """The KV bookkeeping of SGLang's request ``r`` (``r.kv``, a ``ReqKvInfo``)."""
+        return r.kv
+
+    def _radix_cut(self, h: int, w: int) -> int:
+        """Where SGLang's radix-path sliding-window free cuts at history ``h`` (window ``w`` tokens,
+        exclusive): ``floor_P(h - ceil_P(max(w, P)))``."""
+        P = self.t
+        return (h - -(-max(w, P) // P) * P) // P * P
+
+    def _dead_lo(self, r: Any) -> int:
+        """The first token the sliding-window free may touch: past the tree-owned prefix."""
+        return r.kv.swa_dead_lo(self.t)
+
+    def _match(self, unit: _Unit, r: Any) -> int:
+        """A first resume's match: the request's own ``init_next_round_input(tree)`` (at most ``h - 1``
+        tokens), the tree locked on the node it ended on, the hit's KV indices into the row
+        (alloc_for_extend's prefix). Returns the prefix length."""
+        r.init_next_round_input(unit.tree)  # match_kv_cache on its prompt, at most h - 1 tokens
+        prefix = r.prefix_len
+        assert r.kv.cache_protected_len == prefix, (r.kv.cache_protected_len, prefix)
+        r.lock = unit.tree.lock(r.last_node)
+        if prefix:
+            unit.rows.req_to_token[r.kv.req_pool_idx, :prefix] = unit.tree.prefix_device_indices(r).to(
+                unit.rows.req_to_token.dtype)
+        return prefix
+
+    def _unmatch(self, unit: _Unit, r: Any) -> None:
+        """A resume refused before its first chunk: the lock released, the row given back."""
+        unit.tree.unlock(r.lock)
+        r.lock = None
+        unit.rows.free(r)
+        r.kv.cache_protected_len = 0
+
+    def _slide(self, unit: _Unit, r: Any, pre_len: int) -> None:
+        """The request's window slides to ``pre_len`` (the radix path's ``free_swa_out_of_window_slots``)."""
+        r.kv.kv_committed_len = pre_len
+        unit.tree.evict_sliding_windows(r, pre_len)
+
+    def _publish(self, unit: _Unit, r: Any, edge: int) -> None:
+        """A prefilled chunk up to ``edge`` published to the tree (``cache_unfinished_req``'s checkpoint)."""
+        r.kv.kv_committed_len = edge
+        r.refresh_fill_ids()
+        unit.tree.checkpoint(r, up_to=edge)
 
     # ------------------------------------------------------------------ SGLang's steps
     def _ids(self, req: _Request, upto: int) -> None:
@@ -308,13 +381,17 @@ class SglangRadixBackend:
         s = _loaded
         torch = s["torch"]
         P, alloc = self.t, unit.allocator
-        row = unit.rows.req_to_token[r.kv.req_pool_idx]
+        row = unit.rows.req_to_token[self._kv(r).req_pool_idx]
         n = new - old
         last = torch.tensor([int(row[old - 1]) if old > 0 else -1], dtype=torch.int64)
         pre = torch.tensor([old], dtype=torch.int64)
         seq = torch.tensor([new], dtype=torch.int64)
+        from .compat import alloc_pages, paged_cpu
+
         if P == 1:
             out = alloc.alloc(n)
+        elif not paged_cpu(alloc):  # this release's paged allocation is a Triton kernel only (compat)
+            out = alloc_pages(alloc, torch, row, old, new, P)
         elif n == 1:
             out = alloc.alloc_decode(seq, seq, last)
         else:
@@ -322,14 +399,14 @@ class SglangRadixBackend:
         if out is None:  # new_pages_available said it fits: SGLang disagreeing with itself is a finding
             raise AssertionError(f"SGLang's allocator returned None for {n} tokens after its own check said they fit")
         row[old:new] = out.to(row.dtype)
-        r.kv.kv_allocated_len = new
+        self._kv(r).kv_allocated_len = new
 
     def _write(self, unit: _Unit, req: _Request, r: Any, lo: int, hi: int) -> None:
         """The forward pass's writes: each token's id into the KV buffers at the row's places."""
         torch = _loaded["torch"]
         if hi <= lo:
             return
-        locs = unit.rows.req_to_token[r.kv.req_pool_idx, lo:hi].to(torch.int64)
+        locs = unit.rows.req_to_token[self._kv(r).req_pool_idx, lo:hi].to(torch.int64)
         ids = torch.tensor(req.tokens[lo:hi], dtype=torch.float32).view(-1, 1, 1)
         unit.pool.full_kv_pool.k_buffer[0][locs] = ids
         swa = unit.allocator.full_to_swa_index_mapping[locs]
@@ -361,23 +438,35 @@ class SglangRadixBackend:
     def _check(self, resized: _Request | None = None) -> None:
         """After every operation, SGLang's structures agree with each other (each a
         ``BackendCheckFailed`` naming the part): :meth:`_check_pools` (``pool_used``),
-        :meth:`_check_locks` (``locks``), :meth:`_check_cut` (``tables``, the resized request) and
+        :meth:`_check_locks` (``locks``), :meth:`_check_mapping` (``mapping``), :meth:`_check_cut` (``tables``, the resized request) and
         :meth:`_check_data` (``data``)."""
         self._check_pools()
         self._check_locks()
+        self._check_mapping()
         if resized is not None:
             self._check_cut(resized)
         self._check_data()
+
+    def _check_mapping(self) -> None:
+        """SGLang's full-to-SWA mapping under identity (:mod:`.mapping`): no full slot, a row's, the
+        tree's or a free one, mapped to a freed SWA slot, and no SWA slot mapped from two full slots."""
+        from .mapping import check_mapping
+
+        torch = _loaded["torch"]
+        for k, unit in enumerate(self.units):
+            rows = [(rid, unit.rows.req_to_token[self._kv(req.reqs[k]).req_pool_idx, : req.allocated])
+                    for rid, req in self.requests.items() if req.state is RequestState.ACTIVE and req.allocated]
+            check_mapping(torch, unit.allocator, rows, self.t, f"unit {k}" if len(self.units) > 1 else "")
 
     def _own_pages(self, unit: _Unit, req: _Request, r: Any) -> tuple[int, int]:
         """The pages of ``r``'s row past its tree-owned prefix (``cache_protected_len``): (full, SWA-mapped)."""
         torch = _loaded["torch"]
         P = self.t
-        lo = r.kv.cache_protected_len
+        lo = self._kv(r).cache_protected_len
         hi = -(-req.allocated // P) * P
         if hi <= lo:
             return 0, 0
-        firsts = unit.rows.req_to_token[r.kv.req_pool_idx, lo:hi:P].to(torch.int64)
+        firsts = unit.rows.req_to_token[self._kv(r).req_pool_idx, lo:hi:P].to(torch.int64)
         swa = unit.allocator.full_to_swa_index_mapping[firsts]
         return int(firsts.numel()), int((swa > 0).sum())
 
@@ -419,7 +508,7 @@ class SglangRadixBackend:
                 if req.state is not RequestState.ACTIVE or r.lock is None:
                     continue
                 node = trie
-                for token in req.tokens[: r.kv.cache_protected_len]:
+                for token in req.tokens[: self._kv(r).cache_protected_len]:
                     nxt = node.get(token)
                     if nxt is None:
                         nxt = node[token] = {}
@@ -442,11 +531,11 @@ class SglangRadixBackend:
             if unit.swa_lc is None:
                 continue
             w = unit.window - 1
-            cut = (h - -(-max(w, P) // P) * P) // P * P
-            lo = r.kv.swa_dead_lo(P)
+            cut = self._radix_cut(h, w)
+            lo = self._dead_lo(r)
             if cut <= lo:
                 continue
-            firsts = unit.rows.req_to_token[r.kv.req_pool_idx, lo:cut:P].to(torch.int64)
+            firsts = unit.rows.req_to_token[self._kv(r).req_pool_idx, lo:cut:P].to(torch.int64)
             kept = (unit.allocator.full_to_swa_index_mapping[firsts] > 0).nonzero().view(-1)
             if kept.numel():
                 b = lo // P + int(kept[0])
@@ -462,7 +551,7 @@ class SglangRadixBackend:
                 continue
             want = torch.tensor(req.tokens[: req.allocated], dtype=torch.float32)
             for unit, r in zip(self.units, req.reqs):
-                locs = unit.rows.req_to_token[r.kv.req_pool_idx, : req.allocated].to(torch.int64)
+                locs = unit.rows.req_to_token[self._kv(r).req_pool_idx, : req.allocated].to(torch.int64)
                 got = unit.pool.full_kv_pool.k_buffer[0][locs].view(-1)
                 bad = (got != want).nonzero().view(-1)
                 if bad.numel():
@@ -512,13 +601,7 @@ class SglangRadixBackend:
             prefix = 0
             r.lock = None
             if first and h > 0:
-                r.init_next_round_input(unit.tree)  # match_kv_cache on its prompt, at most h - 1 tokens
-                prefix = r.prefix_len
-                assert r.kv.cache_protected_len == prefix, (r.kv.cache_protected_len, prefix)
-                r.lock = unit.tree.lock(r.last_node)
-                if prefix:  # the hit's KV indices go into the row (alloc_for_extend's prefix)
-                    unit.rows.req_to_token[r.kv.req_pool_idx, :prefix] = unit.tree.prefix_device_indices(r).to(
-                        unit.rows.req_to_token.dtype)
+                prefix = self._match(unit, r)
                 hit = prefix if hit is None else min(hit, prefix)
             prefixes.append(prefix)
         # Chunked prefill, one page a chunk (SGLang's chunked_prefill_size at its smallest, the page size):
@@ -534,8 +617,7 @@ class SglangRadixBackend:
             spans = [(k, unit, r) for k, (unit, r) in enumerate(zip(self.units, req.reqs)) if done[k] < edge]
             for k, unit, r in spans:
                 if done[k] > prefixes[k]:  # a later chunk: the window slides first
-                    r.kv.kv_committed_len = done[k]
-                    unit.tree.evict_sliding_windows(r, done[k])
+                    self._slide(unit, r, done[k])
             if not all(self._fits(unit, done[k], edge) for k, unit, r in spans):
                 ok = False
                 break
@@ -543,9 +625,7 @@ class SglangRadixBackend:
                 self._allocate(unit, r, done[k], edge)
                 self._write(unit, req, r, done[k], edge)
                 done[k] = edge
-                r.kv.kv_committed_len = edge
-                r.refresh_fill_ids()
-                unit.tree.checkpoint(r, up_to=edge)  # the chunk's KV is published (cache_unfinished_req)
+                self._publish(unit, r, edge)  # the chunk's KV is published (cache_unfinished_req)
         if not ok:
             # Not admitted: what the request took is given back as a retraction does (release_kv_cache
             # without the insert); chunks already published stay in the tree, unlocked (evictable).
@@ -555,18 +635,15 @@ class SglangRadixBackend:
                     self._release(unit, req, r, finished=False)
                     r.reset_for_retract()
                 else:
-                    unit.tree.unlock(r.lock)
-                    r.lock = None
-                    unit.rows.free(r)
-                    r.kv.cache_protected_len = 0
+                    self._unmatch(unit, r)
             req.history = h
             self._check()
             return Outcome(False)
         if req.shared and first and h > 0:
             STATS["looked_up"] += 1
         for unit, r in zip(self.units, req.reqs):
-            r.kv.kv_allocated_len = h
-            r.kv.kv_committed_len = h
+            self._kv(r).kv_allocated_len = h
+            self._kv(r).kv_committed_len = h
         if hit and req.shared:
             STATS["hits"] += 1
             STATS["hit_tokens"] += hit
@@ -579,8 +656,7 @@ class SglangRadixBackend:
     def resize(self, request_id: Hashable, capacity: int, history: int) -> Outcome:
         req = start_step(self._get(request_id, RequestState.ACTIVE), capacity, history)
         for unit, r in zip(self.units, req.reqs):
-            r.kv.kv_committed_len = req.history
-            unit.tree.evict_sliding_windows(r, req.history)
+            self._slide(unit, r, req.history)
         ok = True
         if capacity > req.allocated:
             # The engine's check before allocating (every unit): out of pages is an outcome, nothing
@@ -599,7 +675,7 @@ class SglangRadixBackend:
         req = self._get(request_id, RequestState.ACTIVE)
         req.history += tokens
         for r in req.reqs:
-            r.kv.kv_committed_len = req.history
+            self._kv(r).kv_committed_len = req.history
 
     def suspend(self, request_id: Hashable) -> None:
         req = self._get(request_id, RequestState.ACTIVE)
@@ -635,7 +711,7 @@ class SglangRadixBackend:
         if req.state is not RequestState.ACTIVE or not req.allocated:
             return held
         for unit, r in zip(self.units, req.reqs):
-            firsts = unit.rows.req_to_token[r.kv.req_pool_idx, : req.allocated : P].to(torch.int64)
+            firsts = unit.rows.req_to_token[self._kv(r).req_pool_idx, : req.allocated : P].to(torch.int64)
             if unit.full_lc is not None:
                 free = self._free_full(unit)
                 held[unit.full_lc] = {b: i // P for b, i in enumerate(firsts.tolist()) if i // P not in free}
@@ -686,7 +762,16 @@ class SglangRadixBackend:
         }
 
 
+class SglangLegacyRadixBackend(OlderTreeApi, SglangRadixBackend):
+    """``sglang-radix`` on releases before the tree API: the older prefix-cache API's steps
+    (:class:`~.radix_legacy.OlderTreeApi`), everything else this module's."""
+
+
 @factory(capabilities(), name="sglang-radix", prepare=import_radix)
 def sglang_radix(config: Config) -> SglangRadixBackend:
-    """SGLang's SWA allocator with its radix prefix cache (UnifiedRadixCache, FULL + SWA components)."""
+    """SGLang's SWA allocator with its radix prefix cache: UnifiedRadixCache (FULL + SWA components) with
+    its tree API, else the older prefix-cache API on the class the release's registry builds (SWARadixCache
+    or UnifiedRadixCache)."""
+    if import_radix().get("radix_api") == "legacy":
+        return SglangLegacyRadixBackend(config)
     return SglangRadixBackend(config)

@@ -39,6 +39,10 @@ The plants (each replaces one SGLang function in this process only, restored aft
   another open request holds the tree's page (the reference keeps the two blocks in one slot, SGLang in
   two); where no open request holds it the change is a renaming (invisible by design). The step is
   checked: the saved trace is replayed with the plant in place, recording where it fired (``firing``).
+- ``mapping-left-stale`` (issue 33; also run on the ``sglang`` backend by tests/test_sglang.py): SGLang's
+  SWA allocator frees SWA slots but leaves ``full_to_swa_index_mapping`` pointing at them (its
+  ``clear_full_to_swa_mapping`` does nothing; a release without it: ``free_swa`` restores the entries it
+  cleared). Expected: ``mapping`` (:mod:`.mapping`) at the step where it fired (recorded, ``firing``).
 """
 
 from __future__ import annotations
@@ -49,13 +53,53 @@ import sys
 from typing import Any, Callable
 
 PLANTS = ("radix-cut-one-page-late", "match-hands-next-page", "lock-takes-nothing", "swa-free-noop",
-          "lock-never-released", "close-leaks-a-page", "eviction-frees-nothing", "dedup-keeps-own-copy")
+          "lock-never-released", "close-leaks-a-page", "eviction-frees-nothing", "dedup-keeps-own-copy",
+          "mapping-left-stale")
 #: How often each plant's change took effect in the last campaign run under it (a plant that records it).
 FIRED: dict[str, int] = {}
 
 
+def plant(name: str) -> Callable[[], None]:
+    """Plant ``name`` (one of :data:`PLANTS`) in this process; returns what undoes it."""
+    return _plant(name)
+
+
+def _plant_mapping_left_stale(name: str) -> Callable[[], None]:
+    """SGLang's SWA frees leave the full-to-SWA mapping pointing at the freed SWA slots; counts in
+    :data:`FIRED` each call that left a live entry stale."""
+    import torch
+
+    from .backend import import_sglang
+
+    allocator = import_sglang()["Allocator"]
+    FIRED[name] = 0
+    if hasattr(allocator, "clear_full_to_swa_mapping"):
+        original = allocator.clear_full_to_swa_mapping
+
+        def planted(self: Any, full_indices: Any) -> None:
+            if full_indices.numel() and bool((self.full_to_swa_index_mapping[full_indices.to(torch.int64)] > 0).any()):
+                FIRED[name] += 1  # the entries stay: the mapping keeps pointing at SWA slots now freed
+
+        allocator.clear_full_to_swa_mapping = planted
+        return lambda: setattr(allocator, "clear_full_to_swa_mapping", original)
+    original = allocator.free_swa
+
+    def planted_free(self: Any, free_index: Any) -> None:
+        before = self.full_to_swa_index_mapping.clone()
+        original(self, free_index)
+        cleared = (before > 0) & (self.full_to_swa_index_mapping == 0)
+        if bool(cleared.any()):
+            FIRED[name] += 1
+            self.full_to_swa_index_mapping[cleared] = before[cleared]
+
+    allocator.free_swa = planted_free
+    return lambda: setattr(allocator, "free_swa", original)
+
+
 def _plant(name: str) -> Callable[[], None]:
     """Plant ``name``; returns what undoes it."""
+    if name == "mapping-left-stale":
+        return _plant_mapping_left_stale(name)
     import sglang.srt.mem_cache.common as common
     from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
 
@@ -179,7 +223,12 @@ def _replay(path: str) -> dict:
             "sglang": {k: sglang_radix.STATS[k] - before[k] for k in before}}
 
 
-def _fired_at(name: str, path: str) -> dict:
+def fired_at(name: str, path: str, cls: Any = None) -> dict:
+    """:func:`_fired_at` on the backend class ``cls`` (default: ``sglang-radix``'s)."""
+    return _fired_at(name, path, cls)
+
+
+def _fired_at(name: str, path: str, cls: Any = None) -> dict:
     """Replay the trace a campaign under plant ``name`` saved, the plant still in place, noting at which
     steps its change took effect (:data:`FIRED` grew during the backend's call): the step indices, and
     the divergence the replay sees (its step must be one of them for the plant to count as caught)."""
@@ -189,7 +238,7 @@ def _fired_at(name: str, path: str) -> dict:
 
     trace = load(path)
     calls: list[tuple[str, str, int]] = []
-    cls = sglang_radix.SglangRadixBackend
+    cls = cls or sglang_radix.SglangRadixBackend
     originals = {op: getattr(cls, op) for op in ("create", "resume", "resize", "commit", "suspend", "close")}
 
     def watched(op: str) -> Callable[..., Any]:

@@ -1,0 +1,299 @@
+"""``sglang-radix`` on releases whose SWA radix cache has SGLang's older prefix-cache API (issue 33):
+``match_prefix`` (through the request's ``init_next_round_input``), ``inc_lock_ref`` / ``dec_lock_ref``,
+``cache_unfinished_req`` after each prefilled chunk, ``cache_finished_req`` at release (``is_insert``
+false on a retraction), and the sliding-window free ``free_swa_out_of_window_slots`` called with
+prefix sharing on.
+
+Which tree: the class the release's own registry (``mem_cache.registry``) builds for a hybrid SWA model,
+found by inspecting its source: ``SWARadixCache`` where it builds one, else ``UnifiedRadixCache`` with
+FULL and SWA components. Nothing reads the release's number. A release whose tree lacks one of the
+methods driven here is :class:`Unsupported` naming them.
+
+Everything else is :mod:`.radix`'s: the same operations in the scheduler's order, the same checks after
+every operation (page accounting, tree locks, the full-to-SWA mapping, the radix cut, the data read back),
+the same observations and comparison. What differs per API is a hook of
+:class:`~.radix.SglangRadixBackend` (``_build_tree``, ``_match``, ``_unmatch``, ``_slide``, ``_publish``,
+``_release``, ``_kv``, ``_radix_cut``, ``_dead_lo``), overridden here:
+
+- the request's KV fields: ``req.kv`` where the release has it, else on the request itself;
+- the radix cut (the bound the ``tables`` check states), by the parameters the release's
+  ``free_swa_out_of_window_slots`` has: with ``drop_page_margin`` (the older one) the radix path cuts at
+  ``floor_P(h - w - P)``; with ``is_chunk_cache`` at ``floor_P(h - max(w, P))``; never past the
+  tree-owned prefix (``cache_protected_len``, or ``swa_dead_lo`` where the request has it).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from typing import Any
+
+from swafloor.reference import RequestState
+
+from ...protocol import Unsupported
+from ..common import parameters
+from .backend import _loaded
+
+__all__ = ["OlderTreeApi", "import_legacy", "LEGACY_API"]
+
+#: The tree methods driven here.
+LEGACY_API = ("match_prefix", "inc_lock_ref", "dec_lock_ref", "cache_unfinished_req", "cache_finished_req",
+              "evict", "full_evictable_size", "swa_evictable_size", "full_protected_size", "swa_protected_size")
+
+
+def _registry_builds_swa_radix_cache() -> bool:
+    """Whether the release's registry builds ``SWARadixCache`` for a hybrid SWA model (its source)."""
+    try:
+        registry = importlib.import_module("sglang.srt.mem_cache.registry")
+        return "SWARadixCache(params" in inspect.getsource(registry).replace("PureSWARadixCache(params", "")
+    except (ImportError, OSError, TypeError):
+        return False
+
+
+def import_legacy(s: dict[str, Any], why: str) -> dict[str, Any]:
+    """The older API's parts into ``s`` (SGLang's loaded parts), or :class:`Unsupported` naming what the
+    release lacks; ``why``: why the newer tree API is not there (for the message)."""
+    version = s.get("version", "?")
+    if _registry_builds_swa_radix_cache():
+        module, name = "sglang.srt.mem_cache.swa_radix_cache", "SWARadixCache"
+    else:
+        module, name = "sglang.srt.mem_cache.unified_radix_cache", "UnifiedRadixCache"
+    try:
+        tree = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        raise Unsupported(f"SGLang {version}: {why}, and no {name} in {module}") from None
+    missing = [m for m in LEGACY_API if not callable(getattr(tree, m, None))]
+    if missing:
+        raise Unsupported(f"SGLang {version}: {why}; its {name} has no {', '.join(missing)} (neither the tree API "
+                          "of 0.5.22 on nor the older prefix-cache API)")
+    try:
+        from sglang.srt.managers.schedule_batch import FINISH_LENGTH, Req
+        from sglang.srt.mem_cache.cache_init_params import CacheInitParams
+        from sglang.srt.mem_cache.common import evict_from_tree_cache, free_swa_out_of_window_slots
+        from sglang.srt.sampling.sampling_params import SamplingParams
+    except ImportError as exc:
+        raise Unsupported(f"SGLang {version}'s radix cache path is not importable here ({exc})") from exc
+    import sglang.srt.managers.schedule_batch as schedule_batch
+
+    parts: dict[str, Any] = dict(
+        ReqKvInfo=getattr(schedule_batch, "ReqKvInfo", None),
+        radix_api="legacy", Tree=tree, tree_name=name, CacheInitParams=CacheInitParams, Req=Req,
+        FINISH_LENGTH=FINISH_LENGTH, SamplingParams=SamplingParams, evict_from_tree_cache=evict_from_tree_cache,
+        radix_free=free_swa_out_of_window_slots,
+    )
+    for component_module in ("sglang.srt.mem_cache.unified_cache.components",
+                             "sglang.srt.mem_cache.unified_cache_components"):
+        try:
+            parts["ComponentType"] = importlib.import_module(component_module).ComponentType
+            break
+        except (ImportError, AttributeError):
+            continue
+    _server_args_defaults()
+    for params_module in ("sglang.srt.mem_cache.base_prefix_cache",):
+        found = importlib.import_module(params_module)
+        parts["DecLockRefParams"] = getattr(found, "DecLockRefParams", None)
+    s.update(parts)
+    return s
+
+
+class _Fields:
+    """A request's KV fields wherever its release keeps each: on ``req.kv`` where that record has the
+    field, else on the request itself (older releases keep them all there)."""
+
+    def __init__(self, req: Any):
+        object.__setattr__(self, "_req", req)
+
+    def _home(self, name: str) -> Any:
+        kv = getattr(self._req, "kv", None)
+        return kv if kv is not None and hasattr(kv, name) else self._req
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._home(name), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._home(name), name, value)
+
+
+def _server_args_defaults() -> None:
+    """Where the release's request reads SGLang's global server args (set by its scheduler at start-up)
+    and none are set: a ``ServerArgs`` holding each field's default, made without its start-up checks
+    (they need a model). The adapter's, never observed."""
+    import dataclasses
+
+    try:
+        server_args = importlib.import_module("sglang.srt.server_args")
+    except ImportError:
+        return
+    getter = getattr(server_args, "get_global_server_args", None)
+    setter = getattr(server_args, "set_global_server_args_for_scheduler", None)
+    if getter is None or setter is None:
+        return
+    try:
+        getter()
+        return
+    except ValueError:  # not set yet
+        pass
+    except RuntimeError:  # retired by the release (its settings live elsewhere): nothing to stand in
+        return
+    cls = server_args.ServerArgs
+    args = object.__new__(cls)
+    for field in dataclasses.fields(cls):
+        if field.default is not dataclasses.MISSING:
+            value = field.default
+        elif field.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+            value = field.default_factory()  # type: ignore[misc]
+        else:
+            value = None
+        object.__setattr__(args, field.name, value)
+    setter(args)
+
+
+def _call(fn: Any, *args: Any, **known: Any) -> Any:
+    """``fn(*args, **what of known its signature names)``."""
+    names = parameters(fn)
+    return fn(*args, **{k: v for k, v in known.items() if k in names})
+
+
+class OlderTreeApi:
+    """The hooks of :class:`~.radix.SglangRadixBackend` on the older prefix-cache API (see the module
+    docstring), mixed in before it: :class:`~.radix.SglangLegacyRadixBackend`."""
+
+    # ------------------------------------------------------------------ building
+    def _build_tree(self, rows: Any, allocator: Any, P: int, w: int) -> Any:
+        s = _loaded
+        known: dict[str, Any] = dict(disable=False, req_to_token_pool=rows, token_to_kv_pool_allocator=allocator,
+                                     page_size=P, sliding_window_size=w)
+        if "ComponentType" in s:
+            known["tree_components"] = (s["ComponentType"].FULL, s["ComponentType"].SWA)
+        params = _call(s["CacheInitParams"], **known)
+        return s["Tree"](params)
+
+    # ------------------------------------------------------------------ the request's fields
+    @staticmethod
+    def _kv(r: Any) -> Any:
+        return _Fields(r)
+
+    @staticmethod
+    def _ensure_kv(r: Any, length: int) -> None:
+        """Where the release's request keeps part of its KV fields in a ``ReqKvInfo`` made at its first
+        allocation (``alloc_for_extend``), that record, made as the scheduler makes it."""
+        info = _loaded.get("ReqKvInfo")
+        if info is not None and getattr(r, "kv", "absent") is None:
+            r.kv = _call(info, kv_allocated_len=length, swa_evicted_seqlen=0)
+
+    def _radix_cut(self, h: int, w: int) -> int:
+        P = self.t
+        names = parameters(_loaded["radix_free"])
+        if "drop_page_margin" in names:
+            return (h - w - P) // P * P
+        return (h - max(w, P)) // P * P
+
+    def _dead_lo(self, r: Any) -> int:
+        kv = self._kv(r)
+        if hasattr(kv, "swa_dead_lo"):
+            return kv.swa_dead_lo(self.t)
+        return kv.cache_protected_len
+
+    # ------------------------------------------------------------------ the older API's steps
+    @staticmethod
+    def _root(unit: Any) -> Any:
+        """The tree's root as its locks take it: a node handle where the tree hands out handles
+        (``root_node_handle``), else the root node."""
+        handle = getattr(unit.tree, "root_node_handle", None)
+        return handle() if callable(handle) else unit.tree.root_node
+
+    def _lock(self, unit: Any, r: Any) -> None:
+        """The scheduler's lock on the request's last node (``inc_lock_ref``), its SWA lock id kept."""
+        result = unit.tree.inc_lock_ref(r.last_node)
+        if hasattr(r, "swa_uuid_for_lock"):
+            r.swa_uuid_for_lock = getattr(result, "swa_uuid_for_lock", None)
+        r.lock = r.last_node
+
+    def _unlock(self, unit: Any, r: Any) -> None:
+        params = _loaded.get("DecLockRefParams")
+        if params is not None and "params" in parameters(unit.tree.dec_lock_ref):
+            unit.tree.dec_lock_ref(r.last_node, params(swa_uuid_for_lock=getattr(r, "swa_uuid_for_lock", None)))
+        else:
+            unit.tree.dec_lock_ref(r.last_node)
+        r.lock = None
+
+    def _match(self, unit: Any, r: Any) -> int:
+        r.init_next_round_input(unit.tree)  # match_prefix on its prompt, at most h - 1 tokens
+        prefix = len(r.prefix_indices)
+        kv = self._kv(r)
+        assert kv.cache_protected_len == prefix, (kv.cache_protected_len, prefix)
+        self._lock(unit, r)
+        if prefix:  # the hit's KV indices go into the row (alloc_for_extend's prefix)
+            unit.rows.req_to_token[kv.req_pool_idx, :prefix] = r.prefix_indices.to(unit.rows.req_to_token.dtype)
+        return prefix
+
+    def _unmatch(self, unit: Any, r: Any) -> None:
+        if r.lock is not None:
+            self._unlock(unit, r)
+        unit.rows.free(r)
+        self._kv(r).cache_protected_len = 0
+
+    def _slide(self, unit: Any, r: Any, pre_len: int) -> None:
+        self._ensure_kv(r, pre_len)
+        kv = self._kv(r)
+        kv.kv_committed_len = pre_len
+        flags: dict[str, Any] = dict(drop_page_margin=False, is_chunk_cache=False, supports_prefix_sharing=True,
+                                     eviction_interval=1)
+        _call(_loaded["radix_free"], r, pre_len, sliding_window_size=unit.window - 1, page_size=self.t,
+              req_to_token_pool=unit.rows, token_to_kv_pool_allocator=unit.allocator, **flags)
+
+    def _fill(self, r: Any, upto: int) -> None:
+        """The request's fill ids cover its first ``upto`` tokens (what a prefill chunk computes): its
+        ``fill_len``, or its extend range (from its tree-owned prefix), or its ``fill_ids``, whichever the
+        release's request has."""
+        refresh = getattr(r, "_refresh_fill_ids", None) or getattr(r, "refresh_fill_ids", None)
+        if refresh is not None:
+            refresh()
+        if hasattr(r, "set_extend_range"):
+            r.set_extend_range(min(self._kv(r).cache_protected_len, upto), upto)
+        elif hasattr(r, "fill_len"):
+            r.fill_len = upto
+        else:
+            r.fill_ids = (list(r.origin_input_ids) + list(r.output_ids))[:upto]
+
+    def _publish(self, unit: Any, r: Any, edge: int) -> None:
+        self._ensure_kv(r, edge)
+        kv = self._kv(r)
+        kv.kv_committed_len = edge
+        kv.kv_allocated_len = edge
+        if getattr(r, "last_node", None) is None:  # no match was made (nothing to look up): the root
+            r.last_node = self._root(unit)
+            self._lock(unit, r)
+        self._fill(r, edge)
+        _call(unit.tree.cache_unfinished_req, r, chunked=True)  # the chunk's KV into the tree, the lock moved on
+        r.lock = r.last_node
+
+    def _release(self, unit: Any, req: Any, r: Any, finished: bool) -> None:
+        """``release_kv_cache``'s steps on the older API: ``cache_finished_req`` (inserting when finished,
+        freeing the request's own KV when retracted; unlocking), then the tail past the committed tokens
+        freed and the row given back."""
+        P = self.t
+        self._ensure_kv(r, req.allocated)
+        kv = self._kv(r)
+        h, allocated = req.history, kv.kv_allocated_len
+        kv.kv_committed_len = h
+        if finished:
+            r.finished_reason = _loaded["FINISH_LENGTH"](length=len(r.output_ids))
+        self._fill(r, h)
+        if getattr(r, "last_node", None) is None:
+            r.last_node = self._root(unit)
+            self._lock(unit, r)
+        _call(unit.tree.cache_finished_req, r, is_insert=finished, kv_len_to_handle=h)
+        r.lock = None
+        tail = -(-h // P) * P
+        if tail < allocated:
+            unit.allocator.free(unit.rows.req_to_token[kv.req_pool_idx, tail:allocated].to(_loaded["torch"].int64))
+        unit.rows.free(r)
+        if _loaded.get("ReqKvInfo") is not None and getattr(r, "kv", None) is not None:
+            r.kv = None  # released with the row, as release_kv_cache does where the record is made at allocation
+
+    def commit(self, request_id: Any, tokens: int) -> None:
+        req = self._get(request_id, RequestState.ACTIVE)
+        req.history += tokens
+        for r in req.reqs:
+            self._kv(r).kv_committed_len = req.history
