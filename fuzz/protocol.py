@@ -347,6 +347,12 @@ REFUSAL_KEEPS_STALE = Capabilities(
     semantics=Semantics(in_flight_tokens=1, free_stale="at-allocate", refused_keeps_stale=True),
     commit_before_allocate=True,
 )
+#: transformers' semantics (sliding windows kept as rings: ``window_ring``; freed lazily; a suspension
+#: recomputing; no first-resume copy), no sinks, each step committed before it allocates: the oracle.
+WINDOW_RING = Capabilities(
+    semantics=Semantics(free_stale="at-allocate", suspend="recompute", first_resume_copy=False, window_ring=True),
+    commit_before_allocate=True, sinks=False,
+)
 #: Everything, exactly, physical identity included: the seeded bugs of the reference.
 EXACT_WITH_IDENTITY = Capabilities(observations={p: Comparison.EXACT for p in Part})
 #: The reference manager: everything, exactly, physical identity included, under every semantics.

@@ -168,6 +168,8 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
     SeededBug("refused-step-frees-stale", "under refused_keeps_stale a resize still frees the blocks that left "
               "the window before its gate, and that release stands when it is refused",
               (), (ORACLE,), covers="semantics.refused_keeps_stale, failure path"),
+    SeededBug("ring-never-wraps", "under window_ring a window never wraps onto its ring: past W tokens it takes a "
+              "new block every t tokens", (), (ORACLE,), covers="semantics.window_ring"),
     SeededBug("recompute-keeps-slots", "a recompute suspend frees no slot",
               (), (ORACLE,), covers="semantics.suspend"),
     SeededBug("recompute-keeps-lengths", "a recompute suspend keeps capacity and history",
@@ -280,6 +282,7 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "at-commit-frees-lazily": ("tables",),
     "lazy-release-undone": RESULT + ("tables",),
     "refused-step-frees-stale": RESULT + ("tables",),
+    "ring-never-wraps": RESULT + ("tables",),
     "keep-frees": ("tables",),
     "one-block-size": RESULT + ("tables",),  # blocks counted in the wrong size: the call asks the wrong count
     # the transient peak of one call

@@ -78,6 +78,8 @@ REGISTRY: dict[str, Registered] = {
                                   status="fuzzed against the reference in CI (eviction intervals, tests/test_eviction_interval.py)"),
     "oracle-refusal": Registered("swafloor.fuzz.backends.oracle:oracle_refusal",
                                  status="fuzzed against the reference in CI (a refused resize keeps stale blocks, tests/test_refusal.py)"),
+    "oracle-ring": Registered("swafloor.fuzz.backends.oracle:oracle_ring",
+                              status="fuzzed against the reference in CI (sliding windows kept as rings, tests/test_ring.py)"),
     "oracle-sharing": Registered("swafloor.fuzz.backends.oracle:oracle_sharing",
                                  status="fuzzed against the reference in CI (prefix sharing, tests/test_sharing_campaign.py)"),
     "oracle-eagle": Registered("swafloor.fuzz.backends.oracle:oracle_eagle",

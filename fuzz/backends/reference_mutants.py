@@ -44,13 +44,14 @@ from swafloor.reference import config as reference_config
 from swafloor.reference.pool import Pool
 from swafloor.reference.values import range_blocks, range_size
 
+from swafloor.reference.core import CoreManager
 from swafloor.reference.release import ReleasePolicy
 from swafloor.reference.seeded_bugs import ORACLE, SEEDED_BUGS
 
 from ..adapter import ManagerBackend
 from .mutants import _SharedFreedEarly
 from ..protocol import (ALL_SEMANTICS, ALL_SEMANTICS_EAGLE, ALL_SEMANTICS_MIXED, ALL_SEMANTICS_SHARING, BackendRecord,
-                        REFUSAL_KEEPS_STALE, UnknownBackend, factory)
+                        REFUSAL_KEEPS_STALE, WINDOW_RING, UnknownBackend, factory)
 
 __all__ = ["PREFIX", "REFERENCE_MUTANTS", "ReferenceMutant", "names", "resolve_mutant"]
 
@@ -291,6 +292,14 @@ class _RefusedStepFreesStale(Manager):
 
     def catch_up(self, record: Any) -> None:
         ReleasePolicy.catch_up(self, record)
+
+
+class _RingNeverWraps(Manager):
+    """``window_ring`` whose window never wraps: past ``W`` tokens it takes a new block every ``t``
+    tokens (the rule's allocated blocks, nothing stale) instead of reusing its ring's first blocks."""
+
+    def required_ranges(self, life_cycle: int, history: int, capacity: int) -> Any:
+        return CoreManager.required_ranges(self, life_cycle, history, capacity)
 
 
 # ----------------------------------------------------------------------------- suspension
@@ -537,6 +546,7 @@ _MAKERS: dict[str, Callable[[Config], Manager]] = {
     "at-commit-frees-lazily": _AtCommitFreesLazily,
     "lazy-release-undone": _LazyReleaseUndone,
     "refused-step-frees-stale": _RefusedStepFreesStale,
+    "ring-never-wraps": _RingNeverWraps,
     "recompute-keeps-slots": _RecomputeKeepsSlots,
     "recompute-keeps-lengths": _RecomputeKeepsLengths,
     "release-forgets-lengths": _ReleaseForgetsLengths,
@@ -592,10 +602,12 @@ _BACKEND = {
     "cache-aligned-swapped": "oracle-mixed",
     "prompt-tail-swapped": "oracle-mixed",
     "refused-step-frees-stale": "oracle-refusal",
+    "ring-never-wraps": "oracle-ring",
 }
 #: The capabilities a mutant's backend declares: those of the oracle campaign that must kill it.
 _CAPABILITIES = {"oracle-sharing": ALL_SEMANTICS_SHARING, "oracle-eagle": ALL_SEMANTICS_EAGLE,
-                 "oracle-mixed": ALL_SEMANTICS_MIXED, "oracle-refusal": REFUSAL_KEEPS_STALE}
+                 "oracle-mixed": ALL_SEMANTICS_MIXED, "oracle-refusal": REFUSAL_KEEPS_STALE,
+                 "oracle-ring": WINDOW_RING}
 
 _MUTANTS = tuple(
     ReferenceMutant(bug.name, bug.covers, bug.description, _MAKERS[bug.name], backend=_BACKEND.get(bug.name, "oracle"))
