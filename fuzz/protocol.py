@@ -357,6 +357,12 @@ RADIX_TREE = Capabilities(
                         cache_freed=True, prompt_lock=True, publish_on_release=True),
     prefix_sharing=True,
 )
+#: transformers' semantics (sliding windows kept as rings: ``window_ring``; freed lazily; a suspension
+#: recomputing; no first-resume copy), no sinks, each step committed before it allocates: the oracle.
+WINDOW_RING = Capabilities(
+    semantics=Semantics(free_stale="at-allocate", suspend="recompute", first_resume_copy=False, window_ring=True),
+    commit_before_allocate=True, sinks=False,
+)
 #: Everything, exactly, physical identity included: the seeded bugs of the reference.
 EXACT_WITH_IDENTITY = Capabilities(observations={p: Comparison.EXACT for p in Part})
 #: The reference manager: everything, exactly, physical identity included, under every semantics.

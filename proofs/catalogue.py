@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from swafloor.reference import admission, arith, cache_hit, execution, floors, lifecycle, peers, scheduler, sharing
+from swafloor.reference import admission, arith, cache_hit, execution, floors, lifecycle, peers, ring, scheduler, sharing
 from swafloor.reference.lifecycle import LifeCycle, LifeCycleKind
 
 from . import progress, replay
@@ -377,6 +377,26 @@ def refused_keeps_stale_cost(t, W, S, k, n, r, d):
         implies(d <= n, kept >= 0),
         implies(d <= n, kept <= arith.cdiv(d, t)),
         _live_in_flight(worst, worst + 1, t, W, S, k) - _live_in_flight(worst + 1, worst + 1, t, W, S, k) == 1,
+    )
+
+
+# ----------------------------------------------------------------------------- a window kept as a ring (transformers)
+# Semantics.window_ring: an SWA life cycle (no sinks) holds ring.ring_blocks(c) = ceil(min(c, W)/t) blocks at
+# capacity c, whatever the history; a step from history h asks capacity h + n.
+H_RING = upto("h", "history: tokens already computed", 0, lambda env: 2 * (env["W"] + env["t"]),
+              "h <= 2*(W + t)", TOKENS)
+N_RING = upto("n", "tokens in one step", 1, 4, "n <= 4", TOKENS)
+
+
+def ring_window_floor(t, W, h, n):
+    c = h + n
+    held = ring.ring_blocks(c, t, W)
+    floor = floors.swa_floor(t, W, 0)
+    aligned = arith.fmod(W - 1, t) == 0
+    return (
+        held <= floor,
+        implies(c >= W, held == arith.ite(aligned, floor, floor - 1)),
+        held <= _live(h, c, t, W, 0),
     )
 
 
@@ -1352,6 +1372,18 @@ CATALOGUE: tuple[Theorem, ...] = (
         (T_E, W_E, S_E, K_E, N_R, R_R, D_R),
         refused_keeps_stale_cost,
         encodings={"z3": "blocks"},  # Z3 takes about 6 times longer on the direct (nonlinear) form
+    ),
+    Theorem(
+        "ring-window-floor",
+        "A sliding window kept as a ring (window_ring, transformers' continuous batching; no sinks) holds "
+        "ceil(min(c, W)/t) blocks at capacity c: never more than the floor ceil((W-1)/t) + 1, exactly the "
+        "floor once c >= W when (W-1) % t == 0 and one block less otherwise (so the floor is sufficient for "
+        "it and tight exactly when t divides W - 1), and never more than the spec's live blocks at a step "
+        "of n >= 1 new tokens from any history.",
+        PROVED,
+        (T_E, W_E, H_RING, N_RING),
+        ring_window_floor,
+        encodings={"z3": "blocks"},  # Z3 takes about 10 times longer on the direct (nonlinear) form
     ),
     Theorem(
         "sync-floor-short-in-flight",

@@ -145,6 +145,11 @@ IDEAS: dict[str, str] = {
         "[r - k + 1 - W, r + d - k + 1 - W), a run of d tokens, holding the last token of at most ceil(d/t) "
         "blocks; at the worst-case history the window's first token moves onto the first block past the sinks' end."
     ),
+    "ring-window-floor": (
+        "ceil(min(c, W)/t) <= ceil(W/t) = ceil((W-1)/t) + 1 exactly when t divides W - 1 (else one less); "
+        "against the spec: at c <= W nothing is stale (h + 1 - W <= 0), and past W the live blocks are "
+        "ceil(c/t) - floor((h+1-W)/t) >= ceil(c/t) - floor((c-W)/t) >= ceil(W/t)."
+    ),
     "sync-floor-short-in-flight": (
         "One token in flight keeps W + 1 tokens, which can touch one block more than"
         " W tokens whenever t divides W - 1 (already at t = W = 1)."

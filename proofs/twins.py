@@ -456,6 +456,23 @@ def refused_keeps_stale_cost(c: _Counter, g: Grid) -> None:
             c.check(most == 1, t=t, W=W, S=S, k=k)
 
 
+@_run
+def ring_window_floor(c: _Counter, g: Grid) -> None:
+    """A ring keeps token p in ring slot p % W, block (p % W) // t: the blocks of a step to capacity h + n
+    are listed from its tokens, against the floor and the blocks the spec holds (no sinks); the most a
+    decode step holds is found by scanning histories."""
+    for t, W, _ in g.tws(s_max=0):
+        floor = floors.swa_floor(t, W, 0)
+        most = 0
+        for h in g.histories(t, W, 0):
+            for n in range(1, g.n_max + 1):
+                ring = frozenset((p % W) // t for p in range(h + n))
+                c.check(len(ring) <= floor and len(ring) <= len(_held(h, h + n, t, W, 0)), t=t, W=W, h=h, n=n)
+                if n == 1:
+                    most = max(most, len(ring))
+        c.check(most == (floor if (W - 1) % t == 0 else floor - 1), t=t, W=W)
+
+
 def _locked(p: int, t: int, W: int) -> frozenset[int]:
     """Blocks a prompt of p tokens keeps locked: those holding one of the W - 1 tokens before the end
     of its last whole block."""
@@ -1148,6 +1165,7 @@ TWINS: dict[str, Callable[[Grid], TwinResult]] = {
     "prompt-lock-floor-tight": prompt_lock_tight,
     "eviction-interval-one": eviction_interval_one,
     "refused-keeps-stale-cost": refused_keeps_stale_cost,
+    "ring-window-floor": ring_window_floor,
     "sync-floor-short-in-flight": sync_floor_short_in_flight,
     "sync-floor-short-in-flight-exact": sync_floor_short_in_flight_exact,
     "legacy-floor-insufficient": legacy_floor_insufficient,

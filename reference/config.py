@@ -144,6 +144,9 @@ class Config:
             if self.semantics.eagle and getattr(layer, "sink_tokens", 0):
                 raise ConfigError(f"layers[{i}].sink_tokens", layer.sink_tokens,
                                   "sink tokens with semantics.eagle (the EAGLE hit rule has no sinks)")
+            if self.semantics.window_ring and getattr(layer, "sink_tokens", 0):
+                raise ConfigError(f"layers[{i}].sink_tokens", layer.sink_tokens,
+                                  "sink tokens with semantics.window_ring (a ring keeps no sinks)")
         build_layout(self)  # validates pool groups and slots
 
     def to_dict(self) -> dict[str, Any]:

@@ -8,7 +8,9 @@ behaviours the config's :class:`~.config.Semantics` names, one layer each:
 - :mod:`.lookahead`: draft slots of speculative decoding;
 - :mod:`.execution` (composed over a ``Manager``, not mixed into it): scheduling and execution as
   separate events, names revoked on a drop, lookups only on written KV.
-- :mod:`.radix`: a radix tree's prompt lock and publication (SGLang's radix cache).
+- :mod:`.radix`: a radix tree's prompt lock and publication (SGLang's radix cache);
+- :mod:`.refusal`: a refused resize keeping the blocks that left the window (LMDeploy);
+- :mod:`.ring`: a sliding window kept as a fixed ring of blocks (transformers' continuous batching).
 
 Each layer does nothing while its options are off, so under the default semantics ``Manager`` is
 the core. Values and observations (:class:`Outcome`, :class:`Snapshot`, :class:`SlotMap`, ranges)
@@ -28,6 +30,7 @@ from .config import ReleaseOrder
 from .lookahead import Lookahead
 from .radix import RadixTree
 from .refusal import RefusalPolicy
+from .ring import RingWindow
 from .values import (BlockTable, Outcome, PoolSnapshot, RequestSnapshot, RequestState, Shortfall, SlotMap, Snapshot,
                      ranges_minus, ranges_of)
 
@@ -47,6 +50,6 @@ __all__ = [
 ]
 
 
-class Manager(RadixTree, Lookahead, RefusalPolicy):
+class Manager(RadixTree, Lookahead, RefusalPolicy, RingWindow):
     """The executable spec of a paged KV-cache manager with sliding-window attention: the core with
     every layer, each following the config's semantics (``release_order`` overrides the semantics')."""

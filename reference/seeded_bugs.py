@@ -184,6 +184,8 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               "ends on a whole block holds no slot for computing that block again (nor for the block before "
               "the locked window)",
               (), (ORACLE,), covers="semantics.publish_on_release"),
+    SeededBug("ring-never-wraps", "under window_ring a window never wraps onto its ring: past W tokens it takes a "
+              "new block every t tokens", (), (ORACLE,), covers="semantics.window_ring"),
     SeededBug("recompute-keeps-slots", "a recompute suspend frees no slot",
               (), (ORACLE,), covers="semantics.suspend"),
     SeededBug("recompute-keeps-lengths", "a recompute suspend keeps capacity and history",
@@ -299,6 +301,7 @@ BREAKS: dict[str, tuple[str, ...]] = {
     # the tree lock: which blocks are held (the table), and what a call then needs (its result)
     "prompt-lock-never-taken": RESULT + ("tables",),
     "prompt-lock-kept-after-release": RESULT + ("tables",),
+    "ring-never-wraps": RESULT + ("tables",),
     "keep-frees": ("tables",),
     "one-block-size": RESULT + ("tables",),  # blocks counted in the wrong size: the call asks the wrong count
     # the transient peak of one call

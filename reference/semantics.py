@@ -215,6 +215,13 @@ class Semantics:
         where ``at-allocate`` admits it (:mod:`~.refusal`).""",
         engines=("LMDeploy: its window block manager drops blocks only inside an allocation that succeeds",),
         needs=("free_stale", "at-allocate"))
+    window_ring: bool = option(False, "a sliding window is a fixed ring of blocks: nothing freed as it slides", """
+        An SWA life cycle keeps the token at position ``p`` in ring slot ``p % W`` of its request's blocks: it
+        holds the blocks of its first ``min(c, W)`` positions, :func:`~.ring.ring_blocks`, until the request is
+        released, and frees nothing as the window slides (a new token overwrites the one that left the
+        window); nothing is stale. Defined for windows without sink tokens (a config with sink tokens is
+        refused). At most the floor, one block less unless ``(W - 1) % t == 0`` (:mod:`~.ring`).""",
+        engines=("transformers' continuous batching: its sliding-window cache allocator",))
     eviction_interval: int = option(1, "tokens that leave a window before it frees its stale blocks (e)", """
         (e) An SWA life cycle frees its stale blocks at history ``h`` only when at least ``e`` tokens have
         left the window since its eviction cursor, ``h' + 1 - W >= cursor + e`` (``h' = max(0, h - k)``;

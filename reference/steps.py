@@ -20,6 +20,11 @@ class UnchangedSteps:
         :meth:`stale_range` (a layer or seeded bug that changes that says False)."""
         return True
 
+    def moving_windows(self) -> list[int]:
+        """Hook: the life cycles whose stale range may move as the history grows (every windowed one;
+        a layer that never frees as a window slides says fewer)."""
+        return self._windows
+
     def _unchanged(self, req, history: int, capacity: int) -> bool:
         """Whether moving an active ``req`` to ``(history, capacity)`` changes none of its blocks, judged
         from the box alone (False when unsure: the caller then plans)."""
@@ -49,7 +54,7 @@ class UnchangedSteps:
         if not req.history_from <= h < req.history_below:
             guess = req.history_below - req.history_from if req.history_below != NEVER else 0
             nearest: int | float = NEVER
-            for lc_index in self._windows:
+            for lc_index in self.moving_windows():
                 nearest = first_change(lambda x: self.stale_range(lc_index, x), h, self.stale_range(lc_index, h),
                                        nearest, guess)
             req.history_from, req.history_below = h, nearest

@@ -81,6 +81,8 @@ REGISTRY: dict[str, Registered] = {
     "oracle-radix": Registered("swafloor.fuzz.backends.oracle:oracle_radix",
                                status="fuzzed against the reference in CI (SGLang's radix tree: its lock and "
                                "publication, tests/test_radix_layer.py)"),
+    "oracle-ring": Registered("swafloor.fuzz.backends.oracle:oracle_ring",
+                              status="fuzzed against the reference in CI (sliding windows kept as rings, tests/test_ring.py)"),
     "oracle-sharing": Registered("swafloor.fuzz.backends.oracle:oracle_sharing",
                                  status="fuzzed against the reference in CI (prefix sharing, tests/test_sharing_campaign.py)"),
     "oracle-eagle": Registered("swafloor.fuzz.backends.oracle:oracle_eagle",

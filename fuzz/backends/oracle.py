@@ -104,7 +104,8 @@ from swafloor.reference import (
 
 from ..adapter import ManagerBackend
 from ..protocol import (ALL_SEMANTICS, ALL_SEMANTICS_EAGLE, ALL_SEMANTICS_EVICTION, ALL_SEMANTICS_MIXED,
-                        ALL_SEMANTICS_SHARING, RADIX_TREE, REFUSAL_KEEPS_STALE, Capabilities, Limits, factory)
+                        ALL_SEMANTICS_SHARING, RADIX_TREE, REFUSAL_KEEPS_STALE, WINDOW_RING, Capabilities, Limits,
+                        factory)
 
 __all__ = ["OracleManager", "oracle", "decode_peak"]
 
@@ -120,6 +121,7 @@ class _Geometry:
     window: int | None = None
     sink_blocks: frozenset[int] = frozenset()
     t: int = 1  # tokens per block
+    ring: bool = False  # a window kept as a ring (window_ring): token p in ring slot p % W
 
 
 def _sink_blocks(sink_tokens: int, t: int) -> frozenset[int]:
@@ -144,6 +146,8 @@ def _held(
     allocated = _allocated(capacity, t)
     if geometry.kind == "full":
         return frozenset(allocated)
+    if geometry.ring:  # ring slot p % W of every position below the capacity; past W the slots repeat
+        return frozenset((p % geometry.window) // t for p in range(min(capacity, geometry.window)))
     # The oldest position the token in flight reads, counted from the tokens known to be computed.
     newest = max(capacity, history + 1)  # positions up to the token in flight and the capacity
     if cursor is None:
@@ -263,6 +267,7 @@ class OracleManager:
         self.in_flight = semantics.in_flight_tokens
         self.lazy = semantics.free_stale is FreeStale.AT_ALLOCATE
         self.keeps_stale = semantics.refused_keeps_stale  # nothing freed before the gate: all or nothing
+        self.ring = semantics.window_ring  # a window is a ring of its first W positions' blocks
         self.suspend_mode = semantics.suspend
         self.copies = semantics.first_resume_copy
         self.hold = semantics.release_order.value == "hold-until-return"
@@ -326,7 +331,7 @@ class OracleManager:
         t = self.t if layer.tokens_per_block is None else layer.tokens_per_block
         if layer.window is None:
             return _Geometry("full", t=t)
-        return _Geometry("swa", layer.window, _sink_blocks(layer.sink_tokens, t), t)
+        return _Geometry("swa", layer.window, _sink_blocks(layer.sink_tokens, t), t, self.ring)
 
     def _share(self, geometry: _Geometry, rule: FloorRule) -> int:
         """One geometry's part of its pool group's minimum."""
@@ -976,6 +981,9 @@ oracle_radix = _oracle(RADIX_TREE, "oracle-radix",
                        doc="The oracle under SGLang's radix cache: a request keeps its prompt's last window of SWA "
                        "blocks locked until it is released (prompt_lock), content is findable only once published "
                        "by a first resume or a close (publish_on_release), freed blocks cached, freed lazily.")
+oracle_ring = _oracle(WINDOW_RING, "oracle-ring",
+                      doc="The oracle under transformers' semantics: sliding windows kept as rings (window_ring), "
+                      "freed lazily, a suspension recomputing, each step committed before it allocates.")
 oracle_mixed = _oracle(ALL_SEMANTICS_MIXED, "oracle-mixed",
                        doc="The oracle with a block size per life cycle (attention layers with block sizes of their "
                        "own), under every semantics, prefix sharing and eviction intervals included.")

@@ -37,7 +37,6 @@ from swafloor.reference import (
     SuspendMode,
     fdiv,
     lifecycle,
-    ranges_of,
 )
 from swafloor.reference import cache_hit
 from swafloor.reference import config as reference_config
@@ -45,13 +44,14 @@ from swafloor.reference.pool import Pool
 from swafloor.reference.values import range_blocks, range_size
 
 from swafloor.reference.prefix_cache import PrefixCache
+from swafloor.reference.core import CoreManager
 from swafloor.reference.release import ReleasePolicy
 from swafloor.reference.seeded_bugs import ORACLE, SEEDED_BUGS
 
 from ..adapter import ManagerBackend
 from .mutants import _SharedFreedEarly
 from ..protocol import (ALL_SEMANTICS, ALL_SEMANTICS_EAGLE, ALL_SEMANTICS_MIXED, ALL_SEMANTICS_SHARING, BackendRecord,
-                        RADIX_TREE, REFUSAL_KEEPS_STALE, UnknownBackend, factory)
+                        RADIX_TREE, REFUSAL_KEEPS_STALE, WINDOW_RING, UnknownBackend, factory)
 
 __all__ = ["PREFIX", "REFERENCE_MUTANTS", "ReferenceMutant", "names", "resolve_mutant"]
 
@@ -343,6 +343,12 @@ class _RecomputedLastBlockUncharged(Manager):
 
     def first_resume_copies(self, reused_history: int) -> list[int]:
         return PrefixCache.first_resume_copies(self, reused_history)
+class _RingNeverWraps(Manager):
+    """``window_ring`` whose window never wraps: past ``W`` tokens it takes a new block every ``t``
+    tokens (the rule's allocated blocks, nothing stale) instead of reusing its ring's first blocks."""
+
+    def required_ranges(self, life_cycle: int, history: int, capacity: int) -> Any:
+        return CoreManager.required_ranges(self, life_cycle, history, capacity)
 
 
 # ----------------------------------------------------------------------------- suspension
@@ -594,6 +600,7 @@ _MAKERS: dict[str, Callable[[Config], Manager]] = {
     "published-at-commit": _PublishedAtCommit,
     "close-publishes-nothing": _ClosePublishesNothing,
     "recomputed-last-block-uncharged": _RecomputedLastBlockUncharged,
+    "ring-never-wraps": _RingNeverWraps,
     "recompute-keeps-slots": _RecomputeKeepsSlots,
     "recompute-keeps-lengths": _RecomputeKeepsLengths,
     "release-forgets-lengths": _ReleaseForgetsLengths,
@@ -654,11 +661,12 @@ _BACKEND = {
     "published-at-commit": "oracle-radix",
     "close-publishes-nothing": "oracle-radix",
     "recomputed-last-block-uncharged": "oracle-radix",
+    "ring-never-wraps": "oracle-ring",
 }
 #: The capabilities a mutant's backend declares: those of the oracle campaign that must kill it.
 _CAPABILITIES = {"oracle-sharing": ALL_SEMANTICS_SHARING, "oracle-eagle": ALL_SEMANTICS_EAGLE,
                  "oracle-mixed": ALL_SEMANTICS_MIXED, "oracle-refusal": REFUSAL_KEEPS_STALE,
-                 "oracle-radix": RADIX_TREE}
+                 "oracle-radix": RADIX_TREE, "oracle-ring": WINDOW_RING}
 
 _MUTANTS = tuple(
     ReferenceMutant(bug.name, bug.covers, bug.description, _MAKERS[bug.name], backend=_BACKEND.get(bug.name, "oracle"))

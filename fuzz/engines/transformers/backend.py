@@ -15,15 +15,14 @@ attention life cycle, no sink tokens, no SSM state, one pool for every life cycl
 has one); no reused history (transformers' prefix sharing is off whenever a model has a sliding
 window); blocks of the config's ``t`` tokens.
 
-**What differs from the reference, and how it is compared.** transformers' sliding-window allocator
-is a *ring*: a request holds the blocks of its first ``min(c, W)`` tokens and the token at position
-``p`` lives in ring slot ``p % W``; nothing is freed as the window slides, a new token overwrites the
-one that just left the window. The reference frees stale blocks and allocates new ones, so the
-blocks held, the tables and the pool use are not the same numbers (the ring holds at most the
-reference's live blocks). They are not compared: the outcome is compared ``at-least`` (on a pool of
-the reference's size the engine may serve a step the reference cannot, a retired request, counted;
-refusing one the reference serves is a divergence: the bound is that the ring never needs more than
-the reference's live blocks), and what makes each step sound is checked on the engine's own
+**What differs from the spec, and how it is compared.** transformers' sliding-window allocator is a
+*ring*: a request holds the blocks of its first ``min(c, W)`` tokens and the token at position ``p``
+lives in ring slot ``p % W``; nothing is freed as the window slides, a new token overwrites the one
+that just left the window. The reference models it (``Semantics.window_ring``, reference/ring.py;
+theorem ``ring-window-floor``: at most the floor, one block less unless ``(W-1) % t == 0``), so the
+outcome, the pool use and the tables are compared exactly (ring block ``i`` is the ``i``-th entry of
+the allocator's block table, the reference's block ``i``; full attention's likewise). Slot ids are
+not compared with the reference's; what makes each step sound is also checked on the engine's own
 structures after every operation:
 
 - ``reads``: the read indices the allocator hands the attention for a forward pass (``commit``) of
@@ -89,17 +88,18 @@ def import_transformers() -> dict[str, Any]:
 
 
 def semantics() -> Semantics:
-    """The reference semantics the engine's scheduler has: the tokens a step computed are committed
-    before the next step allocates (``at-allocate``: the ring reuses out-of-window slots only when the
-    next step writes), an offloaded request recomputes from token 0, no first-resume copy."""
-    return Semantics(free_stale="at-allocate", suspend="recompute", first_resume_copy=False)
+    """The reference semantics the engine has: a sliding window kept as a ring of the blocks of its
+    first ``min(c, W)`` tokens (``window_ring``: nothing freed as the window slides), the tokens a step
+    computed committed before the next step allocates (``at-allocate``), an offloaded request
+    recomputing from token 0, no first-resume copy."""
+    return Semantics(free_stale="at-allocate", suspend="recompute", first_resume_copy=False, window_ring=True)
 
 
 def capabilities() -> Capabilities:
     return Capabilities(
         operations=[Operation.CREATE, Operation.RESUME, Operation.RESIZE, Operation.COMMIT, Operation.SUSPEND,
                     Operation.CLOSE],
-        observations={Part.OUTCOME: "at-least"},
+        observations={Part.OUTCOME: "exact", Part.POOL_USED: "exact", Part.TABLES: "exact"},
         layer_kinds=[LifeCycleKind.SWA, LifeCycleKind.FULL],
         sinks=False,
         shared_pool_groups=True,
@@ -110,9 +110,10 @@ def capabilities() -> Capabilities:
         commit_before_allocate=True,
         capacity_cuts=False,
         semantics=semantics(),
-        notes=("sliding windows as a ring of min(c, W) tokens (nothing freed as the window slides): pool use, "
-               "tables and slot ids not compared with the reference's; reads checked against its live window, "
-               "writes and physical identity against the engine's own tables and free blocks after every step",
+        notes=("sliding windows as a ring of min(c, W) tokens (window_ring: nothing freed as the window slides), "
+               "compared exactly: outcome, pool use and tables (ring block i of the engine's table is the "
+               "reference's block i); slot ids not compared with the reference's; reads checked against its live "
+               "window, writes and physical identity against the engine's own tables and free blocks after every step",
                "domain: one sliding window and one full attention life cycle at most, one pool"),
     )
 
@@ -419,7 +420,22 @@ class TransformersCbBackend:
         self._check_slots(f"{request_id}: close")
 
     def observe(self) -> dict[Part, Any]:
-        return {}
+        """Pool use (the pool's blocks less those the engine keeps free) and, per open request, each life
+        cycle's table as the engine holds it: ring block ``i`` (or full attention's block ``i``) is the
+        ``i``-th entry of the allocator's block table; the table spans the blocks its capacity spans, or
+        the engine's table if that is longer."""
+        used = len(self.all_blocks) - len(set(self.free_ids()))
+        tables = {}
+        for rid, req in self.requests.items():
+            if req.state is RequestState.CLOSED:
+                continue
+            per = []
+            for g in range(len(self.allocators)):
+                held = len(self.table(g, req.engine.request_id)) if req.state is RequestState.ACTIVE else 0
+                span = max(-(-req.capacity // self.t), held)
+                per.append(tuple(b if b < held else None for b in range(span)))
+            tables[rid] = tuple(per)
+        return {Part.POOL_USED: (used,), Part.TABLES: tables}
 
 
 @factory(capabilities(), name="transformers-cb", prepare=import_transformers)
