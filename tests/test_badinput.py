@@ -441,6 +441,17 @@ def check_trace(case, workdir: Path) -> str:
     return "replayed: match" if code == 0 else "replayed: divergence"
 
 
+#: Inputs the trace campaign once found hanging (saved as found, replayed forever with the backend that
+#: hung): a reused history of 26,321 tokens made the oracle's hit search quadratic (nothing cached, every
+#: length's whole window listed before any lookup).
+FOUND = sorted((ROOT / "tests" / "badinput").glob("trace-*.json"))
+
+
+@pytest.mark.parametrize("path", FOUND, ids=[p.stem for p in FOUND])
+def test_found_trace_inputs_answer(path, tmp_path):
+    assert check_trace((path.read_bytes(), "oracle", False), tmp_path) in ("replayed: match", "replayed: divergence")
+
+
 SPECIAL_FILES = ["/dev/zero", "/", "/nonexistent/trace.json", "a\nb.json", "\x00", ""]
 
 

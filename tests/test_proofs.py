@@ -33,9 +33,19 @@ def run():
     return {r.theorem.name: r for r in results}
 
 
+#: The theorems whose direct form Z3 does not decide in time, by name: a theorem joins this list only by
+#: a change here, so the suite never drifts into checking fewer goals as written unnoticed.
+BLOCKS_ONLY = {
+    "full-attention-floor-exact", "eviction-floor-sufficient", "eviction-floor-tight", "refused-keeps-stale-cost",
+    "ring-window-floor", "sync-floor-short-in-flight-exact", "shared-batch-exact", "hit-window-backed", "hit-aligned",
+    "hit-valid", "hit-longest",
+}
+
+
 def test_the_suite_runs_z3_on_the_goals_as_written(run):
     """Most of the catalogue: every theorem but those whose direct form Z3 does not decide in time."""
-    assert len(DIRECT) >= len(catalogue.CATALOGUE) - 10
+    assert {t.name for t in catalogue.CATALOGUE if t not in DIRECT} == BLOCKS_ONLY
+    assert len(DIRECT) >= 5 * len(BLOCKS_ONLY)
     for theorem in DIRECT:
         d = run[theorem.name].discharge
         assert d.encoding == "direct" and d.result == theorem.expected.value, (theorem.name, d)

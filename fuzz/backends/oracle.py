@@ -703,6 +703,10 @@ class OracleManager:
                     return True
                 if any(length % g.t or length + g.t > req.prefix for g in attention):
                     return False
+                # block j is read in every layer: a layer that does not find it rules the length out before
+                # its window is listed (a long reused history with nothing cached is then linear, not quadratic)
+                if any(page_of(i, length // g.t) is None for i, g in enumerate(self.geometries) if g.kind != "ssm"):
+                    return False
                 for i, geometry in enumerate(self.geometries):
                     if geometry.kind == "ssm":
                         continue
@@ -712,7 +716,7 @@ class OracleManager:
                         return False
                 return True
 
-            reach = max(length for length in range(reach + 1) if fits_eagle(length))
+            reach = next(length for length in range(reach, -1, -1) if fits_eagle(length))  # the longest (0 always fits)
         elif self.common_prefix:
             # one hit length for every layer, ending on a whole block of each: the longest whose tokens
             # after it find, in every layer, each block they read (or, reading none, the block just
@@ -722,6 +726,9 @@ class OracleManager:
                     return True
                 if any(length % g.t for g in attention):
                     return False
+                # a full-attention layer reads every block below the length, its last one first
+                if any(page_of(i, length // g.t - 1) is None for i, g in enumerate(self.geometries) if g.kind == "full"):
+                    return False
                 for i, geometry in enumerate(self.geometries):
                     if geometry.kind == "ssm":
                         continue
@@ -730,7 +737,7 @@ class OracleManager:
                         return False
                 return True
 
-            reach = max(length for length in range(reach + 1) if fits(length))
+            reach = next(length for length in range(reach, -1, -1) if fits(length))  # the longest (0 always fits)
         for i, (geometry, new) in enumerate(zip(self.geometries, targets)):
             if geometry.kind == "ssm":
                 continue
