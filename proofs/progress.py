@@ -31,7 +31,7 @@ from swafloor.reference import admission, arith, transitions
 
 from .symbolic import all_of, any_of, implies, negate
 
-__all__ = ["invariant", "rank", "not_done", "ranked_finish", "lengths_and_pool"]
+__all__ = ["invariant", "rank", "not_done", "ranked_finish", "lengths_and_pool", "unroll", "same_state", "no_lasso"]
 
 
 def _solver_api(like: Any) -> Any:
@@ -160,3 +160,36 @@ def ranked_finish(prompts: Sequence[Any], outputs: Sequence[Any], extra: Any, vi
         bound_parts.append(bound_holds(state))
         state = after
     return base, all_of(*step_parts), all_of(*bound_parts)
+
+
+# ----------------------------------------------------------------------------- a livelock as a lasso
+def same_state(a: tuple, b: tuple) -> Any:
+    """Two states of ``loop_step`` are equal: every history and every place of both lists."""
+    return all_of(*(x == y for row_a, row_b in zip(a, b) for x, y in zip(row_a, row_b)))
+
+
+def unroll(prompts: tuple, outputs: tuple, pool: Any, victim: transitions.Victim, steps: int) -> tuple[list, list]:
+    """The states of the loop from :func:`~swafloor.reference.transitions.loop_start` through ``steps`` steps of
+    ``loop_step`` (``states[k]``: after ``k`` steps), and the links that define them: on solver terms each
+    step's state (and each move's) is named by fresh constants equal to the step of the one before (bounded
+    model checking's relational form, :func:`_named_step`), on ints and numpy arrays it is computed (no links)."""
+    state = transitions.loop_start(len(prompts))
+    states, links = [state], []
+    api = _solver_api(prompts[0])
+    for k in range(steps):
+        if api is not None:
+            state, named = _named_step(api, prompts[0], state, pool, prompts, outputs, victim, tag=f"u{k}")
+            links += named
+        else:
+            state = transitions.loop_step(state, pool, prompts, outputs, victim)
+        states.append(state)
+    return states, links
+
+
+def no_lasso(states: Sequence[tuple], lengths: tuple) -> list:
+    """For each pair of steps ``i < j``: the state after ``j`` steps is not the state after ``i`` with a request
+    not done. Its negation is a lasso: ``loop_step`` is a function of the state, so the run repeats the steps
+    ``i .. j`` forever, and a request not done at ``j`` is done at none of them (a done request is in neither
+    list and its history never changes again): it never finishes."""
+    return [implies(same_state(states[i], states[j]), negate(not_done(states[j], lengths)))
+            for j in range(1, len(states)) for i in range(j)]

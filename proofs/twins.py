@@ -992,6 +992,33 @@ def fcfs_three_ranked(c: _Counter, g: Grid) -> None:
             c.check(result.completed and last is not None and last <= total, **point, X=X)
 
 
+@_run
+def oldest_three_livelock(c: _Counter, g: Grid) -> None:
+    """The serving loop itself (scheduler.serve on the reference manager, not its transition system) for three
+    requests of prompts and outputs up to 2 tokens under victim oldest, pools up to 1 slot above the largest's
+    whole run, 10 steps: no state serve reports after a step (on_step: the histories read from the manager, the
+    running list, the waiting queue) is one it reported after an earlier step with a request not done."""
+    from swafloor.reference import AttentionLayer, Config
+
+    for lens in itertools.product(range(1, 3), repeat=6):
+        prompts, outputs = lens[0::2], lens[1::2]
+        lengths = [p + o for p, o in zip(prompts, outputs)]
+        for X in range(0, 2):
+            config = Config(tokens_per_block=1, layers=[AttentionLayer()], slots=(max(lengths) + X,))
+            arrivals = [scheduler.Arrival(f"r{i}", 0, p, o) for i, (p, o) in enumerate(zip(prompts, outputs))]
+            seen = {scheduler.loop_start(3)}  # before step 0: every request waiting, nothing held
+            repeats: list[int] = []
+
+            def after(step: int, state: tuple) -> None:
+                if state in seen and any(h < L for h, L in zip(state[0], lengths)):
+                    repeats.append(step)
+                seen.add(state)
+
+            scheduler.serve(config, arrivals, chunk=1, victim=scheduler.Victim.OLDEST, max_steps=10, on_step=after)
+            point = {f"{k}{i}": v for i, (p, o) in enumerate(zip(prompts, outputs)) for k, v in (("P", p), ("O", o))}
+            c.check(not repeats, **point, X=X)
+
+
 # ----------------------------------------------------------------------------- schedule and execute (issue 34)
 def _execution(t: int, window: int | None = None, sinks: int = 0, in_flight: int = 0, slots: int = 64) -> Any:
     """The reference's execution layer over a manager with one attention layer, prefix sharing, ample slots."""
@@ -1198,6 +1225,7 @@ TWINS: dict[str, Callable[[Grid], TwinResult]] = {
     "fcfs-pair-finishes": fcfs_pair_finishes,
     "fcfs-pair-ranked": fcfs_pair_finishes,  # the same plain statement, proved for any lengths
     "fcfs-three-ranked": fcfs_three_ranked,
+    "oldest-three-livelock": oldest_three_livelock,
     "hit-covers-written-kv": hit_covers_written_kv,
     "named-hit-covers-written-kv": named_hit_covers_written_kv,
     "dropped-step-names-no-hit": dropped_step_names_no_hit,

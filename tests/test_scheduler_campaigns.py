@@ -196,6 +196,59 @@ def test_a_resource_allowance_must_name_a_solver_and_positive_units():
             attrs.evolve(theorem, rlimits=bad)
 
 
+#: the oracle's livelock of victim oldest (docs/admission.md), the smallest in the theorem's variable order
+OLDEST_LASSO = {"P0": 2, "O0": 2, "P1": 1, "O1": 1, "P2": 2, "O2": 2, "X": 0}
+
+
+def test_the_solver_finds_the_oldest_victims_livelock_as_a_lasso(capsys):
+    """oldest-three-livelock through the CLI (Z3, no flags): the claim that no state of loop_step repeats with a
+    request not done is refuted, its smallest counterexample is the oracle's livelock (prompts 2, 1, 2, outputs
+    2, 1, 2, pool 4), replayed on serve itself (after 7 steps it is where it was after 3, r0 and r2 not done;
+    serve's states are the transition system's), and the token-level twin fails at the same point."""
+    import json
+
+    from swafloor.cli import main
+    from swafloor.proofs import catalogue
+
+    assert catalogue.by_name("oldest-three-livelock") in catalogue.OPT_IN
+    code = main(["prove", "oldest-three-livelock", "--json"])
+    (d,) = json.loads(capsys.readouterr().out)
+    assert code == 0 and d["status"] == "ok", d
+    assert d["expected"] == d["result"] == "refuted" and d["minimal"], d
+    assert d["counterexample"] == OLDEST_LASSO, d
+    assert d["replay"]["confirmed"], d["replay"]
+    assert "is after 7 steps where it was after 3, with r0, r2 not done" in d["replay"]["summary"], d["replay"]
+    assert d["token_level"]["holds"] is False and d["token_level"]["counterexample"] == OLDEST_LASSO, d
+    assert d["concrete"]["holds"] is False and d["concrete"]["counterexample"] == OLDEST_LASSO, d
+
+
+def test_the_lasso_claim_holds_for_fcfs_and_its_replay_can_fail():
+    """The same claim (no_lasso over the same unroll) on ints holds under victim newest at every bounded point,
+    and under victim oldest fails at exactly the two livelocking points of the box (so the goal can hold and can
+    fail); the replay confirms nothing where serve finishes (victim newest at the livelock's inputs, victim
+    oldest at all-ones)."""
+    import itertools
+
+    from swafloor.proofs import catalogue, progress, replay
+    from swafloor.proofs.symbolic import all_of
+
+    failing = {Victim.NEWEST: [], Victim.OLDEST: []}
+    for lens in itertools.product(range(1, catalogue.LASSO_TOKENS + 1), repeat=6):
+        prompts, outputs = lens[0::2], lens[1::2]
+        for X in range(catalogue.LASSO_EXTRA + 1):
+            lengths, pool = progress.lengths_and_pool(prompts, outputs, X)
+            for victim, found in failing.items():
+                states, links = progress.unroll(prompts, outputs, pool, victim, catalogue.LASSO_STEPS)
+                assert links == []
+                if not all_of(*progress.no_lasso(states, lengths)):
+                    found.append((*lens, X))
+    assert failing == {Victim.NEWEST: [], Victim.OLDEST: [(2, 2, 1, 1, 2, 2, 0), (2, 2, 2, 2, 1, 1, 0)]}
+    fine = replay.serving_livelocks(Victim.NEWEST, catalogue.LASSO_STEPS)(OLDEST_LASSO)
+    assert not fine.confirmed and fine.summary.startswith("NOT REPRODUCED"), fine
+    ones = dict.fromkeys(OLDEST_LASSO, 1) | {"X": 0}
+    assert not catalogue.by_name("oldest-three-livelock").replay(ones).confirmed
+
+
 def test_the_ranking_fails_for_the_oldest_victim():
     """The same three parts under victim oldest (the policy that livelocks three requests): the step part is not
     proved (the oldest running request, the rank's, is the one preempted), so the proof can fail."""
