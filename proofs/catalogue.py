@@ -1082,6 +1082,22 @@ def oldest_three_no_lasso(P0, O0, P1, O1, P2, O2, X):
     return implies(all_of(small, *links), all_of(*progress.no_lasso(states, lengths)))
 
 
+#: The same ranked proof with a sliding-window life cycle (the SWA life cycle's release of stale blocks in the
+#: loop): the pool at the rule's chunk floor plus X; the concrete check's windows and sinks.
+W_RANKED = upto("W", "window tokens", 1, 3, "W <= 3", TOKENS)
+S_RANKED = upto("S", "sink blocks", 0, 1, "S <= 1")
+
+
+def fcfs_pair_ranked_swa(P0, O0, P1, O1, W, S, X):
+    """Two requests under FCFS preemption, one SWA life cycle at t = 1: base, step and bound of the ranking."""
+    return progress.ranked_finish((P0, P1), (O0, O1), X, scheduler.Victim.NEWEST, RANKED_STEPS[2], W, S)
+
+
+def fcfs_three_ranked_swa(P0, O0, P1, O1, P2, O2, W, S, X):
+    """Three requests under FCFS preemption, one SWA life cycle at t = 1: base, step and bound of the ranking."""
+    return progress.ranked_finish((P0, P1, P2), (O0, O1, O2), X, scheduler.Victim.NEWEST, RANKED_STEPS[3], W, S)
+
+
 # ----------------------------------------------------------------------------- schedule and execute (issue 34)
 T_EXE = upto("t", "tokens per block", 1, 6, "t <= 6", BLOCK_SIZE)
 WRITTEN = upto("w", "tokens of the request whose KV is written (its steps executed)", 0, 14, "w <= 14", TOKENS)
@@ -1829,6 +1845,39 @@ OPT_IN: tuple[Theorem, ...] = (
         # cvc5 decides the step part told QF_LIA in 0.7 to 1 million resource units: seven to ten
         # times its default budget per check; 2 million is this theorem's own, so it runs with no flag
         rlimits={"cvc5": 2_000_000},
+    ),
+    Theorem(
+        "fcfs-pair-ranked-swa",
+        "Two requests finish within the bound through a sliding-window life cycle: fcfs-pair-ranked's invariant "
+        "and ranking function on the same serving loop (scheduler.loop_step) with its pool group serving one SWA "
+        "life cycle of window W >= 1 tokens and S >= 0 sink blocks at one token per block instead of full "
+        "attention: a running request at history h holds lifecycle.live_blocks(h, h) slots (its stale blocks "
+        "released), its step takes live_blocks(h, h + 1) less those, the reference gate charges "
+        "admission.swa_admission_blocks (the chunk floor, S + W at chunk 1), and the pool is X >= 0 slots above "
+        "that floor (not the whole run: the window's blocks are recycled). For every prompt, output, window and "
+        "sink count: base, step and bound (proofs/progress.py), so both are done by step sum(L).",
+        PROVED,
+        (*_ranked_vars(2)[:-1], W_RANKED, S_RANKED, RANKED_EXTRA),
+        fcfs_pair_ranked_swa,
+        encodings={"z3": "direct", "cvc5": "direct"},  # no block-size variable: linear as written
+        linear=True,
+        # measured at seed 0, the largest check (the step part): cvc5 174,291 units (its default 100,000 is short)
+        rlimits={"cvc5": 500_000},
+    ),
+    Theorem(
+        "fcfs-three-ranked-swa",
+        "Three requests finish within the bound through a sliding-window life cycle: fcfs-pair-ranked-swa for "
+        "three requests (scheduler.loop_step with one SWA life cycle of window W >= 1 and S >= 0 sink blocks at "
+        "one token per block, the pool X >= 0 slots above the rule's chunk floor): base, step and bound, so every "
+        "request is done by step sum(L).",
+        PROVED,
+        (*_ranked_vars(3)[:-1], W_RANKED, S_RANKED, RANKED_EXTRA),
+        fcfs_three_ranked_swa,
+        encodings={"z3": "direct", "cvc5": "direct"},
+        linear=True,
+        # measured at seed 0, the largest check (the step part): Z3 10.6 million units (default 20 million), cvc5
+        # 0.89 million (default 100,000; 8 s CPU); about four and three times that
+        rlimits={"z3": 40_000_000, "cvc5": 2_500_000},
     ),
     Theorem(
         "oldest-three-livelock",

@@ -124,6 +124,32 @@ def test_loop_step_is_serves_step(victim):
             assert done_at == result.finished_at, (victim, prompts, outputs, X)
 
 
+@pytest.mark.parametrize("victim", [Victim.NEWEST, Victim.OLDEST])
+def test_loop_step_through_a_window_is_serves_step(victim):
+    """The transition system with a sliding-window life cycle (loop_step's window and sink_blocks: a request holds
+    lifecycle.live_blocks(h, h), its step the rest of live_blocks(h, h + 1), the gate charges the chunk floor) is
+    serve()'s loop on the reference manager with that SWA layer at one token per block: the state serve reads back
+    after every step (on_step) is loop_step's, for three requests of prompts and outputs up to 2 tokens, five
+    (window, sinks, pool above the chunk floor) among windows 1 to 3, 0 or 1 sink blocks, 0 or 1 slot, 12 steps."""
+    import itertools
+
+    from swafloor.reference import AttentionLayer, Config, admission
+    from swafloor.reference.scheduler import Arrival, loop_start, loop_step, serve
+
+    for W, S, X in ((1, 0, 0), (2, 0, 0), (2, 1, 1), (3, 0, 1), (3, 1, 0)):
+        pool = admission.swa_admission_blocks(1, W, S, 1, 1, 0) + X
+        config = Config(tokens_per_block=1, layers=[AttentionLayer(W, S)], slots=(pool,))
+        for lens in itertools.product(range(1, 3), repeat=6):
+            prompts, outputs = lens[:3], lens[3:]
+            arrivals = [Arrival(f"r{i}", 0, prompts[i], outputs[i]) for i in range(3)]
+            seen: list = []
+            serve(config, arrivals, chunk=1, victim=victim, max_steps=12, on_step=lambda _, st: seen.append(st))
+            state = loop_start(3)
+            for step, got in enumerate(seen):
+                state = loop_step(state, pool, prompts, outputs, victim, W, S)
+                assert got == tuple(map(tuple, state)), (W, S, X, prompts, outputs, step)
+
+
 def test_the_oldest_victim_livelocks_three_requests():
     """A livelocking policy, found by the oracle at three requests (the two-request model check cannot see it):
     victim oldest with prompts (2, 1, 2), outputs (2, 1, 2) in 4 slots never finishes; victim newest finishes
@@ -148,13 +174,15 @@ def test_the_ranked_proofs_prove_the_fcfs_bound_with_no_budget_flag(capsys):
     opt-in (seconds each), through the CLI with no budget flag, on both solvers: proved, never unknown.
     cvc5 decides fcfs-three-ranked's step part told its logic (QF_LIA, the theorem's ``linear``) in 0.7 to 1
     million resource units, above its default 100,000 per check: the theorem carries its own allowance (2 million,
-    catalogue data), which the runner applies and --json shows; fcfs-pair-ranked runs under the default."""
+    catalogue data), which the runner applies and --json shows; fcfs-pair-ranked runs under the default. The same
+    through a sliding-window life cycle: fcfs-pair-ranked-swa on both solvers (cvc5 needs 174,291 units: its own
+    allowance), fcfs-three-ranked-swa on Z3 here (its own allowance; cvc5 takes 8 s CPU, run by hand)."""
     import json
 
     from swafloor.cli import main
     from swafloor.proofs import DEFAULT_RLIMIT, catalogue
 
-    names = ("fcfs-pair-ranked", "fcfs-three-ranked")
+    names = ("fcfs-pair-ranked", "fcfs-three-ranked", "fcfs-pair-ranked-swa")
     assert all(catalogue.by_name(n) in catalogue.OPT_IN and catalogue.by_name(n) not in catalogue.CATALOGUE
                for n in names)
     code = main(["prove", *names, "--solver", "both", "--json"])
@@ -164,10 +192,17 @@ def test_the_ranked_proofs_prove_the_fcfs_bound_with_no_budget_flag(capsys):
         d = data[name]
         assert d["status"] == "ok" and d["token_level"]["holds"], d
         assert {s: x["result"] for s, x in d["solvers"].items()} == {"z3": "proved", "cvc5": "proved"}, d
-        assert d["solvers"]["z3"]["rlimit"] == DEFAULT_RLIMIT["z3"] and d["solvers"]["z3"]["rlimit_own"] is None
+        assert d["solvers"]["z3"]["rlimit"] == catalogue.by_name(name).rlimit("z3", DEFAULT_RLIMIT["z3"])
     assert data["fcfs-pair-ranked"]["solvers"]["cvc5"]["rlimit"] == DEFAULT_RLIMIT["cvc5"]
-    assert data["fcfs-three-ranked"]["solvers"]["cvc5"]["rlimit"] == 2_000_000 > DEFAULT_RLIMIT["cvc5"]
-    assert data["fcfs-three-ranked"]["solvers"]["cvc5"]["rlimit_own"] == 2_000_000
+    for name in names[1:]:  # each with its own cvc5 allowance, above the default
+        own = catalogue.by_name(name).rlimits["cvc5"]
+        assert data[name]["solvers"]["cvc5"]["rlimit"] == data[name]["solvers"]["cvc5"]["rlimit_own"] == own
+        assert own > DEFAULT_RLIMIT["cvc5"]
+    assert data["fcfs-three-ranked"]["solvers"]["cvc5"]["rlimit"] == 2_000_000
+    code = main(["prove", "fcfs-three-ranked-swa", "--json"])
+    (d,) = json.loads(capsys.readouterr().out)
+    assert code == 0 and d["status"] == "ok" and d["result"] == "proved" and d["token_level"]["holds"], d
+    assert d["solvers"]["z3"]["rlimit"] == d["solvers"]["z3"]["rlimit_own"] == 40_000_000
 
 
 def test_the_default_cvc5_budget_does_not_decide_fcfs_three_ranked():
@@ -264,6 +299,14 @@ def test_the_ranking_fails_for_the_oldest_victim():
     assert list(inspect.signature(oldest_pair).parameters) == list(pair.variable_names)
     theorem = Theorem("oldest-pair-ranked", "the ranking under victim oldest", "proved", pair.variables, oldest_pair)
     assert discharge.discharge(theorem, attempts=False, minimise=False).result == "refuted"
+
+    def oldest_pair_swa(P0, O0, P1, O1, W, S, X):  # through a sliding window too
+        return progress.ranked_finish((P0, P1), (O0, O1), X, Victim.OLDEST, catalogue.RANKED_STEPS[2], W, S)
+
+    swa = catalogue.by_name("fcfs-pair-ranked-swa")
+    theorem = Theorem("oldest-pair-ranked-swa", "the ranking under victim oldest", "proved", swa.variables,
+                      oldest_pair_swa, linear=True)
+    assert discharge.discharge(theorem, attempts=False, minimise=False, encoding="direct").result == "refuted"
 
 
 @pytest.mark.parametrize("requests", [4, 5, 6, 7, 8])
