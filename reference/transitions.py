@@ -275,9 +275,9 @@ def loop_step(state: tuple, pool: Any, prompts: tuple, outputs: tuple, victim: "
     full-attention pool group of ``pool`` slots at one token per block, prefill chunk 1, no draft slots,
     the ``reference`` gate: the loop as a transition system on the arithmetic kernel (bounded model
     checking unrolls it on solver terms, move by move: :func:`loop_moves`). ``state = (histories,
-    running, waiting)``: each request's history (its slots in use while it runs: one a token), the
-    running requests in admission order and the waiting queue, each a list of ``N`` places of request
-    numbers padded with :data:`EMPTY`. A request is done when its history reaches ``P + O`` (it is then
+    running, waiting)``: each request's history (with full attention, its slots in use while it runs: one
+    a token), the running requests in admission order and the waiting queue, each a list of ``N`` places of
+    request numbers padded with :data:`EMPTY`. A request is done when its history reaches ``P + O`` (it is then
     in neither list). :func:`loop_start` is the state before step 0. ``window``, ``sink_blocks``: a
     sliding-window life cycle instead of full attention (:func:`loop_moves`)."""
     hs, running, waiting = state
