@@ -1059,6 +1059,45 @@ def fcfs_three_ranked(P0, O0, P1, O1, P2, O2, X):
     return progress.ranked_finish((P0, P1, P2), (O0, O1, O2), X, scheduler.Victim.NEWEST, RANKED_STEPS[3])
 
 
+#: A livelock as a lasso (issue 32): three requests under victim oldest, prompts and outputs of 1 or 2 tokens,
+#: a pool 0 or 1 slot above the largest run, the loop (scheduler.loop_step) unrolled LASSO_STEPS steps.
+LASSO_TOKENS, LASSO_EXTRA, LASSO_STEPS = 2, 1, 7
+
+
+def _lasso_vars() -> tuple[Var, ...]:
+    out: list[Var] = []
+    for i in range(3):
+        out += [upto(f"P{i}", f"r{i}'s prompt tokens", 1, LASSO_TOKENS, f"P{i} <= {LASSO_TOKENS}", TOKENS),
+                upto(f"O{i}", f"r{i}'s output tokens", 1, LASSO_TOKENS, f"O{i} <= {LASSO_TOKENS}", TOKENS)]
+    return (*out, upto("X", "slots above the largest request's whole run", 0, LASSO_EXTRA, f"X <= {LASSO_EXTRA}"))
+
+
+def oldest_three_no_lasso(P0, O0, P1, O1, P2, O2, X):
+    """Claim: under victim oldest no state of the loop repeats with a request not done (proofs/progress.py's
+    no_lasso over LASSO_STEPS steps of scheduler.loop_step), for the bounded lengths and pools."""
+    prompts, outputs = (P0, P1, P2), (O0, O1, O2)
+    lengths, pool = progress.lengths_and_pool(prompts, outputs, X)
+    small = all_of(*(v <= LASSO_TOKENS for v in (P0, O0, P1, O1, P2, O2)), X <= LASSO_EXTRA)
+    states, links = progress.unroll(prompts, outputs, pool, scheduler.Victim.OLDEST, LASSO_STEPS)
+    return implies(all_of(small, *links), all_of(*progress.no_lasso(states, lengths)))
+
+
+#: The same ranked proof with a sliding-window life cycle (the SWA life cycle's release of stale blocks in the
+#: loop): the pool at the rule's chunk floor plus X; the concrete check's windows and sinks.
+W_RANKED = upto("W", "window tokens", 1, 3, "W <= 3", TOKENS)
+S_RANKED = upto("S", "sink blocks", 0, 1, "S <= 1")
+
+
+def fcfs_pair_ranked_swa(P0, O0, P1, O1, W, S, X):
+    """Two requests under FCFS preemption, one SWA life cycle at t = 1: base, step and bound of the ranking."""
+    return progress.ranked_finish((P0, P1), (O0, O1), X, scheduler.Victim.NEWEST, RANKED_STEPS[2], W, S)
+
+
+def fcfs_three_ranked_swa(P0, O0, P1, O1, P2, O2, W, S, X):
+    """Three requests under FCFS preemption, one SWA life cycle at t = 1: base, step and bound of the ranking."""
+    return progress.ranked_finish((P0, P1, P2), (O0, O1, O2), X, scheduler.Victim.NEWEST, RANKED_STEPS[3], W, S)
+
+
 # ----------------------------------------------------------------------------- schedule and execute (issue 34)
 T_EXE = upto("t", "tokens per block", 1, 6, "t <= 6", BLOCK_SIZE)
 WRITTEN = upto("w", "tokens of the request whose KV is written (its steps executed)", 0, 14, "w <= 14", TOKENS)
@@ -1761,6 +1800,8 @@ CATALOGUE += (
 #: bound (fcfs-pair-ranked and fcfs-three-ranked: seconds on Z3 and cvc5; cvc5 decides fcfs-three-ranked's step
 #: part only told its logic, QF_LIA: about 4 s and under a million resource units, against a minute in its
 #: default setup) are the bounded model check's unbounded successors (tests/test_scheduler_campaigns.py).
+#: oldest-three-livelock refutes the same loop's progress under victim oldest with a lasso, in seconds of CPU
+#: on Z3 and about half a minute on cvc5.
 OPT_IN: tuple[Theorem, ...] = (
     Theorem(
         "fcfs-pair-finishes",
@@ -1801,6 +1842,64 @@ OPT_IN: tuple[Theorem, ...] = (
         fcfs_three_ranked,
         encodings={"cvc5": "direct"},
         linear=True,
+        # cvc5 decides the step part told QF_LIA in 0.7 to 1 million resource units: seven to ten
+        # times its default budget per check; 2 million is this theorem's own, so it runs with no flag
+        rlimits={"cvc5": 2_000_000},
+    ),
+    Theorem(
+        "fcfs-pair-ranked-swa",
+        "Two requests finish within the bound through a sliding-window life cycle: fcfs-pair-ranked's invariant "
+        "and ranking function on the same serving loop (scheduler.loop_step) with its pool group serving one SWA "
+        "life cycle of window W >= 1 tokens and S >= 0 sink blocks at one token per block instead of full "
+        "attention: a running request at history h holds lifecycle.live_blocks(h, h) slots (its stale blocks "
+        "released), its step takes live_blocks(h, h + 1) less those, the reference gate charges "
+        "admission.swa_admission_blocks (the chunk floor, S + W at chunk 1), and the pool is X >= 0 slots above "
+        "that floor (not the whole run: the window's blocks are recycled). For every prompt, output, window and "
+        "sink count: base, step and bound (proofs/progress.py), so both are done by step sum(L).",
+        PROVED,
+        (*_ranked_vars(2)[:-1], W_RANKED, S_RANKED, RANKED_EXTRA),
+        fcfs_pair_ranked_swa,
+        encodings={"z3": "direct", "cvc5": "direct"},  # no block-size variable: linear as written
+        linear=True,
+        # measured at seed 0, the largest check (the step part): cvc5 174,291 units (its default 100,000 is short)
+        rlimits={"cvc5": 500_000},
+    ),
+    Theorem(
+        "fcfs-three-ranked-swa",
+        "Three requests finish within the bound through a sliding-window life cycle: fcfs-pair-ranked-swa for "
+        "three requests (scheduler.loop_step with one SWA life cycle of window W >= 1 and S >= 0 sink blocks at "
+        "one token per block, the pool X >= 0 slots above the rule's chunk floor): base, step and bound, so every "
+        "request is done by step sum(L).",
+        PROVED,
+        (*_ranked_vars(3)[:-1], W_RANKED, S_RANKED, RANKED_EXTRA),
+        fcfs_three_ranked_swa,
+        encodings={"z3": "direct", "cvc5": "direct"},
+        linear=True,
+        # measured at seed 0, the largest check (the step part): Z3 10.6 million units (default 20 million), cvc5
+        # 0.89 million (default 100,000; 8 s CPU); about four and three times that
+        rlimits={"z3": 40_000_000, "cvc5": 2_500_000},
+    ),
+    Theorem(
+        "oldest-three-livelock",
+        f"Claim: under victim oldest (scheduler.victim_index: a step out of slots preempts the first admitted running "
+        f"request), three requests arriving together (scheduler.loop_step: one full-attention pool group at one "
+        f"token per block, chunk 1, the reference gate, recompute preemption), of prompts and outputs of at most "
+        f"{LASSO_TOKENS} tokens in a pool X <= {LASSO_EXTRA} slots above the largest request's whole run, never "
+        f"come back within {LASSO_STEPS} steps to a state they were in with a request not done. Refuted by a "
+        f"lasso: after j steps the loop is in the state it was in after i < j steps (every history, the running "
+        f"list and the waiting queue), a request not done; the loop is a function of that state, so it repeats "
+        f"those steps "
+        f"forever and that request never finishes: a livelock, not only a missed bound. Under victim newest the "
+        f"same requests finish by step sum(L) (fcfs-three-ranked).",
+        REFUTED,
+        _lasso_vars(),
+        oldest_three_no_lasso,
+        replay=replay.serving_livelocks(scheduler.Victim.OLDEST, LASSO_STEPS),
+        encodings={"z3": "direct", "cvc5": "direct"},  # no block size: linear as written (the unroll's links)
+        linear=True,
+        # measured at seed 0, the largest check (the first, which finds the lasso): Z3 18.6 million units (its
+        # default is 20 million: too close), cvc5 1.4 million (its default 100,000); about three times each
+        rlimits={"z3": 60_000_000, "cvc5": 4_000_000},
     ),
 )
 

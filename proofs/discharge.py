@@ -231,6 +231,8 @@ class Discharge:
     obligations: int = 0  # range obligations the block encoding proved first
     #: CPU seconds (this process) spent building and encoding the goal, before any solver check
     build_seconds: float = 0.0
+    #: the resource units each check was allowed (None: seconds alone bounded it)
+    rlimit: int | None = None
 
 
 class _Deadline:
@@ -519,7 +521,8 @@ def discharge(
     def done(result: str, reason: str | None, **more: Any) -> Discharge:
         tried = run_attempts(theorem, timeout_s=timeout_s, seed=seed, solver=solver, encoding=encoding) if attempts else ()
         return Discharge(result, time.perf_counter() - start, reason=reason, attempts=tried,
-                         encoding=enc.name, obligations=len(enc.obligations), build_seconds=build_s, **more)
+                         encoding=enc.name, obligations=len(enc.obligations), build_seconds=build_s, rlimit=rlimit,
+                         **more)
 
     why = _obligations_fail(backend, enc, deadline)
     if why is not None:

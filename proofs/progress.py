@@ -2,8 +2,9 @@
 function (base + step) on :func:`~swafloor.reference.transitions.loop_step` itself, instead of a long
 unroll.
 
-The transition system is the reference's (``loop_step``: N requests arriving together, one
-full-attention pool group at one token per block, chunk 1, the reference gate, recompute preemption);
+The transition system is the reference's (``loop_step``: N requests arriving together, one pool group at
+one token per block serving full attention or one sliding-window life cycle, chunk 1, the reference gate,
+recompute preemption);
 this module adds only what a proof by induction needs beside it:
 
 - :func:`invariant`, a property of one state: every place holds a request number or ``EMPTY``,
@@ -31,7 +32,7 @@ from swafloor.reference import admission, arith, transitions
 
 from .symbolic import all_of, any_of, implies, negate
 
-__all__ = ["invariant", "rank", "not_done", "ranked_finish", "lengths_and_pool"]
+__all__ = ["invariant", "rank", "not_done", "ranked_finish", "lengths_and_pool", "unroll", "same_state", "no_lasso"]
 
 
 def _solver_api(like: Any) -> Any:
@@ -48,13 +49,21 @@ def _solver_api(like: Any) -> Any:
     return None
 
 
-def lengths_and_pool(prompts: Sequence[Any], outputs: Sequence[Any], extra: Any) -> tuple[tuple, Any]:
-    """Each request's run length ``L = P + O`` and a pool ``extra`` slots above the largest
-    request's whole run (:func:`~swafloor.reference.admission.full_run_blocks` at one token per block)."""
+def lengths_and_pool(prompts: Sequence[Any], outputs: Sequence[Any], extra: Any, window: Any = None,
+                     sink_blocks: Any = 0) -> tuple[tuple, Any]:
+    """Each request's run length ``L = P + O`` and a pool ``extra`` slots above the largest request's need at
+    one token per block: its whole run (:func:`~swafloor.reference.admission.full_run_blocks`) for full
+    attention, the rule's chunk floor (:func:`~swafloor.reference.admission.swa_admission_blocks`, chunk 1)
+    for a sliding window (``window`` not None)."""
+    def need_of(p: Any, o: Any) -> Any:
+        if window is None:
+            return admission.full_run_blocks(1, p, o, 0)
+        return admission.swa_admission_blocks(1, window, sink_blocks, p, 1, 0)
+
     lengths = tuple(admission.run_length(p, o) for p, o in zip(prompts, outputs))
-    need = admission.full_run_blocks(1, prompts[0], outputs[0], 0)
+    need = need_of(prompts[0], outputs[0])
     for p, o in zip(prompts[1:], outputs[1:]):
-        need = arith.imax(need, admission.full_run_blocks(1, p, o, 0))
+        need = arith.imax(need, need_of(p, o))
     return lengths, need + extra
 
 
@@ -109,7 +118,8 @@ def _fresh(api: Any, like: Any, n: int, tag: str) -> tuple:
 
 
 def _named_step(api: Any, like: Any, state: tuple, pool: Any, prompts: tuple, outputs: tuple,
-                victim: transitions.Victim, tag: str = "step") -> tuple[tuple, list]:
+                victim: transitions.Victim, tag: str = "step", window: Any = None,
+                sink_blocks: Any = 0) -> tuple[tuple, list]:
     """``loop_step`` of ``state`` move by move (:func:`~swafloor.reference.transitions.loop_moves`), the
     working state after each move named by fresh constants equal to it: the links, and the state after
     the step. The same terms as ``loop_step``'s, each move's written over the names of the one before
@@ -118,7 +128,7 @@ def _named_step(api: Any, like: Any, state: tuple, pool: Any, prompts: tuple, ou
     ctx, n = like.ctx, len(prompts)
     work = (*state, state[1], api.BoolVal(False, ctx))
     links: list = []
-    for m, move in enumerate(transitions.loop_moves(pool, prompts, outputs, victim)):
+    for m, move in enumerate(transitions.loop_moves(pool, prompts, outputs, victim, window, sink_blocks)):
         work = move(work)
         names = (*_fresh(api, like, n, f"{tag}_m{m}"), tuple(api.Int(f"{tag}_m{m}_snap{j}", ctx) for j in range(n)),
                  api.Bool(f"{tag}_m{m}_stopped", ctx))
@@ -130,15 +140,18 @@ def _named_step(api: Any, like: Any, state: tuple, pool: Any, prompts: tuple, ou
 
 
 def ranked_finish(prompts: Sequence[Any], outputs: Sequence[Any], extra: Any, victim: transitions.Victim,
-                  steps: int) -> tuple:
+                  steps: int, window: Any = None, sink_blocks: Any = 0) -> tuple:
     """The three parts (base, step, bound; module doc) for ``len(prompts)`` requests under ``victim``.
-    ``steps``: how many steps the concrete run takes (past ``sum(L)`` at the largest bounded lengths)."""
+    ``steps``: how many steps the concrete run takes (past ``sum(L)`` at the largest bounded lengths).
+    ``window``, ``sink_blocks``: the pool group serves a sliding-window life cycle, the pool ``extra`` slots
+    above its chunk floor (:func:`lengths_and_pool`), instead of full attention."""
     prompts, outputs = tuple(prompts), tuple(outputs)
-    lengths, pool = lengths_and_pool(prompts, outputs, extra)
+    lengths, pool = lengths_and_pool(prompts, outputs, extra, window, sink_blocks)
     total = lengths[0]
     for L in lengths[1:]:
         total = total + L
-    first = transitions.loop_step(transitions.loop_start(len(prompts)), pool, prompts, outputs, victim)
+    first = transitions.loop_step(transitions.loop_start(len(prompts)), pool, prompts, outputs, victim, window,
+                                  sink_blocks)
     base = all_of(invariant(first, lengths), rank(first, lengths) <= total)
 
     def step_holds(state: tuple, after: tuple) -> Any:
@@ -151,12 +164,46 @@ def ranked_finish(prompts: Sequence[Any], outputs: Sequence[Any], extra: Any, vi
     api = _solver_api(prompts[0])
     if api is not None:  # any state: fresh constants, universally quantified
         state = _fresh(api, prompts[0], len(prompts), "s")
-        after, links = _named_step(api, prompts[0], state, pool, prompts, outputs, victim)
+        after, links = _named_step(api, prompts[0], state, pool, prompts, outputs, victim, window=window,
+                                   sink_blocks=sink_blocks)
         return base, implies(all_of(*links), step_holds(state, after)), bound_holds(state)
     step_parts, bound_parts, state = [], [], first
     for _ in range(steps):  # every state the run reaches (ints or numpy arrays)
-        after = transitions.loop_step(state, pool, prompts, outputs, victim)
+        after = transitions.loop_step(state, pool, prompts, outputs, victim, window, sink_blocks)
         step_parts.append(step_holds(state, after))
         bound_parts.append(bound_holds(state))
         state = after
     return base, all_of(*step_parts), all_of(*bound_parts)
+
+
+# ----------------------------------------------------------------------------- a livelock as a lasso
+def same_state(a: tuple, b: tuple) -> Any:
+    """Two states of ``loop_step`` are equal: every history and every place of both lists."""
+    return all_of(*(x == y for row_a, row_b in zip(a, b) for x, y in zip(row_a, row_b)))
+
+
+def unroll(prompts: tuple, outputs: tuple, pool: Any, victim: transitions.Victim, steps: int) -> tuple[list, list]:
+    """The states of the loop from :func:`~swafloor.reference.transitions.loop_start` through ``steps`` steps of
+    ``loop_step`` (``states[k]``: after ``k`` steps), and the links that define them: on solver terms each
+    step's state (and each move's) is named by fresh constants equal to the step of the one before (bounded
+    model checking's relational form, :func:`_named_step`), on ints and numpy arrays it is computed (no links)."""
+    state = transitions.loop_start(len(prompts))
+    states, links = [state], []
+    api = _solver_api(prompts[0])
+    for k in range(steps):
+        if api is not None:
+            state, named = _named_step(api, prompts[0], state, pool, prompts, outputs, victim, tag=f"u{k}")
+            links += named
+        else:
+            state = transitions.loop_step(state, pool, prompts, outputs, victim)
+        states.append(state)
+    return states, links
+
+
+def no_lasso(states: Sequence[tuple], lengths: tuple) -> list:
+    """For each pair of steps ``i < j``: the state after ``j`` steps is not the state after ``i`` with a request
+    not done. Its negation is a lasso: ``loop_step`` is a function of the state, so the run repeats the steps
+    ``i .. j`` forever, and a request not done at ``j`` is done at none of them (a done request is in neither
+    list and its history never changes again): it never finishes."""
+    return [implies(same_state(states[i], states[j]), negate(not_done(states[j], lengths)))
+            for j in range(1, len(states)) for i in range(j)]

@@ -30,6 +30,8 @@ __all__ = [
     "sglang_gate_refuses",
     "trtllm_resume_refuses",
     "named_hit_reads_unwritten",
+    "serve_lasso",
+    "serving_livelocks",
 ]
 
 
@@ -372,3 +374,69 @@ def trtllm_quota_short(cex: Mapping[str, int]) -> Replay:
                    + ("" if fine else "; NOT REPRODUCED: the floor's pool failed too"))
         return Replay(confirmed, summary if confirmed or not d.failures else "NOT REPRODUCED: " + summary, tuple(d.trace))
     return Replay(False, f"NOT REPRODUCED: no layout leaves quota {q} B below the floor {floor}", ())
+
+
+def serve_lasso(prompts: tuple[int, ...], outputs: tuple[int, ...], pool: int, victim: Any,
+                steps: int) -> tuple[list[tuple], int | None, int | None]:
+    """The serving loop itself (:func:`~swafloor.reference.scheduler.serve` on the reference manager, one
+    full-attention pool group of ``pool`` slots at one token per block, chunk 1, the requests arriving at step
+    0) for at most ``steps`` steps: the state it reports after each step (``on_step``) and the first lasso,
+    ``(i, j)`` with the state after step ``j`` equal to the state after step ``i < j`` and a request not done
+    there, or ``(None, None)``. The states are indexed as the transition system's: ``states[k]`` after ``k``
+    steps (``states[0]`` before step 0)."""
+    from swafloor.reference.scheduler import Arrival, loop_start, serve
+
+    config = Config(tokens_per_block=1, layers=[AttentionLayer()], slots=(pool,))
+    arrivals = [Arrival(f"r{i}", 0, p, o) for i, (p, o) in enumerate(zip(prompts, outputs))]
+    lengths = tuple(p + o for p, o in zip(prompts, outputs))
+    states: list[tuple] = [loop_start(len(arrivals))]
+    serve(config, arrivals, chunk=1, victim=victim, max_steps=steps, on_step=lambda _, state: states.append(state))
+    seen: dict[tuple, int] = {}
+    for j, state in enumerate(states):
+        if state in seen and any(h < L for h, L in zip(state[0], lengths)):
+            return states, seen[state], j
+        seen.setdefault(state, j)
+    return states, None, None
+
+
+def serving_livelocks(victim: Any, steps: int):
+    """The replay of a refuted "no state repeats with a request not done": the counterexample's three requests
+    (``P0, O0, P1, O1, P2, O2``) through :func:`~swafloor.reference.scheduler.serve` itself, in a pool ``X``
+    slots above the largest request's whole run, under ``victim``, and the same inputs through the transition
+    system (``scheduler.loop_step`` on ints). Confirmed when serve's states (read back from the manager after
+    each step) are the transition system's, serve reaches at some step ``j <= steps`` the state it was in after
+    step ``i < j`` with a request not done (so it repeats ``i .. j`` forever: the loop is a function of that
+    state), and serve run to its own step limit reports a livelock."""
+    from swafloor.reference.scheduler import Arrival, loop_start, loop_step, serve
+
+    def run(cex: Mapping[str, int]) -> Replay:
+        prompts = tuple(cex[f"P{i}"] for i in range(3))
+        outputs = tuple(cex[f"O{i}"] for i in range(3))
+        pool = max(p + o for p, o in zip(prompts, outputs)) + cex["X"]
+        states, i, j = serve_lasso(prompts, outputs, pool, victim, steps)
+        model = [loop_start(3)]
+        for _ in range(len(states) - 1):
+            model.append(loop_step(model[-1], pool, prompts, outputs, victim))
+        same = [tuple(map(tuple, m)) for m in model] == states
+        config = Config(tokens_per_block=1, layers=[AttentionLayer()], slots=(pool,))
+        arrivals = [Arrival(f"r{n}", 0, p, o) for n, (p, o) in enumerate(zip(prompts, outputs))]
+        long_run = serve(config, arrivals, chunk=1, victim=victim)
+        trace = [f"pool {pool} (the largest run + {cex['X']}); prompts {list(prompts)}, outputs {list(outputs)}, "
+                 f"victim {getattr(victim, 'value', victim)}, all arriving at step 0"]
+        trace += [f"after {k} steps: histories {list(st[0])}, running {list(st[1])}, waiting {list(st[2])}"
+                  for k, st in enumerate(states) if k and (j is None or k <= j)]
+        trace.append(f"serve's states {'are' if same else 'are NOT'} the transition system's, step by step")
+        trace.append(f"serve to its own limit: livelock at step {long_run.livelock_at}, finished "
+                     f"{list(long_run.finished)}")
+        confirmed = same and j is not None and long_run.livelock_at is not None
+        if confirmed:
+            stuck = [f"r{n}" for n, (h, L) in enumerate(zip(states[j][0], (p + o for p, o in zip(prompts, outputs))))
+                     if h < L]
+            summary = (f"serve (pool {pool}, prompts {list(prompts)}, outputs {list(outputs)}) is after {j} steps "
+                       f"where it was after {i}, with {', '.join(stuck)} not done: it repeats those {j - i} steps "
+                       f"forever (serve to its own limit: livelock at step {long_run.livelock_at})")
+        else:
+            summary = "NOT REPRODUCED: " + "; ".join(trace[-2:]) + ("" if j is not None else "; no state repeats")
+        return Replay(confirmed, summary, tuple(trace))
+
+    return run

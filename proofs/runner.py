@@ -142,6 +142,8 @@ class TheoremResult:
                     "minimal": x.minimal if x.result == REFUTED else None,
                     "reason": x.reason,
                     "encoding": x.encoding,
+                    "rlimit": x.rlimit,
+                    "rlimit_own": self.theorem.rlimits.get(name),
                     "obligations": x.obligations,
                     "attempts": [attrs.asdict(a) | {"seconds": round(a.seconds, 4)} for a in x.attempts],
                 }
@@ -233,7 +235,7 @@ def _task(kind: str, index: int, solver: str | None) -> Any:
         return twins.run_twin(theorem.name)
     options = dict(_OPTIONS)
     encoding = options.pop("encodings").get(solver)
-    rlimit = options.pop("rlimits").get(solver)
+    rlimit = theorem.rlimit(solver, options.pop("rlimits").get(solver))  # the theorem's own allowance, if larger
     if kind == "attempts":  # informational: each attempt runs to its own short time limit
         return discharge.run_attempts(theorem, solver=solver, encoding=encoding, **options)
     return discharge.discharge(theorem, solver=solver, attempts=False, encoding=encoding, rlimit=rlimit, **options)

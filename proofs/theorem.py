@@ -72,12 +72,28 @@ class Theorem:
     #: a logic is told so (cvc5: QF_LIA, as for the block encoding). It narrows what the solver sets up,
     #: never what it proves: a term outside the logic makes cvc5 raise, never answer.
     linear: bool = attrs.field(default=False, eq=False)
+    #: solver -> resource units per check this theorem is allowed when its solver needs more than the default
+    #: budget (:data:`~swafloor.proofs.DEFAULT_RLIMIT`): part of the theorem's data, so ``swafloor prove NAME``
+    #: decides it with no flag; the runner gives each check the larger of this and the run's own budget.
+    #: Resource units, never seconds, so the answer is the same on any machine and load.
+    rlimits: Mapping[str, int] = attrs.field(factory=dict, eq=False)
+
+    def rlimit(self, solver: str, default: int | None) -> int | None:
+        """The resource units per check ``solver`` gets on this theorem under a run whose budget is ``default``
+        (None: seconds alone bound the run, and so this theorem)."""
+        if default is None:
+            return None
+        return max(default, self.rlimits.get(solver, 0))
 
     def __attrs_post_init__(self) -> None:
         names = list(self.variable_names)
         for fn in (self.goal, *self.lemmas):
             if list(inspect.signature(fn).parameters) != names:
                 raise ValueError(f"theorem {self.name}: {fn.__name__} must take the variables {tuple(names)}")
+        for solver, units in self.rlimits.items():
+            if solver not in ("z3", "cvc5") or type(units) is not int or units < 1:
+                raise ValueError(f"theorem {self.name}: rlimits[{solver!r}] = {units!r}: a solver (z3, cvc5) and "
+                                 "a positive number of resource units")
         if self.expected is Expected.REFUTED and self.replay is None:
             raise ValueError(f"theorem {self.name}: a refutation needs a replay on the reference manager")
 

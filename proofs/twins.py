@@ -992,6 +992,62 @@ def fcfs_three_ranked(c: _Counter, g: Grid) -> None:
             c.check(result.completed and last is not None and last <= total, **point, X=X)
 
 
+def _ranked_swa_twin(count: int) -> Callable[[Grid], TwinResult]:
+    def body(c: _Counter, g: Grid) -> None:
+        from swafloor.reference import AttentionLayer, Config
+
+        for lens in itertools.product(range(1, 3), repeat=2 * count):
+            prompts, outputs = lens[0::2], lens[1::2]
+            total = sum(prompts) + sum(outputs)
+            point = {f"{k}{i}": v for i, (p, o) in enumerate(zip(prompts, outputs)) for k, v in (("P", p), ("O", o))}
+            for W, S, X in itertools.product(range(1, 4), range(0, 2), range(0, 2)):
+                asked = Config(tokens_per_block=1, layers=[AttentionLayer(W, S)], slots=(64,))  # to ask the gate
+                floor = max(scheduler.gate_charge("reference", asked, p, o, 1, 0)[0] for p, o in zip(prompts, outputs))
+                config = Config(tokens_per_block=1, layers=[AttentionLayer(W, S)], slots=(floor + X,))
+                arrivals = [scheduler.Arrival(f"r{i}", 0, p, o) for i, (p, o) in enumerate(zip(prompts, outputs))]
+                result = scheduler.serve(config, arrivals, chunk=1, victim=scheduler.Victim.NEWEST, max_steps=4 * total)
+                last = max(result.finished_at.values(), default=None)
+                c.check(result.completed and last is not None and last <= total, **point, W=W, S=S, X=X)
+
+    body.__name__ = f"fcfs_{count}_ranked_swa"
+    body.__doc__ = (f"The serving loop itself (scheduler.serve on the reference manager) for {count} requests of "
+                    "prompts and outputs up to 2 tokens through one SWA life cycle at one token per block (windows 1 "
+                    "to 3 tokens, 0 or 1 sink blocks), pools up to 1 slot above the rule's chunk floor (what the "
+                    "reference gate charges a request): all done by step sum(P + O).")
+    return _run(body)
+
+
+fcfs_pair_ranked_swa = _ranked_swa_twin(2)
+fcfs_three_ranked_swa = _ranked_swa_twin(3)
+
+
+@_run
+def oldest_three_livelock(c: _Counter, g: Grid) -> None:
+    """The serving loop itself (scheduler.serve on the reference manager, not its transition system) for three
+    requests of prompts and outputs up to 2 tokens under victim oldest, pools up to 1 slot above the largest's
+    whole run, 10 steps: no state serve reports after a step (on_step: the histories read from the manager, the
+    running list, the waiting queue) is one it reported after an earlier step with a request not done."""
+    from swafloor.reference import AttentionLayer, Config
+
+    for lens in itertools.product(range(1, 3), repeat=6):
+        prompts, outputs = lens[0::2], lens[1::2]
+        lengths = [p + o for p, o in zip(prompts, outputs)]
+        for X in range(0, 2):
+            config = Config(tokens_per_block=1, layers=[AttentionLayer()], slots=(max(lengths) + X,))
+            arrivals = [scheduler.Arrival(f"r{i}", 0, p, o) for i, (p, o) in enumerate(zip(prompts, outputs))]
+            seen = {scheduler.loop_start(3)}  # before step 0: every request waiting, nothing held
+            repeats: list[int] = []
+
+            def after(step: int, state: tuple) -> None:
+                if state in seen and any(h < L for h, L in zip(state[0], lengths)):
+                    repeats.append(step)
+                seen.add(state)
+
+            scheduler.serve(config, arrivals, chunk=1, victim=scheduler.Victim.OLDEST, max_steps=10, on_step=after)
+            point = {f"{k}{i}": v for i, (p, o) in enumerate(zip(prompts, outputs)) for k, v in (("P", p), ("O", o))}
+            c.check(not repeats, **point, X=X)
+
+
 # ----------------------------------------------------------------------------- schedule and execute (issue 34)
 def _execution(t: int, window: int | None = None, sinks: int = 0, in_flight: int = 0, slots: int = 64) -> Any:
     """The reference's execution layer over a manager with one attention layer, prefix sharing, ample slots."""
@@ -1198,6 +1254,9 @@ TWINS: dict[str, Callable[[Grid], TwinResult]] = {
     "fcfs-pair-finishes": fcfs_pair_finishes,
     "fcfs-pair-ranked": fcfs_pair_finishes,  # the same plain statement, proved for any lengths
     "fcfs-three-ranked": fcfs_three_ranked,
+    "oldest-three-livelock": oldest_three_livelock,
+    "fcfs-pair-ranked-swa": fcfs_pair_ranked_swa,
+    "fcfs-three-ranked-swa": fcfs_three_ranked_swa,
     "hit-covers-written-kv": hit_covers_written_kv,
     "named-hit-covers-written-kv": named_hit_covers_written_kv,
     "dropped-step-names-no-hit": dropped_step_names_no_hit,

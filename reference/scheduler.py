@@ -155,9 +155,15 @@ class ServeResult:
 
 def serve(config: Config, arrivals: Sequence[Arrival], *, gate: str = "reference", chunk: int = 1,
           lookahead: int = 0, victim: Victim | str = Victim.NEWEST, max_steps: int | None = None,
-          progress: Callable[[int, int, int], Any] | None = None) -> ServeResult:
+          progress: Callable[[int, int, int], Any] | None = None,
+          on_step: Callable[[int, tuple], Any] | None = None) -> ServeResult:
     """Run ``arrivals`` to completion, a deadlock or a livelock (see the module docstring).
-    ``progress(step, finished, total)``, when given, is called every 1024 steps."""
+    ``progress(step, finished, total)``, when given, is called every 1024 steps. ``on_step(step, state)``,
+    when given, is called at the end of every step with the loop's state read back from the manager and the
+    lists: ``(histories, running, waiting)``, each request's history (:meth:`~.manager.Manager.history_of`;
+    0 before it is created), the running requests in admission order and the waiting queue as positions in
+    ``arrivals`` padded with :data:`EMPTY` to ``len(arrivals)`` places; for arrivals all at step 0 it is the
+    layout of :func:`loop_step`'s state."""
     for field, value, least in (("chunk", chunk, 1), ("lookahead", lookahead, 0)):
         if type(value) is not int or value < least:
             raise ConfigError(field, value, f"must be an integer >= {least}")
@@ -242,8 +248,22 @@ def serve(config: Config, arrivals: Sequence[Arrival], *, gate: str = "reference
             running.append(rid)
         for rid in waiting:
             waited[rid] += 1
+        if on_step is not None:
+            on_step(step, _loop_state(manager, ids, created, running, waiting))
         step += 1
     return ServeResult(step, tuple(finished), finished_at, waited, preemptions)
+
+
+def _loop_state(manager: Manager, ids: Sequence[Hashable], created: set, running: Sequence[Hashable],
+                waiting: Sequence[Hashable]) -> tuple:
+    """:func:`serve`'s state for ``on_step`` (see there)."""
+    index = {rid: i for i, rid in enumerate(ids)}
+
+    def places(rids: Sequence[Hashable]) -> tuple[int, ...]:
+        return tuple(index[r] for r in rids) + (EMPTY,) * (len(ids) - len(rids))
+
+    histories = tuple(manager.history_of(rid) if rid in created else 0 for rid in ids)
+    return histories, places(running), places(waiting)
 
 
 def _resume_reference(total: int, used: int, held: int, needed: int) -> Any:

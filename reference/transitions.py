@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from typing import Any, Callable
 
-from . import admission
+from . import admission, lifecycle
 from .arith import ite
 
 __all__ = ["Victim", "victim_index", "WAITING", "RUNNING", "DONE", "pair_step", "pair_start", "EMPTY",
@@ -194,20 +194,36 @@ def loop_start(count: int) -> tuple:
     return (0,) * count, (EMPTY,) * count, tuple(range(count))
 
 
-def loop_moves(pool: Any, prompts: tuple, outputs: tuple, victim: "Victim") -> tuple:
+def loop_moves(pool: Any, prompts: tuple, outputs: tuple, victim: "Victim", window: Any = None,
+               sink_blocks: Any = 0) -> tuple:
     """:func:`loop_step` as its sequence of moves, each a function of the loop's working state
     ``(histories, running, waiting, snapshot, stopped)`` (``snapshot``: the running list at the step's
     start, the order phase 1 takes the requests in; ``stopped``: admission refused this step). In order:
     take the snapshot; per snapshot place, N tries (out of slots: preempt the victim) then the step; N
-    admissions. A model check may name the working state between moves (it stays small)."""
+    admissions. A model check may name the working state between moves (it stays small).
+
+    The pool group serves one attention life cycle at one token per block: full attention (``window`` None: a
+    request at history ``h`` holds ``h`` slots and its step one more) or sliding-window attention of ``window``
+    tokens and ``sink_blocks`` sinks (it holds :func:`.lifecycle.live_blocks` ``(h, h)``, what is live once
+    the stale blocks are released, and its step the difference to ``live_blocks(h, h + 1)``; the gate charges
+    :func:`.admission.swa_admission_blocks`, the chunk floor)."""
     count = len(prompts)
     lengths = tuple(admission.run_length(p, o) for p, o in zip(prompts, outputs))
-    charges = tuple(admission.full_admission_blocks(1, p, 0) for p in prompts)
+    if window is None:
+        charges = tuple(admission.full_admission_blocks(1, p, 0) for p in prompts)
+    else:
+        charges = tuple(admission.swa_admission_blocks(1, window, sink_blocks, p, 1, 0) for p in prompts)
+
+    def held(h: Any) -> Any:  # slots a running request at history h holds (full attention: h, one a token)
+        return h if window is None else lifecycle.live_blocks(h, h, 1, window, sink_blocks)
+
+    def need(h: Any) -> Any:  # slots its step takes beyond those (full attention: the one token's)
+        return 1 if window is None else lifecycle.live_blocks(h, h + 1, 1, window, sink_blocks) - held(h)
 
     def free(hs: tuple, running: tuple) -> Any:
         used: Any = 0
         for i in range(count):
-            used = used + ite(_holds(running, i), hs[i], 0)
+            used = used + ite(_holds(running, i), held(hs[i]), 0)
         return pool - used
 
     def snapshot(w: tuple) -> tuple:
@@ -218,7 +234,7 @@ def loop_moves(pool: Any, prompts: tuple, outputs: tuple, victim: "Victim") -> t
         def move(w: tuple) -> tuple:  # out of slots: preempt the victim (itself when it is the pick)
             hs, running, waiting, snap, stopped = w
             rid = snap[place]
-            short = _and(rid != EMPTY, _holds(running, rid), free(hs, running) < 1)
+            short = _and(rid != EMPTY, _holds(running, rid), free(hs, running) < need(_of(hs, rid)))
             v = _at(running, victim_index(_count(running), _position(running, rid), victim))
             running2 = tuple(ite(short, x, y) for x, y in zip(_remove(running, v), running))
             waiting2 = tuple(ite(short, x, y) for x, y in zip(_push_front(waiting, v), waiting))
@@ -231,7 +247,7 @@ def loop_moves(pool: Any, prompts: tuple, outputs: tuple, victim: "Victim") -> t
         def move(w: tuple) -> tuple:  # the step: one token, done at P + O
             hs, running, waiting, snap, stopped = w
             rid = snap[place]
-            go = _and(rid != EMPTY, _holds(running, rid), free(hs, running) >= 1)
+            go = _and(rid != EMPTY, _holds(running, rid), free(hs, running) >= need(_of(hs, rid)))
             hs2 = tuple(ite(_and(go, rid == i), hs[i] + 1, hs[i]) for i in range(count))
             done = _and(go, _of(hs2, rid) >= _of(lengths, rid))
             running2 = tuple(ite(done, x, y) for x, y in zip(_remove(running, rid), running))
@@ -253,17 +269,19 @@ def loop_moves(pool: Any, prompts: tuple, outputs: tuple, victim: "Victim") -> t
     return (*moves, *[admit] * count)
 
 
-def loop_step(state: tuple, pool: Any, prompts: tuple, outputs: tuple, victim: "Victim") -> tuple:
+def loop_step(state: tuple, pool: Any, prompts: tuple, outputs: tuple, victim: "Victim", window: Any = None,
+              sink_blocks: Any = 0) -> tuple:
     """One step of :func:`serve` for ``N = len(prompts)`` requests that all arrive at step 0, on one
     full-attention pool group of ``pool`` slots at one token per block, prefill chunk 1, no draft slots,
     the ``reference`` gate: the loop as a transition system on the arithmetic kernel (bounded model
     checking unrolls it on solver terms, move by move: :func:`loop_moves`). ``state = (histories,
-    running, waiting)``: each request's history (its slots in use while it runs: one a token), the
-    running requests in admission order and the waiting queue, each a list of ``N`` places of request
-    numbers padded with :data:`EMPTY`. A request is done when its history reaches ``P + O`` (it is then
-    in neither list). :func:`loop_start` is the state before step 0."""
+    running, waiting)``: each request's history (with full attention, its slots in use while it runs: one
+    a token), the running requests in admission order and the waiting queue, each a list of ``N`` places of
+    request numbers padded with :data:`EMPTY`. A request is done when its history reaches ``P + O`` (it is then
+    in neither list). :func:`loop_start` is the state before step 0. ``window``, ``sink_blocks``: a
+    sliding-window life cycle instead of full attention (:func:`loop_moves`)."""
     hs, running, waiting = state
     w = (tuple(hs), tuple(running), tuple(waiting), tuple(running), False)
-    for move in loop_moves(pool, prompts, outputs, victim):
+    for move in loop_moves(pool, prompts, outputs, victim, window, sink_blocks):
         w = move(w)
     return w[:3]

@@ -124,6 +124,32 @@ def test_loop_step_is_serves_step(victim):
             assert done_at == result.finished_at, (victim, prompts, outputs, X)
 
 
+@pytest.mark.parametrize("victim", [Victim.NEWEST, Victim.OLDEST])
+def test_loop_step_through_a_window_is_serves_step(victim):
+    """The transition system with a sliding-window life cycle (loop_step's window and sink_blocks: a request holds
+    lifecycle.live_blocks(h, h), its step the rest of live_blocks(h, h + 1), the gate charges the chunk floor) is
+    serve()'s loop on the reference manager with that SWA layer at one token per block: the state serve reads back
+    after every step (on_step) is loop_step's, for three requests of prompts and outputs up to 2 tokens, five
+    (window, sinks, pool above the chunk floor) among windows 1 to 3, 0 or 1 sink blocks, 0 or 1 slot, 12 steps."""
+    import itertools
+
+    from swafloor.reference import AttentionLayer, Config, admission
+    from swafloor.reference.scheduler import Arrival, loop_start, loop_step, serve
+
+    for W, S, X in ((1, 0, 0), (2, 0, 0), (2, 1, 1), (3, 0, 1), (3, 1, 0)):
+        pool = admission.swa_admission_blocks(1, W, S, 1, 1, 0) + X
+        config = Config(tokens_per_block=1, layers=[AttentionLayer(W, S)], slots=(pool,))
+        for lens in itertools.product(range(1, 3), repeat=6):
+            prompts, outputs = lens[:3], lens[3:]
+            arrivals = [Arrival(f"r{i}", 0, prompts[i], outputs[i]) for i in range(3)]
+            seen: list = []
+            serve(config, arrivals, chunk=1, victim=victim, max_steps=12, on_step=lambda _, st: seen.append(st))
+            state = loop_start(3)
+            for step, got in enumerate(seen):
+                state = loop_step(state, pool, prompts, outputs, victim, W, S)
+                assert got == tuple(map(tuple, state)), (W, S, X, prompts, outputs, step)
+
+
 def test_the_oldest_victim_livelocks_three_requests():
     """A livelocking policy, found by the oracle at three requests (the two-request model check cannot see it):
     victim oldest with prompts (2, 1, 2), outputs (2, 1, 2) in 4 slots never finishes; victim newest finishes
@@ -143,19 +169,119 @@ def test_the_oldest_victim_livelocks_three_requests():
     assert not all(h >= L for h, L in zip(state[0], (4, 2, 4))), state
 
 
-@pytest.mark.parametrize("name,solver", [("fcfs-pair-ranked", "z3"), ("fcfs-pair-ranked", "cvc5"),
-                                         ("fcfs-three-ranked", "z3"), ("fcfs-three-ranked", "cvc5")])
-def test_the_ranked_proofs_prove_the_fcfs_bound(name, solver):
+def test_the_ranked_proofs_prove_the_fcfs_bound_with_no_budget_flag(capsys):
     """The ranking proofs of the FCFS bound (proofs/progress.py: invariant and rank on loop_step, base + step),
-    opt-in (seconds each): proved, never unknown. cvc5 decides fcfs-three-ranked's step part told its logic
-    (QF_LIA, the theorem's ``linear``), in under a million resource units (about 4 s; 2 million allowed here,
-    its default 100,000 per check is far from enough)."""
-    from swafloor.proofs import catalogue, discharge
+    opt-in (seconds each), through the CLI with no budget flag, on both solvers: proved, never unknown.
+    cvc5 decides fcfs-three-ranked's step part told its logic (QF_LIA, the theorem's ``linear``) in 0.7 to 1
+    million resource units, above its default 100,000 per check: the theorem carries its own allowance (2 million,
+    catalogue data), which the runner applies and --json shows; fcfs-pair-ranked runs under the default. The same
+    through a sliding-window life cycle: fcfs-pair-ranked-swa on both solvers (cvc5 needs 174,291 units: its own
+    allowance), fcfs-three-ranked-swa on Z3 here (its own allowance; cvc5 takes 8 s CPU, run by hand)."""
+    import json
 
-    theorem = catalogue.by_name(name)
-    assert theorem not in catalogue.CATALOGUE and theorem in catalogue.OPT_IN
-    rlimit = {"z3": 20_000_000, "cvc5": 2_000_000 if name == "fcfs-three-ranked" else 100_000}[solver]
-    assert discharge.discharge(theorem, attempts=False, solver=solver, rlimit=rlimit).result == "proved"
+    from swafloor.cli import main
+    from swafloor.proofs import DEFAULT_RLIMIT, catalogue
+
+    names = ("fcfs-pair-ranked", "fcfs-three-ranked", "fcfs-pair-ranked-swa")
+    assert all(catalogue.by_name(n) in catalogue.OPT_IN and catalogue.by_name(n) not in catalogue.CATALOGUE
+               for n in names)
+    code = main(["prove", *names, "--solver", "both", "--json"])
+    data = {d["name"]: d for d in json.loads(capsys.readouterr().out)}
+    assert code == 0, data
+    for name in names:
+        d = data[name]
+        assert d["status"] == "ok" and d["token_level"]["holds"], d
+        assert {s: x["result"] for s, x in d["solvers"].items()} == {"z3": "proved", "cvc5": "proved"}, d
+        assert d["solvers"]["z3"]["rlimit"] == catalogue.by_name(name).rlimit("z3", DEFAULT_RLIMIT["z3"])
+    assert data["fcfs-pair-ranked"]["solvers"]["cvc5"]["rlimit"] == DEFAULT_RLIMIT["cvc5"]
+    for name in names[1:]:  # each with its own cvc5 allowance, above the default
+        own = catalogue.by_name(name).rlimits["cvc5"]
+        assert data[name]["solvers"]["cvc5"]["rlimit"] == data[name]["solvers"]["cvc5"]["rlimit_own"] == own
+        assert own > DEFAULT_RLIMIT["cvc5"]
+    assert data["fcfs-three-ranked"]["solvers"]["cvc5"]["rlimit"] == 2_000_000
+    code = main(["prove", "fcfs-three-ranked-swa", "--json"])
+    (d,) = json.loads(capsys.readouterr().out)
+    assert code == 0 and d["status"] == "ok" and d["result"] == "proved" and d["token_level"]["holds"], d
+    assert d["solvers"]["z3"]["rlimit"] == d["solvers"]["z3"]["rlimit_own"] == 40_000_000
+
+
+def test_the_default_cvc5_budget_does_not_decide_fcfs_three_ranked():
+    """The allowance is needed: under the default budget alone (100,000 units per check, the theorem's own
+    allowance bypassed by calling the discharge directly) cvc5 answers unknown on fcfs-three-ranked, never a
+    proof; and a theorem's allowance never lowers a larger budget, nor bounds a run bounded by seconds alone."""
+    from swafloor.proofs import DEFAULT_RLIMIT, catalogue, discharge
+
+    theorem = catalogue.by_name("fcfs-three-ranked")
+    d = discharge.discharge(theorem, attempts=False, solver="cvc5", rlimit=DEFAULT_RLIMIT["cvc5"])
+    assert d.result == "unknown" and d.rlimit == DEFAULT_RLIMIT["cvc5"], d
+    assert theorem.rlimit("cvc5", DEFAULT_RLIMIT["cvc5"]) == 2_000_000
+    assert theorem.rlimit("cvc5", 5_000_000) == 5_000_000
+    assert theorem.rlimit("z3", DEFAULT_RLIMIT["z3"]) == DEFAULT_RLIMIT["z3"]
+    assert theorem.rlimit("cvc5", None) is None
+
+
+def test_a_resource_allowance_must_name_a_solver_and_positive_units():
+    import attrs
+
+    from swafloor.proofs import catalogue
+
+    theorem = catalogue.by_name("fcfs-pair-ranked")
+    for bad in ({"yices": 10}, {"cvc5": 0}, {"cvc5": 2.5}):
+        with pytest.raises(ValueError, match="rlimits"):
+            attrs.evolve(theorem, rlimits=bad)
+
+
+#: the oracle's livelock of victim oldest (docs/admission.md), the smallest in the theorem's variable order
+OLDEST_LASSO = {"P0": 2, "O0": 2, "P1": 1, "O1": 1, "P2": 2, "O2": 2, "X": 0}
+
+
+def test_the_solver_finds_the_oldest_victims_livelock_as_a_lasso(capsys):
+    """oldest-three-livelock through the CLI (Z3, no flags): the claim that no state of loop_step repeats with a
+    request not done is refuted, its smallest counterexample is the oracle's livelock (prompts 2, 1, 2, outputs
+    2, 1, 2, pool 4), replayed on serve itself (after 7 steps it is where it was after 3, r0 and r2 not done;
+    serve's states are the transition system's), and the token-level twin fails at the same point."""
+    import json
+
+    from swafloor.cli import main
+    from swafloor.proofs import catalogue
+
+    assert catalogue.by_name("oldest-three-livelock") in catalogue.OPT_IN
+    code = main(["prove", "oldest-three-livelock", "--json"])
+    (d,) = json.loads(capsys.readouterr().out)
+    assert code == 0 and d["status"] == "ok", d
+    assert d["expected"] == d["result"] == "refuted" and d["minimal"], d
+    assert d["counterexample"] == OLDEST_LASSO, d
+    assert d["replay"]["confirmed"], d["replay"]
+    assert "is after 7 steps where it was after 3, with r0, r2 not done" in d["replay"]["summary"], d["replay"]
+    assert d["token_level"]["holds"] is False and d["token_level"]["counterexample"] == OLDEST_LASSO, d
+    assert d["concrete"]["holds"] is False and d["concrete"]["counterexample"] == OLDEST_LASSO, d
+
+
+def test_the_lasso_claim_holds_for_fcfs_and_its_replay_can_fail():
+    """The same claim (no_lasso over the same unroll) on ints holds under victim newest at every bounded point,
+    and under victim oldest fails at exactly the two livelocking points of the box (so the goal can hold and can
+    fail); the replay confirms nothing where serve finishes (victim newest at the livelock's inputs, victim
+    oldest at all-ones)."""
+    import itertools
+
+    from swafloor.proofs import catalogue, progress, replay
+    from swafloor.proofs.symbolic import all_of
+
+    failing = {Victim.NEWEST: [], Victim.OLDEST: []}
+    for lens in itertools.product(range(1, catalogue.LASSO_TOKENS + 1), repeat=6):
+        prompts, outputs = lens[0::2], lens[1::2]
+        for X in range(catalogue.LASSO_EXTRA + 1):
+            lengths, pool = progress.lengths_and_pool(prompts, outputs, X)
+            for victim, found in failing.items():
+                states, links = progress.unroll(prompts, outputs, pool, victim, catalogue.LASSO_STEPS)
+                assert links == []
+                if not all_of(*progress.no_lasso(states, lengths)):
+                    found.append((*lens, X))
+    assert failing == {Victim.NEWEST: [], Victim.OLDEST: [(2, 2, 1, 1, 2, 2, 0), (2, 2, 2, 2, 1, 1, 0)]}
+    fine = replay.serving_livelocks(Victim.NEWEST, catalogue.LASSO_STEPS)(OLDEST_LASSO)
+    assert not fine.confirmed and fine.summary.startswith("NOT REPRODUCED"), fine
+    ones = dict.fromkeys(OLDEST_LASSO, 1) | {"X": 0}
+    assert not catalogue.by_name("oldest-three-livelock").replay(ones).confirmed
 
 
 def test_the_ranking_fails_for_the_oldest_victim():
@@ -173,6 +299,14 @@ def test_the_ranking_fails_for_the_oldest_victim():
     assert list(inspect.signature(oldest_pair).parameters) == list(pair.variable_names)
     theorem = Theorem("oldest-pair-ranked", "the ranking under victim oldest", "proved", pair.variables, oldest_pair)
     assert discharge.discharge(theorem, attempts=False, minimise=False).result == "refuted"
+
+    def oldest_pair_swa(P0, O0, P1, O1, W, S, X):  # through a sliding window too
+        return progress.ranked_finish((P0, P1), (O0, O1), X, Victim.OLDEST, catalogue.RANKED_STEPS[2], W, S)
+
+    swa = catalogue.by_name("fcfs-pair-ranked-swa")
+    theorem = Theorem("oldest-pair-ranked-swa", "the ranking under victim oldest", "proved", swa.variables,
+                      oldest_pair_swa, linear=True)
+    assert discharge.discharge(theorem, attempts=False, minimise=False, encoding="direct").result == "refuted"
 
 
 @pytest.mark.parametrize("requests", [4, 5, 6, 7, 8])

@@ -111,6 +111,11 @@ def format_table(results, header: str) -> str:
                     lines.append(f"UNKNOWN ({name}): {d.reason or 'counterexample not shown minimal'}")
         if w is not None and w.counterexample and r.twin_agrees:
             lines.append(f"token-level counterexample: {_cex(w.counterexample)}")
+        for name, d in r.discharges:
+            own = r.theorem.rlimits.get(name)
+            if own is not None and d.rlimit == own:
+                lines.append(f"{name}: {own:,} resource units per check, the theorem's own allowance "
+                             "(above the default budget)")
         if r.replay is not None and r.status == OK:
             lines.append(f"replay: {r.replay.summary}")
         for name, d in r.discharges:

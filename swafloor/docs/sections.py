@@ -740,8 +740,31 @@ def checked_where() -> str:
     return "\n".join(lines)
 
 
+def opt_in_theorems() -> str:
+    """The theorems outside the default run (``catalogue.OPT_IN``, run by name), from their catalogue data: what
+    each expects, the encoding each solver gets, and the resource units per check each solver is allowed
+    (the default budget, or the theorem's own allowance where it declares a larger one)."""
+    from swafloor.proofs import DEFAULT_RLIMIT
+    from swafloor.proofs.catalogue import OPT_IN
+    from swafloor.proofs.discharge import default_encoding
+    from swafloor.proofs.symbolic import BLOCK_SIZE
+
+    def encoding(t, solver: str) -> str:  # the block encoding needs the block size first, else the goal as written
+        asked = t.encodings.get(solver, default_encoding(solver))
+        return "direct" if asked == "blocks" and t.variables[0].unit != BLOCK_SIZE else asked
+
+    lines = ["| theorem | expected | encoding (z3, cvc5) | resource units per check (z3, cvc5) |", "|---|---|---|---|"]
+    for t in OPT_IN:
+        encodings = ", ".join(encoding(t, s) for s in ("z3", "cvc5"))
+        units = ", ".join(f"{t.rlimit(s, DEFAULT_RLIMIT[s]):,}" + (" (its own)" if s in t.rlimits else "")
+                          for s in ("z3", "cvc5"))
+        lines.append(f"| `{t.name}` | {t.expected.value} | {encodings} | {units} |")
+    return "\n".join(lines)
+
+
 SECTIONS: dict[str, Callable[[], str]] = {
     "checked-where": checked_where,
+    "opt-in-theorems": opt_in_theorems,
     "models": models_table,
     "rule-card-readme": lambda: rule_card("docs/"),
     "rule-card": lambda: rule_card(""),
