@@ -130,3 +130,28 @@ def test_outside_its_venv_the_backend_refuses_cleanly_naming_the_script():
         return
     with pytest.raises(Unsupported, match="scripts/lmdeploy-venv"):
         resolve("lmdeploy").factory(config)
+
+
+@pytest.mark.parametrize("body, every_step", [
+    # _schedule_decoding allocating for every running sequence (0.4.2-0.11.1)
+    ("    def _schedule_decoding(self, prealloc_size=0):\n        for seq in running:\n"
+     "            self.block_manager.allocate(seq, prealloc_size)\n", True),
+    # ... skipping a sequence that needs no block (0.2.5-0.4.1)
+    ("    def _schedule_decoding(self):\n        def _try_append_slot(seq):\n"
+     "            if self.block_manager.num_required_blocks(seq) == 0:\n                return True\n", False),
+    # schedule_running skipping it (0.12.0 on), _schedule_decoding still allocating for every sequence
+    ("    def _schedule_decoding(self, prealloc_size=0):\n        for seq in running:\n"
+     "            self.block_manager.allocate(seq, prealloc_size)\n\n"
+     "    def schedule_running(self, running, num_required_tokens=1, prealloc_size=1):\n        for seq in running:\n"
+     "            num_required_blocks = self.block_manager.num_required_blocks(seq, num_required_tokens)\n"
+     "            if num_required_blocks == 0:\n                continue\n", False),
+])
+def test_whether_every_step_allocates_is_read_from_the_release_scheduler(tmp_path, body, every_step):
+    """Hand-written scheduler texts of each shape (not LMDeploy's files): compat reads the decode schedule."""
+    from swafloor.fuzz.engines.lmdeploy.compat import allocates_every_step
+
+    folder = tmp_path / "pytorch" / "paging"
+    folder.mkdir(parents=True)
+    (folder / "scheduler.py").write_text("class Scheduler:\n\n" + body)
+    assert allocates_every_step(str(tmp_path)) is every_step
+    assert allocates_every_step(str(tmp_path / "elsewhere")) is False  # no scheduler file: taken as skipping
