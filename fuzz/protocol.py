@@ -69,6 +69,7 @@ __all__ = [
     "ALL_SEMANTICS_EAGLE",
     "ALL_SEMANTICS_MIXED",
     "REFUSAL_KEEPS_STALE",
+    "STALE_FREED_ON_GROWTH",
     "RADIX_TREE",
     "REFERENCE_CAPABILITIES",
 ]
@@ -347,6 +348,13 @@ ALL_SEMANTICS_MIXED = Capabilities(all_semantics=True, prefix_sharing=True, evic
 #: the window: ``refused_keeps_stale``), each step committed before it allocates: the oracle.
 REFUSAL_KEEPS_STALE = Capabilities(
     semantics=Semantics(in_flight_tokens=1, free_stale="at-allocate", refused_keeps_stale=True),
+    commit_before_allocate=True,
+)
+#: LMDeploy's semantics where its decode schedule calls the block manager only for a sequence that needs a
+#: new block (0.2.5 to 0.4.1, 0.12.0 on): ``refused_keeps_stale`` and ``stale_freed_on_growth``: the oracle.
+STALE_FREED_ON_GROWTH = Capabilities(
+    semantics=Semantics(in_flight_tokens=1, free_stale="at-allocate", refused_keeps_stale=True,
+                        stale_freed_on_growth=True),
     commit_before_allocate=True,
 )
 #: SGLang's radix cache (freed lazily, a retraction recomputes, no first-resume copy, prefix sharing with

@@ -8,10 +8,17 @@ the last release included, its gate counts them all as free, and a refused resiz
 held. For one request the gate sees the same slots either way (what it holds after the step against
 the pool); between requests a refused one keeps blocks another could have taken
 (theorem ``refused-keeps-stale-lone-request``).
+
+With ``stale_freed_on_growth`` as well (LMDeploy whose decode schedule calls the block manager only for a
+sequence that needs a new block) a resize frees a life cycle's stale blocks only when it adds a block to
+that life cycle: otherwise the life cycle keeps the release point it last freed on (its ``evicted_on``),
+and the next resize that adds a block frees everything stale at its own point. A resume is planned as
+before.
 """
 
 from __future__ import annotations
 
+from . import lifecycle
 from .core import RequestRecord
 from .release import ReleasePolicy
 
@@ -19,8 +26,37 @@ __all__ = ["RefusalPolicy"]
 
 
 class RefusalPolicy(ReleasePolicy):
-    """The release policy with a refused resize freeing nothing (the option off: the policy's behaviour)."""
+    """The release policy with a refused resize freeing nothing, and with ``stale_freed_on_growth`` a
+    resize adding no block freeing nothing (each option off: the policy's behaviour)."""
+
+    _resizing: int | None = None  # the capacity of the resize being planned (None outside a resize)
 
     def catch_up(self, record: RequestRecord) -> None:
         if not self.semantics.refused_keeps_stale:
             super().catch_up(record)
+
+    def resize(self, request_id, capacity, history=None):
+        if not self.semantics.stale_freed_on_growth:
+            return super().resize(request_id, capacity, history)
+        self._resizing = capacity
+        try:
+            return super().resize(request_id, capacity, history)
+        finally:
+            self._resizing = None
+
+    def skips_unchanged_steps(self) -> bool:
+        # what a step frees depends on whether it adds a block, not on the history alone: plan every step
+        return not self.semantics.stale_freed_on_growth and super().skips_unchanged_steps()
+
+    def release_points(self, record: RequestRecord, history: int) -> list[int]:
+        """A life cycle the resize adds no block to keeps the point it last freed on."""
+        points = super().release_points(record, history)
+        if self._resizing is None:
+            return points
+        return [point if lifecycle.allocated_blocks(self._resizing, t) > lifecycle.allocated_blocks(record.capacity, t)
+                else kept for point, kept, t in zip(points, record.evicted_on, self.block_sizes)]
+
+    def released_on(self, record: RequestRecord, life_cycle: int) -> int:
+        if self.semantics.stale_freed_on_growth:
+            return record.evicted_on[life_cycle]
+        return super().released_on(record, life_cycle)

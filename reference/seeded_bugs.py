@@ -168,6 +168,9 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
     SeededBug("refused-step-frees-stale", "under refused_keeps_stale a resize still frees the blocks that left "
               "the window before its gate, and that release stands when it is refused",
               (), (ORACLE,), covers="semantics.refused_keeps_stale, failure path"),
+    SeededBug("stale-freed-without-growth", "under stale_freed_on_growth a resize that adds no block still frees "
+              "the blocks that left the window",
+              (), (ORACLE,), covers="semantics.stale_freed_on_growth"),
     SeededBug("prompt-lock-never-taken", "under prompt_lock no request keeps its prompt's last window locked: "
               "its SWA blocks are freed once the window leaves them",
               (), (ORACLE,), covers="semantics.prompt_lock"),
@@ -298,6 +301,7 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "at-commit-frees-lazily": ("tables",),
     "lazy-release-undone": RESULT + ("tables",),
     "refused-step-frees-stale": RESULT + ("tables",),
+    "stale-freed-without-growth": RESULT + ("tables",),
     # the tree lock: which blocks are held (the table), and what a call then needs (its result)
     "prompt-lock-never-taken": RESULT + ("tables",),
     "prompt-lock-kept-after-release": RESULT + ("tables",),

@@ -215,6 +215,14 @@ class Semantics:
         where ``at-allocate`` admits it (:mod:`~.refusal`).""",
         engines=("LMDeploy: its window block manager drops blocks only inside an allocation that succeeds",),
         needs=("free_stale", "at-allocate"))
+    stale_freed_on_growth: bool = option(False, "blocks that left the window are freed only by a resize that adds a block", """
+        A resize frees the blocks that left the window of a life cycle only when it adds a block to that
+        life cycle (its capacity spans more blocks than before); a resize that adds none, and a refused
+        one, keeps them, and the next resize that adds a block frees everything stale at its own release
+        point (:mod:`~.refusal`). A resume frees what is stale as before.""",
+        engines=("LMDeploy 0.2.5 to 0.4.1 and 0.12.0 on: its decode schedule calls the window block manager, "
+                 "which drops blocks only inside an allocation, only for a sequence that needs a new block",),
+        needs=("refused_keeps_stale", True))
     window_ring: bool = option(False, "a sliding window is a fixed ring of blocks: nothing freed as it slides", """
         An SWA life cycle keeps the token at position ``p`` in ring slot ``p % W`` of its request's blocks: it
         holds the blocks of its first ``min(c, W)`` positions, :func:`~.ring.ring_blocks`, until the request is

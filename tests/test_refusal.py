@@ -66,3 +66,46 @@ def test_the_oracle_refusal_campaign_passes_on_the_ci_profile():
     result = run_campaign("oracle-refusal", examples=150, seed=PROFILES["ci"].seed, profile="ci", out_dir=None)
     assert result.divergence is None, result.divergence
     assert result.served >= 140
+
+
+# ---------------------------------------------------------------- stale_freed_on_growth (LMDeploy's decode schedule)
+def _decoding(on_growth: bool) -> Manager:
+    """W = 1, t = 2, one token in flight, a pool of 3 slots: r0 reserves 3 tokens (blocks 0 and 1) and
+    commits them; the window at history 3 is token 2 (block 1), block 0 (tokens 0-1) left it."""
+    semantics = Semantics(in_flight_tokens=1, free_stale="at-allocate", refused_keeps_stale=True,
+                          stale_freed_on_growth=on_growth)
+    m = Manager(Config(tokens_per_block=2, layers=[AttentionLayer(window=1)], slots=[3], semantics=semantics))
+    m.create("r0")
+    assert m.resume("r0") and m.resize("r0", 3, 0)
+    m.commit("r0", 3)
+    return m
+
+
+def test_a_step_adding_no_block_keeps_the_stale_block_until_one_that_adds_a_block():
+    m = _decoding(True)
+    assert m.resize("r0", 4, 3)  # capacity 4: still blocks 0 and 1, no block added: nothing freed
+    assert _held(m, "r0") == (0, 1) and m.snapshot().pools[0].free == 1
+    m.check()
+    m.commit("r0", 1)
+    assert m.resize("r0", 5, 4)  # block 2 added: everything stale at history 4 goes (block 0; block 1 holds token 3)
+    assert _held(m, "r0") == (None, 1, 2) and m.snapshot().pools[0].free == 1
+    m.check()
+
+
+def test_without_the_option_the_step_adding_no_block_frees_it():
+    m = _decoding(False)
+    assert m.resize("r0", 4, 3)
+    assert _held(m, "r0") == (None, 1) and m.snapshot().pools[0].free == 2
+    m.check()
+
+
+def test_stale_freed_on_growth_needs_refused_keeps_stale():
+    with pytest.raises(ConfigError, match=r"semantics\.stale_freed_on_growth=True: needs semantics\.refused_keeps_stale"):
+        Semantics(free_stale="at-allocate", stale_freed_on_growth=True)
+
+
+def test_the_oracle_growth_campaign_passes_on_the_ci_profile():
+    assert resolve("oracle-growth").capabilities.semantics.stale_freed_on_growth
+    result = run_campaign("oracle-growth", examples=150, seed=PROFILES["ci"].seed, profile="ci", out_dir=None)
+    assert result.divergence is None, result.divergence
+    assert result.served >= 140

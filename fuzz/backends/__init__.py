@@ -78,6 +78,9 @@ REGISTRY: dict[str, Registered] = {
                                   status="fuzzed against the reference in CI (eviction intervals, tests/test_eviction_interval.py)"),
     "oracle-refusal": Registered("swafloor.fuzz.backends.oracle:oracle_refusal",
                                  status="fuzzed against the reference in CI (a refused resize keeps stale blocks, tests/test_refusal.py)"),
+    "oracle-growth": Registered("swafloor.fuzz.backends.oracle:oracle_growth",
+                                status="fuzzed against the reference in CI (stale blocks freed only by a resize that "
+                                "adds a block, tests/test_refusal.py)"),
     "oracle-radix": Registered("swafloor.fuzz.backends.oracle:oracle_radix",
                                status="fuzzed against the reference in CI (SGLang's radix tree: its lock and "
                                "publication, tests/test_radix_layer.py)"),

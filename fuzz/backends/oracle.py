@@ -104,7 +104,7 @@ from swafloor.reference import (
 
 from ..adapter import ManagerBackend
 from ..protocol import (ALL_SEMANTICS, ALL_SEMANTICS_EAGLE, ALL_SEMANTICS_EVICTION, ALL_SEMANTICS_MIXED,
-                        ALL_SEMANTICS_SHARING, RADIX_TREE, REFUSAL_KEEPS_STALE, WINDOW_RING, Capabilities, Limits,
+                        ALL_SEMANTICS_SHARING, RADIX_TREE, REFUSAL_KEEPS_STALE, STALE_FREED_ON_GROWTH, WINDOW_RING, Capabilities, Limits,
                         factory)
 
 __all__ = ["OracleManager", "oracle", "decode_peak"]
@@ -133,6 +133,12 @@ def _allocated(capacity: int, t: int) -> range:
     """The blocks that hold at least one position below ``capacity``: one per block start
     ``0, t, 2t, ...`` below it (the starts are counted, not derived from a formula)."""
     return range(len(range(0, capacity, t)))
+
+
+def _within(held: frozenset[int], capacity: int, t: int) -> frozenset[int]:
+    """The blocks of ``held`` that hold a position below ``capacity`` (``held`` itself when all do)."""
+    allocated = _allocated(capacity, t)
+    return held if all(b in allocated for b in held) else frozenset(b for b in held if b in allocated)
 
 
 def _held(
@@ -267,6 +273,7 @@ class OracleManager:
         self.in_flight = semantics.in_flight_tokens
         self.lazy = semantics.free_stale is FreeStale.AT_ALLOCATE
         self.keeps_stale = semantics.refused_keeps_stale  # nothing freed before the gate: all or nothing
+        self.on_growth = semantics.stale_freed_on_growth  # a resize adding no block to a geometry frees none of it
         self.ring = semantics.window_ring  # a window is a ring of its first W positions' blocks
         self.suspend_mode = semantics.suspend
         self.copies = semantics.first_resume_copy
@@ -853,6 +860,10 @@ class OracleManager:
             if self.interval > 1:
                 req.cursors = self._moved
         targets = self._targets(history, capacity, req)
+        if self.on_growth:  # a geometry whose blocks below the capacity are no more than before keeps what it
+            # holds below the capacity (a smaller capacity still cuts)
+            targets = [new if g.kind == "ssm" or len(_allocated(capacity, g.t)) > len(_allocated(req.capacity, g.t))
+                       else _within(old, capacity, g.t) for g, old, new in zip(self.geometries, req.held, targets)]
         moved = self._moved if self.interval > 1 else None
         needed = [0] * len(self.totals)
         freed = [0] * len(self.totals)
@@ -984,6 +995,10 @@ oracle_eagle = _oracle(ALL_SEMANTICS_EAGLE, "oracle-eagle",
 oracle_refusal = _oracle(REFUSAL_KEEPS_STALE, "oracle-refusal",
                          doc="The oracle under LMDeploy's semantics: a refused resize keeps the blocks that left the "
                          "window (refused_keeps_stale), one token in flight, each step committed before it allocates.")
+oracle_growth = _oracle(STALE_FREED_ON_GROWTH, "oracle-growth",
+                        doc="The oracle under LMDeploy's semantics where its decode schedule calls the block manager "
+                        "only for a sequence that needs a new block: blocks that left the window are freed only by a "
+                        "resize that adds a block (stale_freed_on_growth), and never by a refused one.")
 oracle_radix = _oracle(RADIX_TREE, "oracle-radix",
                        doc="The oracle under SGLang's radix cache: a request keeps its prompt's last window of SWA "
                        "blocks locked until it is released (prompt_lock), content is findable only once published "

@@ -51,7 +51,8 @@ from swafloor.reference.seeded_bugs import ORACLE, SEEDED_BUGS
 from ..adapter import ManagerBackend
 from .mutants import _SharedFreedEarly
 from ..protocol import (ALL_SEMANTICS, ALL_SEMANTICS_EAGLE, ALL_SEMANTICS_MIXED, ALL_SEMANTICS_SHARING, BackendRecord,
-                        RADIX_TREE, REFUSAL_KEEPS_STALE, WINDOW_RING, UnknownBackend, factory)
+                        RADIX_TREE, REFUSAL_KEEPS_STALE, STALE_FREED_ON_GROWTH, WINDOW_RING, UnknownBackend,
+                        factory)
 
 __all__ = ["PREFIX", "REFERENCE_MUTANTS", "ReferenceMutant", "names", "resolve_mutant"]
 
@@ -292,6 +293,17 @@ class _RefusedStepFreesStale(Manager):
 
     def catch_up(self, record: Any) -> None:
         ReleasePolicy.catch_up(self, record)
+
+
+class _StaleFreedWithoutGrowth(Manager):
+    """``stale_freed_on_growth`` ignored: every resize frees at its own history, the refusal layer's
+    release-point hook skipped."""
+
+    def release_points(self, record: Any, history: int) -> list[int]:
+        return ReleasePolicy.release_points(self, record, history)
+
+    def released_on(self, record: Any, life_cycle: int) -> int:
+        return ReleasePolicy.released_on(self, record, life_cycle)
 
 
 # ----------------------------------------------------------------------------- radix tree (SGLang)
@@ -595,6 +607,7 @@ _MAKERS: dict[str, Callable[[Config], Manager]] = {
     "at-commit-frees-lazily": _AtCommitFreesLazily,
     "lazy-release-undone": _LazyReleaseUndone,
     "refused-step-frees-stale": _RefusedStepFreesStale,
+    "stale-freed-without-growth": _StaleFreedWithoutGrowth,
     "prompt-lock-never-taken": _PromptLockNeverTaken,
     "prompt-lock-kept-after-release": _PromptLockKeptAfterRelease,
     "published-at-commit": _PublishedAtCommit,
@@ -656,6 +669,7 @@ _BACKEND = {
     "cache-aligned-swapped": "oracle-mixed",
     "prompt-tail-swapped": "oracle-mixed",
     "refused-step-frees-stale": "oracle-refusal",
+    "stale-freed-without-growth": "oracle-growth",
     "prompt-lock-never-taken": "oracle-radix",
     "prompt-lock-kept-after-release": "oracle-radix",
     "published-at-commit": "oracle-radix",
@@ -666,6 +680,7 @@ _BACKEND = {
 #: The capabilities a mutant's backend declares: those of the oracle campaign that must kill it.
 _CAPABILITIES = {"oracle-sharing": ALL_SEMANTICS_SHARING, "oracle-eagle": ALL_SEMANTICS_EAGLE,
                  "oracle-mixed": ALL_SEMANTICS_MIXED, "oracle-refusal": REFUSAL_KEEPS_STALE,
+                 "oracle-growth": STALE_FREED_ON_GROWTH,
                  "oracle-radix": RADIX_TREE, "oracle-ring": WINDOW_RING}
 
 _MUTANTS = tuple(

@@ -18,7 +18,12 @@ and its block managers are loaded alone (:mod:`.compat`), with a stand-in for ``
 - ``resize(r, c, h)``: the sequence shows ``h`` history tokens and ``c - h`` tokens to compute; if every
   block manager's ``can_allocate`` says yes, each one's ``allocate`` (the window manager drops the
   blocks before its window, reuses some for the new blocks and frees the rest, all inside that call),
-  else out of blocks with nothing changed. An exception raised by LMDeploy (``MemoryError`` from its
+  else out of blocks with nothing changed. As the release's decode schedule does
+  (:func:`.compat.allocates_every_step`, read from its scheduler): where it calls the block manager
+  only for a sequence that needs a new block (0.2.5 to 0.4.1, 0.12.0 on), a step for which every block
+  manager's own ``num_required_blocks`` is 0 calls nothing (the blocks before the window stay held:
+  ``stale_freed_on_growth``); where it calls ``allocate`` for every running sequence at every step
+  (0.4.2 to 0.11.1), every step calls them. A smaller capacity calls nothing. An exception raised by LMDeploy (``MemoryError`` from its
   allocator after ``can_allocate`` said yes) is a divergence with its input.
 - ``commit(r, n)``: history advances (the sequence's; LMDeploy frees nothing).
 - ``suspend(r)``: the scheduler's eviction: ``free`` on every block manager, and the sequence
@@ -53,14 +58,25 @@ def import_lmdeploy() -> dict[str, Any]:
     return compat.load()
 
 
+def _allocates_every_step() -> bool:
+    """Whether the LMDeploy importable here calls ``allocate`` at every decode step
+    (:func:`.compat.allocates_every_step`); where none is importable, the pinned release's answer (no)."""
+    try:
+        return bool(compat.load()["allocates_every_step"])
+    except Unsupported:
+        return False
+
+
 def semantics() -> Semantics:
-    """The reference semantics LMDeploy's window block manager has."""
+    """The reference semantics LMDeploy's window block manager has, as its release's decode schedule calls it."""
     return Semantics(
         # At a step of history h the window manager keeps the blocks from the one holding token h - W:
         # W history tokens plus the one computed, W + 1 in all: the reference's release on history h - 1.
         in_flight_tokens=1,
         free_stale="at-allocate",
         refused_keeps_stale=True,  # blocks are dropped inside allocate_msg only, when it succeeds
+        # ... which the decode schedule calls only for a sequence needing a new block (0.2.5-0.4.1, 0.12.0 on)
+        stale_freed_on_growth=not _allocates_every_step(),
         suspend="recompute",  # the scheduler's eviction frees every block; the sequence is recomputed
         first_resume_copy=False,
     )
@@ -110,6 +126,7 @@ class LmdeployBackend:
                 self.managers.append(compat.build(parts["DefaultBlockManager"], blocks))
         self._blocks = parts["LogicalTokenBlocks"]
         self._counts_dropped = parts["counts_dropped"]
+        self._every_step = parts["allocates_every_step"]
         self.requests: dict[Hashable, _Request] = {}
 
     # ------------------------------------------------------------------ helpers
@@ -137,10 +154,15 @@ class LmdeployBackend:
     def resize(self, request_id: Hashable, capacity: int, history: int) -> Outcome:
         req = self._get(request_id, RequestState.ACTIVE)
         req.history = max(req.history, history)
-        if capacity <= req.allocated:  # LMDeploy never shrinks a sequence's blocks
+        if capacity < req.allocated:  # LMDeploy never shrinks a sequence's blocks
             return Outcome(True)
         for seq in req.sequences:
             seq.history, seq.capacity = req.history, capacity
+        if not self._every_step and not any(m.num_required_blocks(seq) > 0 for m, seq in zip(self.managers, req.sequences)):
+            # the release's decode schedule calls nothing for a sequence that needs no new block
+            # (compat.allocates_every_step): the blocks before the window stay held
+            req.allocated = capacity
+            return Outcome(True)
         if not all(m.can_allocate(seq) for m, seq in zip(self.managers, req.sequences)):
             for seq in req.sequences:
                 seq.capacity = req.allocated

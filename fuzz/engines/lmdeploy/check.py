@@ -34,7 +34,7 @@ __all__ = ["PLANTS", "classify", "main"]
 PLANTS = ("window-never-freed", "hands-out-held")
 #: The divergence classes met so far, each with its verdict in its trace (tests/regressions/lmdeploy/).
 CLASSES = ("refused-step-keeps-stale", "allocate-raises-after-can-allocate", "drops-in-window-block-past-history",
-           "new-block-not-allocated", "required-counts-blocks-past-history")
+           "new-block-not-allocated", "required-counts-blocks-past-history", "step-without-allocation-keeps-stale")
 
 _step = {"index": -1}  # the step being replayed or run (set by the instrumented backend)
 
@@ -66,6 +66,9 @@ def classify(divergence: dict[str, Any]) -> str:
         refused = divergence.get("refused")
         if held_more and refused:
             return "refused-step-keeps-stale"
+        if held_more and refused is False and divergence.get("allocated") is False:
+            # a step LMDeploy served without calling allocate: the blocks that left the window stay held
+            return "step-without-allocation-keeps-stale"
         if held_less and refused is False:
             # the block the backend lacks: the step's newest one (not allocated), or one before it (dropped)
             block = _block_index(field)
@@ -153,25 +156,35 @@ def _counting(backend_factory: Callable) -> Callable:
     return make
 
 
-def _refused(trace: Any, index: int) -> bool | None:
-    """Whether the backend refused (out of blocks) the step ``index`` of ``trace``: the trace replayed
-    up to it on the backend alone, its outcome read."""
-    from swafloor.reference import Config  # noqa: F401  (the trace's config is one)
-
+def _step_facts(trace: Any, index: int) -> tuple[bool | None, bool | None]:
+    """Whether the backend refused (out of blocks) the step ``index`` of ``trace``, and whether LMDeploy's
+    ``allocate`` was called in it (on any block manager): the trace replayed up to it on the backend
+    alone, its outcome read and the block managers' ``allocate`` calls counted. ``None`` where the step
+    raised (neither a refusal nor an answer)."""
     from .backend import LmdeployBackend
 
     b = LmdeployBackend(trace.config)
+    calls: list[int] = []
+    for manager in b.managers:
+        real = manager.allocate
+
+        def counted(*args: Any, _real: Callable = real, **kwargs: Any) -> Any:
+            calls.append(_step["index"])
+            return _real(*args, **kwargs)
+
+        manager.allocate = counted
     for i, step in enumerate(trace.steps[: index + 1]):
         args = step.to_dict()
         op = args.pop("op")
         rid = args.pop("request")
+        _step["index"] = i
         try:
             out = getattr(b, op)(rid, *args.values())
         except Exception:  # noqa: BLE001 - the step raised: not a refusal
-            return None
+            return None, None
         if i == index:
-            return None if out is None else not out.ok
-    return None
+            return (None if out is None else not out.ok), index in calls
+    return None, None
 
 
 def _classified(trace_path: Path) -> dict[str, Any]:
@@ -188,7 +201,7 @@ def _classified(trace_path: Path) -> dict[str, Any]:
     if found.divergence is None:
         return {"trace": str(trace_path), "class": None, "under_claimed": under_claimed}
     d = found.divergence.to_dict()
-    d["refused"] = _refused(trace, d["step_index"])
+    d["refused"], d["allocated"] = _step_facts(trace, d["step_index"])
     d["tokens_per_block"] = trace.config.tokens_per_block
     return {"trace": str(trace_path), "divergence": json.loads(json.dumps(d, default=str)), "class": classify(d),
             "under_claimed": under_claimed}

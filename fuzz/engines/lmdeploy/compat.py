@@ -30,8 +30,10 @@ import importlib
 import importlib.machinery
 import importlib.metadata
 import importlib.util
+import re
 import sys
 import types
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -146,8 +148,37 @@ def load() -> dict[str, Any]:
     counts_dropped = "num_ignored_history" in inspect.getsource(window)
     _loaded.update(WindowBlockManager=window.WindowBlockManager, DefaultBlockManager=default.DefaultBlockManager,
                    LogicalTokenBlocks=block.LogicalTokenBlocks, version=release, path=root,
-                   counts_dropped=counts_dropped)
+                   counts_dropped=counts_dropped, allocates_every_step=allocates_every_step(root))
     return _loaded
+
+
+def _method(source: str, name: str) -> str:
+    """The text of the method ``name`` of a class in ``source`` (up to the next method), or ''."""
+    found = re.search(rf"\n    def {name}\(.*?(?=\n    def |\n    @|\Z)", source, re.S)
+    return found.group(0) if found else ""
+
+
+def allocates_every_step(root: str) -> bool:
+    """Whether the release's decode schedule calls ``block_manager.allocate`` for a running sequence at
+    every step, also when no block is required, read from its ``pytorch/paging/scheduler.py`` (the
+    text, never imported: it imports torch). Its window manager drops the blocks that left the window
+    only inside ``allocate``, so this decides whether a step needing no new block drops them.
+
+    It does not where the decode path skips a sequence whose ``num_required_blocks`` is 0:
+    ``_schedule_decoding``'s ``_try_append_slot`` (0.2.5 to 0.4.1) or ``schedule_running`` (0.12.0 on,
+    #4265, the decode path of ``create_model_inputs_delta``). It does in between (0.4.2 to 0.11.1:
+    ``_schedule_decoding`` allocates for every running sequence since #1429). A release without the
+    file is taken as skipping (the adapter then calls nothing on a step that does not grow)."""
+    path = Path(root) / "pytorch" / "paging" / "scheduler.py"
+    if not path.is_file():
+        return False
+    source = path.read_text(encoding="utf-8", errors="replace")
+    if re.search(r"num_required_blocks\(seq[^)]*\)\s*==\s*0", _method(source, "_schedule_decoding")):
+        return False
+    running = _method(source, "schedule_running")
+    if running and re.search(r"if num_required_blocks == 0:\s*\n\s*continue", running):
+        return False
+    return True
 
 
 class Sequence:

@@ -185,7 +185,8 @@ class TransformersCbBackend:
             functions = compat.engine_class(s["PagedAttentionCache"], (
                 "can_store_request_tokens", "free_blocks"), "the paged cache's allocation")
             self.cache = functions()
-            self.cache.cache_allocators = {a.layer_type: a for a in self.allocators}
+            self.cache.cache_allocators = {s["SlidingKey"] if w is not None else s["FullKey"]: a
+                                           for w, a in zip(self.windows, self.allocators)}
             self.cache.pool = self.pool
             self.strides = [a.block_physical_stride for a in self.allocators]
         else:

@@ -8,12 +8,13 @@ import finds (never by a version string; the version is quoted in messages only)
   new tokens in a sliding window's read indices are ``-1``.
   (5.x names the write trash ``trash_index`` in 5.10, ``write_trash_index`` from 5.15: the adapter
   gives whichever the constructor takes.)
-- ``ring-ledger`` (5.0 to 5.19): the same file with a ``BlockManager`` (free blocks, reference counts,
+- ``ring-ledger`` (5.0 to 5.17): the same file with a ``BlockManager`` (free blocks, reference counts,
   hashes) shared by the groups; ``PagedAttentionCache.allocate_blocks(n, request_id, allocated_blocks)``
   checks ``will_allocation_be_successful`` first.
   In both, the scheduler's ``_allocate_blocks_if_needed(state, len_next_tokens)`` decides how many
   blocks a step asks for.
-- ``sectors`` (5.20 on): ``continuous_batching/cache_allocators/``; a ``CachePool`` of sectors handed
+- ``sectors`` (5.18 on; 5.18 files its allocators under the package's attention-type constants, its
+  allocator classes have no ``layer_type``): ``continuous_batching/cache_allocators/``; a ``CachePool`` of sectors handed
   to one allocator per attention type, each cutting its sectors into blocks;
   ``PagedAttentionCache.can_store_request_tokens(state, request_len)`` is the scheduler's check and
   allocation in one call.
@@ -74,6 +75,13 @@ def load() -> dict[str, Any]:
     if allocators is not None:
         parts.update(shape="sectors", Sliding=allocators.SlidingAttentionCacheAllocator,
                      Full=allocators.FullAttentionCacheAllocator, CachePool=allocators.CachePool)
+        # the names the paged cache files its allocators under (``cache_allocators[name]``): the package's
+        # attention-type constants (5.18 has no ``layer_type`` on its allocator classes; later releases
+        # derive the constants from it)
+        keys = (getattr(allocators, "SLIDING_ATTENTION", None), getattr(allocators, "FULL_ATTENTION", None))
+        if None in keys:
+            raise Unsupported(f"transformers {version()}'s cache_allocators names no SLIDING_ATTENTION / FULL_ATTENTION")
+        parts["SlidingKey"], parts["FullKey"] = keys
         from transformers import PretrainedConfig
 
         parts["PretrainedConfig"] = PretrainedConfig
