@@ -52,8 +52,8 @@ class FakeEngine:
             new.append(table[b])
         return new
 
-    def create(self, rid: str, reused_history: int = 0) -> None:
-        self.held[rid] = {}
+    def create(self, rid: str, reused_history: int = 0, share_with: str | None = None) -> None:
+        self.held[rid] = {}  # (a hit on share_with's blocks: made by ``alias``)
         self.capacity[rid] = reused_history
 
     def resume(self, rid: str) -> Outcome:
@@ -142,18 +142,35 @@ def test_rejected_drafts_stay_the_drafters_until_the_next_step_writes_them():
     assert not _at(plane, "r0", 2).draft
 
 
-def test_a_write_into_a_block_another_request_holds_is_write_shared():
-    engine = FakeEngine(drafts=0)
+def test_a_draft_write_into_a_block_another_request_holds_is_write_shared():
+    engine = FakeEngine()
     plane = _plane(engine, window=4)
-    plane.create("r0")
-    assert plane.resume("r0").ok
-    assert plane.resize("r0", 3, 0).ok
-    plane.commit("r0", 3)
     plane.create("r1")
     assert plane.resume("r1").ok
-    engine.alias = ("r1", "r0", 1)  # r1's next block is r0's block 1, held by both
     assert plane.resize("r1", 2, 0).ok
+    plane.commit("r1", 1)  # r1's token 0 written in its block 0
+    plane.create("r0")
+    assert plane.resume("r0").ok
+    engine.alias = ("r0", "r1", 0)  # r0's next block is r1's block 0, held by both
+    assert plane.resize("r0", 2, 0).ok  # token 0 scheduled, position 1 a draft slot: r1's block 0
     with pytest.raises(BackendCheckFailed) as raised:
-        plane.commit("r1", 2)
-    assert raised.value.field == "write-shared[r1][0][1]", raised.value.field
-    assert "'r0' block 1" in str(raised.value), raised.value
+        plane.commit("r0", 1)
+    assert raised.value.field == "write-shared[r0][0][1]", raised.value.field
+    assert "'r1' block 0" in str(raised.value) and "draft position 1" in str(raised.value), raised.value
+    assert "KV of token 0 of 'r1'" in str(raised.value), raised.value
+
+
+def test_a_hit_taken_before_its_filling_step_runs_is_written_by_that_step():
+    # vLLM names a block when it schedules the step that fills it: another request can hit it before the
+    # step runs; the step then writes its own tokens there (not write-shared), and the hit reads them
+    engine = FakeEngine(drafts=0)
+    plane = _plane(engine, window=4)
+    plane.create("r0", 2)
+    assert plane.resume("r0").ok  # its load of positions 0 and 1 in flight
+    plane.create("r1", 2, share_with="r0")
+    engine.alias = ("r1", "r0", 0)
+    assert plane.resume("r1").ok
+    assert plane.resize("r0", 3, 2).ok
+    plane.commit("r0", 1)
+    written = _at(plane, "r0", 0)
+    assert (written.owner, written.position, written.draft) == ("r0", 0, False), written

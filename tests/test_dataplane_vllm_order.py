@@ -30,7 +30,7 @@ from tests.test_vllm import PYTHON, REPLAY, ROOT, TIMEOUT, _need_venv, _run  # n
 TRACES = sorted((ROOT / "tests" / "regressions" / "dataplane-vllm").glob("*.json"))
 EXAMPLES = 60  # the ci profile's first 60 (CI's budget: 120 took 258 s wall on a machine loaded 9x over; 500 and 2000: docs/fuzzing-engines.md)
 #: dataplane:vllm-prefix-eagle's cut (its read-other-token@commit trace, first at example 3, now matches)
-EAGLE_EXAMPLES = 20
+EAGLE_EXAMPLES = 40
 PLANT_EXAMPLES = 150
 
 

@@ -32,8 +32,8 @@ unchanged); beside it this plane does what the engine's worker does:
 A wrong write or read is a :class:`~swafloor.fuzz.protocol.BackendCheckFailed` at the operation it happens
 in, its field naming what is wrong (so each is a divergence class of its own, :mod:`swafloor.fuzz.classes`):
 ``write-padding[request][life cycle][position]`` / ``write-stale-id[...]`` for a write through padding or
-through an id the backend does not hold for that block, ``write-shared[...]`` for one into a block another
-request holds too (a hit's block: full, read by that request, never written); ``read-KIND[...]`` for a read ``outside-window``,
+through an id the backend does not hold for that block, ``write-shared[...]`` for a drafter's write into a
+block another request holds too (a hit's block, which that request reads); ``read-KIND[...]`` for a read ``outside-window``,
 inside it but ``masked`` out, through ``padding`` or a ``stale-id``, of an ``unwritten`` slot position, or of
 an ``other-token`` than the one at that position of the reader's content (a hit's tokens are its source's
 content); the first that applies names it, the message lists all. The message
@@ -304,8 +304,10 @@ class OrderedPlane:
         b = p // self.t
         slot, sent = self._slot(step, lc, b)
         mine = held[lc].get(b)
-        if sent and mine == slot and (lc, slot) in self._others:
-            # a block two requests hold is a prefix-cache hit's: full and read by the other, never written
+        if sent and mine == slot and entry.draft and (lc, slot) in self._others:
+            # a block two requests hold is a prefix-cache hit's, which the other reads: a drafter writes only
+            # into lookahead blocks of its own (its request's filling step may write a block a hit already
+            # took, and another token's KV there is seen where it is read)
             there = self.ledger.get((lc, slot), [None] * self.t)[p % self.t]
             raise BackendCheckFailed(
                 f"write-shared[{step.request}][{lc}][{p}]",
