@@ -3,8 +3,9 @@
 :mod:`swafloor.fuzz.engines.vllm.order`): the scheduler's calls at schedule time, KV written when the step
 runs, a step dropped by a close, every read of a step checked against who wrote each slot position.
 
-- The ci profile's first :data:`EXAMPLES` examples of ``dataplane:vllm-prefix`` (seed 0, every divergence
-  class, :mod:`swafloor.fuzz.classes`) meet only classes that have a verdict and a trace in
+- The ci profile's first :data:`EXAMPLES` examples of ``dataplane:vllm-prefix`` and the first
+  :data:`EAGLE_EXAMPLES` of ``dataplane:vllm-prefix-eagle`` (seed 0, every divergence class,
+  :mod:`swafloor.fuzz.classes`) meet only classes that have a verdict and a trace in
   tests/regressions/dataplane-vllm/, and nothing else.
 - Each of those traces replays to its divergence (step, field, both sides), names its class and verdict,
   and on the wrapped backend alone (no data plane) matches the reference: no count or table sees it.
@@ -22,10 +23,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.test_vllm import PYTHON, REPLAY, ROOT, TIMEOUT, _need_venv, _run  # noqa: F401
 
 TRACES = sorted((ROOT / "tests" / "regressions" / "dataplane-vllm").glob("*.json"))
 EXAMPLES = 60  # the ci profile's first 60 (CI's budget: 120 took 258 s wall on a machine loaded 9x over; 500 and 2000: docs/fuzzing-engines.md)
+#: dataplane:vllm-prefix-eagle's cut (65 s wall on a machine loaded 9x over, of which importing vLLM most; its
+#: read-other-token@commit class, first at example 3, now matches: 250 examples, docs/fuzzing-engines.md)
+EAGLE_EXAMPLES = 20
 PLANT_EXAMPLES = 150
 
 
@@ -39,13 +45,15 @@ def _classes_of_traces() -> dict[str, str]:
     return out
 
 
-def test_ci_cut_meets_only_classes_with_a_verdict(tmp_path):
+@pytest.mark.parametrize("backend,examples", [("dataplane:vllm-prefix", EXAMPLES),
+                                              ("dataplane:vllm-prefix-eagle", EAGLE_EXAMPLES)])
+def test_ci_cut_meets_only_classes_with_a_verdict(tmp_path, backend, examples):
     _need_venv()
-    proc = _run(["-m", "swafloor", "fuzz", "--backend", "dataplane:vllm-prefix", "--profile", "ci", "--examples",
-                 str(EXAMPLES), "--classes", "4", "--json", "--out", str(tmp_path)], tmp_path)
+    proc = _run(["-m", "swafloor", "fuzz", "--backend", backend, "--profile", "ci", "--examples",
+                 str(examples), "--classes", "4", "--json", "--out", str(tmp_path)], tmp_path)
     stdout, stderr = proc.communicate(timeout=TIMEOUT)
     report = json.loads(stdout)
-    assert report["backend"] == "dataplane:vllm-prefix" and (report["profile"], report["seed"]) == ("ci", 0), report
+    assert report["backend"] == backend and (report["profile"], report["seed"]) == ("ci", 0), report
     assert not report["limited"], report["classes"]  # a last run found no other class
     met = {row["class"] for row in report["classes"]}
     verdicts = _classes_of_traces()

@@ -21,6 +21,10 @@ unchanged); beside it this plane does what the engine's worker does:
   the worker's table, masked from the reference's live window
   (:func:`swafloor.reference.execution.mask_start`, through the ``mask_start`` hook of
   :class:`~swafloor.reference.hooks.ExecutionHooks`: a worker's seeded bug replaces it);
+- *verify*: when the history returned covers draft positions of the request's last executed step (the
+  drafts were accepted), the target model writes their KV and reads their windows in a step of their own,
+  before the request's next schedule: vLLM counts a draft as computed only once a later step scheduled it
+  as a spec token and verified it (the drafter's KV is never read as the target's);
 - *drop*: a ``close`` (when the order's ``close_drops``) or a ``suspend`` (``suspend_drops``) of a request
   with steps in flight drops them (its first step since it started only when ``first_step_drops``; one
   that is not dropped executes first): they never execute, and the worker forgets the request.
@@ -28,7 +32,8 @@ unchanged); beside it this plane does what the engine's worker does:
 A wrong write or read is a :class:`~swafloor.fuzz.protocol.BackendCheckFailed` at the operation it happens
 in, its field naming what is wrong (so each is a divergence class of its own, :mod:`swafloor.fuzz.classes`):
 ``write-padding[request][life cycle][position]`` / ``write-stale-id[...]`` for a write through padding or
-through an id the backend does not hold for that block; ``read-KIND[...]`` for a read ``outside-window``,
+through an id the backend does not hold for that block, ``write-shared[...]`` for a drafter's write into a
+block another request holds too (a hit's block, which that request reads); ``read-KIND[...]`` for a read ``outside-window``,
 inside it but ``masked`` out, through ``padding`` or a ``stale-id``, of an ``unwritten`` slot position, or of
 an ``other-token`` than the one at that position of the reader's content (a hit's tokens are its source's
 content); the first that applies names it, the message lists all. The message
@@ -79,6 +84,7 @@ class _Request:
     reused: int = 0
     rows: list | None = None  # the worker's table: per life cycle, block index -> id (None: no id)
     scheduled: bool = False  # whether a step was scheduled since it (re)started (its next is not its first)
+    drafted: tuple[int, int] = (0, 0)  # the draft positions of its last step that executed (none verified yet)
 
 
 class OrderedPlane:
@@ -98,6 +104,7 @@ class OrderedPlane:
         self.requests: dict[Hashable, _Request] = {}
         self.queue: list[_Step] = []
         self.ledger: dict[tuple[int, int], list[Written | None]] = {}  # (life cycle, slot id) -> per offset
+        self._others: dict = {}  # during a step's execution: (life cycle, id) -> the other requests holding it
         self.steps = 0
         self.ops = 0  # protocol operations called (the index of the current one is ops - 1)
         #: step number -> the index of the operation that scheduled it, and of the one it executed in
@@ -135,6 +142,7 @@ class OrderedPlane:
         req = self.requests.get(request_id)
         if req is not None and history > req.history:  # the request's output returned: its steps ran
             self._execute_through(request_id)
+            self._verify(request_id, history)
         outcome = self.inner.resize(request_id, capacity, history)
         if req is None or not outcome.ok:
             return outcome
@@ -156,6 +164,7 @@ class OrderedPlane:
         if req is not None and tokens > 0:
             req.history += tokens
             self._execute_through(request_id)
+            self._verify(request_id, req.history)
 
     def suspend(self, request_id: Hashable) -> None:
         self.ops += 1
@@ -165,6 +174,7 @@ class OrderedPlane:
         if req is not None:  # a preemption recomputes from token 0 (the content stays its own)
             req.history = req.capacity = 0
             req.scheduled = False
+            req.drafted = (0, 0)
 
     def close(self, request_id: Hashable) -> None:
         self.ops += 1
@@ -207,6 +217,26 @@ class OrderedPlane:
         for step in ready:
             self._execute(step)
 
+    def _verify(self, request_id: Hashable, history: int) -> None:
+        """The request's output returned with history at ``history``: draft positions of its last executed
+        step that history now covers were accepted. In vLLM a draft becomes a computed token only when a
+        later step schedules it as a spec token and the target model writes its KV while verifying it
+        (``allocate_slots`` then frees nothing those queries read: they lie past the last history it freed
+        on). That verification runs here, before the request's next schedule: a step of the accepted
+        positions, no drafts, written and read through the worker's table like any other."""
+        req = self.requests.get(request_id)
+        if req is None or req.rows is None:
+            return
+        lo, hi = req.drafted
+        end = min(history, hi)
+        if end <= lo:
+            return
+        step = _Step(self.steps, request_id, lo, end, 0, droppable=False)
+        self.scheduled_at[self.steps] = self.ops - 1
+        self.steps += 1
+        self._execute(step)
+        req.drafted = (end, hi)  # the drafts past it wait for a later commit (or the next step's writes)
+
     def _stop(self, request_id: Hashable, drops: bool) -> None:
         """A close or suspension: the request's droppable steps in flight never execute (when ``drops``);
         every step before its last one that stays executes first, in order."""
@@ -226,12 +256,20 @@ class OrderedPlane:
             req = self.requests[request_id]
         return request_id
 
-    def _held(self, request_id: Hashable) -> tuple:
+    def _held(self, request_id: Hashable) -> tuple[tuple, dict]:
+        """The slot ids the backend holds for the request (per life cycle, block -> id) and, per (life
+        cycle, id) another request holds, its holders."""
         view = slots_of(self.inner, self.inner.observe())
         if view is None:
             tables = parts_of(self.inner.observe()).get(Part.TABLES, {})
             raise Unsupported(f"ordered data plane: the backend shows no slot ids ({len(tables)} tables)")
-        return view.held.get(request_id, tuple({} for _ in self.life_cycles))
+        others: dict[tuple[int, Any], list[str]] = {}
+        for rid, tables in view.held.items():
+            if rid != request_id:
+                for lc, table in enumerate(tables):
+                    for b, s in table.items():
+                        others.setdefault((lc, s), []).append(f"{rid!r} block {b}")
+        return view.held.get(request_id, tuple({} for _ in self.life_cycles)), others
 
     def _holders(self, lc: int, slot: Any) -> list[str]:
         view = slots_of(self.inner, self.inner.observe())
@@ -241,10 +279,11 @@ class OrderedPlane:
     def _execute(self, step: _Step) -> None:
         self.executed_at[step.number] = self.ops - 1
         req = self.requests[step.request]
+        req.drafted = (step.end, step.end + step.drafts)
         if req.rows is None:  # (never: a drop removes its steps) a step of a request the worker forgot
             raise BackendCheckFailed(f"write[{step.request}]", f"step {step.number} of {step.request!r} executes "
                                      "for a request the worker no longer has")
-        held = self._held(step.request)
+        held, self._others = self._held(step.request)
         for lc in range(len(self.life_cycles)):
             for p in range(*step.loads):  # a connector loads the blocks it was handed (null ones are skipped)
                 if self._slot(step, lc, p // self.t)[1]:
@@ -265,6 +304,16 @@ class OrderedPlane:
         b = p // self.t
         slot, sent = self._slot(step, lc, b)
         mine = held[lc].get(b)
+        if sent and mine == slot and entry.draft and (lc, slot) in self._others:
+            # a block two requests hold is a prefix-cache hit's, which the other reads: a drafter writes only
+            # into lookahead blocks of its own (its request's filling step may write a block a hit already
+            # took, and another token's KV there is seen where it is read)
+            there = self.ledger.get((lc, slot), [None] * self.t)[p % self.t]
+            raise BackendCheckFailed(
+                f"write-shared[{step.request}][{lc}][{p}]",
+                f"step {step.number} of {step.request!r} writes {'draft ' if entry.draft else ''}position {p} (block {b}) "
+                f"through slot {slot}, which {', '.join(self._others[(lc, slot)])} also holds (and reads); the slot "
+                f"position holds {there.describe() if there else 'nothing written'}")
         if sent and mine == slot:
             self.ledger.setdefault((lc, slot), [None] * self.t)[p % self.t] = entry
             return

@@ -93,7 +93,8 @@ CHANGES: tuple[Change, ...] = (
         what="a reused prefix is loaded as new tokens of a request with nothing computed: the first step holds a "
              "block for every loaded token, out-of-window ones too (also out of slots at the floor: "
              "vllm-0.11.2-connector-load-out-of-slots.json, outcome@resume)",
-        backends=("vllm", "vllm-prefix", "vllm-prefix-eagle", "vllm-prefix-mixed", "vllm-prefix-eagle-mixed"),
+        backends=("vllm", "vllm-prefix", "vllm-prefix-eagle", "vllm-prefix-mixed", "vllm-prefix-eagle-mixed",
+                  "dataplane:vllm-prefix"),
         class_key="tables@resume"),
     Change(
         "preallocation", since="0.8.5", first="0.8.3",
