@@ -75,6 +75,13 @@ def import_legacy(s: dict[str, Any], why: str) -> dict[str, Any]:
                           f"of 0.5.22 on, nor the older prefix-cache API, nor the split release: no "
                           f"{', '.join(split)})")
     try:
+        common = importlib.import_module("sglang.srt.mem_cache.common")
+    except ImportError:
+        common = None
+    if common is not None and not callable(getattr(common, "free_swa_out_of_window_slots", None)):
+        raise Unsupported(f"SGLang {version}: no free_swa_out_of_window_slots; its radix path's sliding-window free "
+                          "is the scheduler batch's (ScheduleBatch._evict_swa, before 0.5.14), not driven by sglang-radix")
+    try:
         from sglang.srt.managers.schedule_batch import FINISH_LENGTH, Req
         from sglang.srt.mem_cache.cache_init_params import CacheInitParams
         from sglang.srt.mem_cache.common import evict_from_tree_cache, free_swa_out_of_window_slots
