@@ -287,8 +287,9 @@ class Evictor:
         if "eviction_interval" in params:
             self.flags["eviction_interval"] = eviction_interval
         elif eviction_interval != 1:
-            raise Unsupported(f"SGLang {version()}'s free_swa_out_of_window_slots has no eviction_interval (the "
-                              "interval is its scheduler's, not driven)")
+            name = getattr(fn, "path", "free_swa_out_of_window_slots")
+            raise Unsupported(f"SGLang {version()}'s {name} has no eviction_interval (the interval is its "
+                              "scheduler's, not driven)")
 
     def __call__(self, req: Any, pre_len: int, **kwargs: Any) -> None:
         self.fn(req, pre_len, **kwargs, **self.flags)
@@ -319,25 +320,36 @@ def paged_cpu(allocator: Any) -> bool:
 
 
 def alloc_pages(allocator: Any, torch: Any, row: Any, old: int, new: int, P: int) -> Any:
-    """Slots for tokens ``[old, new)`` where the paged kernels are Triton only: the rest of the last page
-    (slot after slot), then whole pages from both sub-allocators (``alloc``), mapped full to SWA."""
-    tail = []
+    """Slots for tokens ``[old, new)`` where the paged kernels are Triton only, as SGLang's
+    ``alloc_extend`` places them: the rest of the last page (slot after slot, in the full pool and in the
+    SWA pool after the SWA slot the last token maps to: ``translate_loc_from_full_to_swa``), then whole
+    pages from both sub-allocators (``alloc``); the full-to-SWA mapping written for the allocated tokens
+    only, as SGLang's ``alloc_extend`` writes it (not for a new page's slots past them)."""
+    tail_full: list[int] = []
+    tail_swa: list[int] = []
     if old % P:
         last = int(row[old - 1])
-        tail = list(range(last + 1, last + 1 + min(P - old % P, new - old)))
-    rest = new - old - len(tail)
+        k = min(P - old % P, new - old)
+        tail_full = list(range(last + 1, last + 1 + k))
+        swa_last = int(allocator.full_to_swa_index_mapping[last])
+        tail_swa = list(range(swa_last + 1, swa_last + 1 + k))
+    rest = new - old - len(tail_full)
     pages = -(-rest // P)
     if pages and not pages_available(allocator, pages, P):
         return None
-    parts = [torch.tensor(tail, dtype=torch.int64)]
+    full_parts = [torch.tensor(tail_full, dtype=torch.int64)]
+    swa_parts = [torch.tensor(tail_swa, dtype=torch.int64)]
     if pages:
         full = allocator.full_attn_allocator.alloc(pages * P)
         swa = allocator.swa_attn_allocator.alloc(pages * P)
         if full is None or swa is None:
             return None
+        full_parts.append(full[:rest].to(torch.int64))
+        swa_parts.append(swa[:rest].to(torch.int64))
+    out_full, out_swa = torch.cat(full_parts), torch.cat(swa_parts)
+    if out_full.numel():
         if hasattr(allocator, "set_full_to_swa_mapping"):
-            allocator.set_full_to_swa_mapping(full, swa)
+            allocator.set_full_to_swa_mapping(out_full, out_swa)
         else:
-            allocator.full_to_swa_index_mapping[full.to(torch.int64)] = swa.to(allocator.full_to_swa_index_mapping.dtype)
-        parts.append(full[:rest].to(torch.int64))
-    return torch.cat(parts)
+            allocator.full_to_swa_index_mapping[out_full] = out_swa.to(allocator.full_to_swa_index_mapping.dtype)
+    return out_full

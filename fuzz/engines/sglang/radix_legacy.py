@@ -60,6 +60,13 @@ def import_legacy(s: dict[str, Any], why: str) -> dict[str, Any]:
     """The older API's parts into ``s`` (SGLang's loaded parts), or :class:`Unsupported` naming what the
     release lacks; ``why``: why the newer tree API is not there (for the message)."""
     version = s.get("version", "?")
+    try:
+        common = importlib.import_module("sglang.srt.mem_cache.common")
+    except ImportError:
+        common = None
+    if common is not None and not callable(getattr(common, "free_swa_out_of_window_slots", None)):
+        raise Unsupported(f"SGLang {version}: no free_swa_out_of_window_slots; its radix path's sliding-window free "
+                          "is the scheduler's own (ScheduleBatch._evict_swa in 0.5.8-0.5.13), not driven by sglang-radix")
     if _registry_builds_swa_radix_cache():
         module, name = "sglang.srt.mem_cache.swa_radix_cache", "SWARadixCache"
     else:
@@ -74,13 +81,6 @@ def import_legacy(s: dict[str, Any], why: str) -> dict[str, Any]:
         raise Unsupported(f"SGLang {version}: {why}; its {name} has no {', '.join(missing)} (neither the tree API "
                           f"of 0.5.22 on, nor the older prefix-cache API, nor the split release: no "
                           f"{', '.join(split)})")
-    try:
-        common = importlib.import_module("sglang.srt.mem_cache.common")
-    except ImportError:
-        common = None
-    if common is not None and not callable(getattr(common, "free_swa_out_of_window_slots", None)):
-        raise Unsupported(f"SGLang {version}: no free_swa_out_of_window_slots; its radix path's sliding-window free "
-                          "is the scheduler batch's (ScheduleBatch._evict_swa, before 0.5.14), not driven by sglang-radix")
     try:
         from sglang.srt.managers.schedule_batch import FINISH_LENGTH, Req
         from sglang.srt.mem_cache.cache_init_params import CacheInitParams
