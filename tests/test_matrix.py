@@ -163,16 +163,16 @@ def test_sglang_releases_and_selection():
 
     sg = matrix.engine_named("sglang")
     assert sg.releases == sglang_matrix.RELEASES and sg.backends == ("sglang", "sglang-lazy", "sglang-radix")
-    assert sg.releases[0] == "0.5.14" and sg.releases[-1] == "0.5.23"
+    assert sg.releases[0] == "0.5.7" and sg.releases[-1] == "0.5.23"
     assert list(sg.releases) == sorted(sg.releases, key=matrix.release_key)
-    # one per patch line, 0.5.14 .. 0.5.23
-    assert sorted({matrix.release_key(r)[2] for r in sg.releases}) == list(range(14, 24))
+    # one per patch line, 0.5.14 .. 0.5.23, and one of each older eviction path (0.5.7, 0.5.13.post1)
+    assert sorted({matrix.release_key(r)[2] for r in sg.releases}) == [7, 13, *range(14, 24)]
     assert matrix.select_releases(None, sg) == sg.releases
     assert matrix.select_releases("0.5.20..", sg) == ("0.5.20", "0.5.21", "0.5.22", "0.5.23")
-    assert matrix.select_releases("..0.5.15.post1", sg) == ("0.5.14", "0.5.15.post1")
+    assert matrix.select_releases("..0.5.15.post1", sg) == ("0.5.7", "0.5.13.post1", "0.5.14", "0.5.15.post1")
     assert matrix.select_releases("0.5.15,0.5.14", sg) == ("0.5.14", "0.5.15")
-    with pytest.raises(matrix.MatrixError, match="free_swa_out_of_window_slots"):
-        matrix.select_releases("0.5.13.post1", sg)
+    with pytest.raises(matrix.MatrixError, match="chunked local attention"):
+        matrix.select_releases("0.5.6.post2", sg)
     with pytest.raises(matrix.MatrixError, match="SGLang release number"):
         matrix.select_releases("x", sg)
     assert matrix.select_releases(None, matrix.engine_named("vllm")) == RELEASES  # each engine its own releases
@@ -182,7 +182,7 @@ def test_sglang_releases_and_selection():
 
 
 @pytest.mark.parametrize("argv, needle", [
-    (["--releases", "0.5.13"], "before 0.5.14"),
+    (["--releases", "0.5.6"], "before 0.5.7"),
     (["--releases", "bad"], "--releases='bad'"),
     (["--backends", "sglang,vllm"], "each must be one of sglang, sglang-lazy"),
     (["--vllm-venv", "/x"], "--vllm-venv is for swafloor matrix vllm"),

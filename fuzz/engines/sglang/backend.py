@@ -48,7 +48,7 @@ from typing import Any, Hashable
 from swafloor.reference import Config, LifeCycleKind, Outcome, RequestError, RequestState, Semantics, SlotMap, build_layout
 
 from ...protocol import Capabilities, Part, Unsupported, factory
-from ..common import engine_table_capabilities, open_request
+from ..common import engine_table_capabilities, open_request, parameters
 
 __all__ = ["SglangBackend", "sglang", "sglang_lazy", "import_sglang", "capabilities", "semantics",
            "DEFAULT_EVICTION_INTERVAL"]
@@ -281,6 +281,9 @@ class _Req:
         def swa_evicted_seqlen(self, length: int) -> None:
             self.kv.swa_evicted_seqlen = length
 
+        # 0.5.7's chunk cache names the same cursor evicted_seqlen_local (SWAChunkCache.evict_swa).
+        evicted_seqlen_local = swa_evicted_seqlen
+
 
 class SglangBackend:
     """SGLang's SWA allocator behind the protocol (see the module docstring)."""
@@ -325,12 +328,18 @@ class SglangBackend:
 
             size_full, size_swa, P = key
             torch = s["torch"]
+            if P > 1 and "page_size" not in parameters(s["Allocator"]):
+                raise Unsupported(f"SGLang {s['version']}'s SWATokenToKVPoolAllocator has no page_size (token "
+                                  f"slots only): a page of {P} tokens")
             common = dict(size=size_full, size_swa=size_swa, page_size=P, dtype=torch.float16, device="cpu")
             pool = build(s["SWAKVPool"], dict(common, head_num=1, head_dim=1, swa_attention_layer_ids=[0],
                                               full_attention_layer_ids=[1], enable_kvcache_transpose=False), "SWAKVPool")
             allocator = build(s["Allocator"], dict(common, kvcache=pool, need_sort=False), "SWATokenToKVPoolAllocator")
             rows = build(s["ReqToTokenPool"], dict(size=MAX_REQUESTS, max_context_len=MAX_CONTEXT, device="cpu",
                                                    enable_memory_saver=False), "ReqToTokenPool")
+            if rows.req_to_token.shape[0] <= MAX_REQUESTS:  # no padding row 0 (0.5.7): one row more, row 0 unused
+                rows = build(s["ReqToTokenPool"], dict(size=MAX_REQUESTS + 1, max_context_len=MAX_CONTEXT, device="cpu",
+                                                       enable_memory_saver=False), "ReqToTokenPool")
             entry = [allocator, rows, None]
             entries.append(entry)
         entry[2] = weakref.ref(self)
@@ -360,6 +369,8 @@ class SglangBackend:
         return -(-new // P) - (-(-old // P))
 
     def _allocate(self, req: _Req, capacity: int) -> bool:
+        from .compat import alloc_pages, paged_cpu, pages_available
+
         torch = _loaded["torch"]
         old, P = req.allocated, self.t
         pages = self._pages(old, capacity)
@@ -367,10 +378,9 @@ class SglangBackend:
             if P == 1:
                 if not (capacity - old <= alloc.full_available_size() and capacity - old <= alloc.swa_available_size()):
                     return False
-            elif not alloc.new_pages_available(pages, pages):
+            elif not pages_available(alloc, pages, P):
                 return False
         n = capacity - old
-        from .compat import alloc_pages, paged_cpu
 
         for a, alloc in enumerate(self.allocators):
             row = self._row(a, req)

@@ -15,9 +15,15 @@ Nothing here reads a version string to decide anything (the version is only quot
   (``mem_cache.allocator.swa``, else ``mem_cache.swa_memory_pool``, else ``mem_cache.allocator``),
   ``SWAKVPool`` (``mem_cache.swa_memory_pool``, else ``mem_cache.memory_pool``), ``ReqToTokenPool``
   and ``free_swa_out_of_window_slots`` (``mem_cache.common``). A release without one is
-  :class:`Unsupported` naming it: before the function existed the eviction was inline in the
-  scheduler's ``ScheduleBatch._evict_swa`` (a method of the scheduler's batch, not driven), and before that there was
-  no decode-time eviction at all.
+  :class:`Unsupported` naming it. Before the function existed (0.5.14) the eviction was the scheduler
+  batch's ``ScheduleBatch._evict_swa`` (0.5.8-0.5.13) and, in 0.5.7, the chunk cache's
+  ``SWAChunkCache.evict_swa``: each is called as the function is, the method SGLang's own, its ``self``
+  the adapter's stand-in holding the chunk cache's window and page size, the row pool and the allocator
+  (:func:`_older_eviction`); before 0.5.7 the chunk cache evicts only for chunked local attention, no
+  sliding window (Unsupported).
+- the capacity check before allocating: the allocator's ``new_pages_available`` (0.5.14 on), else the
+  scheduler's ``check_decode_mem`` of those releases, ``available_size()`` (:func:`pages_available`); a
+  paged config on an allocator without ``page_size`` (0.5.7: token slots only) is Unsupported.
 - constructors are called with the arguments their signatures name (``enable_kvcache_transpose``
   appears and goes, for instance).
 - the eviction call, by the parameters ``free_swa_out_of_window_slots`` has: no prefix sharing is said
@@ -48,7 +54,8 @@ from typing import Any, Callable
 from ...protocol import Unsupported
 from ..common import MissingModule, arguments, brief, configs_registered_once, missing_module, parameters
 
-__all__ = ["MissingModule", "load", "version", "build", "Evictor", "release_row", "paged_cpu", "alloc_pages"]
+__all__ = ["MissingModule", "load", "version", "build", "Evictor", "release_row", "pages_available", "paged_cpu",
+           "alloc_pages"]
 
 
 def version() -> str:
@@ -59,8 +66,22 @@ def version() -> str:
         return "?"
 
 
+def _kernel_absent(name: str) -> Callable[..., Any]:
+    """A name imported from the stand-in ``sgl_kernel.kvcacheio`` (0.5.7 imports its kernels by name at
+    load): a function that raises if anything calls it (nothing on the allocator path does)."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+
+    def absent(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(f"sgl_kernel.kvcacheio.{name}: a CUDA kernel, the adapter's stand-in (not on the allocator path)")
+
+    absent.__name__ = name
+    return absent
+
+
 def _stand_in_kvcacheio() -> None:
-    """An empty ``sgl_kernel.kvcacheio`` where the real one is missing (older releases import it at load)."""
+    """An empty ``sgl_kernel.kvcacheio`` where the real one is missing (older releases import it at load);
+    a name imported from it is :func:`_kernel_absent`'s."""
     try:
         importlib.import_module("sgl_kernel.kvcacheio")
         return
@@ -73,6 +94,8 @@ def _stand_in_kvcacheio() -> None:
         mod.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=name == "sgl_kernel")
         mod.__path__ = []  # type: ignore[attr-defined]
         mod.__swafloor_stand_in__ = True  # type: ignore[attr-defined]
+        if name == "sgl_kernel.kvcacheio":
+            mod.__getattr__ = _kernel_absent  # type: ignore[attr-defined]
         sys.modules[name] = mod
     sys.modules["sgl_kernel"].kvcacheio = sys.modules["sgl_kernel.kvcacheio"]  # type: ignore[attr-defined]
 
@@ -150,8 +173,8 @@ def load(stand_in_torchvision: Callable[[], None]) -> dict[str, Any]:
             except MissingModule:
                 raise
             except Unsupported as exc:
-                raise Unsupported(f"{exc}: its SWA eviction is inline in the scheduler (ScheduleBatch._evict_swa, "
-                                  "not driven) or absent; the adapter drives the function") from None
+                parts["free_swa_out_of_window_slots"] = _older_eviction(str(exc))
+                parts["eviction_path"] = parts["free_swa_out_of_window_slots"].path
             try:
                 parts["free_kv_row_segments"] = _find("free_kv_row_segments", ("sglang.srt.mem_cache.common",))
             except Unsupported:
@@ -178,6 +201,69 @@ def load(stand_in_torchvision: Callable[[], None]) -> dict[str, Any]:
     return parts
 
 
+# ----------------------------------------------------------------------------- older eviction paths
+class _ChunkCacheFacts:
+    """What SGLang's eviction method reads of the scheduler's cache and batch: the chunk cache's
+    window and page size (``supports_swa``, ``is_chunk_cache``: the cache without prefix sharing) and the
+    row pool and allocator. The adapter's stand-in ``self`` for a method of SGLang's, never observed."""
+
+    def __init__(self, sliding_window_size: int, page_size: int, req_to_token_pool: Any, token_to_kv_pool_allocator: Any):
+        self.sliding_window_size = sliding_window_size
+        self.page_size = page_size
+        self.attention_chunk_size = None
+        self.req_to_token_pool = req_to_token_pool
+        self.token_to_kv_pool_allocator = token_to_kv_pool_allocator
+        self.tree_cache = self
+
+    @staticmethod
+    def supports_swa() -> bool:
+        return True
+
+    @staticmethod
+    def is_chunk_cache() -> bool:
+        return True
+
+
+class _MethodEviction:
+    """An SGLang eviction method of the scheduler's batch or chunk cache called with the arguments
+    ``free_swa_out_of_window_slots`` takes (``req``, ``pre_len``, the window, page, row pool and
+    allocator): the method is SGLang's own, its ``self`` a :class:`_ChunkCacheFacts`. ``path`` names it."""
+
+    def __init__(self, method: Callable[..., Any], path: str):
+        self.method, self.path = method, path
+
+    def __call__(self, req: Any, pre_len: int, *, sliding_window_size: int, page_size: int, req_to_token_pool: Any,
+                 token_to_kv_pool_allocator: Any) -> None:
+        facts = _ChunkCacheFacts(sliding_window_size, page_size, req_to_token_pool, token_to_kv_pool_allocator)
+        self.method(facts, req, pre_len)
+
+
+def _older_eviction(missing: str) -> _MethodEviction:
+    """Where ``free_swa_out_of_window_slots`` is missing, the decode-time SWA eviction the release has:
+    the scheduler batch's ``ScheduleBatch._evict_swa(req, pre_len)`` (0.5.8-0.5.13), else the chunk
+    cache's ``SWAChunkCache.evict_swa(req, prelen)`` where that cache keeps a sliding window
+    (``sliding_window_size`` in its source: 0.5.7); before, the chunk cache evicts only for chunked local
+    attention (``attention_chunk_size``), no sliding-window eviction at all: Unsupported, naming it."""
+    import inspect
+
+    try:
+        batch = importlib.import_module("sglang.srt.managers.schedule_batch").ScheduleBatch
+    except (ImportError, AttributeError):
+        batch = None
+    method = getattr(batch, "_evict_swa", None)
+    if callable(method) and {"req", "pre_len"} <= set(parameters(method)):
+        return _MethodEviction(method, "ScheduleBatch._evict_swa")
+    try:
+        cache = importlib.import_module("sglang.srt.mem_cache.chunk_cache").SWAChunkCache
+        source = inspect.getsource(cache.evict_swa)
+    except (ImportError, AttributeError, OSError, TypeError):
+        cache, source = None, ""
+    if cache is not None and "sliding_window_size" in source and {"req", "prelen"} <= set(parameters(cache.evict_swa)):
+        return _MethodEviction(cache.evict_swa, "SWAChunkCache.evict_swa")
+    raise Unsupported(f"{missing}: no ScheduleBatch._evict_swa, and its SWAChunkCache evicts only for chunked local "
+                      "attention (attention_chunk_size), no sliding-window eviction (the model's)")
+
+
 # ----------------------------------------------------------------------------- calls, by signature
 def build(fn: Callable[..., Any], known: dict[str, Any], what: str) -> Any:
     """Call ``fn`` with every parameter it has that ``known`` names; a required one ``known`` lacks is
@@ -201,8 +287,9 @@ class Evictor:
         if "eviction_interval" in params:
             self.flags["eviction_interval"] = eviction_interval
         elif eviction_interval != 1:
-            raise Unsupported(f"SGLang {version()}'s free_swa_out_of_window_slots has no eviction_interval (the "
-                              "interval is its scheduler's, not driven)")
+            name = getattr(fn, "path", "free_swa_out_of_window_slots")
+            raise Unsupported(f"SGLang {version()}'s {name} has no eviction_interval (the interval is its "
+                              "scheduler's, not driven)")
 
     def __call__(self, req: Any, pre_len: int, **kwargs: Any) -> None:
         self.fn(req, pre_len, **kwargs, **self.flags)
@@ -216,31 +303,53 @@ def release_row(parts: dict[str, Any], allocator: Any, indices: Any, swa_evicted
         allocator.free(indices)
 
 
+def pages_available(allocator: Any, pages: int, page_size: int) -> bool:
+    """SGLang's own capacity check for ``pages`` new pages in each pool: the allocator's
+    ``new_pages_available(full, swa)`` where it has one (0.5.14 on), else the check the scheduler makes
+    in the release (``ScheduleBatch.check_decode_mem``: the allocator's ``available_size()``, the smaller
+    of its two pools, at least the tokens of the new pages)."""
+    check = getattr(allocator, "new_pages_available", None)
+    if callable(check):
+        return bool(check(pages, pages))
+    return allocator.available_size() >= pages * page_size
+
+
 def paged_cpu(allocator: Any) -> bool:
     """Whether the paged sub-allocators run ``alloc_extend`` / ``alloc_decode`` on a CPU."""
     return hasattr(allocator.full_attn_allocator, "use_triton_kernels")
 
 
 def alloc_pages(allocator: Any, torch: Any, row: Any, old: int, new: int, P: int) -> Any:
-    """Slots for tokens ``[old, new)`` where the paged kernels are Triton only: the rest of the last page
-    (slot after slot), then whole pages from both sub-allocators (``alloc``), mapped full to SWA."""
-    tail = []
+    """Slots for tokens ``[old, new)`` where the paged kernels are Triton only, as SGLang's
+    ``alloc_extend`` places them: the rest of the last page (slot after slot, in the full pool and in the
+    SWA pool after the SWA slot the last token maps to: ``translate_loc_from_full_to_swa``), then whole
+    pages from both sub-allocators (``alloc``); the full-to-SWA mapping written for the allocated tokens
+    only, as SGLang's ``alloc_extend`` writes it (not for a new page's slots past them)."""
+    tail_full: list[int] = []
+    tail_swa: list[int] = []
     if old % P:
         last = int(row[old - 1])
-        tail = list(range(last + 1, last + 1 + min(P - old % P, new - old)))
-    rest = new - old - len(tail)
+        k = min(P - old % P, new - old)
+        tail_full = list(range(last + 1, last + 1 + k))
+        swa_last = int(allocator.full_to_swa_index_mapping[last])
+        tail_swa = list(range(swa_last + 1, swa_last + 1 + k))
+    rest = new - old - len(tail_full)
     pages = -(-rest // P)
-    if pages and not allocator.new_pages_available(pages, pages):
+    if pages and not pages_available(allocator, pages, P):
         return None
-    parts = [torch.tensor(tail, dtype=torch.int64)]
+    full_parts = [torch.tensor(tail_full, dtype=torch.int64)]
+    swa_parts = [torch.tensor(tail_swa, dtype=torch.int64)]
     if pages:
         full = allocator.full_attn_allocator.alloc(pages * P)
         swa = allocator.swa_attn_allocator.alloc(pages * P)
         if full is None or swa is None:
             return None
+        full_parts.append(full[:rest].to(torch.int64))
+        swa_parts.append(swa[:rest].to(torch.int64))
+    out_full, out_swa = torch.cat(full_parts), torch.cat(swa_parts)
+    if out_full.numel():
         if hasattr(allocator, "set_full_to_swa_mapping"):
-            allocator.set_full_to_swa_mapping(full, swa)
+            allocator.set_full_to_swa_mapping(out_full, out_swa)
         else:
-            allocator.full_to_swa_index_mapping[full.to(torch.int64)] = swa.to(allocator.full_to_swa_index_mapping.dtype)
-        parts.append(full[:rest].to(torch.int64))
-    return torch.cat(parts)
+            allocator.full_to_swa_index_mapping[out_full] = out_swa.to(allocator.full_to_swa_index_mapping.dtype)
+    return out_full

@@ -10,7 +10,14 @@ cache's ``ChunkCache.evict_swa``, no decode-time one; from 0.5.8 to 0.5.13 the d
 eviction is inline in the scheduler's ``ScheduleBatch._evict_swa``, not a function of ``mem_cache``;
 ``free_swa_out_of_window_slots`` (``mem_cache.common``), the piece the backends drive, appears in
 0.5.14. The supported list is every patch line from 0.5.14 to the pinned 0.5.23, each at its latest
-post-release; an older one is refused (exit 2, saying why). Within the list a piece a backend needs
+post-release, and before it one release of each older eviction path (issue 33): 0.5.7, the first whose
+chunk cache evicts a sliding window (``SWAChunkCache.evict_swa``), and 0.5.13.post1, the last with the
+scheduler batch's ``ScheduleBatch._evict_swa`` (0.5.8-0.5.13), each driven as SGLang's own method
+(:func:`.compat._older_eviction`). ``SWATokenToKVPoolAllocator`` first appears in 0.4.9 (read from the
+wheels of 0.4.7.post1, 0.4.8.post1 and 0.4.9-0.4.9.post6; ``SWARadixCache`` from 0.4.9.post3), but up to
+0.5.6 (read: 0.4.9, 0.4.10.post2, 0.5.1.post3, 0.5.3.post3, 0.5.5.post3, 0.5.6.post2) its chunk cache
+evicts only for chunked local attention (``attention_chunk_size``, Llama 4's), never a sliding window:
+not the model's, so those releases are refused (exit 2, saying why). Within the list a piece a backend needs
 and a release lacks (found by trying, never by the release's number) makes that cell ``unsupported``,
 naming it: ``sglang-lazy`` needs the function's ``eviction_interval`` (0.5.21 on; before, the interval
 was the scheduler's).
@@ -20,8 +27,9 @@ was the scheduler's).
 on, :mod:`.radix`), else the older prefix-cache API (``match_prefix``, ``inc_lock_ref``,
 ``cache_unfinished_req``, ``cache_finished_req``) of the class the release's registry builds for a hybrid
 SWA model: ``SWARadixCache`` (read in 0.4.10.post2-0.5.15.post1's registries) or ``UnifiedRadixCache``
-(0.5.16-0.5.20; :mod:`.radix_legacy`). A tree lacking a method driven is ``unsupported`` naming it
-(0.5.21's intermediate API: ``claim_kv_row``, ``insert_req``, no ``cache_finished_req``).
+(0.5.16-0.5.21; :mod:`.radix_legacy`), where 0.5.21's tree has no ``cache_finished_req`` and its release
+is the scheduler's ``release_kv_cache`` steps (``insert_req``, ``free_kv_row``, ``unpin``, ``on_release``:
+:class:`.radix_legacy.SplitReleaseApi`). A tree lacking a method of every API is ``unsupported`` naming them.
 Read from the wheels: ``SWARadixCache`` exists in 0.4.10.post2-0.5.20, ``UnifiedRadixCache`` from 0.5.11.
 
 Each release is installed with ``pip install --no-deps --target`` into ``~/.cache/swafloor/sglang/X``
@@ -43,7 +51,7 @@ from ...matrix import Engine
 
 __all__ = ["RELEASES", "BACKENDS", "EXTRA_MODULES", "SGLANG"]
 
-RELEASES = ("0.5.14", "0.5.15.post1", "0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23")
+RELEASES = ("0.5.7", "0.5.13.post1", "0.5.14", "0.5.15.post1", "0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23")
 BACKENDS = ("sglang", "sglang-lazy", "sglang-radix")
 #: Modules some releases import that the pinned SGLang venv lacks, each with the pinned packages that give it.
 EXTRA_MODULES = {
@@ -51,6 +59,7 @@ EXTRA_MODULES = {
     "distro": "distro==1.9.0", "jiter": "jiter==0.12.0", "httpx": "httpx==0.28.1", "httpcore": "httpcore==1.0.9",
     "sniffio": "sniffio==1.3.1", "einops": "einops==0.8.1",
     "xgrammar": "xgrammar==0.2.1",  # 0.5.16-0.5.19 import it at load (their function-call parser); their own pin
+    "fastapi": "fastapi==0.118.0",  # 0.5.7 imports it at load (srt.utils.common); of its time, no new dependency
 }
 
 
@@ -66,7 +75,7 @@ def _transformers_pin(folder: Path) -> str | None:
 
 #: Modules of :data:`EXTRA_MODULES` added only when a release's import asks for them (large: xgrammar
 #: is 114 MB installed); the others go with every release.
-ON_DEMAND = frozenset({"xgrammar"})
+ON_DEMAND = frozenset({"xgrammar", "fastapi"})
 
 
 def _with_release(folder: Path) -> list[str]:
@@ -90,7 +99,9 @@ def _fallback(folder: Path, extras: list[str], error: str) -> list[str] | None:
 SGLANG = Engine(
     name="sglang", title="SGLang", releases=RELEASES, backends=BACKENDS, default_backends=BACKENDS,
     extra_modules=EXTRA_MODULES,
-    first_why="the first release with free_swa_out_of_window_slots (decode-time SWA eviction as a function)",
+    first_why="the first release with a sliding-window SWA eviction (SWAChunkCache.evict_swa with "
+              "sliding_window_size); from 0.4.9, the first with SWATokenToKVPoolAllocator, to 0.5.6 the chunk cache "
+              "evicts only for chunked local attention",
     venv_script="scripts/sglang-venv", venv_env="SWAFLOOR_SGLANG_VENV", venv_dir=".venv-sglang",
     load="swafloor.fuzz.engines.sglang.backend:import_sglang", release_examples="0.5.14 or 0.5.15.post1",
     fallback=_fallback, with_release=_with_release,

@@ -94,7 +94,7 @@ from ...protocol import BackendCheckFailed, Capabilities, Operation, Part, Unsup
 from .backend import (MAX_CONTEXT as _ROW, MAX_REQUESTS as _ROWS, _loaded, allocator_pairs, import_sglang, open_request,
                       pool_tokens, start_step)
 from .backend import semantics as _sglang_semantics
-from .radix_legacy import OlderTreeApi, import_legacy
+from .radix_legacy import OlderTreeApi, SplitReleaseApi, import_legacy
 
 __all__ = ["SglangRadixBackend", "sglang_radix", "semantics", "capabilities", "import_radix", "STATS", "UNCOMPARED"]
 
@@ -767,11 +767,19 @@ class SglangLegacyRadixBackend(OlderTreeApi, SglangRadixBackend):
     (:class:`~.radix_legacy.OlderTreeApi`), everything else this module's."""
 
 
+class SglangSplitReleaseRadixBackend(SplitReleaseApi, SglangRadixBackend):
+    """``sglang-radix`` on a tree with the older match and publication but a release split into steps
+    (:class:`~.radix_legacy.SplitReleaseApi`: 0.5.21), everything else this module's."""
+
+
 @factory(capabilities(), name="sglang-radix", prepare=import_radix)
 def sglang_radix(config: Config) -> SglangRadixBackend:
     """SGLang's SWA allocator with its radix prefix cache: UnifiedRadixCache (FULL + SWA components) with
     its tree API, else the older prefix-cache API on the class the release's registry builds (SWARadixCache
     or UnifiedRadixCache)."""
-    if import_radix().get("radix_api") == "legacy":
+    api = import_radix().get("radix_api")
+    if api == "legacy":
         return SglangLegacyRadixBackend(config)
+    if api == "split":
+        return SglangSplitReleaseRadixBackend(config)
     return SglangRadixBackend(config)

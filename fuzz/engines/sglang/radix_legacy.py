@@ -34,11 +34,17 @@ from ...protocol import Unsupported
 from ..common import parameters
 from .backend import _loaded
 
-__all__ = ["OlderTreeApi", "import_legacy", "LEGACY_API"]
+__all__ = ["OlderTreeApi", "SplitReleaseApi", "import_legacy", "LEGACY_API", "SPLIT_RELEASE_API"]
 
 #: The tree methods driven here.
 LEGACY_API = ("match_prefix", "inc_lock_ref", "dec_lock_ref", "cache_unfinished_req", "cache_finished_req",
               "evict", "full_evictable_size", "swa_evictable_size", "full_protected_size", "swa_protected_size")
+#: The tree methods driven on a tree whose release is split into steps (no ``cache_finished_req``: the
+#: scheduler's ``release_kv_cache`` calls ``insert_req``, ``free_kv_row``, ``unpin`` and ``on_release``
+#: itself, and slides a window with the tree's ``evict_sliding_windows``), read from 0.5.21's tree and
+#: ``mem_cache.common.release_kv_cache``: :class:`SplitReleaseApi`.
+SPLIT_RELEASE_API = tuple(m for m in LEGACY_API if m != "cache_finished_req") + (
+    "insert_req", "free_kv_row", "unpin", "on_release", "evict_sliding_windows")
 
 
 def _registry_builds_swa_radix_cache() -> bool:
@@ -54,6 +60,13 @@ def import_legacy(s: dict[str, Any], why: str) -> dict[str, Any]:
     """The older API's parts into ``s`` (SGLang's loaded parts), or :class:`Unsupported` naming what the
     release lacks; ``why``: why the newer tree API is not there (for the message)."""
     version = s.get("version", "?")
+    try:
+        common = importlib.import_module("sglang.srt.mem_cache.common")
+    except ImportError:
+        common = None
+    if common is not None and not callable(getattr(common, "free_swa_out_of_window_slots", None)):
+        raise Unsupported(f"SGLang {version}: no free_swa_out_of_window_slots; its radix path's sliding-window free "
+                          "is the scheduler's own (ScheduleBatch._evict_swa in 0.5.8-0.5.13), not driven by sglang-radix")
     if _registry_builds_swa_radix_cache():
         module, name = "sglang.srt.mem_cache.swa_radix_cache", "SWARadixCache"
     else:
@@ -63,9 +76,11 @@ def import_legacy(s: dict[str, Any], why: str) -> dict[str, Any]:
     except (ImportError, AttributeError):
         raise Unsupported(f"SGLang {version}: {why}, and no {name} in {module}") from None
     missing = [m for m in LEGACY_API if not callable(getattr(tree, m, None))]
-    if missing:
+    split = [m for m in SPLIT_RELEASE_API if not callable(getattr(tree, m, None))]
+    if missing and split:
         raise Unsupported(f"SGLang {version}: {why}; its {name} has no {', '.join(missing)} (neither the tree API "
-                          "of 0.5.22 on nor the older prefix-cache API)")
+                          f"of 0.5.22 on, nor the older prefix-cache API, nor the split release: no "
+                          f"{', '.join(split)})")
     try:
         from sglang.srt.managers.schedule_batch import FINISH_LENGTH, Req
         from sglang.srt.mem_cache.cache_init_params import CacheInitParams
@@ -77,7 +92,8 @@ def import_legacy(s: dict[str, Any], why: str) -> dict[str, Any]:
 
     parts: dict[str, Any] = dict(
         ReqKvInfo=getattr(schedule_batch, "ReqKvInfo", None),
-        radix_api="legacy", Tree=tree, tree_name=name, CacheInitParams=CacheInitParams, Req=Req,
+        radix_api="legacy" if not missing else "split",
+        Tree=tree, tree_name=name, CacheInitParams=CacheInitParams, Req=Req,
         FINISH_LENGTH=FINISH_LENGTH, SamplingParams=SamplingParams, evict_from_tree_cache=evict_from_tree_cache,
         radix_free=free_swa_out_of_window_slots,
     )
@@ -116,16 +132,25 @@ class _Fields:
 
 def _server_args_defaults() -> None:
     """Where the release's request reads SGLang's global server args (set by its scheduler at start-up)
-    and none are set: a ``ServerArgs`` holding each field's default, made without its start-up checks
-    (they need a model). The adapter's, never observed."""
+    and none are set: a ``ServerArgs`` published with the release's own scheduler publish
+    (``set_global_server_args_for_scheduler``). Whether one is set is asked of the release's runtime
+    context (``runtime_context.get_server_args``, 0.5.19 on: from 0.5.20 ``get_global_server_args`` is
+    retired and raises) or of ``get_global_server_args``. Where publishing resolves the record
+    (``ServerArgs.resolve_once``, 0.5.19 on), it is made by its own constructor with SGLang's model path
+    ``"dummy"``, the short circuit that resolves no model (0.5.20's record is a ``msgspec`` struct
+    that only its constructor makes); before, holding each field's default, made without its start-up
+    checks (they need a model). The adapter's, never observed."""
     import dataclasses
 
     try:
         server_args = importlib.import_module("sglang.srt.server_args")
     except ImportError:
         return
-    getter = getattr(server_args, "get_global_server_args", None)
     setter = getattr(server_args, "set_global_server_args_for_scheduler", None)
+    try:
+        getter = importlib.import_module("sglang.srt.runtime_context").get_server_args
+    except (ImportError, AttributeError):
+        getter = getattr(server_args, "get_global_server_args", None)
     if getter is None or setter is None:
         return
     try:
@@ -133,9 +158,10 @@ def _server_args_defaults() -> None:
         return
     except ValueError:  # not set yet
         pass
-    except RuntimeError:  # retired by the release (its settings live elsewhere): nothing to stand in
-        return
     cls = server_args.ServerArgs
+    if hasattr(cls, "resolve_once"):
+        setter(cls(model_path="dummy"))
+        return
     args = object.__new__(cls)
     for field in dataclasses.fields(cls):
         if field.default is not dataclasses.MISSING:
@@ -180,6 +206,7 @@ class OlderTreeApi:
         info = _loaded.get("ReqKvInfo")
         if info is not None and getattr(r, "kv", "absent") is None:
             r.kv = _call(info, kv_allocated_len=length, swa_evicted_seqlen=0)
+            _loaded["kv_made_at_allocation"] = True
 
     def _radix_cut(self, h: int, w: int) -> int:
         P = self.t
@@ -203,15 +230,21 @@ class OlderTreeApi:
         return handle() if callable(handle) else unit.tree.root_node
 
     def _lock(self, unit: Any, r: Any) -> None:
-        """The scheduler's lock on the request's last node (``inc_lock_ref``), its SWA lock id kept."""
+        """The scheduler's lock on the request's last node (``inc_lock_ref``), what it returns kept where
+        the release's request keeps it: the whole release receipt (``lock_receipt``, the result's
+        ``to_dec_params()``: 0.5.20 on) or its SWA lock id (``swa_uuid_for_lock``)."""
         result = unit.tree.inc_lock_ref(r.last_node)
-        if hasattr(r, "swa_uuid_for_lock"):
+        if hasattr(r, "lock_receipt") and callable(getattr(result, "to_dec_params", None)):
+            r.lock_receipt = result.to_dec_params()
+        elif hasattr(r, "swa_uuid_for_lock"):
             r.swa_uuid_for_lock = getattr(result, "swa_uuid_for_lock", None)
         r.lock = r.last_node
 
     def _unlock(self, unit: Any, r: Any) -> None:
         params = _loaded.get("DecLockRefParams")
-        if params is not None and "params" in parameters(unit.tree.dec_lock_ref):
+        if hasattr(r, "lock_receipt") and params is not None and isinstance(r.lock_receipt, params):
+            unit.tree.dec_lock_ref(r.last_node, r.lock_receipt)
+        elif params is not None and "params" in parameters(unit.tree.dec_lock_ref):
             unit.tree.dec_lock_ref(r.last_node, params(swa_uuid_for_lock=getattr(r, "swa_uuid_for_lock", None)))
         else:
             unit.tree.dec_lock_ref(r.last_node)
@@ -289,7 +322,10 @@ class OlderTreeApi:
         if tail < allocated:
             unit.allocator.free(unit.rows.req_to_token[kv.req_pool_idx, tail:allocated].to(_loaded["torch"].int64))
         unit.rows.free(r)
-        if _loaded.get("ReqKvInfo") is not None and getattr(r, "kv", None) is not None:
+        kv = getattr(r, "kv", None)
+        if callable(getattr(kv, "mark_kv_released", None)) and not _loaded.get("kv_made_at_allocation"):
+            kv.mark_kv_released()  # a record the request keeps for life (0.5.19 on): marked released, as there
+        elif _loaded.get("ReqKvInfo") is not None and kv is not None:
             r.kv = None  # released with the row, as release_kv_cache does where the record is made at allocation
 
     def commit(self, request_id: Any, tokens: int) -> None:
@@ -297,3 +333,43 @@ class OlderTreeApi:
         req.history += tokens
         for r in req.reqs:
             self._kv(r).kv_committed_len = req.history
+
+
+class SplitReleaseApi(OlderTreeApi):
+    """The older API's match, lock and publication (``match_prefix``, ``inc_lock_ref`` with its receipt,
+    ``cache_unfinished_req``) on a tree without ``cache_finished_req`` (0.5.21's ``UnifiedRadixCache``):
+    a window slides with the tree's own ``evict_sliding_windows`` (what the scheduler's ``_evict_swa``
+    calls), and a release is ``release_kv_cache``'s steps, called one by one as the newer tree API's are
+    (that function asserts nothing is allocated past the committed tokens, which a protocol close with
+    capacity above history breaks): ``insert_req`` up to the committed tokens when finished, the row's own
+    KV past the tree-owned prefix freed (``free_kv_row``), the lock released (``unpin``, with the receipt
+    ``inc_lock_ref`` gave), the tail past the committed tokens' last page freed, ``on_release``, the row
+    given back and the KV record marked released."""
+
+    def _slide(self, unit: Any, r: Any, pre_len: int) -> None:
+        kv = self._kv(r)
+        kv.kv_committed_len = pre_len
+        unit.tree.evict_sliding_windows(r, pre_len)
+
+    def _release(self, unit: Any, req: Any, r: Any, finished: bool) -> None:
+        P, tree = self.t, unit.tree
+        kv = self._kv(r)
+        h, allocated = req.history, kv.kv_allocated_len
+        kv.kv_committed_len = h
+        if getattr(r, "last_node", None) is None:  # nothing was matched or published: the root, as _publish
+            r.last_node = self._root(unit)
+            self._lock(unit, r)
+        if finished:
+            r.finished_reason = _loaded["FINISH_LENGTH"](length=len(r.output_ids))
+            self._fill(r, h)
+            tree.insert_req(r, up_to=h)
+        if kv.cache_protected_len < h:
+            tree.free_kv_row(kv, [(kv.cache_protected_len, h)])
+        tree.unpin(r)
+        r.lock = None
+        tail = -(-h // P) * P
+        if tail < allocated:
+            tree.free_kv_row(kv, [(tail, allocated)])
+        _call(tree.on_release, r, inserted=finished, checkpointed=finished)
+        unit.rows.free(r)
+        kv.mark_kv_released()
