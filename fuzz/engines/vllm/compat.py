@@ -25,6 +25,9 @@ Each difference is detected from what the release has:
   history; an older one with an asynchronous scheduler is told nothing of the tokens in flight (the
   attribute the adapter sets is ignored) and frees on the scheduled history, as it then did;
   ``vllm-async`` is :class:`Unsupported` on a release without asynchronous scheduling.
+- prefix caching: a ``Request`` that takes vLLM's block hasher (0.10.2 on) hashes its own blocks;
+  before that the manager hashes them (``req_to_block_hashes``, dropped by ``free_block_hashes`` when
+  the request finishes), with a hash that is a named tuple (its ``hash_value``), read as such.
 - observation: releases without a coordinator (one group) get a read-only ``coordinator.get_blocks``
   view of the manager's own per-request block list, and blocks without ``is_null`` are told apart by
   identity with the pool's null block, so the backend reads every release the same way.
@@ -192,6 +195,10 @@ class Release:
         self.in_flight = hasattr(probe, "num_in_flight_tokens")
         #: allocate_slots adopts a local hit in a step that computes no token and loads none (0.31.0 on)
         self.adopts_hit_alone = adopts_hit_alone(manager_class.allocate_slots)
+        #: the manager hashes each request's blocks itself, in ``req_to_block_hashes`` (its
+        #: ``free_block_hashes`` drops them when the request finishes): its ``Request`` takes no block hasher
+        self.manager_hashes = ("block_hasher" not in parameters(v["Request"])
+                               and callable(getattr(manager_class, "free_block_hashes", None)))
 
     # -------------------------------------------------------------- construction
     def _spec(self, cls: Any, t: int, window: int | None) -> Any:

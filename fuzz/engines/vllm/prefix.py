@@ -75,34 +75,71 @@ def capabilities():
 
 
 def load_prefix() -> dict[str, Any]:
-    """:func:`~.vllm.load`, then check that this release's prefix cache can be driven as this backend
-    does (its ``Request`` takes a ``block_hasher``, 0.11.2 on; before that the manager hashed on its
-    own): else :class:`Unsupported`, one line why. A release without the KV-connector load path
+    """:func:`~.vllm.load`, then check that this release's block hashes can be read: its ``Request``
+    takes a ``block_hasher`` (0.10.2 on), or its manager hashes each request's blocks itself and keeps
+    them in ``req_to_block_hashes`` (before; :attr:`.compat.Release.manager_hashes`): else
+    :class:`Unsupported`, one line why. A release without the KV-connector load path
     (``num_external_computed_tokens``, before 0.14.1) loads the reused history past a hit as its
     scheduler then did: as new tokens of the first step."""
     from ..common import parameters as _parameters
 
     v = load()
+    if "num_new_computed_tokens" not in _parameters(v["KVCacheManager"].allocate_slots):
+        raise Unsupported(f"vLLM {release_of(v).version}'s allocate_slots takes no num_new_computed_tokens, the "
+                          "hit's tokens the adapter gives beside its blocks: not driven")
+    if release_of(v).manager_hashes:  # its manager hashes each request's blocks (read in req_to_block_hashes)
+        return v
     if "block_hasher" not in _parameters(v["Request"]):
-        raise Unsupported(f"vLLM {release_of(v).version}'s Request takes no block_hasher (its manager hashes on its "
-                          "own): vllm-prefix drives the hasher-per-request releases (0.11.2 on)")
-    try:
-        from vllm.utils.hashing import sha256  # noqa: F401
-    except ImportError as exc:
-        raise Unsupported(f"vLLM {release_of(v).version} has no vllm.utils.hashing.sha256: {exc}") from None
+        raise Unsupported(f"vLLM {release_of(v).version}'s Request takes no block_hasher and its KVCacheManager "
+                          "keeps no req_to_block_hashes (no free_block_hashes): its block hashes cannot be read")
+    _sha256(v)
     return v
+
+
+def _sha256(v: dict[str, Any]) -> Any:
+    """vLLM's sha256 block-hash function: ``vllm.utils.hashing.sha256`` (0.11 on), else (0.10.2, where
+    ``vllm.utils`` is one module) ``vllm.utils.sha256``; neither: :class:`Unsupported`."""
+    import importlib
+
+    for module in ("vllm.utils.hashing", "vllm.utils"):
+        try:
+            found = getattr(importlib.import_module(module), "sha256", None)
+        except ImportError:
+            continue
+        if callable(found):
+            return found
+    raise Unsupported(f"vLLM {release_of(v).version} has no sha256 block-hash function (vllm.utils.hashing or vllm.utils)")
 
 
 def _hashing(v: dict[str, Any], t: int) -> Any:
     """vLLM's block hasher for blocks of ``t`` tokens (sha256, its default), its none-hash set up."""
     if "hasher" not in v:
-        from vllm.utils.hashing import sha256
         from vllm.v1.core import kv_cache_utils
+
+        sha256 = _sha256(v)
 
         kv_cache_utils.init_none_hash(sha256)
         v["hasher"] = (kv_cache_utils.get_request_block_hasher, sha256, kv_cache_utils)
     make, fn, _ = v["hasher"]
     return make(t, fn)
+
+
+def _digest(block_hash: Any) -> Any:
+    """A request's block hash as a key: its bytes, or (a release whose hash is a named tuple) its
+    ``hash_value``."""
+    value = getattr(block_hash, "hash_value", None)
+    return value if value is not None else bytes(block_hash)
+
+
+def _key_parts(key: Any, utils: Any) -> tuple[Any, int]:
+    """A cached block's key as (digest, group): the bytes with the group id appended (read with
+    ``get_block_hash``/``get_group_id``); a named tuple of a hash and a group id; or, with one group,
+    the hash itself (0.8.x)."""
+    if hasattr(key, "group_id") and hasattr(key, "block_hash"):
+        return _digest(key.block_hash), key.group_id
+    if hasattr(key, "hash_value"):
+        return key.hash_value, 0
+    return bytes(utils.get_block_hash(key)), utils.get_group_id(key)
 
 
 class VllmPrefixBackend(VllmBackend):
@@ -119,8 +156,12 @@ class VllmPrefixBackend(VllmBackend):
     def _build(self, config: Config) -> None:
         v = load_prefix()
         VllmBackend.__init__(self, config, in_flight=0)
-        self.block_hasher = _hashing(v, self.t)
-        self.utils = v["hasher"][2]
+        from vllm.v1.core import kv_cache_utils
+
+        self.utils = kv_cache_utils
+        #: the manager hashes each request's blocks (older releases): no block hasher is given
+        self.manager_hashes = self.vllm.manager_hashes
+        self.block_hasher = None if self.manager_hashes else _hashing(v, self.t)
         self.fresh_ids = itertools.count(1)
         self.tokens: dict[Hashable, list[int]] = {}
         self.roots: dict[Hashable, list[tuple[int | None, Hashable]]] = {}
@@ -164,8 +205,13 @@ class VllmPrefixBackend(VllmBackend):
 
     def _learn(self, rid: Hashable) -> None:
         """Name every block hash the request has by the request and block it was first computed for."""
-        for b, h in enumerate(self.requests[rid].request.block_hashes):
-            self.content.setdefault(bytes(h), (b, self._root(rid, b)))
+        request = self.requests[rid].request
+        if self.manager_hashes:  # the manager's own list (filled at the lookup, extended as blocks are cached)
+            hashes = self.manager.req_to_block_hashes.get(request.request_id) or []
+        else:
+            hashes = request.block_hashes
+        for b, h in enumerate(hashes):
+            self.content.setdefault(_digest(h), (b, self._root(rid, b)))
 
     def _extend(self, rid: Hashable, capacity: int) -> None:
         """The request's tokens reach ``capacity``: new ids appended, as sampled tokens are."""
@@ -203,6 +249,8 @@ class VllmPrefixBackend(VllmBackend):
             else:  # before the KV-connector load path: the loaded tokens are new tokens of the step, as its scheduler asked
                 blocks = self.manager.allocate_slots(
                     request, c - hit - drafts, num_new_computed_tokens=hit, new_computed_blocks=found, **lookahead)
+            if self.manager_hashes:
+                self._learn(request_id)
             return self._admitted(request, h, blocks, drafts)
         request.status = self.status.RUNNING
         return Outcome(True)
@@ -219,7 +267,16 @@ class VllmPrefixBackend(VllmBackend):
     def resize(self, request_id: Hashable, capacity: int, history: int) -> Outcome:
         self._get(request_id, self.status.RUNNING)
         self._extend(request_id, capacity)
-        return super().resize(request_id, capacity, history)
+        outcome = super().resize(request_id, capacity, history)
+        if self.manager_hashes:  # the manager hashed the blocks it cached
+            self._learn(request_id)
+        return outcome
+
+    def close(self, request_id: Hashable) -> None:
+        entry = self._get(request_id)
+        super().close(request_id)
+        if self.manager_hashes:  # a finished request's hashes go, as its scheduler drops them
+            self.manager.free_block_hashes(entry.request)
 
     def suspend(self, request_id: Hashable) -> None:
         raise Unsupported("vllm-prefix does not drive preemption (see the module docstring)")
@@ -232,14 +289,14 @@ class VllmPrefixBackend(VllmBackend):
 
     def slots(self) -> SlotMap:
         view = super().slots()
-        get_hash, get_group = self.utils.get_block_hash, self.utils.get_group_id
         cached: dict[int, tuple] = {}
         for (block_id, _), in ((r,) for r in view.free[0]):
             key = self.pool.blocks[block_id].block_hash
             if key is None:
                 continue
-            b, root = self._named(bytes(get_hash(key)), get_group(key))
-            cached[block_id] = (get_group(key), b, root)
+            digest, group = _key_parts(key, self.utils)
+            b, root = self._named(digest, group)
+            cached[block_id] = (group, b, root)
         return attrs.evolve(view, cached=(cached,))
 
     def _named(self, digest: bytes, group: Any) -> tuple[Any, Any]:
@@ -278,12 +335,12 @@ def eagle_capabilities():
                         lost_hit_rules=())
 
 
-def load_eagle() -> dict[str, Any]:
-    """:func:`load_prefix`, then check that this release's manager takes ``use_eagle`` and its
+def load_eagle(mixed: bool = False) -> dict[str, Any]:
+    """:func:`load_prefix` (``mixed``: :func:`load_mixed`), then check that this release's manager takes ``use_eagle`` and its
     ``allocate_slots`` ``num_lookahead_tokens``."""
     from ..common import parameters as _parameters
 
-    v = load_prefix()
+    v = load_mixed() if mixed else load_prefix()
     if "use_eagle" not in _parameters(v["KVCacheManager"].__init__):
         raise Unsupported(f"vLLM {release_of(v).version}'s KVCacheManager has no use_eagle")
     if "num_lookahead_tokens" not in _parameters(v["KVCacheManager"].allocate_slots):
@@ -343,7 +400,7 @@ class VllmPrefixMixedBackend(VllmPrefixBackend):
         its ``k`` hash blocks' hashes concatenated (before): the last of them names it either way."""
         k = self.factors[group] if isinstance(group, int) and group < len(self.factors) else 1
         found = self.content.get(digest)
-        if found is None and k > 1 and len(digest) % k == 0:
+        if found is None and k > 1 and isinstance(digest, bytes) and len(digest) % k == 0:
             found = self.content.get(digest[-(len(digest) // k):])
         return found if found is not None else (None, None)
 
@@ -356,7 +413,19 @@ class VllmPrefixMixedBackend(VllmPrefixBackend):
         return attrs.evolve(view, cached=(cached,))
 
 
-@factory(capabilities_mixed(), name="vllm-prefix-mixed", prepare=load_prefix)
+def load_mixed() -> dict[str, Any]:
+    """:func:`load_prefix`, then check that this release's manager takes a ``hash_block_size`` (a block
+    size per group with prefix caching; before it, the manager asserts one block size for all groups)."""
+    from ..common import parameters as _parameters
+
+    v = load_prefix()
+    if "hash_block_size" not in _parameters(v["KVCacheManager"].__init__):
+        raise Unsupported(f"vLLM {release_of(v).version}'s KVCacheManager takes no hash_block_size: with prefix "
+                          "caching every group has one block size")
+    return v
+
+
+@factory(capabilities_mixed(), name="vllm-prefix-mixed", prepare=load_mixed)
 def vllm_prefix_mixed(config: Config) -> VllmPrefixMixedBackend:
     """``vllm-prefix`` with full attention at a larger block size (2t or 4t) than the SWA layers (t)."""
     return VllmPrefixMixedBackend(config)
@@ -376,7 +445,12 @@ class VllmPrefixEagleMixedBackend(_Eagle, VllmPrefixMixedBackend):
     """``vllm-prefix-mixed`` with ``use_eagle=True`` and draft slots (:class:`_Eagle`)."""
 
 
-@factory(capabilities_eagle_mixed(), name="vllm-prefix-eagle-mixed", prepare=load_eagle)
+def load_eagle_mixed() -> dict[str, Any]:
+    """:func:`load_eagle` with :func:`load_mixed`'s check."""
+    return load_eagle(mixed=True)
+
+
+@factory(capabilities_eagle_mixed(), name="vllm-prefix-eagle-mixed", prepare=load_eagle_mixed)
 def vllm_prefix_eagle_mixed(config: Config) -> VllmPrefixEagleMixedBackend:
     """``vllm-prefix-mixed`` with ``use_eagle`` and draft (lookahead) slots."""
     return VllmPrefixEagleMixedBackend(config)
