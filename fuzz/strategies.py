@@ -83,10 +83,11 @@ SEMANTICS = st.one_of(_OPTIONS, _OPTIONS, st.just(Semantics()))
 #: What a backend that shares prefixes gets: every semantics, with prefix sharing on and, two times
 #: in three, freed blocks cached (so a closed request's blocks still give hits), under either hit rule.
 SEMANTICS_SHARING = st.builds(
-    lambda s, cache, rule, scheduled: attrs.evolve(
+    lambda s, cache, rule, scheduled, tail: attrs.evolve(
         s, prefix_sharing=True, cache_freed=cache, hit_rule=rule if cache else HitRule.PER_BLOCK,
-        cache_scheduled=cache and scheduled),
+        cache_scheduled=cache and scheduled, uncached_to_tail=cache and tail),
     SEMANTICS, st.sampled_from((True, True, False)), st.sampled_from(tuple(HitRule)), st.booleans(),
+    st.sampled_from((False, False, True)),  # vLLM's free queue before 0.23.0, a third of the time
 )
 #: SGLang's eviction interval, for a backend that declares it: every token (the default, first, so an
 #: example shrinks towards it), a few tokens, and 9 (past a block of up to 8 tokens).
