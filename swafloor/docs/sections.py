@@ -464,8 +464,12 @@ def vllm_matrix(engine: str = "vllm") -> str:
             return "pass" + _profile_note(c)
         if c["result"] == "divergence":
             classes = c.get("classes") if isinstance(c.get("classes"), list) else []
-            more = [f"`{k['class']}`" for k in classes[1:]]
-            text = (f"**divergence**: `{c.get('part')}` at step {c.get('step_index')}"
+
+            def named(k: dict) -> str:  # a class with the known behaviours it shows (verdicts.classify)
+                return f" = {' or '.join(k['named'])}" if k.get("named") else ""
+
+            more = [f"`{k['class']}`{named(k)}" for k in classes[1:]]
+            text = (f"**divergence**: `{c.get('part')}` at step {c.get('step_index')}" + (named(classes[0]) if classes else "")
                     + (f" (+ {', '.join(more)}{'; limit reached' if c.get('limited') else ''})" if more else ""))
             if c.get("unmodelled"):
                 text += "; unmodelled here: " + ", ".join(c["unmodelled"])
