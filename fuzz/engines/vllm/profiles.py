@@ -16,7 +16,7 @@ trace's ``found.verdict`` says how).
   class (``part@operation``) its trace shows, so a red cell's class is read against it (a class key
   match names a candidate, not a proof: the class's own trace is what shows it).
 
-Bugs (behaviour an upstream fix calls wrong: the asynchronous scheduler freeing a block the step in
+Bugs (named in a cell by :func:`.verdicts.classify`; behaviour an upstream fix calls wrong: the asynchronous scheduler freeing a block the step in
 flight reads, 0.10.2-0.25.1, vLLM PR #47728; EAGLE groups caching only up to the aligned boundary on
 0.22.1, vLLM #44082) are not profile entries: a profile never absorbs a bug, and those cells stay red.
 """
