@@ -20,14 +20,13 @@ __all__ = ["Bug", "BUGS", "classify"]
 
 @attrs.frozen
 class Bug:
-    """A vLLM bug on releases ``[first, since)``, seen on ``backends`` as the class ``class_key``."""
+    """A vLLM bug on releases ``[first, since)``, seen on ``backends`` as each class of ``traces``."""
 
     name: str
-    class_key: str  # part@operation, as its trace diverges
+    traces: dict[str, str]  # class (part@operation, as the trace diverges) -> tests/regressions/ trace
     backends: tuple[str, ...]
     first: str  # the first release checked to have it
     since: str  # the first release with the fix
-    trace: str  # tests/regressions/ trace that shows it
     fix: str  # the upstream change that fixed it
 
     def applies(self, release: str, backend: str) -> bool:
@@ -35,14 +34,16 @@ class Bug:
 
 
 BUGS: tuple[Bug, ...] = (
-    Bug("async-frees-in-flight-read", "tables@resize", ("vllm-async",), first="0.10.2", since="0.26.0",
-        trace="vllm-0.11.2-async-frees-in-flight-window.json",
+    Bug("async-frees-in-flight-read", {"tables@resize": "vllm-0.11.2-async-frees-in-flight-window.json",
+                                       "outcome@resize": "vllm-0.21.0-async-frees-in-flight-outcome.json"},
+        ("vllm-async",), first="0.10.2", since="0.26.0",
         fix="vllm-project/vllm#47728 (asynchronous scheduling freed a block the in-flight step still reads)"),
-    Bug("eagle-spiral-drop", "pool_used@resume", ("vllm-prefix-eagle",), first="0.18.1", since="0.20.2",
-        trace="vllm-0.19.1-prefix-eagle-spiral-drop.json",
+    Bug("eagle-spiral-drop", {"pool_used@resume": "vllm-0.19.1-prefix-eagle-spiral-drop.json"},
+        ("vllm-prefix-eagle",), first="0.18.1", since="0.20.2",
         fix="vllm-project/vllm#32802 (EAGLE's last-block drop applied once per attention group)"),
-    Bug("eagle-aligned-only", "slots@close", ("vllm-prefix-eagle-mixed",), first="0.22.1", since="0.23.0",
-        trace="vllm-0.22.1-prefix-eagle-mixed-aligned-only.json",
+    Bug("eagle-aligned-only", {"slots@close": "vllm-0.22.1-prefix-eagle-mixed-aligned-only.json",
+                               "slots@resize": "vllm-0.22.1-prefix-eagle-mixed-aligned-only-at-resize.json"},
+        ("vllm-prefix-eagle-mixed",), first="0.22.1", since="0.23.0",
         fix="vllm-project/vllm#44082 (EAGLE groups cached only up to the aligned boundary)"),
 )
 
@@ -51,6 +52,6 @@ def classify(release: str, backend: str, class_key: str) -> list[str]:
     """The names of the known behaviours of ``release`` on ``backend`` that show as ``class_key``:
     each ``NAME (bug, FIX)`` or ``NAME (unmodelled)``; empty where none does."""
     names = [f"{b.name} (bug, {b.fix.split(' ')[0]})" for b in BUGS
-             if b.class_key == class_key and b.applies(release, backend)]
+             if class_key in b.traces and b.applies(release, backend)]
     names += [f"{c.name} (unmodelled)" for c in unmodelled(release, backend) if c.class_key == class_key]
     return names
