@@ -45,6 +45,10 @@ BUGS: tuple[Bug, ...] = (
                                "slots@resize": "vllm-0.22.1-prefix-eagle-mixed-aligned-only-at-resize.json"},
         ("vllm-prefix-eagle-mixed",), first="0.22.1", since="0.23.0",
         fix="vllm-project/vllm#44082 (EAGLE groups cached only up to the aligned boundary)"),
+    Bug("stale-full-attention-hit", {"pool_used@resume": "vllm-0.22.1-prefix-eagle-mixed-stale-full-hit.json"},
+        ("vllm-prefix-eagle-mixed",), first="0.22.1", since="0.30.0",
+        fix="vllm-project/vllm#52828 (only the first full-attention group truncated to the shared hit; "
+            "bisected between 0.25.1 and 0.30.0)"),
 )
 
 
