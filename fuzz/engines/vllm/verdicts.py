@@ -50,9 +50,9 @@ BUGS: tuple[Bug, ...] = (
         fix="vllm-project/vllm#44082 (EAGLE groups cached only up to the aligned boundary)"),
     Bug("stale-full-attention-hit", {"pool_used@resume": "vllm-0.22.1-prefix-eagle-mixed-stale-full-hit.json",
                                      "slots@resume": "vllm-0.22.1-prefix-eagle-mixed-stale-full-hit-cached.json"},
-        ("vllm-prefix-eagle-mixed",), first="0.18.1", since="0.30.0",
+        ("vllm-prefix-eagle-mixed",), first="0.18.1", since="0.29.0",
         fix="vllm-project/vllm#52828 (only the first full-attention group truncated to the shared hit; "
-            "bisected between 0.25.1 and 0.30.0)"),
+            "bisected: diverges up to 0.28.0, matches from 0.29.0)"),
 )
 
 
