@@ -95,6 +95,9 @@ class Engine:
     #: "module:function": (release, backend) -> the changes of that release the reference cannot
     #: express (each with ``name`` and ``class_key``), named beside a red cell's classes; "" for none
     unmodelled: str = ""
+    #: "module:function": (release, backend, class key) -> the names of the known behaviours (bugs with
+    #: their fix, unmodelled changes) that show as that class there, given to each class a cell met; "" for none
+    classify: str = ""
 
     @property
     def venv_marker(self) -> str:
@@ -425,8 +428,13 @@ class Cell:
         if self.result == "divergence":
             if self.step_index is None:  # a differential's: the class, and every class's count
                 return f"divergence: {self.part} ({self.why})"
-            more = [c["class"] for c in self.classes[1:]] if isinstance(self.classes, list) else []
-            return (f"divergence: {self.part} at step {self.step_index}"
+            classes = self.classes if isinstance(self.classes, list) else []
+
+            def named(c: dict) -> str:  # the known behaviours the class shows (the engine's classify)
+                return f" = {' or '.join(c['named'])}" if c.get("named") else ""
+
+            more = [c["class"] + named(c) for c in classes[1:]]
+            return (f"divergence: {self.part} at step {self.step_index}" + (named(classes[0]) if classes else "")
                     + (f" (+{len(more)} classes: {', '.join(more)}{'; limit reached' if self.limited else ''})"
                        if more else ""))
         if self.result == OFF_TARGET:
@@ -605,13 +613,16 @@ def _cell_main(release: str, backend: str, args) -> dict[str, Any]:
     except Error as exc:
         return {**base, "result": "error", "why": f"{type(exc).__name__}: {exc}"[:300]}
     result = found.found[0] if found.found else found.last
+    engine = engine_named(args.engine)
+    classify = _function(engine.classify) if engine.classify else (lambda *_: [])
     data = {**base, "result": cell_result(found.result, result.discard_rate), "examples": result.examples,
             "steps": result.steps, "discard_rate": round(result.discard_rate, 4), args.engine: release}
     if result.divergence is not None:
         d = result.divergence
         data.update(part=d.field.split("[")[0], step_index=d.step_index,
                     trace_file=None if result.trace_file is None else str(result.trace_file),
-                    classes=[{k: row[k] for k in ("class", "field", "step_index", "trace_file")}
+                    classes=[{**{k: row[k] for k in ("class", "field", "step_index", "trace_file")},
+                              **({"named": named} if (named := classify(release, backend, row["class"])) else {})}
                              for row in found.class_rows()],
                     limited=found.limited)
     return data

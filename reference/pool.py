@@ -29,8 +29,10 @@ class Pool:
     # hands slots out in the order of one free queue: the freed slots without content (``front``, a
     # stack: the last freed batch first, each batch in its own order), then the never-used ids, then
     # the freed slots with content (``queue``: least recently freed first), the cached ones. A slot
-    # loses its content when it is taken again (evicted).
+    # loses its content when it is taken again (evicted). ``tail`` (``uncached_to_tail``): a freed slot
+    # without content joins the queue's end too (``front`` stays empty).
     cache: bool = False
+    tail: bool = False
     front: list[int] = attrs.Factory(list)
     queue: dict[int, None] = attrs.Factory(dict)
     content: dict[int, tuple] = attrs.Factory(dict)
@@ -41,7 +43,7 @@ class Pool:
         listed = self.freed()
         returned = set(listed)
         assert len(returned) == len(listed), f"pool group {g} lists a free slot twice"
-        assert set(self.queue) <= set(self.content) and not set(self.front) & set(self.content), (
+        assert (self.tail or set(self.queue) <= set(self.content)) and not set(self.front) & set(self.content), (
             f"pool group {g}: cached slots {sorted(set(self.content) - returned)} not free")
         assert {(key, s) for key, slots in self.index.items() for s in slots} == {
             (key, s) for s, key in self.content.items()} and all(self.index.values()), f"pool group {g}: cache index disagrees"
@@ -143,7 +145,7 @@ class Pool:
 
     def cached_content(self) -> dict[int, tuple]:
         """The cached free slots and their content."""
-        return {s: self.content[s] for s in self.queue}
+        return {s: self.content[s] for s in self.queue if s in self.content}
 
     def give(self, slot: int) -> bool:
         """A holder lets go of ``slot``: it is freed when that was its last holder (returns whether)."""
@@ -163,12 +165,12 @@ class Pool:
         """A caching pool: holders let go of ``batch`` in this order, as one free. A freed slot with
         content keeps it (even where another slot has the same: vLLM keeps every block of a hash) and
         joins the end of the queue; the freed slots without content go to its front, together, in this
-        order."""
+        order (``tail``: to its end, each where the batch has it)."""
         kept_nothing = []
         for slot in batch:
             if not self.give(slot):
                 continue
-            if slot in self.content:
+            if self.tail or slot in self.content:
                 self.queue[slot] = None
             else:
                 kept_nothing.append(slot)

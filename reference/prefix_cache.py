@@ -60,7 +60,7 @@ class PrefixCache(HitRules, CoreManager):
         return self._prefixes[record.request_id]
 
     def new_pool(self, total: int) -> Pool:
-        return Pool(total, cache=self.semantics.cache_freed)
+        return Pool(total, cache=self.semantics.cache_freed, tail=self.semantics.uncached_to_tail)
 
     def use_block_sizes(self, sizes: tuple[int, ...]) -> None:
         super().use_block_sizes(sizes)

@@ -157,6 +157,8 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               "own, and back", (), (ORACLE,), covers="semantics.hit_rule"),
     SeededBug("cache-scheduled-swapped", "a block's content counts as computed once scheduled where it should be "
               "once committed, and back", (), (ORACLE,), covers="semantics.cache_scheduled"),
+    SeededBug("uncached-to-tail-swapped", "a freed block that keeps nothing joins the free queue's end where it "
+              "should go to its front, and back", (), (ORACLE,), covers="semantics.uncached_to_tail"),
     SeededBug("lazy-frees-at-commit", "at-allocate releases at commit anyway",
               (), (ORACLE,), covers="semantics.free_stale"),
     SeededBug("at-commit-frees-lazily", "at-commit releases nothing at commit, only at the next "
@@ -347,6 +349,7 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "cache-freed-ignored": HIT + ("errors",),
     "hit-rule-swapped": HIT,
     "cache-scheduled-swapped": HIT,
+    "uncached-to-tail-swapped": HIT,
     "eagle-pops-first-block": HIT,
     "eagle-ignored": HIT,
     "align-before-pop": HIT,
@@ -427,6 +430,9 @@ SEEN_LATER: dict[tuple[str, str], tuple[str, str]] = {
                                       "shows once they are freed and cached, or a later resume's hit keeps a block"),
     ("published-at-commit", ORACLE): (SHOWN, "a commit names its held blocks' content where only a resume or a "
                                             "close should: seen once such a block is freed and cached, or hit"),
+    ("uncached-to-tail-swapped", ORACLE): (LATER, "which free slot a block takes differs at once (the oracle names no "
+                                                 "slot); it shows once a slot taken evicts another cached block than "
+                                                 "the spec's: the cached free blocks, or a later resume's hit"),
     ("draft-slots-named", ORACLE): (SHOWN, "the held blocks holding only draft slots are named: seen once they are "
                                           "freed and cached, or a later resume hits them"),
     # hits on slots others still hold: its null entries take no slot and no table lists them (the slot

@@ -291,6 +291,15 @@ class Semantics:
         it computes itself.""",
         engines=("vLLM's partial prefix entry",), needs=("cache_freed", True))
 
+    uncached_to_tail: bool = option(False, "a freed block that keeps nothing joins the free queue's end too", """
+        A freed block that keeps nothing joins the end of the free queue, as a cached one does, not its
+        front: a pool hands out the never-used slots first, then every freed slot, cached or not, least
+        recently freed first (a request's blocks in the order it frees them), so a cached slot freed
+        before an uncached one is evicted first.""",
+        engines=("vLLM before 0.23.0: BlockPool.free_blocks appends every freed block to the free queue "
+                 "(vllm-project/vllm#42656 prepends the ones without a hash)",),
+        needs=("cache_freed", True))
+
     prompt_lock: bool = option(False, "a request keeps its prompt's last window of SWA blocks until it is released", """
         A request keeps the SWA blocks of its prompt's last window (:func:`~.lifecycle.prompt_lock_range`: the
         last ``ceil((W - 1) / t)`` whole blocks before its prompt's last whole block ends; its prompt is

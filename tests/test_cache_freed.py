@@ -123,3 +123,26 @@ def test_a_live_holder_s_committed_block_is_a_hit_sharing_its_slot():
         assert m.hit_blocks("b") == 2
         assert m.snapshot().pools[0].free == 8 - 2  # a holds blocks 0, 1 (capacity 4); b shares both
         assert m.snapshot().cached == ()
+
+
+@pytest.mark.parametrize("to_tail", [False, True])
+def test_uncached_to_tail_hands_out_a_cached_slot_freed_before_an_uncached_one(to_tail):
+    """``uncached_to_tail`` (vLLM before 0.23.0): a slot freed keeping nothing joins the free queue's end,
+    after a cached slot freed before it, so the next slot taken evicts that cached block; by default it
+    goes to the front and the cached block stays. Two slots: r0 commits block 0 and closes (slot 0 cached);
+    r1 takes slot 1 and closes with nothing committed; r2 takes one slot."""
+    cfg = config(1, slots=2, semantics=Semantics(**{**CACHE.to_dict(), "uncached_to_tail": to_tail}))
+    for m in both(cfg):
+        m.create("r0")
+        decode(m, "r0", 1)
+        m.close("r0")
+        m.create("r1")
+        assert m.resume("r1") and m.resize("r1", 1, 0)
+        m.close("r1")
+        m.create("r2")
+        assert m.resume("r2") and m.resize("r2", 1, 0)
+        cached = m.snapshot().cached
+        assert len(cached) == (0 if to_tail else 1), (type(m).__name__, cached)
+    assert Semantics(**{**CACHE.to_dict(), "uncached_to_tail": True}).to_dict()["uncached_to_tail"] is True
+    with pytest.raises(ConfigError, match="needs semantics.cache_freed"):
+        Semantics(prefix_sharing=True, uncached_to_tail=True)

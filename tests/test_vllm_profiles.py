@@ -63,16 +63,18 @@ def test_each_change_names_an_evidence_trace_inside_its_range(change):
 
 def test_profiles_per_release():
     """The bisected ranges, read from the evidence traces' verdicts: no partial prompt-tail entry before
-    0.26.0; every full SWA block cached before 0.22.1; nothing else the reference expresses differs."""
-    tail, aligned = {"cache_prompt_tail": False}, {"cache_aligned": False}
-    want = {"0.14.1": {**tail, **aligned}, "0.21.0": {**tail, **aligned}, "0.22.1": tail, "0.25.1": tail,
-            "0.26.0": {}, "0.33.0": {}}
-    for release, options_ in want.items():
+    0.26.0; every full SWA block cached before 0.22.1; every freed block to the free queue's end before
+    0.23.0 (from 0.11.2, where freed blocks are cached); nothing else the reference expresses differs."""
+    tail, aligned, to_tail = {"cache_prompt_tail": False}, {"cache_aligned": False}, {"uncached_to_tail": True}
+    want = {"0.14.1": ({**tail, **aligned, **to_tail}, to_tail), "0.21.0": ({**tail, **aligned, **to_tail}, to_tail),
+            "0.22.1": ({**tail, **to_tail}, to_tail), "0.23.0": (tail, {}), "0.25.1": (tail, {}),
+            "0.26.0": ({}, {}), "0.33.0": ({}, {})}
+    for release, (mixed, one_size) in want.items():
         got = profiles.profile_semantics(release, MIXED)
-        assert got == Semantics(**{**MIXED.to_dict(), **options_}), release
-        assert profiles.profile_semantics(release, PREFIX) == PREFIX  # one block size: nothing to change
-    assert [c.name for c in profiles.unmodelled("0.22.1", "vllm-prefix-eagle")] == ["unhashed-freed-to-tail",
-                                                                                  "free-path-before-0.24"]
+        assert got == Semantics(**{**MIXED.to_dict(), **mixed}), release
+        assert profiles.profile_semantics(release, PREFIX) == Semantics(**{**PREFIX.to_dict(), **one_size}), release
+        assert profiles.profile_semantics(release, Semantics()) == Semantics()  # no cache: nothing it can take
+    assert [c.name for c in profiles.unmodelled("0.22.1", "vllm-prefix-eagle")] == ["free-path-before-0.24"]
     assert [c.name for c in profiles.unmodelled("0.23.0", "vllm-prefix-eagle")] == ["free-path-before-0.24"]
     assert profiles.unmodelled("0.24.0", "vllm-prefix-eagle") == ()
     assert [c.name for c in profiles.unmodelled("0.8.3", "vllm")] == ["connector-load-holds-prefix", "preallocation"]
@@ -85,13 +87,38 @@ def test_the_cell_record_carries_the_profile():
 
     record = resolve("vllm-prefix-mixed")
     got, profile, unmodelled = matrix._profiled(VLLM, "0.21.0", record)
-    assert profile == {"cache_prompt_tail": False, "cache_aligned": False}
+    assert profile == {"cache_prompt_tail": False, "cache_aligned": False, "uncached_to_tail": True}
     assert got.capabilities.semantics == Semantics(**{**MIXED.to_dict(), "cache_prompt_tail": False,
-                                                      "cache_aligned": False})
-    assert unmodelled == ["unhashed-freed-to-tail (slots@resume)"]
-    plain = resolve("vllm-prefix")
+                                                      "cache_aligned": False, "uncached_to_tail": True})
+    assert unmodelled == []
+    got, profile, unmodelled = matrix._profiled(VLLM, "0.22.1", resolve("vllm-prefix"))
+    assert profile == {"uncached_to_tail": True} and unmodelled == ["free-path-before-0.24 (slots@resume)"]
+    plain = resolve("vllm")  # no prefix cache: no option of the profile applies
     same, profile, _ = matrix._profiled(VLLM, "0.21.0", plain)
     assert profile == {} and same.capabilities.semantics == plain.capabilities.semantics
+
+
+def test_a_cell_names_the_known_classes_it_met():
+    """verdicts.classify: a class key met on a release and backend inside a known bug's range names that
+    bug with its fix; an unmodelled change's class names it; outside the ranges, nothing."""
+    from swafloor.fuzz.engines.vllm.verdicts import BUGS, classify
+
+    assert classify("0.25.1", "vllm-async", "tables@resize") == [
+        "async-frees-in-flight-read (bug, vllm-project/vllm#47728)"]
+    assert classify("0.26.0", "vllm-async", "tables@resize") == []  # the fix's release
+    assert classify("0.25.1", "vllm-async", "slots@resize") == []  # another class: a candidate, unnamed
+    assert classify("0.23.0", "vllm-prefix", "slots@resume") == ["free-path-before-0.24 (unmodelled)"]
+    assert classify("0.24.0", "vllm-prefix", "slots@resume") == []
+    assert classify("0.21.0", "vllm-async", "outcome@resize") == classify("0.21.0", "vllm-async", "tables@resize")
+    for bug in BUGS:  # each class names a trace that diverges as it, on a release of its range, on its backend
+        for class_key, trace in bug.traces.items():
+            data = json.loads((REGRESSIONS / trace).read_text(encoding="utf-8"))
+            saved = data["divergence"]
+            part = re.split(r"[\[.]", saved["field"])[0]
+            assert f"{part}@{saved['step']['op']}" == class_key, bug.name
+            assert data["expect"] == "divergence" and data["backend"] in bug.backends, bug.name
+            release = data["found"]["release"]
+            assert bug.applies(release, data["backend"]) or matrix.release_key(release) < matrix.release_key(bug.first)
 
 
 def _venv() -> matrix.EngineVenv:

@@ -318,6 +318,9 @@ class OracleManager:
         self.eagle = semantics.eagle
         self.aligned_only = semantics.cache_aligned
         self.prompt_tail = semantics.cache_prompt_tail
+        # uncached_to_tail: a slot freed keeping nothing joins the freed slots' order as an entry
+        # keeping no page (None), after the never-used ones; else it is blank, handed out first.
+        self.to_tail = semantics.uncached_to_tail
         # Pages named by the prefix of their block that a request's prompt fills (cache_prompt_tail):
         # no hit finds them, but one freed so is cached.
         self.partial: set[tuple] = set()
@@ -507,7 +510,17 @@ class OracleManager:
             self.kept[g].setdefault(self.content[page], []).append(self.entries)
             self.freed_slots[g][self.entries] = page
         else:
-            self.blank[g] += 1  # keeps nothing: a blank slot
+            self._blank_freed(g, 1)
+
+    def _blank_freed(self, g: int, n: int) -> None:
+        """``n`` slots of group ``g`` freed keeping nothing: blank (handed out first), or under
+        ``uncached_to_tail`` the last of the freed slots."""
+        if not self.to_tail:
+            self.blank[g] += n
+            return
+        for _ in range(n):
+            self.entries += 1
+            self.freed_slots[g][self.entries] = None
 
     def _forget(self, g: int, content: tuple, entry: int) -> None:
         entries = self.kept[g][content]
@@ -523,6 +536,8 @@ class OracleManager:
             return
         entry = next(iter(self.freed_slots[g]))
         page = self.freed_slots[g].pop(entry)
+        if page is None:  # freed keeping nothing (uncached_to_tail)
+            return
         self._forget(g, self.content[page], entry)
         if page in self.partial:  # never findable
             self.partial.discard(page)
@@ -837,7 +852,7 @@ class OracleManager:
                     for _ in range(n):
                         self._new_slot(g)
                 for g, n in enumerate(copy_slots):
-                    self.blank[g] += n  # given back keeping nothing
+                    self._blank_freed(g, n)  # given back keeping nothing
             if self.cache:  # what it holds below its history (or capacity) is now findable
                 self._learn(req, self._known_end(req.history, req.capacity, True) if self.scheduled else req.history)
             if hits is not None and not req.resumed:

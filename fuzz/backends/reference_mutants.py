@@ -196,6 +196,8 @@ _CacheAlignedSwapped = _cache_option_swapped("cache_aligned")
 _PromptTailSwapped = _cache_option_swapped("cache_prompt_tail")
 #: A block's content counts as computed when scheduled where it should be when committed, and back.
 _CacheScheduledSwapped = _cache_option_swapped("cache_scheduled")
+#: A freed block that keeps nothing joins the free queue's end where it should go to its front, and back.
+_UncachedToTailSwapped = _cache_option_swapped("uncached_to_tail")
 
 
 def _run_hit_pops_first(r0: Any, r1: Any, t: Any, window: Any, a: Any, eagle: Any, M: Any) -> Any:
@@ -644,6 +646,7 @@ _MAKERS: dict[str, Callable[[Config], Manager]] = {
     "prompt-tail-swapped": _PromptTailSwapped,
     "hit-rule-swapped": _HitRuleSwapped,
     "cache-scheduled-swapped": _CacheScheduledSwapped,
+    "uncached-to-tail-swapped": _UncachedToTailSwapped,
     "eagle-pops-first-block": _EaglePopsFirstBlock,
     "eagle-ignored": _EagleIgnored,
     "align-before-pop": _AlignBeforePop,
@@ -659,6 +662,7 @@ _BACKEND = {
     "cache-freed-ignored": "oracle-sharing",
     "hit-rule-swapped": "oracle-sharing",
     "cache-scheduled-swapped": "oracle-sharing",
+    "uncached-to-tail-swapped": "oracle-sharing",
     "eagle-pops-first-block": "oracle-eagle",
     "eagle-ignored": "oracle-eagle",
     "align-before-pop": "oracle-eagle",

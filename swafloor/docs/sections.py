@@ -452,7 +452,10 @@ def vllm_matrix(engine: str = "vllm") -> str:
     backends = data["backends"]
     cells = {(c["release"], c["backend"]): c for c in data["cells"]}
 
-    from swafloor.fuzz.matrix import OFF_TARGET, cell_result
+    from swafloor.fuzz.matrix import OFF_TARGET, _function, cell_result, engine_named
+
+    spec = engine_named(engine).classify
+    classify = _function(spec) if spec else None  # names each class by what is known now, not when measured
 
     def show(c: dict | None) -> str:
         if c is None:
@@ -464,8 +467,13 @@ def vllm_matrix(engine: str = "vllm") -> str:
             return "pass" + _profile_note(c)
         if c["result"] == "divergence":
             classes = c.get("classes") if isinstance(c.get("classes"), list) else []
-            more = [f"`{k['class']}`" for k in classes[1:]]
-            text = (f"**divergence**: `{c.get('part')}` at step {c.get('step_index')}"
+
+            def named(k: dict) -> str:  # a class with the known behaviours it shows (the engine's classify, now)
+                names = classify(c["release"], c["backend"], k["class"]) if classify else k.get("named")
+                return f" = {' or '.join(names)}" if names else ""
+
+            more = [f"`{k['class']}`{named(k)}" for k in classes[1:]]
+            text = (f"**divergence**: `{c.get('part')}` at step {c.get('step_index')}" + (named(classes[0]) if classes else "")
                     + (f" (+ {', '.join(more)}{'; limit reached' if c.get('limited') else ''})" if more else ""))
             if c.get("unmodelled"):
                 text += "; unmodelled here: " + ", ".join(c["unmodelled"])

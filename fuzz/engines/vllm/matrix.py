@@ -43,4 +43,5 @@ VLLM = Engine(
     load="swafloor.fuzz.engines.vllm.backend:load", release_examples="0.9.2 or 0.8.5.post1", strip_compiled=True,
     profile="swafloor.fuzz.engines.vllm.profiles:profile_capabilities",
     unmodelled="swafloor.fuzz.engines.vllm.profiles:unmodelled",
+    classify="swafloor.fuzz.engines.vllm.verdicts:classify",
 )

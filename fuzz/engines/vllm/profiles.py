@@ -16,7 +16,7 @@ trace's ``found.verdict`` says how).
   class (``part@operation``) its trace shows, so a red cell's class is read against it (a class key
   match names a candidate, not a proof: the class's own trace is what shows it).
 
-Bugs (behaviour an upstream fix calls wrong: the asynchronous scheduler freeing a block the step in
+Bugs (named in a cell by :func:`.verdicts.classify`; behaviour an upstream fix calls wrong: the asynchronous scheduler freeing a block the step in
 flight reads, 0.10.2-0.25.1, vLLM PR #47728; EAGLE groups caching only up to the aligned boundary on
 0.22.1, vLLM #44082) are not profile entries: a profile never absorbs a bug, and those cells stay red.
 """
@@ -28,6 +28,7 @@ from typing import Any
 import attrs
 
 from swafloor.reference import Semantics
+from swafloor.reference.semantics import options
 
 from ...matrix import release_key
 
@@ -73,9 +74,8 @@ CHANGES: tuple[Change, ...] = (
         evidence="vllm-0.21.0-prefix-eagle-unhashed-freed-to-tail.json", evidence_release="0.21.0",
         upstream="vllm-project/vllm#42656 ('Apply LRU policy only to proper cache entries', first in 0.23.0)",
         what="BlockPool.free_blocks appends every freed block to the free queue's tail, hashed or not "
-             "(Semantics.cache_freed hands out uncached free blocks first)",
-        backends=("vllm-prefix", "vllm-prefix-eagle", "vllm-prefix-mixed", "vllm-prefix-eagle-mixed"),
-        class_key="slots@resume"),
+             "(from 0.23.0 the ones without a hash go to its head)",
+        option="uncached_to_tail", value=True),
     Change(
         "free-path-before-0.24", since="0.24.0", first="0.22.1",
         evidence="vllm-0.22.1-prefix-free-order-before-0.24.json", evidence_release="0.22.1",
@@ -115,11 +115,22 @@ def profile_of(release: str, claimed: Semantics) -> dict[str, Any]:
     option -> (value, the change's name): only options the claimed semantics has at another value."""
     found: dict[str, Any] = {}
     for change in CHANGES:
-        if change.modelled and applies(change, release):
+        if change.modelled and applies(change, release) and _expressible(claimed, change.option):
             current = getattr(claimed, change.option)
             if current != change.value:
                 found[change.option] = (change.value, change.name)
     return found
+
+
+def _expressible(claimed: Semantics, option: str) -> bool:
+    """Whether ``claimed`` may take ``option`` off its default: the option it needs (``needs``) has the
+    value it needs there (``uncached_to_tail`` only where freed blocks are cached)."""
+    declared = {o.name: o for o in options(type(claimed))}[option]
+    if declared.needs is None:
+        return True
+    other, wanted = declared.needs
+    needed = {o.name: o for o in options(type(claimed))}[other]
+    return needed.serialised(getattr(claimed, other)) == wanted
 
 
 def profile_semantics(release: str, claimed: Semantics) -> Semantics:

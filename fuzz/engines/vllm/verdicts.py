@@ -1,0 +1,65 @@
+"""The divergence classes of vLLM's releases that have a verdict: what a matrix cell's class is named.
+
+A matrix cell reports each divergence class it met (``part@operation``, :mod:`swafloor.fuzz.classes`).
+:func:`classify` names a class met on a release and backend by the known behaviours whose range holds
+that release: a vLLM bug (:data:`BUGS`: fixed upstream, never a profile entry, so its cells stay red
+with its name) or a release change the reference cannot express yet
+(:func:`~.profiles.unmodelled`). A class key match names a candidate, not a proof: each entry's trace
+(``tests/regressions/``) is what shows it, and a class no entry names is a candidate bug, unnamed.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from ...matrix import release_key
+from .profiles import unmodelled
+
+__all__ = ["Bug", "BUGS", "classify"]
+
+
+@attrs.frozen
+class Bug:
+    """A vLLM bug on releases ``[first, since)``, seen on ``backends`` as each class of ``traces``."""
+
+    name: str
+    traces: dict[str, str]  # class (part@operation, as the trace diverges) -> tests/regressions/ trace
+    backends: tuple[str, ...]
+    first: str  # the first release checked to have it
+    since: str  # the first release with the fix
+    fix: str  # the upstream change that fixed it
+
+    def applies(self, release: str, backend: str) -> bool:
+        return backend in self.backends and release_key(self.first) <= release_key(release) < release_key(self.since)
+
+
+BUGS: tuple[Bug, ...] = (
+    Bug("async-frees-in-flight-read", {"tables@resize": "vllm-0.11.2-async-frees-in-flight-window.json",
+                                       "outcome@resize": "vllm-0.21.0-async-frees-in-flight-outcome.json"},
+        ("vllm-async",), first="0.10.2", since="0.26.0",
+        fix="vllm-project/vllm#47728 (asynchronous scheduling freed a block the in-flight step still reads)"),
+    Bug("eagle-spiral-drop", {"pool_used@resume": "vllm-0.19.1-prefix-eagle-spiral-drop.json",
+                              "outcome@resume": "vllm-0.19.1-prefix-eagle-spiral-drop-out-of-slots.json",
+                              "slots@resume": "vllm-0.19.1-prefix-eagle-spiral-drop-cached.json",
+                              "hit@resume": "vllm-0.19.1-prefix-eagle-mixed-spiral-drop-lost-hit.json"},
+        ("vllm-prefix-eagle", "vllm-prefix-eagle-mixed"), first="0.18.1", since="0.20.2",
+        fix="vllm-project/vllm#32802 (EAGLE's last-block drop applied once per attention group)"),
+    Bug("eagle-aligned-only", {"slots@close": "vllm-0.22.1-prefix-eagle-mixed-aligned-only.json",
+                               "slots@resize": "vllm-0.22.1-prefix-eagle-mixed-aligned-only-at-resize.json"},
+        ("vllm-prefix-eagle-mixed",), first="0.22.1", since="0.23.0",
+        fix="vllm-project/vllm#44082 (EAGLE groups cached only up to the aligned boundary)"),
+    Bug("stale-full-attention-hit", {"pool_used@resume": "vllm-0.22.1-prefix-eagle-mixed-stale-full-hit.json",
+                                     "slots@resume": "vllm-0.22.1-prefix-eagle-mixed-stale-full-hit-cached.json"},
+        ("vllm-prefix-eagle-mixed",), first="0.18.1", since="0.29.0",
+        fix="vllm-project/vllm#52828 (only the first full-attention group truncated to the shared hit; "
+            "bisected: diverges up to 0.28.0, matches from 0.29.0)"),
+)
+
+
+def classify(release: str, backend: str, class_key: str) -> list[str]:
+    """The names of the known behaviours of ``release`` on ``backend`` that show as ``class_key``:
+    each ``NAME (bug, FIX)`` or ``NAME (unmodelled)``; empty where none does."""
+    names = [f"{b.name} (bug, {b.fix.split(' ')[0]})" for b in BUGS
+             if class_key in b.traces and b.applies(release, backend)]
+    names += [f"{c.name} (unmodelled)" for c in unmodelled(release, backend) if c.class_key == class_key]
+    return names
