@@ -173,12 +173,13 @@ def test_the_stream_module_is_a_leaf():
 def _engine_adapter_modules() -> list[Path]:
     """The modules of the engines' rooms that build or serve a backend: every one but the rooms' one-off
     checks (swafloor.fuzz.checks, which run campaigns) and their release data (matrix.py, an Engine
-    of the one matrix machinery; profiles.py, the releases' semantics, read by that machinery)."""
+    of the one matrix machinery; profiles.py, the releases' semantics, and verdicts.py, the named divergence
+    classes of its releases, both read by that machinery)."""
     from swafloor.fuzz.checks import CHECKS
 
     checks = {ROOT / "fuzz" / Path(*c.module.split(".")[2:]).with_suffix(".py") for c in CHECKS}
     return [p for p in sorted((ROOT / "fuzz" / "engines").rglob("*.py"))
-            if p not in checks and p.name not in ("matrix.py", "profiles.py")]
+            if p not in checks and p.name not in ("matrix.py", "profiles.py", "verdicts.py")]
 
 
 def _fuzz_imports(path: Path) -> set[str]:
