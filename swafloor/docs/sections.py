@@ -387,7 +387,11 @@ def write_vllm_matrix(report: dict, engine: str = "vllm") -> str:
     cells = [c for c in old["cells"] if (c["release"], c["backend"]) not in ran] + list(report["cells"])
     from swafloor.fuzz.matrix import domain, release_key
 
-    backends = list(dict.fromkeys(old["backends"] + list(report["backends"])))
+    from swafloor.fuzz.matrix import engine_named
+
+    order = list(engine_named(engine).backends)  # the engine's own order of columns, whatever order runs came in
+    backends = sorted(dict.fromkeys(old["backends"] + list(report["backends"])),
+                      key=lambda b: (order.index(b) if b in order else len(order), b))
     data = {
         **{k: report[k] for k in same},
         "domain": domain(backends),
