@@ -42,8 +42,12 @@ BUGS: tuple[Bug, ...] = (
                               "outcome@resume": "vllm-0.19.1-prefix-eagle-spiral-drop-out-of-slots.json",
                               "slots@resume": "vllm-0.19.1-prefix-eagle-spiral-drop-cached.json",
                               "hit@resume": "vllm-0.19.1-prefix-eagle-mixed-spiral-drop-lost-hit.json"},
-        ("vllm-prefix-eagle", "vllm-prefix-eagle-mixed"), first="0.18.1", since="0.20.2",
+        ("vllm-prefix-eagle", "vllm-prefix-eagle-mixed"), first="0.9.2", since="0.20.2",
         fix="vllm-project/vllm#32802 (EAGLE's last-block drop applied once per attention group)"),
+    Bug("eagle-mixed-aligned-assert", {"outcome@resume": "vllm-0.18.1-prefix-eagle-mixed-swa-eagle-assert.json"},
+        ("vllm-prefix-eagle-mixed",), first="0.14.1", since="0.19.1",
+        fix="vllm-project/vllm#39450 (EAGLE with mixed block sizes: SlidingWindowManager asserted "
+            "'aligned_length is not compatible with eagle now', a crash inside vLLM; reported as #39528)"),
     Bug("eagle-aligned-only", {"slots@close": "vllm-0.22.1-prefix-eagle-mixed-aligned-only.json",
                                "slots@resize": "vllm-0.22.1-prefix-eagle-mixed-aligned-only-at-resize.json"},
         ("vllm-prefix-eagle-mixed",), first="0.22.1", since="0.23.0",
