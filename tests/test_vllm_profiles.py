@@ -15,7 +15,6 @@ hit, on releases whose ``allocate_slots`` refuses a step that computes and loads
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
@@ -28,9 +27,10 @@ from swafloor.fuzz.engines.vllm.matrix import RELEASES, VLLM
 from swafloor.reference import AttentionLayer, Config, Manager, Semantics
 from swafloor.reference.semantics import options
 
+from .vllm_venv import VENV, matrix_venv as _venv
+
 ROOT = Path(__file__).resolve().parent.parent
 REGRESSIONS = ROOT / "tests" / "regressions"
-VENV = Path(os.environ.get("SWAFLOOR_VLLM_VENV") or ROOT / ".venv-vllm")
 
 PREFIX = Semantics(free_stale="at-allocate", suspend="recompute", first_resume_copy=False, prefix_sharing=True,
                    cache_freed=True, hit_rule="common-prefix", cache_scheduled=True)
@@ -121,13 +121,6 @@ def test_a_cell_names_the_known_classes_it_met():
             assert bug.applies(release, data["backend"]) or matrix.release_key(release) < matrix.release_key(bug.first)
 
 
-def _venv() -> matrix.EngineVenv:
-    try:
-        return matrix.find_venv(VENV, VLLM)
-    except matrix.MatrixError as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(str(exc))
-        pytest.skip(str(exc))
 
 
 MODELLED = [c for c in profiles.CHANGES if c.modelled]

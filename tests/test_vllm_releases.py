@@ -12,7 +12,6 @@ it, elsewhere.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from swafloor.fuzz import matrix
-from swafloor.fuzz.engines.vllm.matrix import VLLM
+
+from .vllm_venv import VENV, matrix_venv as _venv
 
 ROOT = Path(__file__).resolve().parent.parent
-VENV = Path(os.environ.get("SWAFLOOR_VLLM_VENV") or ROOT / ".venv-vllm")
 TRACES = sorted((ROOT / "tests" / "regressions").glob("vllm-*.json"))
 TIMEOUT = 1200
 
@@ -37,13 +36,6 @@ RELEASE_TRACES = [p for p in TRACES if _found(p).get("release")]
 RELEASES = sorted({_found(p)["release"] for p in RELEASE_TRACES}, key=matrix.release_key)
 
 
-def _venv() -> matrix.EngineVenv:
-    try:
-        return matrix.find_venv(VENV, VLLM)
-    except matrix.MatrixError as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(str(exc))
-        pytest.skip(str(exc))
 
 
 def test_release_traces_are_well_formed():
