@@ -50,10 +50,17 @@ class Change:
     first: str = "0.8.3"  # the first release it applies to
     backends: tuple[str, ...] = ()  # unmodelled: the backends it shows on (modelled: those claiming the option)
     class_key: str = ""  # unmodelled: the divergence class its trace shows (part@operation)
+    #: unmodelled: the other classes it shows, each with its own tests/regressions/ trace (on evidence_release)
+    also: dict[str, str] = attrs.field(factory=dict)
 
     @property
     def modelled(self) -> bool:
         return bool(self.option)
+
+    @property
+    def class_keys(self) -> tuple[str, ...]:
+        """Every divergence class it shows: ``class_key`` (its evidence trace's), then ``also``'s."""
+        return (self.class_key, *self.also) if self.class_key else ()
 
 
 CHANGES: tuple[Change, ...] = (
@@ -95,7 +102,7 @@ CHANGES: tuple[Change, ...] = (
              "vllm-0.11.2-connector-load-out-of-slots.json, outcome@resume)",
         backends=("vllm", "vllm-prefix", "vllm-prefix-eagle", "vllm-prefix-mixed", "vllm-prefix-eagle-mixed",
                   "dataplane:vllm-prefix"),
-        class_key="tables@resume"),
+        class_key="tables@resume", also={"outcome@resume": "vllm-0.11.2-connector-load-out-of-slots.json"}),
     Change(
         "preallocation", since="0.8.5", first="0.8.3",
         evidence="vllm-0.8.3-preallocation.json", evidence_release="0.8.3",
