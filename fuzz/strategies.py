@@ -115,11 +115,19 @@ SEMANTICS_EAGLE = st.builds(
 )
 
 
+#: What a backend that declares ``load_holds_prefix`` gets (its own campaign, ``oracle-load``): every
+#: semantics, and two times in three a first resume's load holding every loaded token (vLLM before 0.14.1).
+SEMANTICS_LOAD = st.builds(lambda s, load: attrs.evolve(s, load_holds_prefix=load), SEMANTICS,
+                           st.sampled_from((False, True, True)))
+
+
 def semantics(caps: Capabilities = EXACT_EVERYTHING) -> st.SearchStrategy[Semantics]:
     """The semantics a config for ``caps`` carries: drawn when the backend serves every semantics,
     else the one it claims."""
     if caps.all_semantics and caps.eagle:
         return SEMANTICS_EAGLE
+    if caps.all_semantics and getattr(caps, "load_holds_prefix", False) and not caps.prefix_sharing:
+        return SEMANTICS_LOAD
     if caps.all_semantics:
         drawn = SEMANTICS_SHARING if caps.prefix_sharing else SEMANTICS
         return _with_interval(drawn) if caps.eviction_interval else drawn

@@ -428,6 +428,20 @@ def prompt_lock_tight(t, W, S):
     )
 
 
+# ----------------------------------------------------------------------------- a load holding every loaded token
+C_LOAD = upto("c", "capacity of a first resume that loads its reused history", 1,
+              lambda env: 2 * (env["S"] + env["W"] + 2 * env["t"]), "c <= 2*(S + W + 2*t)", TOKENS)
+
+
+def load_holds_prefix_floor(t, W, S, c):
+    floor, held = floors.swa_floor(t, W, S), floors.load_blocks(t, c)
+    return (
+        _live(0, c, t, W, S) == held,  # freeing on history 0: every block up to the capacity is live
+        implies(c <= floor * t, held <= floor),
+        implies(c > floor * t, held > floor),
+    )
+
+
 # ----------------------------------------------------------------------------- peers' formulas
 def ceil_identity(t, W, S):
     term = peers.upstream_window_term(t, W)
@@ -1392,6 +1406,17 @@ CATALOGUE: tuple[Theorem, ...] = (
         PROVED,
         (T_L, W_L, S_L),
         prompt_lock_tight,
+    ),
+    Theorem(
+        "load-holds-prefix-floor",
+        "A first resume that loads its reused history as new tokens of a request with nothing computed "
+        "(Semantics.load_holds_prefix, vLLM before 0.14.1) holds in an SWA life cycle every block up to its "
+        "capacity c, load_blocks = ceil(c/t) (the live blocks at history 0), and that fits swa_floor = "
+        "S + ceil((W-1)/t) + 1 exactly when c <= swa_floor * t: a longer load runs out of slots at the floor "
+        "however small the window.",
+        PROVED,
+        (T_L, W_L, S_L, C_LOAD),
+        load_holds_prefix_floor,
     ),
     Theorem(
         "eviction-interval-one",

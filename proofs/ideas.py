@@ -134,6 +134,10 @@ IDEAS: dict[str, str] = {
         "sinks; at decode-tight's history shifted to that block the window holds swa_floor - S blocks past "
         "the lock, all apart from it, and the sinks are held too."
     ),
+    "load-holds-prefix-floor": (
+        "At history 0 no block is stale, so the live blocks are the allocated ones, ceil(c/t). A ceiling is at "
+        "most F exactly when its numerator is at most F*t: ceil(c/t) <= F iff c <= F*t, with F = swa_floor."
+    ),
     "eviction-interval-one": (
         "With e = 1 a step that is not due has h - k + 1 - W <= c, so the stale range at h ends where it "
         "ended at r (floor((h-k+1-W)/t) <= c/t and ranges only grow), and holding what was freed at r is "

@@ -500,6 +500,18 @@ def prompt_lock_tight(c: _Counter, g: Grid) -> None:
 
 
 @_run
+def load_holds_prefix_floor(c: _Counter, g: Grid) -> None:
+    """A load of c tokens as new ones holds the block of each of its positions; that set fits the SWA
+    floor exactly when c <= floor * t, and is what a request holds at history 0 and capacity c."""
+    for t, W, S in g.tws():
+        floor = floors.swa_floor(t, W, S)
+        for cap in range(1, 2 * (S + W + 2 * t) + 1):
+            loaded = frozenset(q // t for q in range(cap))
+            c.check(loaded == _held(0, cap, t, W, S) and (len(loaded) <= floor) == (cap <= floor * t),
+                    t=t, W=W, S=S, c=cap)
+
+
+@_run
 def eviction_sufficient(c: _Counter, g: Grid) -> None:
     for t, W, S in g.tws(**_EVICTION_GRID):
         for k in (0, 1):
@@ -1218,6 +1230,7 @@ TWINS: dict[str, Callable[[Grid], TwinResult]] = {
     "eviction-floor-sufficient": eviction_sufficient,
     "eviction-floor-tight": eviction_tight,
     "prompt-lock-floor-sufficient": prompt_lock_sufficient,
+    "load-holds-prefix-floor": load_holds_prefix_floor,
     "prompt-lock-floor-tight": prompt_lock_tight,
     "eviction-interval-one": eviction_interval_one,
     "refused-keeps-stale-cost": refused_keeps_stale_cost,

@@ -160,7 +160,8 @@ class CoreManager(Hooks, Observing, UnchangedSteps):
         """Activate a suspended request: allocate its live blocks (plus any first-resume copy)."""
         req = self._get(request_id, RequestState.SUSPENDED)
         extra = list(self.first_resume_copies(req.history)) if req.pending_copy else [0] * len(self._pools)
-        plan = self.plan(req, req.history, req.capacity)
+        released = self.resume_released_on(req)
+        plan = self.plan(req, released, req.capacity)
         points = self._points
         hits = self.resume_hits(req, plan)
         copies = list(extra)
@@ -178,7 +179,7 @@ class CoreManager(Hooks, Observing, UnchangedSteps):
             transient = [[self._pools[g].take() for _ in range(n)] for g, n in enumerate(copies)]
         for g, slots in enumerate(transient):
             self._pools[g].give_back(slots)
-        req.evicted_on, req.released_to = points, req.history
+        req.evicted_on, req.released_to = points, released
         req.state, req.resumed, req.pending_copy = RequestState.ACTIVE, True, False
         self.stepped(req, req.history, req.capacity, "resumed")
         self._refresh(req)

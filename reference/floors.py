@@ -14,7 +14,7 @@ from typing import Any, Iterable, Sequence
 import attrs
 
 from .arith import cdiv, fdiv, imax
-from .lifecycle import LifeCycle, LifeCycleKind, released_history, window_span_blocks
+from .lifecycle import LifeCycle, LifeCycleKind, allocated_blocks, released_history, window_span_blocks
 
 __all__ = [
     "FloorRule",
@@ -36,6 +36,7 @@ __all__ = [
     "eviction_due",
     "eviction_floor",
     "prompt_lock_floor",
+    "load_blocks",
 ]
 
 
@@ -122,6 +123,14 @@ def prompt_lock_floor(t: Any, window: Any, sink_blocks: Any) -> Any:
     window has moved past its prompt, the ``ceil((W - 1) / t)`` blocks the lock keeps
     (:func:`~.lifecycle.prompt_lock_range`). Theorems ``prompt-lock-floor-*``."""
     return swa_floor(t, window, sink_blocks) + cdiv(window - 1, t)
+
+
+def load_blocks(t: Any, capacity: Any) -> Any:
+    """The blocks an attention life cycle holds after a first resume that loads its reused history as new
+    tokens of a request with nothing computed (``Semantics.load_holds_prefix``): every block up to the
+    capacity, ``ceil(c / t)``, whatever the window; more than :func:`swa_floor` exactly when
+    ``c > swa_floor * t`` (theorem ``load-holds-prefix-floor``)."""
+    return allocated_blocks(capacity, t)
 
 
 def life_cycle_min_slots(

@@ -43,6 +43,10 @@ class Hooks:
         evict no hit) rather than before."""
         return False
 
+    def resume_released_on(self, record: Any) -> int:
+        """Hook: the history a resume's plan frees stale blocks on (the rule: the request's history)."""
+        return record.history
+
     def resume_hits(self, record: Any, plan: Plan) -> list[dict[int, int]] | None:
         """Hook: per life cycle, the blocks a resume takes in slots that already hold them (None: none)."""
         return None

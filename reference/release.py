@@ -11,6 +11,9 @@
 - Suspension (``suspend``): ``recompute`` (vLLM's preemption) drops the computed tokens, ``keep``
   (TensorRT-LLM V2 with GPU memory only) frees nothing.
 - No first-resume copy (``first_resume_copy`` off): engines that load a reused prefix in place.
+- A load holding every loaded token (``load_holds_prefix``, vLLM before 0.14.1): a first resume over
+  reused history frees on history 0, so it holds every block up to its capacity; the next release frees
+  what is stale.
 """
 
 from __future__ import annotations
@@ -85,6 +88,11 @@ class ReleasePolicy(CoreManager):
 
     def keeps_slots_suspended(self) -> bool:
         return self.semantics.suspend is SuspendMode.KEEP
+
+    def resume_released_on(self, record: RequestRecord) -> int:
+        if self.semantics.load_holds_prefix and record.pending_copy:
+            return 0  # the loaded tokens are new tokens of a request with nothing computed
+        return super().resume_released_on(record)
 
     def first_resume_copies(self, reused_history: int) -> list[int]:
         if not self.semantics.first_resume_copy:

@@ -159,6 +159,8 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               "once committed, and back", (), (ORACLE,), covers="semantics.cache_scheduled"),
     SeededBug("uncached-to-tail-swapped", "a freed block that keeps nothing joins the free queue's end where it "
               "should go to its front, and back", (), (ORACLE,), covers="semantics.uncached_to_tail"),
+    SeededBug("load-holds-prefix-swapped", "a first resume's load holds a block for every loaded token where it "
+              "should hold the live ones only, and back", (), (ORACLE,), covers="semantics.load_holds_prefix"),
     SeededBug("lazy-frees-at-commit", "at-allocate releases at commit anyway",
               (), (ORACLE,), covers="semantics.free_stale"),
     SeededBug("at-commit-frees-lazily", "at-commit releases nothing at commit, only at the next "
@@ -299,6 +301,7 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "sinks-released": RESULT + ("tables",),
     "interval-ignored": RESULT + ("tables",),
     "eviction-one-late": RESULT + ("tables",),
+    "load-holds-prefix-swapped": RESULT + ("tables",),  # the first resume holds other blocks, or runs out
     "lazy-frees-at-commit": ("tables",),
     "at-commit-frees-lazily": ("tables",),
     "lazy-release-undone": RESULT + ("tables",),

@@ -318,6 +318,18 @@ class Semantics:
         engines=("SGLang's radix cache: a prompt's chunks and a finished request are inserted into the tree "
                  "(a prefilled page whose content the tree has is replaced by the tree's)",),
         needs=("cache_freed", True))
+    load_holds_prefix: bool = option(False, "a first resume holds a block for every token it loads", """
+        The first resume of a request created over reused history (``create(..., reused_history=...)``,
+        loaded, not found in a cache) holds, in every attention life cycle, a block for every token up to
+        its capacity, the ones out of the window too: it frees on history 0
+        (:meth:`~.hooks.Hooks.resume_released_on`), and what is stale at its history goes at the next
+        release (the next resize; at commit under ``at-commit``). The call needs
+        :func:`~.floors.load_blocks` slots of such a life cycle, more than the floor once the capacity
+        passes ``floor * t``. Drawn where the reused history is loaded: prefix sharing off.""",
+        engines=("vLLM before 0.14.1: its scheduler allocated the tokens a KV connector loads as new tokens "
+                 "of a request with nothing computed (vllm-project/vllm#30166 gives the skipped ones the null "
+                 "block)",),
+        needs=("prefix_sharing", False), drawn_apart="connector loads holding every loaded token")
 
     def __attrs_post_init__(self) -> None:
         for o in options(type(self)):

@@ -55,10 +55,23 @@ def test_each_change_names_an_evidence_trace_inside_its_range(change):
         claimed = Semantics.from_dict(data["config"]["semantics"])  # what the backend claims (the pinned release's)
         assert getattr(claimed, change.option) != change.value
     else:
-        part, op = change.class_key.split("@")
-        saved = data["divergence"]
-        assert (re.split(r"[\[.]", saved["field"])[0], saved["step"]["op"]) == (part, op), change.class_key
+        assert _class_of(data) == change.class_key
         assert change.backends
+    for class_key, trace in change.also.items():  # each other class it shows, by a trace of its own
+        other = json.loads((REGRESSIONS / trace).read_text(encoding="utf-8"))
+        assert _class_of(other) == class_key and other["expect"] == "divergence", trace
+        assert other["found"]["release"] == change.evidence_release, trace
+        assert other["backend"] in change.backends or other["backend"] == data["backend"], trace
+
+
+def _class_of(data: dict) -> str:
+    """A saved trace's divergence class, ``part@operation`` (a build divergence: ``build@build``)."""
+    saved = data["divergence"]
+    if saved["step"] is None:
+        assert saved["field"] == "build" and saved["step_index"] == -1
+        return "build@build"
+    part = re.split(r"[\[.]", saved["field"])[0]
+    return f"{part}@{saved['step']['op']}"
 
 
 def test_profiles_per_release():
@@ -77,7 +90,13 @@ def test_profiles_per_release():
     assert [c.name for c in profiles.unmodelled("0.22.1", "vllm-prefix-eagle")] == ["free-path-before-0.24"]
     assert [c.name for c in profiles.unmodelled("0.23.0", "vllm-prefix-eagle")] == ["free-path-before-0.24"]
     assert profiles.unmodelled("0.24.0", "vllm-prefix-eagle") == ()
-    assert [c.name for c in profiles.unmodelled("0.8.3", "vllm")] == ["connector-load-holds-prefix", "preallocation"]
+    assert [c.name for c in profiles.unmodelled("0.8.3", "vllm")] == ["preallocation"]
+    assert [c.name for c in profiles.unmodelled("0.13.0", "vllm-prefix")] == ["connector-load-past-a-hit"]
+    assert profiles.unmodelled("0.14.1", "vllm-prefix") == ()
+    load = {"load_holds_prefix": True}  # a KV-connector load holding every loaded token, 0.8.3-0.13.0
+    plain = Semantics(free_stale="at-allocate", suspend="recompute", first_resume_copy=False)
+    for release, want in (("0.8.3", load), ("0.13.0", load), ("0.14.1", {}), ("0.33.0", {})):
+        assert profiles.profile_semantics(release, plain) == Semantics(**{**plain.to_dict(), **want}), release
 
 
 def test_the_cell_record_carries_the_profile():
@@ -101,7 +120,7 @@ def test_the_cell_record_carries_the_profile():
 def test_a_cell_names_the_known_classes_it_met():
     """verdicts.classify: a class key met on a release and backend inside a known bug's range names that
     bug with its fix; an unmodelled change's class names it; outside the ranges, nothing."""
-    from swafloor.fuzz.engines.vllm.verdicts import BUGS, classify
+    from swafloor.fuzz.engines.vllm.verdicts import BUGS, LIMITATIONS, classify
 
     assert classify("0.25.1", "vllm-async", "tables@resize") == [
         "async-frees-in-flight-read (bug, vllm-project/vllm#47728)"]
@@ -110,15 +129,45 @@ def test_a_cell_names_the_known_classes_it_met():
     assert classify("0.23.0", "vllm-prefix", "slots@resume") == ["free-path-before-0.24 (unmodelled)"]
     assert classify("0.24.0", "vllm-prefix", "slots@resume") == []
     assert classify("0.21.0", "vllm-async", "outcome@resize") == classify("0.21.0", "vllm-async", "tables@resize")
-    for bug in BUGS:  # each class names a trace that diverges as it, on a release of its range, on its backend
+    for bug in (*BUGS, *LIMITATIONS):  # each class names a trace that diverges as it, in its range, on its backend
         for class_key, trace in bug.traces.items():
             data = json.loads((REGRESSIONS / trace).read_text(encoding="utf-8"))
-            saved = data["divergence"]
-            part = re.split(r"[\[.]", saved["field"])[0]
-            assert f"{part}@{saved['step']['op']}" == class_key, bug.name
+            assert _class_of(data) == class_key, bug.name
             assert data["expect"] == "divergence" and data["backend"] in bug.backends, bug.name
             release = data["found"]["release"]
             assert bug.applies(release, data["backend"]) or matrix.release_key(release) < matrix.release_key(bug.first)
+            assert data["found"]["on_pinned"] == "match", bug.name  # the pinned release builds and serves it
+
+
+def test_the_build_assertions_and_the_load_outcome_are_named():
+    """Issue 33's unnamed classes of the stored matrix: the build divergences are vLLM's own assertions
+    (engine limitations, each with the change that lifted it, bisected by its trace: 0.8.x serves one
+    KV-cache group; 0.9.2's hybrid coordinator, prefix caching off too, and 0.9.2-0.13.0's with prefix
+    caching on, serve one sliding window beside full attention); a first resume out of slots on
+    0.8.5-0.13.0 is the connector load's other face (its trace bisected: diverges up to 0.13.0, matches
+    from 0.14.1): modelled for ``vllm`` (load_holds_prefix in its profile), named with prefix caching on."""
+    from swafloor.fuzz.engines.vllm.verdicts import classify
+
+    one_group = "one-kv-cache-group (engine limitation, lifted by vllm-project/vllm#17996)"
+    no_caching = "hybrid-two-windows-no-caching (engine limitation, lifted by vllm-project/vllm#20661)"
+    caching = "hybrid-two-windows (engine limitation, lifted by vllm-project/vllm#31707)"
+    for backend in ("vllm", "vllm-no-reuse"):
+        assert classify("0.8.3", backend, "build@build") == classify("0.8.5.post1", backend, "build@build") == [one_group]
+        assert classify("0.9.2", backend, "build@build") == [no_caching]
+        assert classify("0.10.2", backend, "build@build") == []
+    for backend in ("vllm-prefix", "vllm-prefix-eagle", "vllm-prefix-mixed", "vllm-prefix-eagle-mixed",
+                    "dataplane:vllm-prefix"):
+        assert classify("0.9.2", backend, "build@build") == classify("0.13.0", backend, "build@build") == [caching]
+        assert classify("0.14.1", backend, "build@build") == []
+    for release in ("0.8.5.post1", "0.10.2", "0.13.0"):  # modelled for vllm: its cells compare like with like
+        assert classify(release, "vllm", "outcome@resume") == classify(release, "vllm", "tables@resume") == []
+    # 0.8.3's first resume past its load: pre-allocation's resume face (the matrix met it once the load was modelled)
+    assert classify("0.8.3", "vllm", "tables@resume") == ["preallocation (unmodelled)"]
+    assert classify("0.8.5.post1", "vllm", "tables@resume") == []
+    load = "connector-load-past-a-hit (unmodelled)"  # with prefix caching on, still named
+    assert classify("0.12.0", "vllm-prefix-mixed", "outcome@resume") == [load]
+    assert classify("0.9.2", "vllm-prefix", "tables@resume") == [load]
+    assert classify("0.14.1", "vllm-prefix-mixed", "outcome@resume") == []
 
 
 
@@ -129,7 +178,7 @@ MODELLED = [c for c in profiles.CHANGES if c.modelled]
 @pytest.mark.parametrize("release", sorted({c.evidence_release for c in MODELLED}, key=matrix.release_key))
 def test_evidence_traces_match_under_their_release_profile(release):
     venv = _venv()
-    paths = [REGRESSIONS / c.evidence for c in MODELLED if c.evidence_release == release]
+    paths = [REGRESSIONS / name for c in MODELLED if c.evidence_release == release for name in (c.evidence, *c.also.values())]
     got = matrix.replay_traces(release, paths, venv, matrix.cache_root(None, "vllm"), profile=True)
     assert [r["verdict"] for r in got] == ["match"] * len(paths), got
 

@@ -76,6 +76,9 @@ REGISTRY: dict[str, Registered] = {
     "oracle": Registered("swafloor.fuzz.backends.oracle:oracle", status="fuzzed against the reference in CI"),
     "oracle-eviction": Registered("swafloor.fuzz.backends.oracle:oracle_eviction",
                                   status="fuzzed against the reference in CI (eviction intervals, tests/test_eviction_interval.py)"),
+    "oracle-load": Registered("swafloor.fuzz.backends.oracle:oracle_load",
+                              status="fuzzed against the reference in CI (a first resume's load holding every loaded "
+                              "token, tests/test_load_holds_prefix.py)"),
     "oracle-refusal": Registered("swafloor.fuzz.backends.oracle:oracle_refusal",
                                  status="fuzzed against the reference in CI (a refused resize keeps stale blocks, tests/test_refusal.py)"),
     "oracle-growth": Registered("swafloor.fuzz.backends.oracle:oracle_growth",

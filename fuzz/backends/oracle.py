@@ -72,6 +72,11 @@ slot for the call when the first findable page of that block's content is held b
 windowed geometry one more for the block just before the locked window (the block its window reaches past
 the lock; with a window of one token, the last block itself) unless such a held page has its content.
 
+A load holding every loaded token (``load_holds_prefix``, the ``oracle-load`` campaign): a first resume of
+a request created over reused history holds, per geometry, the blocks of every position up to its capacity
+(its positions held as at history 0: none has left a window yet); the request's next resize, or under
+``at-commit`` its next commit, first lets go of what is stale at its history.
+
 Only the reference's value types are shared (config, snapshot, outcome, errors), so the two can be
 compared with ``==``.
 """
@@ -103,7 +108,7 @@ from swafloor.reference import (
 )
 
 from ..adapter import ManagerBackend
-from ..protocol import (ALL_SEMANTICS, ALL_SEMANTICS_EAGLE, ALL_SEMANTICS_EVICTION, ALL_SEMANTICS_MIXED,
+from ..protocol import (ALL_SEMANTICS, ALL_SEMANTICS_EAGLE, ALL_SEMANTICS_EVICTION, ALL_SEMANTICS_LOAD, ALL_SEMANTICS_MIXED,
                         ALL_SEMANTICS_SHARING, RADIX_TREE, REFUSAL_KEEPS_STALE, STALE_FREED_ON_GROWTH, WINDOW_RING, Capabilities, Limits,
                         factory)
 
@@ -262,6 +267,7 @@ class _Request:
     pages: list[dict[int, tuple]] | None = None  # per geometry, held block -> page name (prefix sharing only)
     hit: int = 0  # blocks its first resume found already computed
     lock: int | None = None  # prompt_lock: the prompt (tokens) whose last window it keeps locked
+    loaded: bool = False  # load_holds_prefix: it holds every block its first resume loaded, none freed yet
 
 
 class OracleManager:
@@ -283,6 +289,7 @@ class OracleManager:
         self.sharing = semantics.prefix_sharing
         self.lock = semantics.prompt_lock  # SGLang's tree lock on a prompt's last window
         self.publish = semantics.publish_on_release  # content findable only once published
+        self.load_all = semantics.load_holds_prefix  # a first resume holds a block for every token it loads
         self.geometries: list[_Geometry] = []
         for layer in config.layers:
             geometry = self._geometry(layer)
@@ -817,7 +824,9 @@ class OracleManager:
         was_locked = req.lock
         if self.lock and not req.resumed and req.history > 0:  # its first resume takes the tree lock
             req.lock = req.history
-        targets = self._targets(req.history, req.capacity, req)
+        # load_holds_prefix: the loaded tokens are new ones of a request with nothing computed: none stale yet
+        loading = self.load_all and req.pending_copy
+        targets = self._targets(0 if loading else req.history, req.capacity, req)
         radix = self._radix_copies(req) if self.publish and req.pending_copy else None
         moved = self._moved if self.interval > 1 else None
         hits = self._hits(req, targets) if self.sharing else None
@@ -860,6 +869,7 @@ class OracleManager:
             req.state = ACTIVE
             req.pending_copy = False
             req.resumed = True
+            req.loaded = loading
         return outcome
 
     def resize(self, request_id: Hashable, capacity: int, history: int) -> Outcome:
@@ -870,10 +880,12 @@ class OracleManager:
             raise RequestError(request_id, "history", history, f"goes backwards from {req.history}")
         if capacity < history:
             raise RequestError(request_id, "capacity", capacity, f"is below history {history}")
-        if self.lazy and not self.keeps_stale:  # blocks that left the window since the last resize are freed now, for good
+        if (self.lazy and not self.keeps_stale) or req.loaded:  # blocks that left the window since the last
+            # resize (or a load held) are freed now, for good
             self._move(req, self._targets(req.history, req.capacity, req))
             if self.interval > 1:
                 req.cursors = self._moved
+            req.loaded = False
         targets = self._targets(history, capacity, req)
         if self.on_growth:  # a geometry whose blocks below the capacity are no more than before keeps what it
             # holds below the capacity (a smaller capacity still cuts)
@@ -913,6 +925,7 @@ class OracleManager:
             self._learn(req, req.history)
         if not self.lazy:  # freeing lazily, the next resize frees what left the window
             self._move(req, self._targets(req.history, req.capacity, req))
+            req.loaded = False
             if self.interval > 1:
                 req.cursors = self._moved
 
@@ -920,6 +933,7 @@ class OracleManager:
         req = self._get(request_id, ACTIVE)
         if self.suspend_mode is not SuspendMode.KEEP:
             self._release_all(req)
+            req.loaded = False
         if self.suspend_mode is SuspendMode.RECOMPUTE:  # the computed tokens are dropped
             req.capacity = req.history = 0
             req.cursors = self._start_cursors(0)
@@ -1003,6 +1017,9 @@ def _oracle(capabilities: Capabilities, name: str, *, doc: str) -> Callable[[Con
 oracle = _oracle(ALL_SEMANTICS, "oracle", doc="The independent token-level oracle.")
 oracle_eviction = _oracle(ALL_SEMANTICS_EVICTION, "oracle-eviction",
                           doc="The oracle under eviction intervals above 1 (SGLang's) as well as every other semantics.")
+oracle_load = _oracle(ALL_SEMANTICS_LOAD, "oracle-load",
+                      doc="The oracle where a first resume's load may hold every loaded token (load_holds_prefix, "
+                      "vLLM before 0.14.1) as well as every other semantics.")
 oracle_sharing = _oracle(ALL_SEMANTICS_SHARING, "oracle-sharing",
                          doc="The oracle under prefix sharing: requests created on others' prefixes, repeated requests.")
 oracle_eagle = _oracle(ALL_SEMANTICS_EAGLE, "oracle-eagle",

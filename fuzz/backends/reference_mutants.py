@@ -50,7 +50,8 @@ from swafloor.reference.seeded_bugs import ORACLE, SEEDED_BUGS
 
 from ..adapter import ManagerBackend
 from .mutants import _SharedFreedEarly
-from ..protocol import (ALL_SEMANTICS, ALL_SEMANTICS_EAGLE, ALL_SEMANTICS_MIXED, ALL_SEMANTICS_SHARING, BackendRecord,
+from ..protocol import (ALL_SEMANTICS, ALL_SEMANTICS_EAGLE, ALL_SEMANTICS_LOAD, ALL_SEMANTICS_MIXED, ALL_SEMANTICS_SHARING,
+                        BackendRecord,
                         RADIX_TREE, REFUSAL_KEEPS_STALE, STALE_FREED_ON_GROWTH, WINDOW_RING, UnknownBackend,
                         factory)
 
@@ -198,6 +199,13 @@ _PromptTailSwapped = _cache_option_swapped("cache_prompt_tail")
 _CacheScheduledSwapped = _cache_option_swapped("cache_scheduled")
 #: A freed block that keeps nothing joins the free queue's end where it should go to its front, and back.
 _UncachedToTailSwapped = _cache_option_swapped("uncached_to_tail")
+
+
+def _load_holds_prefix_swapped(config: Config) -> Manager:
+    """The reference with ``load_holds_prefix`` read as its opposite wherever it may be on (prefix sharing off)."""
+    if not config.semantics.prefix_sharing:
+        config = _with_semantics(config, load_holds_prefix=not config.semantics.load_holds_prefix)
+    return Manager(config)
 
 
 def _run_hit_pops_first(r0: Any, r1: Any, t: Any, window: Any, a: Any, eagle: Any, M: Any) -> Any:
@@ -647,6 +655,7 @@ _MAKERS: dict[str, Callable[[Config], Manager]] = {
     "hit-rule-swapped": _HitRuleSwapped,
     "cache-scheduled-swapped": _CacheScheduledSwapped,
     "uncached-to-tail-swapped": _UncachedToTailSwapped,
+    "load-holds-prefix-swapped": _load_holds_prefix_swapped,
     "eagle-pops-first-block": _EaglePopsFirstBlock,
     "eagle-ignored": _EagleIgnored,
     "align-before-pop": _AlignBeforePop,
@@ -663,6 +672,7 @@ _BACKEND = {
     "hit-rule-swapped": "oracle-sharing",
     "cache-scheduled-swapped": "oracle-sharing",
     "uncached-to-tail-swapped": "oracle-sharing",
+    "load-holds-prefix-swapped": "oracle-load",
     "eagle-pops-first-block": "oracle-eagle",
     "eagle-ignored": "oracle-eagle",
     "align-before-pop": "oracle-eagle",
@@ -685,7 +695,7 @@ _BACKEND = {
 _CAPABILITIES = {"oracle-sharing": ALL_SEMANTICS_SHARING, "oracle-eagle": ALL_SEMANTICS_EAGLE,
                  "oracle-mixed": ALL_SEMANTICS_MIXED, "oracle-refusal": REFUSAL_KEEPS_STALE,
                  "oracle-growth": STALE_FREED_ON_GROWTH,
-                 "oracle-radix": RADIX_TREE, "oracle-ring": WINDOW_RING}
+                 "oracle-radix": RADIX_TREE, "oracle-ring": WINDOW_RING, "oracle-load": ALL_SEMANTICS_LOAD}
 
 _MUTANTS = tuple(
     ReferenceMutant(bug.name, bug.covers, bug.description, _MAKERS[bug.name], backend=_BACKEND.get(bug.name, "oracle"))

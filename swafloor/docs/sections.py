@@ -519,7 +519,8 @@ def vllm_profiles() -> str:
              "|---|---|---|---|---|"]
     for c in CHANGES:
         compared = (f"`{c.option}={str(c.value).lower()}`" if c.modelled else
-                    f"not expressible yet: left red as `{c.class_key}` on {', '.join(f'`{b}`' for b in c.backends)}")
+                    f"not expressible yet: left red as {' and '.join(f'`{k}`' for k in c.class_keys)} on "
+                    f"{', '.join(f'`{b}`' for b in c.backends)}")
         lines.append(f"| {c.name}: {c.what.replace('|', '/')} | {c.first} to before {c.since} | {compared} | "
                      f"`tests/regressions/{c.evidence}` on {c.evidence_release} | {c.upstream.replace('|', '/')} |")
     return "\n".join(lines)

@@ -50,10 +50,17 @@ class Change:
     first: str = "0.8.3"  # the first release it applies to
     backends: tuple[str, ...] = ()  # unmodelled: the backends it shows on (modelled: those claiming the option)
     class_key: str = ""  # unmodelled: the divergence class its trace shows (part@operation)
+    #: the other classes it shows, each with its own tests/regressions/ trace (on evidence_release)
+    also: dict[str, str] = attrs.field(factory=dict)
 
     @property
     def modelled(self) -> bool:
         return bool(self.option)
+
+    @property
+    def class_keys(self) -> tuple[str, ...]:
+        """Every divergence class it shows: ``class_key`` (its evidence trace's), then ``also``'s."""
+        return (self.class_key, *self.also) if self.class_key else ()
 
 
 CHANGES: tuple[Change, ...] = (
@@ -89,19 +96,30 @@ CHANGES: tuple[Change, ...] = (
         "connector-load-holds-prefix", since="0.14.1",
         evidence="vllm-0.11.2-connector-load-holds-prefix.json", evidence_release="0.11.2",
         upstream="vllm-project/vllm#30166 ('Support hybrid allocator + kv cache connector': "
-                 "allocate_slots' num_external_computed_tokens)",
+                 "allocate_slots' num_external_computed_tokens; bisected with the evidence traces and the matrix's "
+                 "outcome@resume trace of 0.8.5.post1-0.13.0: diverge up to 0.13.0, match from 0.14.1)",
         what="a reused prefix is loaded as new tokens of a request with nothing computed: the first step holds a "
              "block for every loaded token, out-of-window ones too (also out of slots at the floor: "
-             "vllm-0.11.2-connector-load-out-of-slots.json, outcome@resume)",
-        backends=("vllm", "vllm-prefix", "vllm-prefix-eagle", "vllm-prefix-mixed", "vllm-prefix-eagle-mixed",
+             "vllm-0.11.2-connector-load-out-of-slots.json)",
+        option="load_holds_prefix", value=True, also={"outcome@resume": "vllm-0.11.2-connector-load-out-of-slots.json"}),
+    Change(
+        "connector-load-past-a-hit", since="0.14.1", first="0.9.2",
+        evidence="vllm-0.11.2-prefix-connector-load-holds-prefix.json", evidence_release="0.11.2",
+        upstream="vllm-project/vllm#30166 (as connector-load-holds-prefix; bisected with both traces: diverge up to "
+                 "0.13.0, match from 0.14.1)",
+        what="connector-load-holds-prefix with prefix caching on: the reused history past a hit is loaded as new "
+             "tokens of the step that adopts the hit (load_holds_prefix is defined with prefix sharing off: "
+             "what such a step frees on, the hit's length, is not modelled)",
+        backends=("vllm-prefix", "vllm-prefix-eagle", "vllm-prefix-mixed", "vllm-prefix-eagle-mixed",
                   "dataplane:vllm-prefix"),
-        class_key="tables@resume"),
+        class_key="tables@resume", also={"outcome@resume": "vllm-0.11.2-prefix-connector-load-out-of-slots.json"}),
     Change(
         "preallocation", since="0.8.5", first="0.8.3",
         evidence="vllm-0.8.3-preallocation.json", evidence_release="0.8.3",
         upstream="vllm-project/vllm#16941 ('[V1] Remove pre-allocation for KV cache', in 0.8.5)",
         what="a step pre-allocates num_preallocate_tokens (64) more, as many blocks as the pool has free",
-        backends=("vllm", "vllm-no-reuse", "vllm-async"), class_key="tables@resize"),
+        backends=("vllm", "vllm-no-reuse", "vllm-async"), class_key="tables@resize",
+        also={"tables@resume": "vllm-0.8.3-preallocation-at-resume.json"}),
 )
 
 

@@ -3,8 +3,9 @@
 A matrix cell reports each divergence class it met (``part@operation``, :mod:`swafloor.fuzz.classes`).
 :func:`classify` names a class met on a release and backend by the known behaviours whose range holds
 that release: a vLLM bug (:data:`BUGS`: fixed upstream, never a profile entry, so its cells stay red
-with its name) or a release change the reference cannot express yet
-(:func:`~.profiles.unmodelled`). A class key match names a candidate, not a proof: each entry's trace
+with its name), an engine limitation (:data:`LIMITATIONS`: vLLM refuses a config inside its own code,
+an exception, until an upstream change lifts it; a divergence at the build, never counted as a refusal)
+or a release change the reference cannot express yet (:func:`~.profiles.unmodelled`). A class key match names a candidate, not a proof: each entry's trace
 (``tests/regressions/``) is what shows it, and a class no entry names is a candidate bug, unnamed.
 """
 
@@ -15,7 +16,7 @@ import attrs
 from ...matrix import release_key
 from .profiles import unmodelled
 
-__all__ = ["Bug", "BUGS", "classify"]
+__all__ = ["Bug", "BUGS", "Limitation", "LIMITATIONS", "classify"]
 
 
 @attrs.frozen
@@ -60,10 +61,50 @@ BUGS: tuple[Bug, ...] = (
 )
 
 
+@attrs.frozen
+class Limitation:
+    """A config vLLM's own code refuses on releases ``[first, since)`` (an assertion inside vLLM), seen on
+    ``backends`` as each class of ``traces``; ``since`` is the release where ``lifted_by`` is first."""
+
+    name: str
+    traces: dict[str, str]  # class (part@operation, as the trace diverges) -> tests/regressions/ trace
+    backends: tuple[str, ...]
+    first: str
+    since: str
+    lifted_by: str  # the upstream change that lifted it
+
+    def applies(self, release: str, backend: str) -> bool:
+        return backend in self.backends and release_key(self.first) <= release_key(release) < release_key(self.since)
+
+
+_CACHING = ("vllm-prefix", "vllm-prefix-eagle", "vllm-prefix-mixed", "vllm-prefix-eagle-mixed", "dataplane:vllm-prefix",
+            "dataplane:vllm-prefix-eagle")
+
+LIMITATIONS: tuple[Limitation, ...] = (
+    Limitation("one-kv-cache-group", {"build@build": "vllm-0.8.3-one-kv-cache-group.json"},
+               ("vllm", "vllm-no-reuse"), first="0.8.3", since="0.9.2",
+               lifted_by="vllm-project/vllm#17996 (the hybrid memory allocator: 0.8.x's KVCacheManager asserts it "
+                         "serves one KV-cache group, so any config of two life cycles fails to build)"),
+    Limitation("hybrid-two-windows-no-caching", {"build@build": "vllm-0.9.2-hybrid-two-windows.json"},
+               ("vllm", "vllm-no-reuse"), first="0.9.2", since="0.10.2",
+               lifted_by="vllm-project/vllm#20661 (hybrid allocator without prefix caching: 0.9.2's "
+                         "HybridKVCacheCoordinator, which serves prefix caching off too, asserts one full-attention "
+                         "type and one other; from 0.10.2 KVCacheCoordinatorNoPrefixCache serves caching off)"),
+    Limitation("hybrid-two-windows", {"build@build": "vllm-0.11.2-prefix-hybrid-two-windows.json"},
+               _CACHING, first="0.9.2", since="0.14.1",
+               lifted_by="vllm-project/vllm#31707 (multiple KV-cache groups in the hybrid coordinator: up to 0.13.0 "
+                         "its constructor asserts 'assumes exactly one other type of groups now' with prefix caching "
+                         "on and two sliding windows of different sizes; 0.14.1's coordinator has no such assertion)"),
+)
+
+
 def classify(release: str, backend: str, class_key: str) -> list[str]:
     """The names of the known behaviours of ``release`` on ``backend`` that show as ``class_key``:
-    each ``NAME (bug, FIX)`` or ``NAME (unmodelled)``; empty where none does."""
+    each ``NAME (bug, FIX)``, ``NAME (engine limitation, lifted by FIX)`` or ``NAME (unmodelled)``; empty
+    where none does."""
     names = [f"{b.name} (bug, {b.fix.split(' ')[0]})" for b in BUGS
              if class_key in b.traces and b.applies(release, backend)]
-    names += [f"{c.name} (unmodelled)" for c in unmodelled(release, backend) if c.class_key == class_key]
+    names += [f"{lim.name} (engine limitation, lifted by {lim.lifted_by.split(' ')[0]})" for lim in LIMITATIONS
+              if class_key in lim.traces and lim.applies(release, backend)]
+    names += [f"{c.name} (unmodelled)" for c in unmodelled(release, backend) if class_key in c.class_keys]
     return names
