@@ -39,7 +39,7 @@ from typing import Any, Callable
 
 from ...protocol import Unsupported
 
-__all__ = ["scheduler_rule", "TokenGate", "gate"]
+__all__ = ["scheduler_rule", "rule_of", "TokenGate", "gate"]
 
 
 def _method_source(module: str, method: str) -> str | None:
@@ -67,9 +67,13 @@ _DECODE_COUNTER = re.compile(r"decode_batch_idx\s*%\s*eviction_interval\s*==\s*1
 
 
 def scheduler_rule() -> str:
-    """Which rule the release's ``ScheduleBatch.maybe_evict_swa`` has: ``"token-gate"``,
-    ``"forward-cadence"``, ``"decode-counter"``, ``"none"`` (no such method) or ``"unknown"``."""
-    source = _method_source("sglang.srt.managers.schedule_batch", "maybe_evict_swa")
+    """Which rule the imported release's ``ScheduleBatch.maybe_evict_swa`` has (:func:`rule_of`)."""
+    return rule_of(_method_source("sglang.srt.managers.schedule_batch", "maybe_evict_swa"))
+
+
+def rule_of(source: str | None) -> str:
+    """Which rule a ``maybe_evict_swa`` source has: ``"token-gate"``, ``"forward-cadence"``,
+    ``"decode-counter"``, ``"none"`` (no such method: None) or ``"unknown"``."""
     if source is None:
         return "none"
     if _TOKEN_GATE.search(source):
