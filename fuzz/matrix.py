@@ -646,6 +646,9 @@ def _profiled(engine: Engine, release: str, record: Any) -> tuple[Any, dict, lis
             claimed = record.capabilities.semantics
             profile = {o.name: o.serialised(getattr(caps.semantics, o.name)) for o in options(type(claimed))
                        if getattr(caps.semantics, o.name) != getattr(claimed, o.name)}
+        if caps.tokens_per_block != record.capabilities.tokens_per_block:  # the block sizes the release serves
+            profile["tokens_per_block"] = list(caps.tokens_per_block)
+        if caps != record.capabilities:
             record = attrs.evolve(record, capabilities=caps)
     unmodelled = []
     if engine.unmodelled:

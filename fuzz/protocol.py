@@ -234,6 +234,9 @@ class Capabilities:
     notes: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     all_semantics: bool = False
     min_window: int = 1  # the smallest window its configs may have
+    # The block sizes its configs may have (empty: the generator's own list, strategies.TOKENS_PER_BLOCK): an
+    # engine release that serves fewer (SGLang 0.5.7's SWA allocator: token slots only, a block of 1).
+    tokens_per_block: tuple[int, ...] = attrs.field(default=(), converter=tuple)
     # Every sliding-window layer of a config has one window (an engine that takes one per model, as
     # transformers does): the generator gives each SWA layer the first one's window (no draw added).
     one_window: bool = False

@@ -259,6 +259,7 @@ def domain_of(caps: Any) -> str | None:
         ("no shared pool groups", not caps.shared_pool_groups),
         ("no capacity cuts", not caps.capacity_cuts),
         ("no reused history", not caps.reused_history),
+        (f"block sizes {', '.join(map(str, caps.tokens_per_block))} only", bool(caps.tokens_per_block)),
     ) if on]
     return "domain: " + ", ".join(parts) if parts else None
 

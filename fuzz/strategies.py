@@ -162,6 +162,8 @@ def configs(draw, caps: Capabilities = EXACT_EVERYTHING, tokens_per_block=TOKENS
     """A valid config the capabilities allow, with a tight pool."""
     if caps.mixed_block_sizes:
         tokens_per_block = MIXED_TOKENS_PER_BLOCK
+    if caps.tokens_per_block:
+        tokens_per_block = caps.tokens_per_block
     t = draw(st.sampled_from(tokens_per_block))
     if draw(st.integers(0, 3)) == 3:  # a quarter: three or four distinct life cycles
         chosen = list(draw(distinct_life_cycles(t, caps)))

@@ -64,6 +64,31 @@ def test_matrix_command_runs_the_cells_of_an_older_release(tmp_path):
     assert "matrix: " in out.stderr  # progress on stderr
 
 
+def _matrix(tmp_path, releases: str, backends: str, examples: int) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-m", "swafloor", "matrix", "sglang", "--releases", releases, "--backends", backends,
+         "--examples", str(examples), "--json", "--sglang-venv", str(VENV), "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path,
+    )
+    assert out.stdout.strip().startswith("{"), out.stderr[-3000:]
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout)
+
+
+def test_sglang_lazy_re_enacts_the_token_gate_of_an_older_scheduler(tmp_path):
+    """Issue 33: on 0.5.18-0.5.20 the eviction function has no interval and the scheduler's
+    ``maybe_evict_swa`` gates it per request (at least the interval's tokens out of the window since the
+    eviction cursor); ``sglang-lazy`` re-enacts that gate around SGLang's own function and passes on 0.5.18,
+    10 examples (measured: with the function called ungated the same cell diverges, ``tables@resize`` by
+    its 9th example). The rule is read from the release's source: 0.5.14's forward-counter cadence stays
+    unsupported, naming it (test_matrix_command_runs_the_cells_of_an_older_release)."""
+    _need_venv()
+    report = _matrix(tmp_path, "0.5.18", "sglang-lazy", 10)
+    (cell,) = report["cells"]
+    assert (cell["release"], cell["backend"], cell["result"]) == ("0.5.18", "sglang-lazy", "pass"), cell
+    assert cell["examples"] == 10 and cell["steps"] > 0 and cell["discard_rate"] == 0, cell
+
+
 def test_older_release_traces_replay_as_they_expect_there_and_on_the_pinned_release():
     """Each ``sglang-X.Y.Z-*.json`` trace: its saved divergence (part and step) on release X.Y.Z, installed by
     the matrix's own code, and ``found.on_pinned`` on the pinned release (0.5.14's radix cut keeping an

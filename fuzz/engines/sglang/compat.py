@@ -29,8 +29,9 @@ Nothing here reads a version string to decide anything (the version is only quot
 - the eviction call, by the parameters ``free_swa_out_of_window_slots`` has: no prefix sharing is said
   as ``supports_prefix_sharing=False``, ``is_chunk_cache=True`` or ``drop_page_margin=True`` (what the
   scheduler passes with its chunk cache, the cache without sharing); ``eviction_interval`` where it is
-  a parameter. Where it is not, the interval is the scheduler's own (not driven): ``sglang-lazy`` is
-  :class:`Unsupported` there, ``sglang`` (every token) calls the function before each allocation.
+  a parameter. Where it is not, the interval is the scheduler's own: ``sglang-lazy`` re-enacts the
+  scheduler's rule where it is the token gate (0.5.18-0.5.20) and is :class:`Unsupported` naming the
+  rule elsewhere (:mod:`.cadence`); ``sglang`` (every token) calls the function before each allocation.
 - the request's fields the function reads: ``req.kv.*`` (newer) or the same fields on the request
   itself (older); the stand-in request has both, one store.
 - the free of a finished request: ``free_kv_row_segments`` where it exists, else the allocator's own
@@ -286,10 +287,10 @@ class Evictor:
             self.flags["drop_page_margin"] = True
         if "eviction_interval" in params:
             self.flags["eviction_interval"] = eviction_interval
-        elif eviction_interval != 1:
-            name = getattr(fn, "path", "free_swa_out_of_window_slots")
-            raise Unsupported(f"SGLang {version()}'s {name} has no eviction_interval (the interval is its "
-                              "scheduler's, not driven)")
+        elif eviction_interval != 1:  # the interval is the scheduler's: its rule, re-enacted where it is the token gate
+            from .cadence import gate
+
+            self.fn = gate(fn, eviction_interval, version())
 
     def __call__(self, req: Any, pre_len: int, **kwargs: Any) -> None:
         self.fn(req, pre_len, **kwargs, **self.flags)

@@ -19,8 +19,12 @@ wheels of 0.4.7.post1, 0.4.8.post1 and 0.4.9-0.4.9.post6; ``SWARadixCache`` from
 evicts only for chunked local attention (``attention_chunk_size``, Llama 4's), never a sliding window:
 not the model's, so those releases are refused (exit 2, saying why). Within the list a piece a backend needs
 and a release lacks (found by trying, never by the release's number) makes that cell ``unsupported``,
-naming it: ``sglang-lazy`` needs the function's ``eviction_interval`` (0.5.21 on; before, the interval
-was the scheduler's).
+naming it. ``sglang-lazy`` passes the function's ``eviction_interval`` (0.5.21 on); before, the interval is
+the scheduler's, re-enacted where its rule is the reference's token gate (0.5.18-0.5.20) and unsupported
+naming the rule elsewhere (:mod:`.cadence`). A release whose allocator has no ``page_size`` (0.5.7) has
+its cells drawn at one token per block (:mod:`.profiles`). ``sglang-radix`` on 0.5.8-0.5.13 slides its
+``SWARadixCache``'s windows with ``ScheduleBatch._evict_swa`` (:class:`.radix_legacy.BatchEviction`); 0.5.7's
+radix path has no sliding-window free of a running request (unsupported, saying so).
 
 ``sglang-radix`` (issue 33) drives the SWA radix cache each release has, chosen by inspection: a
 ``UnifiedRadixCache`` with the tree API (``lock``, ``checkpoint``, ``evict_sliding_windows``, ...: 0.5.22
@@ -105,4 +109,5 @@ SGLANG = Engine(
     venv_script="scripts/sglang-venv", venv_env="SWAFLOOR_SGLANG_VENV", venv_dir=".venv-sglang",
     load="swafloor.fuzz.engines.sglang.backend:import_sglang", release_examples="0.5.14 or 0.5.15.post1",
     fallback=_fallback, with_release=_with_release,
+    profile="swafloor.fuzz.engines.sglang.profiles:profile_capabilities",
 )

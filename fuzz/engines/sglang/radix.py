@@ -362,8 +362,9 @@ class SglangRadixBackend:
 
     def _fits(self, unit: _Unit, old: int, new: int) -> bool:
         """The scheduler's admission check for ``[old, new)`` on this unit: tree eviction first
-        (``evict_from_tree_cache``), then SGLang's own page accounting (``new_pages_available``; for
-        ``P = 1`` the sub-allocators' ``available_size``), at the reference's pool sizes."""
+        (``evict_from_tree_cache``), then SGLang's own page accounting (``new_pages_available``, else the
+        older scheduler's ``available_size()`` check, :func:`.compat.pages_available`; for ``P = 1`` the
+        sub-allocators' ``available_size``), at the reference's pool sizes."""
         P, alloc = self.t, unit.allocator
         n = new - old
         if n <= 0:
@@ -373,7 +374,9 @@ class SglangRadixBackend:
             return n <= alloc.full_available_size() and n <= alloc.swa_available_size()
         pages = -(-new // P) - (-(-old // P))
         self._evict_tree(unit, pages * P)
-        return alloc.new_pages_available(pages, pages)
+        from .compat import pages_available
+
+        return pages_available(alloc, pages, P)  # new_pages_available, else the older releases' own check
 
     def _allocate(self, unit: _Unit, r: Any, old: int, new: int) -> None:
         """Allocate ``[old, new)`` of ``r``'s row (its room checked by :meth:`_fits`) and write the

@@ -2,7 +2,10 @@
 ``match_prefix`` (through the request's ``init_next_round_input``), ``inc_lock_ref`` / ``dec_lock_ref``,
 ``cache_unfinished_req`` after each prefilled chunk, ``cache_finished_req`` at release (``is_insert``
 false on a retraction), and the sliding-window free ``free_swa_out_of_window_slots`` called with
-prefix sharing on.
+prefix sharing on; where the release has no such function (0.5.8-0.5.13), the scheduler batch's own
+``ScheduleBatch._evict_swa`` on the backend's tree (:class:`BatchEviction`). A release without either
+(0.5.7: its allocation evicts only for ``SWAChunkCache``) has no sliding-window free of a running
+request on its radix path: :class:`Unsupported`, saying so.
 
 Which tree: the class the release's own registry (``mem_cache.registry``) builds for a hybrid SWA model,
 found by inspecting its source: ``SWARadixCache`` where it builds one, else ``UnifiedRadixCache`` with
@@ -17,8 +20,8 @@ the same observations and comparison. What differs per API is a hook of
 
 - the request's KV fields: ``req.kv`` where the release has it, else on the request itself;
 - the radix cut (the bound the ``tables`` check states), by the parameters the release's
-  ``free_swa_out_of_window_slots`` has: with ``drop_page_margin`` (the older one) the radix path cuts at
-  ``floor_P(h - w - P)``; with ``is_chunk_cache`` at ``floor_P(h - max(w, P))``; never past the
+  ``free_swa_out_of_window_slots`` has: with ``drop_page_margin`` (the older one), or the batch's
+  ``_evict_swa`` keeping its page margin, the radix path cuts at ``floor_P(h - w - P)``; with ``is_chunk_cache`` at ``floor_P(h - max(w, P))``; never past the
   tree-owned prefix (``cache_protected_len``, or ``swa_dead_lo`` where the request has it).
 """
 
@@ -56,6 +59,60 @@ def _registry_builds_swa_radix_cache() -> bool:
         return False
 
 
+class _BatchFacts:
+    """What ``ScheduleBatch._evict_swa`` reads of its batch: the tree cache (SGLang's own tree, built by
+    the backend), the row pool and the allocator. The adapter's stand-in ``self``, never observed."""
+
+    def __init__(self, tree_cache: Any, req_to_token_pool: Any, token_to_kv_pool_allocator: Any):
+        self.tree_cache = tree_cache
+        self.req_to_token_pool = req_to_token_pool
+        self.token_to_kv_pool_allocator = token_to_kv_pool_allocator
+
+
+class BatchEviction:
+    """The radix path's sliding-window free of releases before ``free_swa_out_of_window_slots`` (0.5.8-0.5.13):
+    the scheduler batch's ``ScheduleBatch._evict_swa(req, pre_len)``, SGLang's own method, called on a
+    :class:`_BatchFacts` holding the backend's tree. ``page_margin``: its cut keeps one page more
+    (``pre_len - sliding_window_size - page_size``, page-floored) unless the release's
+    ``SGLANG_OPT_SWA_EVICT_DROP_PAGE_MARGIN`` is on (read from the method's source and the environment)."""
+
+    path = "ScheduleBatch._evict_swa"
+
+    def __init__(self, method: Any, page_margin: bool):
+        self.method, self.page_margin = method, page_margin
+
+    def __call__(self, req: Any, pre_len: int, *, tree_cache: Any, req_to_token_pool: Any,
+                 token_to_kv_pool_allocator: Any) -> None:
+        self.method(_BatchFacts(tree_cache, req_to_token_pool, token_to_kv_pool_allocator), req, pre_len)
+
+
+def _batch_eviction(version: str) -> BatchEviction:
+    """``ScheduleBatch._evict_swa`` where the release has it with ``(req, pre_len)`` (0.5.8-0.5.13), else
+    :class:`Unsupported`: before 0.5.8 (0.5.7) the radix path has no sliding-window free at all (the
+    scheduler's allocation evicts only for ``SWAChunkCache``; ``SWARadixCache`` frees SWA KV only by
+    tombstoning unlocked tree nodes under pressure)."""
+    try:
+        batch = importlib.import_module("sglang.srt.managers.schedule_batch").ScheduleBatch
+    except (ImportError, AttributeError):
+        batch = None
+    method = getattr(batch, "_evict_swa", None)
+    if not (callable(method) and {"req", "pre_len"} <= set(parameters(method))):
+        raise Unsupported(f"SGLang {version}: no free_swa_out_of_window_slots and no ScheduleBatch._evict_swa; its "
+                          "radix path has no sliding-window free of a running request (its allocation evicts only "
+                          "for SWAChunkCache; SWARadixCache frees SWA KV only by tombstoning unlocked tree nodes "
+                          "under pressure)")
+    try:
+        source = inspect.getsource(method)
+    except (OSError, TypeError):
+        source = ""
+    margin = "- self.tree_cache.page_size" in source
+    if margin and "SGLANG_OPT_SWA_EVICT_DROP_PAGE_MARGIN" in source:
+        envs = getattr(importlib.import_module("sglang.srt.environ"), "envs", None)
+        flag = getattr(envs, "SGLANG_OPT_SWA_EVICT_DROP_PAGE_MARGIN", None)
+        margin = not (flag is not None and flag.get())
+    return BatchEviction(method, margin)
+
+
 def import_legacy(s: dict[str, Any], why: str) -> dict[str, Any]:
     """The older API's parts into ``s`` (SGLang's loaded parts), or :class:`Unsupported` naming what the
     release lacks; ``why``: why the newer tree API is not there (for the message)."""
@@ -64,9 +121,9 @@ def import_legacy(s: dict[str, Any], why: str) -> dict[str, Any]:
         common = importlib.import_module("sglang.srt.mem_cache.common")
     except ImportError:
         common = None
-    if common is not None and not callable(getattr(common, "free_swa_out_of_window_slots", None)):
-        raise Unsupported(f"SGLang {version}: no free_swa_out_of_window_slots; its radix path's sliding-window free "
-                          "is the scheduler's own (ScheduleBatch._evict_swa in 0.5.8-0.5.13), not driven by sglang-radix")
+    radix_free: Any = getattr(common, "free_swa_out_of_window_slots", None)
+    if common is not None and not callable(radix_free):
+        radix_free = _batch_eviction(version)
     if _registry_builds_swa_radix_cache():
         module, name = "sglang.srt.mem_cache.swa_radix_cache", "SWARadixCache"
     else:
@@ -84,7 +141,7 @@ def import_legacy(s: dict[str, Any], why: str) -> dict[str, Any]:
     try:
         from sglang.srt.managers.schedule_batch import FINISH_LENGTH, Req
         from sglang.srt.mem_cache.cache_init_params import CacheInitParams
-        from sglang.srt.mem_cache.common import evict_from_tree_cache, free_swa_out_of_window_slots
+        from sglang.srt.mem_cache.common import evict_from_tree_cache
         from sglang.srt.sampling.sampling_params import SamplingParams
     except ImportError as exc:
         raise Unsupported(f"SGLang {version}'s radix cache path is not importable here ({exc})") from exc
@@ -95,7 +152,7 @@ def import_legacy(s: dict[str, Any], why: str) -> dict[str, Any]:
         radix_api="legacy" if not missing else "split",
         Tree=tree, tree_name=name, CacheInitParams=CacheInitParams, Req=Req,
         FINISH_LENGTH=FINISH_LENGTH, SamplingParams=SamplingParams, evict_from_tree_cache=evict_from_tree_cache,
-        radix_free=free_swa_out_of_window_slots,
+        radix_free=radix_free,
     )
     for component_module in ("sglang.srt.mem_cache.unified_cache.components",
                              "sglang.srt.mem_cache.unified_cache_components"):
@@ -211,7 +268,7 @@ class OlderTreeApi:
     def _radix_cut(self, h: int, w: int) -> int:
         P = self.t
         names = parameters(_loaded["radix_free"])
-        if "drop_page_margin" in names:
+        if "drop_page_margin" in names or getattr(_loaded["radix_free"], "page_margin", False):
             return (h - w - P) // P * P
         return (h - max(w, P)) // P * P
 
@@ -273,7 +330,7 @@ class OlderTreeApi:
         flags: dict[str, Any] = dict(drop_page_margin=False, is_chunk_cache=False, supports_prefix_sharing=True,
                                      eviction_interval=1)
         _call(_loaded["radix_free"], r, pre_len, sliding_window_size=unit.window - 1, page_size=self.t,
-              req_to_token_pool=unit.rows, token_to_kv_pool_allocator=unit.allocator, **flags)
+              req_to_token_pool=unit.rows, token_to_kv_pool_allocator=unit.allocator, tree_cache=unit.tree, **flags)
 
     def _fill(self, r: Any, upto: int) -> None:
         """The request's fill ids cover its first ``upto`` tokens (what a prefill chunk computes): its
