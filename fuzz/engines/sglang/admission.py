@@ -38,10 +38,12 @@ those pools it is assumed, a stated bound of the check). Compared with:
   whatever ``O`` is); each records whether the reference's lone run completes at SGLang's threshold (with
   the chunk SGLang granted there).
 
-An exception raised inside SGLang's code is the class ``error`` with its input. A release whose allocator
-has no ``create_prefill_budget`` (the gate inside ``PrefillAdder._swa_budget_for_req``, 0.5.20 and
-before) or no ``runtime_context.publish`` is :class:`~swafloor.fuzz.protocol.Unsupported` here (its gate
-is ``peers.sglang_admission_blocks`` for 0.5.13.post1-0.5.15.post1, not driven).
+An exception raised inside SGLang's code is the class ``error`` with its input. A release without the
+pieces is :class:`~swafloor.fuzz.protocol.Unsupported` here, naming what it lacks: a ``UnifiedRadixCache``
+with the tree API of :mod:`.radix` (0.5.22 on; 0.5.21 has the prefill budget but the older tree API), an
+allocator's ``create_prefill_budget`` (0.5.20 and before keep the gate inside
+``PrefillAdder._swa_budget_for_req``: ``peers.sglang_admission_blocks`` for 0.5.13.post1-0.5.15.post1, not
+driven) or ``runtime_context.publish``.
 
 ``python -m swafloor.fuzz.engines.sglang.admission [--examples N] [--seed S] [--json] [--plant extra-page]``
 runs it in the current interpreter (the SGLang venv); ``--replay FILE...`` replays saved traces.
