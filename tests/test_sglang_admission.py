@@ -82,13 +82,16 @@ def test_charges_by_hand():
     assert peers.sglang_swa_kv_tokens(4, 1, 8, 3, 4) == 15
 
 
+PINNED_TRACES = [p for p in TRACES if _saved(p)["release"] == PINNED]
+
+
 @pytest.fixture(scope="module")
 def campaign():
-    """One subprocess (SGLang imported once): the campaign, then every saved trace replayed."""
+    """One subprocess (SGLang imported once): the campaign, then every pinned trace replayed."""
     _need_venv()
     env = {**os.environ, "PYTHONPATH": "", "PYTHONWARNINGS": "ignore"}
     out = subprocess.run([str(PYTHON), "-m", MODULE, "--examples", str(EXAMPLES), "--seed", "0", "--json",
-                          "--replay", *map(str, TRACES)], cwd=ROOT, env=env, capture_output=True, text=True,
+                          "--replay", *map(str, PINNED_TRACES)], cwd=ROOT, env=env, capture_output=True, text=True,
                          timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -102,7 +105,7 @@ def test_pinned_release_matches_the_model_with_only_traced_classes(campaign):
     assert counts["error"] == counts["non-monotone"] == counts["over-charges-run-incomplete"] == 0, \
         campaign["examples_by_class"]
     assert counts["equal"] >= campaign["examples"] // 10, counts
-    traced = {_saved(p)["class"] for p in TRACES if "plant" not in _saved(p)}
+    traced = {_saved(p)["class"] for p in PINNED_TRACES if "plant" not in _saved(p)}
     found = {name for name, n in counts.items() if n and name != "equal"}
     assert found <= traced, (found - traced, {k: campaign["examples_by_class"][k] for k in found - traced})
 
@@ -115,12 +118,14 @@ def test_the_over_charging_class_is_counted(campaign):
     assert ex["sglang"] > max(ex["rule"], ex["sglang_minimum"]) and ex["reference_completes_at"] == ex["sglang"] - 1
 
 
-def test_saved_traces_replay_on_sglang(campaign):
-    """Each saved trace: SGLang's threshold and the class as saved. The plant's trace replays with the plant
-    in (a divergence from the model); the same case without it matches the model."""
+def test_pinned_traces_replay_on_sglang(campaign):
+    """Each saved trace of the pinned release: SGLang's threshold and the class as saved. The plant's trace
+    replays with the plant in (a divergence from the model); the same case without it matches the model.
+    (0.5.22's traces, the same classes on the same cases, are the classes ``swafloor matrix sglang --backends
+    sglang-admission`` finds on that release, which it installs; they check themselves above.)"""
     replays = {r["trace"]: r for r in campaign["replays"]}
-    assert set(replays) == {p.name for p in TRACES}
-    for path in TRACES:
+    assert set(replays) == {p.name for p in PINNED_TRACES}
+    for path in PINNED_TRACES:
         saved, got = _saved(path), replays[path.name]
         assert got["sglang"] == saved["sglang"] and saved["class"] in got["classes"], (path.name, got)
         if "plant" in saved:
