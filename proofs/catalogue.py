@@ -937,6 +937,16 @@ def sglang_gate_admits_at_chunk_floor(t, W, P, C, k):
     return peers.sglang_admission_blocks(t, W, P, C) <= admission.swa_admission_blocks(t, W, 0, P, C, k)
 
 
+def sglang_prefill_budget_admits_at_chunk_floor(t, W, P, C, O):
+    """SGLang 0.5.21-0.5.23's admission threshold for a lone request (peers.sglang_prefill_budget_blocks,
+    chunked prefill on) is at most the larger of the rule's chunk floor (no sinks, no drafts) and the least
+    SWA pool its own start-up accepts (peers.sglang_min_swa_pages), where SGLang runs: a window of at least 2
+    tokens (its exclusive window W - 1 >= 1) and a chunk of whole pages (its start-up's own check)."""
+    pool = arith.imax(admission.swa_admission_blocks(t, W, 0, P, C, 0), peers.sglang_min_swa_pages(t, W))
+    return implies(all_of(W >= 2, arith.fmod(C, t) == 0),
+                   peers.sglang_prefill_budget_blocks(t, W, P, C, O, True) <= pool)
+
+
 EXTRA = upto("X", "slots above what the rule charges", 0, 1, "X <= 1")
 
 
@@ -1712,6 +1722,19 @@ CATALOGUE += (
         (T_ADM, W_ADM, PROMPT, CHUNK, DRAFTS),
         sglang_gate_admits_at_chunk_floor,
         replay=replay.sglang_gate_refuses,
+    ),
+    Theorem(
+        "sglang-prefill-budget-admits-at-chunk-floor",
+        "Claim: SGLang's current admission gate (0.5.21-0.5.23, SWAPrefillBudget.check_prefill asked by "
+        "PrefillAdder.add_one_req; peers.sglang_prefill_budget_blocks: the reservation max(min(P', C) - w, 0) + "
+        "min(P' + O, w) + t tokens for the page-rounded prompt P' and w = W - 1, strictly below the free SWA "
+        "tokens, or, where it never fits, the chunk cut to the pages above min(O, w) + t) admits a lone request "
+        "(chunked prefill, a chunk of whole pages, W >= 2) at a pool of the larger of the rule's chunk floor and "
+        "the least SWA pool SGLang's start-up accepts (validate_swa_pool_size: W - 1 + t < N * t).",
+        REFUTED,
+        (T_ADM, W_ADM, PROMPT, CHUNK, OUTPUT),
+        sglang_prefill_budget_admits_at_chunk_floor,
+        replay=replay.sglang_prefill_budget_refuses,
     ),
     Theorem(
         "kept-lone-request-resumes",

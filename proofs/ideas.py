@@ -247,6 +247,12 @@ IDEAS: dict[str, str] = {
         "(its test is strict): a one-token largest step (P = 1 or C = 1), or W <= 2, costs a page more than the "
         "chunk floor ceil((W + n - 2)/t) + 1 when t divides the span."
     ),
+    "sglang-prefill-budget-admits-at-chunk-floor": (
+        "SGLang rounds the prompt up to whole pages before it reserves: a one-token prompt in a page of t = 2 "
+        "reserves the page past a window of W - 1 = 1 token, that window and a page, 4 tokens, strictly below the "
+        "free ones: 3 pages, where the rule charges 2 and SGLang's own start-up accepts 2; at 2 pages the "
+        "reservation equals the pool, and the chunk cut (the pages above min(O, W - 1) + t) leaves no page."
+    ),
     "trtllm-min-quota-holds-floor": (
         "Upstream's minimum S + (W + t - 2) // t + 1 equals the rule's floor S + ceil((W - 1)/t) + 1 for every "
         "W >= 1, so the least quota is the floor's granules, and a quota the manager accepts, rounded up to the "

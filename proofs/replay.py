@@ -267,6 +267,31 @@ def sglang_gate_refuses(cex: Mapping[str, int]) -> Replay:
     return Replay(confirmed, summary, tuple(d.trace))
 
 
+def sglang_prefill_budget_refuses(cex: Mapping[str, int]) -> Replay:
+    """The replay of the current SGLang gate's refutation: the counterexample's lone request (``O`` output
+    tokens, chunk ``C``) run on the reference manager with one SWA life cycle at the pool the claim names,
+    the larger of the rule's chunk floor and SGLang's least SWA pool (peers.sglang_min_swa_pages). Confirmed
+    when it completes there while SGLang's threshold (peers.sglang_prefill_budget_blocks) is above it."""
+    t, w, p, c, o = cex["t"], cex["W"], cex["P"], cex["C"], cex["O"]
+    pool = max(admission.swa_admission_blocks(t, w, 0, p, c, 0), peers.sglang_min_swa_pages(t, w))
+    charged = peers.sglang_prefill_budget_blocks(t, w, p, c, o, True)
+    d = _Driver(_config(t, w, 0, pool))
+    completed = lone_run(d, "r0", p, o, c, 0)
+    whole, shrunk = peers.sglang_prefill_budget_parts(t, w, p, c, o)
+    d.trace.append(f"SGLang admits at {whole} pages whole, at {shrunk} with its chunk cut: {charged}; its start-up "
+                   f"accepts {peers.sglang_min_swa_pages(t, w)}; the pool has {pool}")
+    confirmed = completed and not d.failures and charged > pool
+    if confirmed:
+        summary = (f"a lone request (P={p}, C={c}, O={o}) completes in {pool} slots, a pool SGLang's start-up "
+                   f"accepts at or above the rule's chunk floor, but SGLang admits only at {charged} pages: it waits "
+                   "forever")
+    elif not completed:
+        summary = f"NOT REPRODUCED: the run failed at {pool}: {d.failures[:1]}"
+    else:
+        summary = f"NOT REPRODUCED: SGLang admits at {charged} <= {pool}"
+    return Replay(confirmed, summary, tuple(d.trace))
+
+
 def trtllm_resume_refuses(cex: Mapping[str, int]) -> Replay:
     """The replay of the resume-gate refutation: the counterexample's lone request run on the reference
     manager, suspended with its slots kept after every step and resumed through a resume gate

@@ -926,6 +926,29 @@ def sglang_gate_admits_at_chunk_floor(c: _Counter, g: Grid) -> None:
                     c.check(peers.sglang_admission_blocks(t, W, P, C) <= most, t=t, W=W, P=P, C=C, k=k)
 
 
+@_run
+def sglang_prefill_budget_admits_at_chunk_floor(c: _Counter, g: Grid) -> None:
+    """SGLang's current threshold against the larger of the most blocks the run's largest step holds, token by
+    token, and SGLang's least pool, its threshold restated from SGLang's arithmetic (reservation strictly
+    below the free tokens, else the chunk cut to the whole pages above an empty pass's headroom)."""
+    for t, W, _ in g.tws(s_max=0):
+        if W < 2:
+            continue
+        w = W - 1
+        least = (w + t) // t + 1  # the least N with w + t < N * t
+        for P in range(1, 9):
+            paged = -(-P // t) * t
+            for C in range(t, 5, t):
+                for O in range(1, 4):
+                    most = max(_scan_max(t, W, 0, min(C, P))[0], least)
+                    needed = max(min(paged, C) - w, 0) + min(paged + O, w) + t
+                    headroom = min(O, w) + t
+                    # the least pool admitting: a reservation below N * t, or a positive page-floored cut
+                    admits = next(N for N in range(1, needed + 2 * t + 2)
+                                  if needed < N * t or (N * t - headroom) // t * t > 0)
+                    c.check(admits <= most, t=t, W=W, P=P, C=C, O=O)
+
+
 def _kept_twin(gate: Callable[[int, int], Any], decode_only: bool) -> Callable[[_Counter, Grid], None]:
     """Each run on the grid, suspended after each step with its slots kept: what it holds, counted token by
     token, is all the pool uses; ``gate(total, held)`` must admit its resume at pools of the rule's charge
@@ -1261,6 +1284,7 @@ TWINS: dict[str, Callable[[Grid], TwinResult]] = {
     "vllm-capped-gate-admits-at-chunk-floor": vllm_capped_gate_admits_at_chunk_floor,
     "vllm-uncapped-gate-admits-at-chunk-floor": vllm_uncapped_gate_admits_at_chunk_floor,
     "sglang-gate-admits-at-chunk-floor": sglang_gate_admits_at_chunk_floor,
+    "sglang-prefill-budget-admits-at-chunk-floor": sglang_prefill_budget_admits_at_chunk_floor,
     "kept-lone-request-resumes": kept_lone_request_resumes,
     "trtllm-resume-gate-admits-kept-lone-request": trtllm_resume_gate_admits_kept_lone_request,
     "preemption-spares-the-oldest": preemption_spares_the_oldest,

@@ -23,6 +23,10 @@ __all__ = [
     "vllm_admission_blocks",
     "sglang_swa_budget_tokens",
     "sglang_admission_blocks",
+    "sglang_swa_kv_tokens",
+    "sglang_prefill_budget_parts",
+    "sglang_prefill_budget_blocks",
+    "sglang_min_swa_pages",
     "TRTLLM_MAX_UTIL_FOR_RESUME",
     "trtllm_resume_admits",
     "trtllm_grains_for_slots",
@@ -109,8 +113,10 @@ def vllm_admission_blocks(t: Any, window: Any, prompt: Any, lookahead: Any, max_
 
 
 def sglang_swa_budget_tokens(t: Any, window: Any, prompt: Any, chunk: Any) -> Any:
-    """SGLang's SWA budget for a request it admits (``PrefillAdder._swa_budget_for_req``, recent
-    releases): the tokens of its next allocation, ``min(extend, chunk)``, floored at the window it will
+    """SGLang's SWA budget for a request it admits (``PrefillAdder._swa_budget_for_req`` of 0.5.13.post1 to
+    0.5.15.post1, the releases read; 0.5.16 subtracts the window from the allocation and caps the chunk,
+    0.5.17-0.5.20 add the decode headroom of :func:`sglang_swa_kv_tokens`, 0.5.21 on moved the gate out of
+    ``PrefillAdder``: :func:`sglang_prefill_budget_blocks`): the tokens of its next allocation, ``min(extend, chunk)``, floored at the window it will
     hold while decoding (``sliding_window_size``, SGLang's exclusive window ``W - 1``), plus one page:
     ``max(min(P, C), W - 1) + t`` tokens (a new request's extend is its prompt; no sinks, no drafts)."""
     return imax(imin(prompt, chunk), window - 1) + t
@@ -119,8 +125,56 @@ def sglang_swa_budget_tokens(t: Any, window: Any, prompt: Any, chunk: Any) -> An
 def sglang_admission_blocks(t: Any, window: Any, prompt: Any, chunk: Any) -> Any:
     """SGLang's SWA admission gate as a charge in free SWA pages: it refuses when the budget is at
     least the SWA tokens left (``swa_needed >= rem_swa_tokens``), so it admits only with
-    ``budget + 1 <= free * t`` tokens free: ``cdiv(budget + 1, t)`` pages."""
+    ``budget + 1 <= free * t`` tokens free: ``cdiv(budget + 1, t)`` pages (0.5.13.post1-0.5.15.post1)."""
     return cdiv(sglang_swa_budget_tokens(t, window, prompt, chunk) + 1, t)
+
+
+def sglang_swa_kv_tokens(t: Any, window: Any, extend: Any, output: Any, allocated: Any) -> Any:
+    """SGLang's peak SWA reservation for a request (``estimate_swa_kv_tokens`` in
+    ``mem_cache/prefill_budget.py``, 0.5.21-0.5.23; the same sum in ``PrefillAdder._swa_budget_for_req`` of
+    0.5.17-0.5.20), no host hit: with its window ``w = W - 1`` (SGLang's exclusive ``sliding_window_size``)
+    positive, what this pass allocates past the window, ``max(allocated - w, 0)``, plus the request's own
+    window, ``min(extend + output, w)``, plus one page; with ``w <= 0`` (``W = 1``) the whole run,
+    ``extend + output + t``. ``allocated`` is the pass's allocation (``min(extend, chunk)``, chunked)."""
+    w = window - 1
+    return ite(w <= 0, extend + output + t, imax(allocated - w, 0) + imin(extend + output, w) + t)
+
+
+def sglang_prefill_budget_parts(t: Any, window: Any, prompt: Any, chunk: Any, output: Any) -> tuple[Any, Any]:
+    """The two routes by which SGLang 0.5.21-0.5.23 admits a new request (no prefix hit) to an idle SWA
+    pool of ``N`` pages (``SWAPrefillBudget.check_prefill``, asked by ``PrefillAdder.add_one_req``), each as
+    the least ``N`` it admits at:
+
+    - whole: the reservation of :func:`sglang_swa_kv_tokens` for the page-rounded prompt
+      (``extend = cdiv(P, t) * t``; ``allocated = min(extend, C)``) must be below the free SWA tokens
+      (``needed < N * t``): ``cdiv(needed + 1, t)`` pages;
+    - a shrunk chunk (chunked prefill only): where the reservation is at least the whole SWA pool (it never
+      fits), the chunk is cut to the page-floored SWA tokens left above the headroom of an empty pass
+      (:func:`sglang_swa_kv_tokens` at ``extend = 0``: ``min(O, w) + t``), and admitted when that is
+      positive: ``N * t - headroom >= t``, ``cdiv(headroom, t) + 1`` pages.
+    """
+    extend = cdiv(prompt, t) * t
+    whole = cdiv(sglang_swa_kv_tokens(t, window, extend, output, imin(extend, chunk)) + 1, t)
+    shrunk = cdiv(sglang_swa_kv_tokens(t, window, 0, output, 0), t) + 1
+    return whole, shrunk
+
+
+def sglang_prefill_budget_blocks(t: Any, window: Any, prompt: Any, chunk: Any, output: Any, chunked: Any = True) -> Any:
+    """SGLang's admission threshold for a lone new request in SWA pages, 0.5.21-0.5.23 (the pinned release):
+    the lesser route of :func:`sglang_prefill_budget_parts` with chunked prefill on (``chunked``), the whole
+    route alone with it off (the reservation then allocates the whole prompt: ``allocated = extend``, the
+    ``chunk`` ignored). Its full-attention pool's check (``P + O + t`` tokens below the free ones) is not
+    part of this charge."""
+    whole, shrunk = sglang_prefill_budget_parts(t, window, prompt, chunk, output)
+    extend = cdiv(prompt, t) * t
+    unchunked = cdiv(sglang_swa_kv_tokens(t, window, extend, output, extend) + 1, t)
+    return ite(chunked, imin(whole, shrunk), unchunked)
+
+
+def sglang_min_swa_pages(t: Any, window: Any) -> Any:
+    """The least SWA pool, in pages, SGLang's start-up accepts (``validate_swa_pool_size``, 0.5.23: it
+    refuses a pool of ``N * t`` tokens with ``W - 1 + t >= N * t``): ``fdiv(W - 1 + t, t) + 1`` pages."""
+    return fdiv(window - 1 + t, t) + 1
 
 
 #: TensorRT-LLM V2's default ``max_util_for_resume`` (0.97, as its C++ binding's default), as a fraction.

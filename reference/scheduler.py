@@ -11,8 +11,9 @@ Gates: ``reference`` (the rule: :func:`.admission.swa_admission_blocks` per SWA 
 :func:`.admission.full_admission_blocks` for full attention, one slot per SSM life cycle), vLLM's
 (two questions of the free slots, each summed over a pool group: :func:`.peers.vllm_full_sequence_blocks`,
 the full-sequence gate, with or without its cap, then :func:`.peers.vllm_first_step_blocks`, the first
-step's own check), SGLang's (its SWA budget,
-:func:`.peers.sglang_admission_blocks`) and TensorRT-LLM V2's resume gate (``trtllm``: admitted while
+step's own check), SGLang's (``sglang``: the pinned 0.5.23's, 0.5.21 on: its reservation
+:func:`.peers.sglang_prefill_budget_parts` whole where it fits the pool group, else its chunk cut; ``sglang-0.5.15``:
+the SWA budget of 0.5.13.post1-0.5.15.post1, :func:`.peers.sglang_admission_blocks`) and TensorRT-LLM V2's resume gate (``trtllm``: admitted while
 every pool group's use is at most ``max_util_for_resume`` of it, :func:`.peers.trtllm_resume_admits`,
 nothing reserved); full attention and SSM as the rule's.
 
@@ -82,15 +83,31 @@ def _charge_vllm(capped: bool) -> Callable[[LifeCycle, int, int, int, int, int],
     return charge
 
 
-def _charge_sglang(lc: LifeCycle, t: int, p: int, o: int, c: int, k: int) -> int:
+def _charge_sglang_0515(lc: LifeCycle, t: int, p: int, o: int, c: int, k: int) -> int:
     if lc.kind is LifeCycleKind.SWA:  # its SWA budget in free pages (no sinks: SGLang has none)
         return peers.sglang_admission_blocks(t, lc.window, p, c)
+    return _charge_reference(lc, t, p, o, c, k)
+
+
+def _charge_sglang(lc: LifeCycle, t: int, p: int, o: int, c: int, k: int, pool: int) -> int:
+    """SGLang 0.5.21-0.5.23 (the pinned release): its reservation, or where that never fits the pool group's
+    ``pool`` pages, its chunk cut to the pages above an empty pass's headroom (no sinks, no drafts)."""
+    if lc.kind is LifeCycleKind.SWA:
+        if c % t:
+            raise ConfigError("chunk", c, f"SGLang takes a chunk of whole pages (chunked_prefill_size % page_size: "
+                                          f"t = {t})")
+        whole, shrunk = peers.sglang_prefill_budget_parts(t, lc.window, p, c, o)
+        return whole if whole <= pool else shrunk
     return _charge_reference(lc, t, p, o, c, k)
 
 
 def _charge_nothing(lc: LifeCycle, t: int, p: int, o: int, c: int, k: int) -> int:
     return 0  # a utilisation gate reserves nothing for the request (UTILISATION_GATES)
 
+
+#: Gates whose charge depends on the pool group's size (a ``pool`` keyword, its slots): SGLang cuts the chunk
+#: of a request whose reservation never fits its pool.
+POOL_AWARE_GATES = frozenset({"sglang"})
 
 #: gate name -> per life cycle ``charge(lc, t, prompt, output, chunk, lookahead)`` in blocks: an int, or
 #: a tuple when the gate asks the free slots several questions (vLLM: its gate, then its first step),
@@ -100,6 +117,7 @@ GATES: dict[str, Callable[[LifeCycle, int, int, int, int, int], Any]] = {
     "vllm": _charge_vllm(True),
     "vllm-uncapped": _charge_vllm(False),
     "sglang": _charge_sglang,
+    "sglang-0.5.15": _charge_sglang_0515,
     "trtllm": _charge_nothing,
 }
 
@@ -118,7 +136,8 @@ def gate_charge(gate: str, config: Config, prompt: int, output: int, chunk: int,
     charge = GATES[gate]
     questions: list[list[int]] = [[] for _ in range(layout.num_pool_groups)]
     for i, lc in enumerate(layout.life_cycles):
-        got = charge(lc, layout.block_sizes[i], prompt, output, chunk, lookahead)
+        extra = {"pool": layout.slots[layout.pool_group_of[i]]} if gate in POOL_AWARE_GATES else {}
+        got = charge(lc, layout.block_sizes[i], prompt, output, chunk, lookahead, **extra)
         got = got if isinstance(got, tuple) else (got,)
         sums = questions[layout.pool_group_of[i]]
         sums.extend([0] * (len(got) - len(sums)))

@@ -91,18 +91,46 @@ def test_a_request_file_with_a_bad_field_names_it(tmp_path, capsys):
 
 
 def test_sglang_and_trtllm_engines(capsys):
-    # SGLang's budget for the Mistral run: max(min(100000, 2048), 4095) + 16 tokens, admitted with 4112 + 1
-    # tokens free: cdiv(4113, 16) = 258 pages of the 385; TensorRT-LLM reserves nothing (use 0 of 385)
-    for engine in ("sglang", "trtllm"):
+    # SGLang 0.5.23's reservation for the Mistral run: max(2048 - 4095, 0) + min(100000 + 10, 4095) + 16 = 4111
+    # tokens, strictly below the free ones: cdiv(4112, 16) = 257 pages of the 385; 0.5.15's budget
+    # max(min(100000, 2048), 4095) + 16 tokens, admitted with 4112 + 1 free: cdiv(4113, 16) = 258;
+    # TensorRT-LLM reserves nothing (use 0 of 385)
+    for engine in ("sglang", "sglang-0.5.15", "trtllm"):
         code, out = _json(capsys, [*MISTRAL, "--engine", engine])
         assert code == 0 and out["completed"] and out["steps"] == 60, engine
-    # a one-token prompt, W = 5, t = 1: the rule charges ceil((5 + 1 - 2)/1) + 1 = 5; SGLang's budget is
-    # max(1, 4) + 1 = 5 tokens and it needs one more free: 6 > 5, it waits forever
+    # a one-token prompt, W = 5, t = 1: the rule charges ceil((5 + 1 - 2)/1) + 1 = 5; 0.5.15's budget is
+    # max(1, 4) + 1 = 5 tokens and it needs one more free; 0.5.23 reserves max(1 - 4, 0) + min(1 + 4, 4) + 1 = 5
+    # and needs one more free too (its chunk cut needs min(4, 4) + 1 + 1 = 6): 6 > 5, each waits forever
     argv = ["serve-sim", "--window", "5", "--tokens-per-block", "1", "--prompt", "1", "--output", "4", "--chunk", "1"]
-    code, out = _json(capsys, [*argv, "--engine", "sglang"])
-    assert code == 4 and out["deadlock"] == {"step": 0, "request": "r0", "charged": [6], "needed": [5], "free": [5]}
+    for engine in ("sglang", "sglang-0.5.15"):
+        code, out = _json(capsys, [*argv, "--engine", engine])
+        assert code == 4 and out["deadlock"] == {"step": 0, "request": "r0", "charged": [6], "needed": [5], "free": [5]}
     code, out = _json(capsys, [*argv, "--engine", "reference"])
     assert code == 0 and out["completed"]
+    # t = 2, W = 2, P = 1, C = 2, O = 1 (the trace sglang-admission-0.5.23-over-charges, found in SGLang): the
+    # prompt paged to 2 tokens, reserved max(2 - 1, 0) + min(2 + 1, 1) + 2 = 4 tokens, needing 6 free: 3 pages;
+    # at the 2 the rule charges (and SGLang's start-up accepts: 1 + 2 < 4) the reservation equals the pool, so
+    # the chunk is cut to 4 - (1 + 2) = 1 token, floored to a page: 0, nothing admitted
+    argv = ["serve-sim", "--window", "2", "--tokens-per-block", "2", "--prompt", "1", "--output", "1", "--chunk", "2"]
+    code, out = _json(capsys, [*argv, "--engine", "sglang"])
+    assert code == 4 and out["deadlock"] == {"step": 0, "request": "r0", "charged": [3], "needed": [2], "free": [2]}
+    code, out = _json(capsys, [*argv, "--engine", "reference"])
+    assert code == 0 and out["completed"]
+    # a reservation that never fits: t = 1, W = 3, P = 140, C = 3, O = 8 at 4 pages: whole it needs 5, so SGLang
+    # cuts the chunk (4 - (2 + 1) = 1 token) and admits it at the cut's 4 pages, no deadlock; the loop runs every
+    # request with --chunk (it cuts nothing), whose 3-token step needs the rule's 5: it preempts itself, a livelock
+    # (a limit of serve-sim, not SGLang's behaviour: SGLang re-sizes each chunk to the SWA tokens left)
+    argv = ["serve-sim", "--window", "3", "--tokens-per-block", "1", "--prompt", "140", "--output", "8", "--chunk", "3",
+            "--pool", "4"]
+    code, out = _json(capsys, [*argv, "--engine", "sglang"])
+    assert code == 4 and out["deadlock"] is None and out["livelock_at"] and out["finished"] == 0, out
+    code, out = _json(capsys, [*argv, "--engine", "sglang-0.5.15"])  # max(3, 2) + 1 = 4 tokens, one more free: 5
+    assert code == 4 and out["deadlock"] == {"step": 0, "request": "r0", "charged": [5], "needed": [5], "free": [4]}
+    # SGLang takes only a chunk of whole pages: bad input, exit 2 naming the field
+    assert main(["serve-sim", "--window", "8", "--tokens-per-block", "4", "--prompt", "10", "--output", "1",
+                 "--chunk", "3", "--engine", "sglang"]) == 2
+    err = capsys.readouterr().err
+    assert "chunk" in err and "3" in err and "\n" not in err.strip()
 
 
 def test_kept_resume_trtllm_refuses_its_own_slots(capsys):

@@ -39,8 +39,11 @@ def register(subparsers) -> None:
     p.add_argument("--engine", default="reference", choices=sorted(GATES),
                    help="whose admission gate: reference (the rule: each SWA life cycle its largest step's floor), "
                         "vllm (0.33's gate with the recycling-aware cap), vllm-uncapped (the full sequence, as "
-                        "before the cap), sglang (its SWA budget: max(min(P, C), W - 1) + a page, strictly below "
-                        "the SWA tokens left), trtllm (V2's resume gate: admitted while every pool group's use "
+                        "before the cap), sglang (SGLang 0.5.21-0.5.23, the pinned release: its SWA reservation "
+                        "max(min(P', C) - (W - 1), 0) + min(P' + O, W - 1) + a page for the page-rounded prompt P', "
+                        "strictly below the SWA tokens left, or, where it never fits the pool, its chunk cut to the "
+                        "pages above min(O, W - 1) + a page; C must be whole pages), sglang-0.5.15 (0.5.13.post1-"
+                        "0.5.15.post1: max(min(P, C), W - 1) + a page, strictly below the SWA tokens left), trtllm (V2's resume gate: admitted while every pool group's use "
                         "is at most max_util_for_resume = 0.97, nothing reserved)")
     p.add_argument("--pool", type=int_at_least(1), default=None, metavar="N",
                    help="slots of every pool group (default: what the reference rule charges the largest request)")

@@ -1,0 +1,133 @@
+"""``sglang-admission``: SGLang's own ``PrefillAdder.add_one_req`` (its ``SWAPrefillBudget``) against the model
+of its gate and the reference's rule (:mod:`swafloor.fuzz.engines.sglang.admission`), on the pinned release,
+in the venv ``scripts/sglang-venv`` makes (a subprocess; in CI a missing venv fails, elsewhere it skips).
+
+- A bounded campaign (Hypothesis, seed 0) on the pinned release: SGLang's threshold equals the model of its
+  gate on every case (``peers.sglang_prefill_budget_blocks``, exact), no exception inside SGLang, nothing
+  non-monotone, and every class it finds has a saved trace with a verdict
+  (``tests/regressions/sglang-admission/*.json``); the over-charging class is counted, not hidden.
+- The plant (SGLang's reservation asking one page more) is a divergence from the model at its saved case.
+- Every saved trace checks itself without SGLang (the model and the rule still give the saved charges), and
+  replays on SGLang (its threshold and class as saved).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from swafloor.fuzz.engines.sglang import admission
+from swafloor.reference import peers
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = Path(os.environ.get("SWAFLOOR_SGLANG_VENV") or ROOT / ".venv-sglang")
+PYTHON = VENV / "bin" / "python"
+TRACES = sorted((ROOT / "tests" / "regressions" / "sglang-admission").glob("sglang-admission-*.json"))
+PINNED = "0.5.23"
+EXAMPLES = 60
+MODULE = "swafloor.fuzz.engines.sglang.admission"
+
+
+def _need_venv() -> None:
+    if PYTHON.exists() and (VENV / ".swafloor-sglang-complete").exists():
+        return
+    message = f"the SGLang venv {VENV} is missing or incomplete: make it with scripts/sglang-venv"
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def _saved(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def test_there_are_saved_admission_traces():
+    assert {_saved(p)["class"] for p in TRACES} >= {"over-charges", "minimum-above-rule", "admits-below-rule",
+                                                     "admits-shrunk-chunk", "model-below"}
+
+
+@pytest.mark.parametrize("path", TRACES, ids=[p.stem for p in TRACES])
+def test_saved_trace_checks_itself(path):
+    saved = _saved(path)
+    assert saved["kind"] == "sglang-admission" and saved["why"]
+    assert saved["class"] in admission.CLASSES and saved["class"] != "equal"
+    assert saved["verdict"] == admission.CLASSES[saved["class"]]
+    case = saved["case"]
+    assert admission.model_charge(case) == saved["model"] and admission.rule_charge(case) == saved["rule"]
+    assert peers.sglang_min_swa_pages(case["t"], case["W"]) == saved["sglang_minimum"]
+    if "plant" not in saved:  # the model is exact on every unplanted trace
+        assert saved["sglang"] == saved["model"]
+
+
+def test_charges_by_hand():
+    # t=2, W=2 (SGLang's w = 1), P=1, C=2, O=1: the prompt paged to 2 tokens; the reservation
+    # max(2 - 1, 0) + min(2 + 1, 1) + 2 = 4 tokens, strictly below the free ones: 3 pages; the chunk cut
+    # needs min(1, 1) + 2 + 2 = 5 tokens free: 3 pages. The rule: ceil((2 + 1 - 2)/2) + 1 = 2; SGLang's
+    # start-up accepts 2 pages (1 + 2 < 4).
+    assert peers.sglang_swa_kv_tokens(2, 2, 2, 1, 2) == 4
+    assert peers.sglang_prefill_budget_parts(2, 2, 1, 2, 1) == (3, 3)
+    assert peers.sglang_prefill_budget_blocks(2, 2, 1, 2, 1) == 3
+    assert peers.sglang_min_swa_pages(2, 2) == 2
+    case = {"t": 2, "W": 2, "P": 1, "C": 2, "O": 1}
+    assert admission.rule_charge(case) == 2 and admission.reference_completes(case, 2)
+    # t=1, W=3, P=140, C=3, O=8: whole 5 pages (max(3 - 2, 0) + 2 + 1 = 4 tokens, strictly below); the
+    # chunk cut at min(8, 2) + 1 + 1 = 4 tokens: 4 pages; unchunked, the whole prompt: 138 + 2 + 1 + 1 = 142
+    assert peers.sglang_prefill_budget_parts(1, 3, 140, 3, 8) == (5, 4)
+    assert peers.sglang_prefill_budget_blocks(1, 3, 140, 3, 8, False) == 142
+    # W = 1 (SGLang's window 0): the whole run, P' + O + t tokens
+    assert peers.sglang_swa_kv_tokens(4, 1, 8, 3, 4) == 15
+
+
+PINNED_TRACES = [p for p in TRACES if _saved(p)["release"] == PINNED]
+
+
+@pytest.fixture(scope="module")
+def campaign():
+    """One subprocess (SGLang imported once): the campaign, then every pinned trace replayed."""
+    _need_venv()
+    env = {**os.environ, "PYTHONPATH": "", "PYTHONWARNINGS": "ignore"}
+    out = subprocess.run([str(PYTHON), "-m", MODULE, "--examples", str(EXAMPLES), "--seed", "0", "--json",
+                          "--replay", *map(str, PINNED_TRACES)], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_pinned_release_matches_the_model_with_only_traced_classes(campaign):
+    assert campaign["version"] == PINNED, campaign
+    counts = campaign["counts"]
+    assert campaign["examples"] >= EXAMPLES * 0.9, campaign["examples"]
+    assert counts["model-above"] == counts["model-below"] == 0, campaign["examples_by_class"]
+    assert counts["error"] == counts["non-monotone"] == counts["over-charges-run-incomplete"] == 0, \
+        campaign["examples_by_class"]
+    assert counts["equal"] >= campaign["examples"] // 10, counts
+    traced = {_saved(p)["class"] for p in PINNED_TRACES if "plant" not in _saved(p)}
+    found = {name for name, n in counts.items() if n and name != "equal"}
+    assert found <= traced, (found - traced, {k: campaign["examples_by_class"][k] for k in found - traced})
+
+
+def test_the_over_charging_class_is_counted(campaign):
+    """The refutation of sglang-prefill-budget-admits-at-chunk-floor, found in SGLang itself: counted, each
+    a refusal at a pool SGLang's start-up accepts where the reference's lone run completed."""
+    assert campaign["counts"]["over-charges"] > 0, campaign["counts"]
+    ex = campaign["examples_by_class"]["over-charges"]
+    assert ex["sglang"] > max(ex["rule"], ex["sglang_minimum"]) and ex["reference_completes_at"] == ex["sglang"] - 1
+
+
+def test_pinned_traces_replay_on_sglang(campaign):
+    """Each saved trace of the pinned release: SGLang's threshold and the class as saved. The plant's trace
+    replays with the plant in (a divergence from the model); the same case without it matches the model.
+    (0.5.22's traces, the same classes on the same cases, are the classes ``swafloor matrix sglang --backends
+    sglang-admission`` finds on that release, which it installs; they check themselves above.)"""
+    replays = {r["trace"]: r for r in campaign["replays"]}
+    assert set(replays) == {p.name for p in PINNED_TRACES}
+    for path in PINNED_TRACES:
+        saved, got = _saved(path), replays[path.name]
+        assert got["sglang"] == saved["sglang"] and saved["class"] in got["classes"], (path.name, got)
+        if "plant" in saved:
+            assert got["clean"]["sglang"] == got["model"] and not {"model-above", "model-below"} & set(
+                got["clean"]["classes"]), (path.name, got)
