@@ -38,9 +38,9 @@ history that advances (``commit``, or a ``resize`` to a later history: the outpu
 compared with the reference at least (the layer's manager takes a step's first token as its history),
 the engine's with the layer's exactly at each schedule where the engine refuses; every divergence of
 the plane is a ``BackendCheckFailed`` at the operation, its message naming the plane's event and step,
-and is saved and replayed as any backend's. ``k`` is what the engine's driver module declares
-(``IN_FLIGHT_TOKENS``; SGLang's overlap scheduler: 1). A seeded bug is planted in every backend built
-while the module attribute :data:`planted` names it.
+and is saved and replayed as any backend's. ``k`` is the config's (NAME's claim: 0; :func:`wrap_driven`
+can draw another). A seeded bug is planted in every backend built while the module attribute
+:data:`planted` names it.
 
 The seeded bugs (:data:`BUGS`) are named hooks: the layer's (:class:`~swafloor.reference.hooks.ExecutionHooks`,
 the worker's mask) and each driver's own (its ``hooks`` argument, a name the driver declares). A bug
@@ -502,13 +502,17 @@ class DrivenBackend:
 
 
 def wrap_driven(inner: BackendRecord, label: str, device: str | None = None,
-                make: Callable[..., Any] | None = None, engine: str | None = None) -> BackendRecord:
+                make: Callable[..., Any] | None = None, engine: str | None = None,
+                in_flight_tokens: int | None = None) -> BackendRecord:
     """The record of ``dataplane:NAME`` for a driven backend ``inner`` (NAME in :data:`DRIVERS`): its
     driver's plane beside the reference's execution layer, compared with the reference on the outcome
     (``at-least``: the layer's manager counts a step's first token as computed, so it holds no more
     than the reference does at the protocol's history). ``make(config, hooks)`` builds the driver
     (default: the registered one; a test passes one over a fake engine); ``engine`` names whose seeded
-    bugs a plant takes (default: NAME's)."""
+    bugs a plant takes (default: NAME's); ``in_flight_tokens``: the ``k`` its configs are drawn with
+    (default: NAME's claim, 0 for every driven engine; 1 draws SGLang's overlap scheduler, a step of the
+    request in flight when its next is scheduled, which the tests' plant of its eviction needs: its
+    retired share at the floor is above the harness's limit, see docs/fuzzing-engines.md)."""
     name = inner.name
     engine = engine or ENGINE_OF[name]
     target = DRIVERS.get(name, DRIVERS[engine])
@@ -516,7 +520,7 @@ def wrap_driven(inner: BackendRecord, label: str, device: str | None = None,
     preempts = bool(module.PREEMPTS)
     ops = inner.capabilities.operations - (set() if preempts else {Operation.SUSPEND})
     claimed = inner.capabilities.semantics
-    semantics = attrs.evolve(claimed, in_flight_tokens=max(claimed.in_flight_tokens, module.IN_FLIGHT_TOKENS))
+    semantics = claimed if in_flight_tokens is None else attrs.evolve(claimed, in_flight_tokens=in_flight_tokens)
     caps = attrs.evolve(
         inner.capabilities, operations=ops, observations={Part.OUTCOME: Comparison.AT_LEAST}, reused_history=False,
         semantics=semantics, capacity_cuts=False,  # the layer's steps are executed or dropped, never cut

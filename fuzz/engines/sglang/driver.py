@@ -35,15 +35,12 @@ from swafloor.reference import AttentionLayer, Config, Semantics, build_layout, 
 from ...protocol import Unsupported
 from .backend import DEFAULT_EVICTION_INTERVAL, MAX_CONTEXT, SglangBackend, semantics
 
-__all__ = ["SglangOrder", "driver", "driver_lazy", "draw_config", "PREEMPTS", "IN_FLIGHT_TOKENS", "HOOKS"]
+__all__ = ["SglangOrder", "driver", "driver_lazy", "draw_config", "PREEMPTS", "HOOKS"]
 
 #: The driver's seeded-bug hooks.
 HOOKS = ("evict-from-step-start",)
 #: SGLang retracts (preempts, recomputing) as well as aborts.
 PREEMPTS = True
-#: Tokens of a request in flight when its next step is scheduled, as ``dataplane:sglang`` claims them:
-#: SGLang's overlap scheduler schedules a batch while the previous one runs (one decode token).
-IN_FLIGHT_TOKENS = 1
 
 
 def draw_config(rng: random.Random) -> Config:

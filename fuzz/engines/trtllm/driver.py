@@ -32,15 +32,11 @@ from swafloor.reference import AttentionLayer, Config, build_layout, lifecycle
 from ...protocol import Unsupported
 from .v2 import SEMANTICS, SOURCE_ENV, TrtllmV2Backend, _page_indices
 
-__all__ = ["TrtllmOrder", "driver", "driver_on", "draw_config", "PREEMPTS", "IN_FLIGHT_TOKENS", "HOOKS"]
+__all__ = ["TrtllmOrder", "driver", "driver_on", "draw_config", "PREEMPTS", "HOOKS"]
 
 HOOKS = ("commit-at-schedule",)
 #: V2 drops a step by an abort only (its suspend keeps every page).
 PREEMPTS = False
-#: Tokens of a request in flight when its next step is scheduled, as ``dataplane:trtllm-v2`` claims them:
-#: none beyond V2's declared semantics (its history advances by ``commit``, which the protocol calls
-#: before the next ``resize``).
-IN_FLIGHT_TOKENS = 0
 
 
 def draw_config(rng: random.Random) -> Config:
