@@ -8,6 +8,12 @@ its own order of schedule, write and free, every read of a step checked against 
   replay clean on the fake, which is what makes them upstream's.
 - SGLang's order on SGLang's own allocator, in the SGLang venv (scripts/sglang-venv), by a subprocess:
   the spec's campaign is clean and each seeded bug is caught at a read it broke.
+- As backends (``dataplane:sglang``, ``dataplane:trtllm-v2``: :class:`~swafloor.fuzz.engines.dataplane.driven.DrivenBackend`):
+  the names resolve to the driver's plane, not the torch wrapper; the fuzz machine's operations on it
+  (TensorRT-LLM V2 on the fake; SGLang in its venv) pass under the spec, and each seeded bug planted in
+  the record (the module's ``planted``) is caught at a read it broke, its trace saved and replayed to
+  the same divergence and clean under the spec. SGLang's eviction plant needs a step of the request in
+  flight when its next is scheduled (the overlap scheduler): its record draws ``k = 1``.
 """
 
 from __future__ import annotations
@@ -21,9 +27,16 @@ from pathlib import Path
 import pytest
 
 from . import trtllm_fake_manager as fake
+from swafloor.fuzz.backends import resolve
 from swafloor.fuzz.engines.dataplane import driven as ordered
 from swafloor.fuzz.engines.dataplane.execution import ExecutionDivergence
 from swafloor.fuzz.engines.trtllm import driver as trt
+from swafloor.fuzz.engines.trtllm.v2 import adapter_factory
+from swafloor.fuzz.protocol import BackendRecord, Comparison, Operation, Part, Unsupported
+from swafloor.fuzz.replay import replay
+from swafloor.fuzz.runner import run_campaign
+from swafloor.fuzz.trace import load
+from swafloor.reference import AttentionLayer, Config
 from swafloor.reference.hooks import ExecutionHooks
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,6 +44,9 @@ REGRESSIONS = ROOT / "tests" / "regressions" / "driven"
 SGLANG = Path(os.environ.get("SWAFLOOR_SGLANG_VENV") or ROOT / ".venv-sglang")
 EXAMPLES = 120  # TensorRT-LLM's campaign on the fake (about 2 s)
 SGLANG_EXAMPLES = 30
+BACKEND_EXAMPLES = 40  # dataplane:trtllm-v2 on the fake through the fuzz machine (ci profile, seed 0)
+SGLANG_BACKEND_EXAMPLES = 20  # dataplane:sglang in its venv under the spec (with the plants: about 25 s, SGLang's import included)
+SGLANG_PLANT_EXAMPLES = 40  # each plant's cut (the eviction's is caught past example 25)
 
 
 def _fake():
@@ -82,8 +98,6 @@ def test_an_exception_inside_the_engine_is_a_divergence_with_its_trace():
 def test_a_read_of_another_requests_token_names_slot_reader_and_writer():
     """A driver whose worker translates r1's positions through r0's page table (a wrong table, pages
     that are r0's): r0's next read finds r1's token where its own was, named with slot and writer."""
-    from swafloor.reference import AttentionLayer, Config
-
     make = _fake()
 
     class Aliased:
@@ -139,13 +153,19 @@ def test_upstream_trtllm_traces_replay_clean_on_the_fake(path):
 
 
 # ----------------------------------------------------------------------------- SGLang, in its venv
-def test_sglang_order_spec_is_clean_and_each_seeded_bug_caught():
+def _sglang_python() -> Path:
+    """The SGLang venv's python; without the venv a skip, a failure under CI."""
     python = SGLANG / "bin" / "python"
     if not (python.exists() and (SGLANG / ".swafloor-sglang-complete").exists()):
         message = f"the SGLang venv {SGLANG} is missing or incomplete: make it with scripts/sglang-venv"
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
+    return python
+
+
+def test_sglang_order_spec_is_clean_and_each_seeded_bug_caught():
+    python = _sglang_python()
     env = {**os.environ, "PYTHONPATH": "", "PYTHONWARNINGS": "ignore"}
     done = subprocess.run([str(python), "-m", "swafloor.fuzz.engines.dataplane.driven", "sglang", "--examples",
                            str(SGLANG_EXAMPLES), "--json"], cwd=ROOT, env=env, capture_output=True, text=True,
@@ -156,3 +176,96 @@ def test_sglang_order_spec_is_clean_and_each_seeded_bug_caught():
     for name in ordered.BUGS["sglang"]:
         caught = results[name]["caught"]
         assert caught is not None and caught["field"].startswith("read[") and results[name]["at_firing"], results[name]
+
+
+# ----------------------------------------------------------------------------- as backends
+def _driven_trtllm() -> BackendRecord:
+    """``dataplane:trtllm-v2`` over the fake manager: the registered record's path, the fake's driver."""
+    return ordered.wrap_driven(BackendRecord("trtllm-v2", adapter_factory(fake.module())), "dataplane:trtllm-v2",
+                               "cpu", make=_fake())
+
+
+@pytest.mark.parametrize("name", ["sglang", "sglang-lazy", "trtllm-v2"])
+def test_a_driven_engines_dataplane_name_is_its_drivers_plane_not_the_torch_wrapper(name, monkeypatch):
+    monkeypatch.delenv("SWAFLOOR_TRTLLM_SOURCE", raising=False)
+    record = resolve(f"dataplane:{name}", device="cpu")
+    caps = record.capabilities
+    assert record.name == f"dataplane:{name}" and record.inner.name == name and record.event_order is None
+    assert caps.observations == {Part.OUTCOME: Comparison.AT_LEAST}
+    assert (Operation.SUSPEND in caps.operations) == (name != "trtllm-v2")  # V2 drops a step by an abort only
+    assert any("engine's own order" in note for note in caps.notes)
+    if name == "trtllm-v2":  # built: the driver's own refusal without a source (the torch wrapper builds the inner)
+        with pytest.raises(Unsupported, match="source folder"):
+            record.factory(Config(4, [AttentionLayer(4)]))
+    plain = resolve("dataplane:reference", device="cpu")  # every other name keeps the torch wrapper
+    assert type(plain.factory(Config(4, [AttentionLayer(4)]))).__name__ == "DataPlaneBackend"
+
+
+def test_trtllm_backend_path_spec_is_clean():
+    result = run_campaign(_driven_trtllm(), "reference", examples=BACKEND_EXAMPLES, seed=0, shrink=False, out_dir=None)
+    assert result.result == "pass", result.divergence.describe() if result.divergence else result.retired
+    assert result.examples == BACKEND_EXAMPLES and result.steps > 50 * BACKEND_EXAMPLES and result.served_swa > 0
+
+
+@pytest.mark.parametrize("name", sorted(ordered.BUGS["trtllm-v2"]))
+def test_trtllm_backend_path_catches_each_seeded_bug_at_a_read_it_broke_and_replays_it(name, monkeypatch, tmp_path):
+    monkeypatch.setattr(ordered, "planted", ordered.BUGS["trtllm-v2"][name])
+    record = _driven_trtllm()
+    result = run_campaign(record, "reference", examples=BACKEND_EXAMPLES, seed=0, shrink=False, out_dir=tmp_path)
+    found = result.divergence
+    assert found is not None, f"{name} not caught in {BACKEND_EXAMPLES} examples"
+    assert found.field.startswith("read[") and found.reason == "the backend's own check failed after the operation"
+    message = found.backend.message
+    assert "a read the seeded bug broke" in message and "plane event" in message and "step" in message
+    assert "written by" in message or "nothing" in message  # the writer, or that there is none
+    assert result.trace_file is not None and result.trace_file.exists()
+    again = replay(load(result.trace_file), record)  # the saved trace, replayed: the same read diverges
+    assert again.divergence is not None and again.divergence.field == found.field
+    monkeypatch.setattr(ordered, "planted", None)  # under the spec the same trace runs clean
+    assert replay(load(result.trace_file), record).divergence is None
+
+
+SGLANG_BACKEND = r"""
+import json, sys, tempfile, warnings
+warnings.filterwarnings("ignore")
+from swafloor.fuzz.backends import resolve
+from swafloor.fuzz.engines.dataplane import driven
+from swafloor.fuzz.replay import replay
+from swafloor.fuzz.runner import run_campaign
+from swafloor.fuzz.trace import load
+examples, plant_examples, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+rows = []
+# the overlap scheduler's draw (a step of the request in flight when its next is scheduled: k = 1), which
+# the eviction's plant needs; dataplane:sglang itself draws sglang's claim (k = 0)
+overlap = driven.wrap_driven(resolve("sglang"), "dataplane:sglang", "cpu", in_flight_tokens=1)
+for name in ["spec", *driven.BUGS["sglang"]]:
+    driven.planted = driven.BUGS["sglang"].get(name)
+    record, n = ("dataplane:sglang", examples) if name == "spec" else (overlap, plant_examples)
+    r = run_campaign(record, "reference", examples=n, seed=0, shrink=False, out_dir=f"{out}/{name}")
+    d = r.divergence
+    row = {"name": name, "examples": r.examples, "field": d and d.field, "message": d and d.backend.message,
+           "result": r.result}
+    if d is not None:
+        row["replayed"] = replay(load(r.trace_file), "dataplane:sglang").divergence.field
+        driven.planted = None
+        spec = replay(load(r.trace_file), "dataplane:sglang").divergence
+        row["spec_replay"] = spec and spec.describe()
+    rows.append(row)
+print(json.dumps(rows))
+"""
+
+
+def test_sglang_backend_path_spec_is_clean_and_each_seeded_bug_caught_at_a_read_it_broke(tmp_path):
+    python = _sglang_python()
+    env = {**os.environ, "PYTHONPATH": "", "PYTHONWARNINGS": "ignore", "SWAFLOOR_DEVICE": "cpu"}
+    done = subprocess.run([str(python), "-c", SGLANG_BACKEND, str(SGLANG_BACKEND_EXAMPLES), str(SGLANG_PLANT_EXAMPLES),
+                           str(tmp_path)], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = {r["name"]: r for r in json.loads(done.stdout.strip().splitlines()[-1])}
+    assert rows["spec"]["result"] == "pass" and rows["spec"]["examples"] == SGLANG_BACKEND_EXAMPLES, rows["spec"]
+    for name in ordered.BUGS["sglang"]:
+        row = rows[name]
+        assert row["field"] is not None and row["field"].startswith("read["), row
+        assert "a read the seeded bug broke" in row["message"] and "req_to_token" in row["message"], row
+        assert row["replayed"] == row["field"] and row["spec_replay"] is None, row

@@ -310,6 +310,9 @@ def backend_rows() -> list[dict[str, str]]:
                      "kind": "differential" if callable(getattr(built, "differential", None)) else "campaign"})
     rows.append({"name": "dataplane:NAME", "factory": DATAPLANE.target, "kind": "campaign",
                  "compares": "NAME's outcome (at-least where NAME can close requests, else exact), lengths and "
-                             "errors; data[...]: attention outputs through its block tables",
+                             "errors; data[...]: attention outputs through its block tables. In the engine's own "
+                             "order instead: NAME's own comparison where its room declares an EventOrder (vLLM's "
+                             "prefix backends); the outcome, at least, where NAME's engine has a driver (sglang, "
+                             "sglang-lazy, trtllm-v2); read[...]/write[...]: each read of a step against the ledger",
                  "needs": DATAPLANE.needs, "status": DATAPLANE.status})
     return rows

@@ -20,7 +20,10 @@ and calls :func:`wrap`; this package imports only the protocol, never the regist
 
 A backend whose room declares an :class:`~swafloor.fuzz.protocol.EventOrder` (vLLM's prefix-caching
 backends) is wrapped in that order instead (:mod:`.ordered`: KV written when a step executes, not when
-it is allocated; steps dropped; the worker's own tables; no torch).
+it is allocated; steps dropped; the worker's own tables; no torch). A backend whose engine has a driver
+(:data:`.driven.DRIVERS`: ``sglang``, ``sglang-lazy``, ``trtllm-v2``) is that driver's plane, in the
+engine's own order beside the reference's execution layer (:class:`.driven.DrivenBackend`; no torch).
+The torch wrapper (:mod:`.backend`) serves every other name: the reference, the oracles, the seeded bugs.
 
 Scheduling and execution apart (issue 34) is :mod:`.execution`: the reference's execution layer with a
 worker's own block tables and a ledger of who wrote each slot position (:mod:`.tables`), no torch.
@@ -82,6 +85,10 @@ def wrap(inner: BackendRecord, device: str, seed: int = 0, name: str | None = No
         from .ordered import wrap_ordered
 
         return wrap_ordered(inner, name or PREFIX + inner.name, device)
+    from .driven import DRIVERS, wrap_driven
+
+    if inner.name in DRIVERS:  # an engine driven by its own room's driver, in its own order
+        return wrap_driven(inner, name or PREFIX + inner.name, device)
     inner_caps = inner.capabilities
     if inner_caps.mode(Part.SLOTS) is not None:
         notes = inner_caps.notes + ("data plane: through the backend's own slot ids",)

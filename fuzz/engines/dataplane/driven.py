@@ -1,5 +1,6 @@
 """The execution data plane on a real engine, in that engine's own order of schedule, write and free
-(issue 34): ``dataplane:sglang`` and ``dataplane:trtllm-v2`` as campaigns.
+(issue 34): ``dataplane:sglang``, ``dataplane:sglang-lazy`` and ``dataplane:trtllm-v2``, as backends and
+as campaigns of their own.
 
 :class:`DrivenPlane` runs the reference's execution layer (:class:`~swafloor.reference.execution.Execution`
 on a :class:`~swafloor.reference.Manager` configured to the engine's semantics and ``k`` tokens in flight)
@@ -26,6 +27,21 @@ through padding or a location the engine no longer holds for the reader (freed, 
 never written, or of another token than the one the spec says; each message names the location (the
 slot), the reader and the writer. Nothing the driver sets itself (pool sizes, token ids) is compared.
 
+As a backend (:class:`DrivenBackend`, the record :func:`wrap_driven` makes; ``dataplane:NAME`` resolves
+to it for NAME in :data:`DRIVERS`, through :func:`swafloor.fuzz.engines.dataplane.wrap`), the protocol's
+operations, as the fuzz machine and a replay drive them, are the plane's events: a first ``resume`` is
+``open``, a later one ``resume``; a ``resize`` past what the request has scheduled is ``schedule`` of the
+rest (when the request already has more than ``k`` tokens in flight its oldest steps ``execute`` first); a
+history that advances (``commit``, or a ``resize`` to a later history: the output returned) runs
+(``execute``) every step of the request in flight and every step scheduled before them; ``suspend`` and ``close`` are
+``drop`` (``preempt``, ``abort``); the backend's ``dispose`` is the engine's shutdown. The outcome is
+compared with the reference at least (the layer's manager takes a step's first token as its history),
+the engine's with the layer's exactly at each schedule where the engine refuses; every divergence of
+the plane is a ``BackendCheckFailed`` at the operation, its message naming the plane's event and step,
+and is saved and replayed as any backend's. ``k`` is the config's (NAME's claim: 0; :func:`wrap_driven`
+can draw another). A seeded bug is planted in every backend built while the module attribute
+:data:`planted` names it.
+
 The seeded bugs (:data:`BUGS`) are named hooks: the layer's (:class:`~swafloor.reference.hooks.ExecutionHooks`,
 the worker's mask) and each driver's own (its ``hooks`` argument, a name the driver declares). A bug
 counts as caught when the plane diverges at an event where it fired (a read whose location it freed,
@@ -36,30 +52,35 @@ runs the spec and each seeded bug of the engine.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
-import json
 import random
 import sys
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import attrs
 
-from swafloor.reference import Config, Manager, lifecycle
+from swafloor.reference import Config, Manager, Outcome, lifecycle
 from swafloor.reference.execution import Execution, Step
 from swafloor.reference.hooks import ExecutionHooks
 
-from ...protocol import Unsupported
-from .execution import ExecutionDivergence
+from ...protocol import BackendRecord, Comparison, Operation, Part, Unsupported
+from .execution import ExecutionDivergence, print_results
 from .tables import Written
 
-__all__ = ["DrivenPlane", "DRIVERS", "BUGS", "Bug", "campaign", "DrivenResult", "main"]
+__all__ = ["DrivenPlane", "DrivenBackend", "DRIVERS", "ENGINE_OF", "BUGS", "Bug", "campaign", "DrivenResult",
+           "wrap_driven", "main"]
 
-#: The engines' drivers, by the name of the engine they drive (their rooms, named as strings).
+#: The engines' drivers, by the backend name whose engine they drive (``dataplane:NAME`` is that
+#: driver's plane; their rooms, named as strings).
 DRIVERS = {
     "sglang": "swafloor.fuzz.engines.sglang.driver:driver",
+    "sglang-lazy": "swafloor.fuzz.engines.sglang.driver:driver_lazy",
     "trtllm-v2": "swafloor.fuzz.engines.trtllm.driver:driver",
 }
+#: The engine of each driven backend: whose seeded bugs (:data:`BUGS`) a plant of it takes.
+ENGINE_OF = {"sglang": "sglang", "sglang-lazy": "sglang", "trtllm-v2": "trtllm-v2"}
 
 
 @attrs.frozen
@@ -112,8 +133,14 @@ def load_driver(engine: str) -> Callable[..., Any]:
 class DrivenPlane:
     """The spec's execution layer beside an engine driver, with a ledger of who wrote each location."""
 
-    def __init__(self, config: Config, driver: Any, hooks: ExecutionHooks = ExecutionHooks()):
+    def __init__(self, config: Config, driver: Any, hooks: ExecutionHooks = ExecutionHooks(), at_least: bool = False):
         self.driver = driver
+        #: Whether the engine may succeed at a schedule the layer refuses (the backend path, pools near the
+        #: floor: the layer's manager keeps the window of its ``k`` tokens in flight whether or not a step is,
+        #: the engine from the oldest token it has in flight): no step is scheduled in the layer then, and
+        #: every read stays checked. The other way round (the engine refusing) is always a divergence.
+        self.at_least = at_least
+        self.engine_ok = True  # the engine's answer to the last schedule
         self.manager = Manager(config)
         self.ex = Execution(self.manager, hooks)
         self.t = config.tokens_per_block
@@ -148,6 +175,10 @@ class DrivenPlane:
                                                  + [s.capacity for s in self.ex.in_flight(request_id)])
         ok = self._engine("schedule", self.driver.schedule, request_id, start, start + tokens, capacity, oldest,
                                   lambda what, lc, positions: self._fire(what, None, request_id, lc, positions))
+        self.engine_ok = bool(ok)
+        if ok and not ref and self.at_least:  # the engine holds fewer blocks than the layer's bound (see __init__)
+            self.trace[-1] += " -> out of slots in the layer; the engine allocated (at least: no step)"
+            return None
         self._outcome("schedule", request_id, ref, ok)
         self.trace[-1] += f" -> step {got.number} [{got.start}, {got.end})" if ref else " -> out of slots"
         return got if ref else None
@@ -375,17 +406,154 @@ def campaign(engine: str, name: str | None = None, examples: int = 100, seed: in
     return DrivenResult(engine, name or "spec", examples, time.perf_counter() - start)
 
 
+# ----------------------------------------------------------------------------- the backend
+#: The seeded bug every new driven backend is built with (None: the spec's hooks): a plant sets this
+#: module attribute (tests/test_dataplane_driven.py), never the engine's driver or the record.
+planted: Bug | None = None
+
+
+class DrivenBackend:
+    """``dataplane:NAME`` as a backend: the protocol's operations, as the fuzz machine and a replay
+    drive them, onto the events of a :class:`DrivenPlane` (see the module). ``history`` is the
+    protocol's history per request (what its output returned so far)."""
+
+    def __init__(self, plane: DrivenPlane, preempts: bool):
+        self.plane = plane
+        self.preempts = preempts
+        self.history: dict[str, int] = {}
+        self.opened: set[str] = set()
+
+    # ------------------------------------------------------------------ protocol
+    def create(self, request_id: str, reused_history: int = 0, share_with: str | None = None) -> None:
+        if reused_history or share_with is not None:
+            raise Unsupported("driven data plane: no reused history (the engine's prefix cache is not driven)")
+        self.history[request_id] = 0  # the engine sees it at its first resume (open: create and resume)
+
+    def resume(self, request_id: str) -> Outcome:
+        with self._events():
+            if request_id in self.opened:
+                return Outcome(self.plane.resume(request_id))
+            self.opened.add(request_id)
+            return Outcome(self.plane.open(request_id))
+
+    def resize(self, request_id: str, capacity: int, history: int) -> Outcome:
+        with self._events():
+            self._returned(request_id, history)
+            ex = self.plane.ex
+            run = ex.runs[request_id]
+            if capacity <= run.scheduled:  # within what is scheduled: nothing is asked of the engine
+                return Outcome(True)
+            while run.scheduled - run.written > ex.k:  # no more in flight: the oldest steps run first
+                self.plane.execute()
+            self.plane.schedule(request_id, capacity - run.scheduled)
+            return Outcome(self.plane.engine_ok)
+
+    def commit(self, request_id: str, tokens: int) -> None:
+        with self._events():
+            self._returned(request_id, self.history[request_id] + tokens)
+
+    def suspend(self, request_id: str) -> None:
+        if not self.preempts:  # never drawn: the record's operations leave suspend out
+            raise Unsupported("driven data plane: the engine drops a step by an abort only")
+        with self._events():
+            self.plane.drop(request_id, "preempt")
+        self.history[request_id] = 0  # a preemption recomputes from token 0
+
+    def close(self, request_id: str) -> None:
+        if request_id in self.opened:  # one never resumed never reached the engine
+            with self._events():
+                self.plane.drop(request_id, "abort")
+
+    def observe(self) -> dict:
+        return {}  # compared: the outcome only (the plane checks every read and write itself)
+
+    def dispose(self) -> None:
+        """The example's end: the engine shuts down (steps still in flight never run)."""
+        if not self.plane.finished:
+            with self._events():
+                self.plane.finish()
+
+    # ------------------------------------------------------------------ internals
+    def _returned(self, request_id: str, history: int) -> None:
+        """The request's history advanced to ``history``: its output returned, so every step of it in
+        flight has run (with every step scheduled before them, in order)."""
+        if history <= self.history[request_id]:
+            return
+        self.history[request_id] = history
+        while self.plane.ex.in_flight(request_id):
+            self.plane.execute()
+
+    @contextlib.contextmanager
+    def _events(self) -> Iterator[None]:
+        """A divergence of the plane during one operation, its message naming the plane's events that
+        operation ran (the last one is where it happened) and the step."""
+        first = self.plane.event + 1
+        try:
+            yield
+        except ExecutionDivergence as found:
+            events = "; ".join(self.plane.trace[first - 1:])
+            fired = self.plane.fired
+            bug = (f"; a read the seeded bug broke (its hook first fired at event {fired[0][0]})"
+                   if getattr(found, "at_firing", False) and fired else "")
+            raised = ExecutionDivergence(found.field, f"{found.message} [plane event {found.event}, step {found.step}"
+                                         f"{bug}; this operation's events: {events}]", found.event, found.step)
+            raised.at_firing = getattr(found, "at_firing", False)
+            raise raised from found
+
+
+def wrap_driven(inner: BackendRecord, label: str, device: str | None = None,
+                make: Callable[..., Any] | None = None, engine: str | None = None,
+                in_flight_tokens: int | None = None) -> BackendRecord:
+    """The record of ``dataplane:NAME`` for a driven backend ``inner`` (NAME in :data:`DRIVERS`): its
+    driver's plane beside the reference's execution layer, compared with the reference on the outcome
+    (``at-least``: the layer's manager counts a step's first token as computed, so it holds no more
+    than the reference does at the protocol's history). ``make(config, hooks)`` builds the driver
+    (default: the registered one; a test passes one over a fake engine); ``engine`` names whose seeded
+    bugs a plant takes (default: NAME's); ``in_flight_tokens``: the ``k`` its configs are drawn with
+    (default: NAME's claim, 0 for every driven engine; 1 draws SGLang's overlap scheduler, a step of the
+    request in flight when its next is scheduled, which the tests' plant of its eviction needs: its
+    retired share at the floor is above the harness's limit, see docs/fuzzing-engines.md)."""
+    name = inner.name
+    engine = engine or ENGINE_OF[name]
+    target = DRIVERS.get(name, DRIVERS[engine])
+    module = importlib.import_module(target.partition(":")[0])
+    preempts = bool(module.PREEMPTS)
+    ops = inner.capabilities.operations - (set() if preempts else {Operation.SUSPEND})
+    claimed = inner.capabilities.semantics
+    semantics = claimed if in_flight_tokens is None else attrs.evolve(claimed, in_flight_tokens=in_flight_tokens)
+    caps = attrs.evolve(
+        inner.capabilities, operations=ops, observations={Part.OUTCOME: Comparison.AT_LEAST}, reused_history=False,
+        semantics=semantics, capacity_cuts=False,  # the layer's steps are executed or dropped, never cut
+        all_semantics=False, mixed_block_sizes=False, full_attention_block_multiples=(), needs_gpu=False,
+        adapter_set=(), notes=inner.capabilities.notes + (
+            f"data plane in the engine's own order ({target.partition(':')[0]}): a resize past what is scheduled "
+            "schedules the rest as one step (the engine's scheduler: eviction, allocation); the step executes when "
+            "the request's history next advances, every read checked against the writes of the ledger; the outcome "
+            "is compared at least, the engine's against the execution layer's exactly at each schedule",
+            "no capacity cuts (a step scheduled is executed or dropped); a resize within what is scheduled asks "
+            "nothing of the engine (ok); a history short of what executed (drafts rejected) keeps its KV (the same "
+            "tokens of the same content)"
+            + ("" if preempts else "; no suspend (the engine drops a step by an abort only)")))
+
+    def build(config: Config) -> DrivenBackend:
+        bug = planted if planted is not None and planted.engine == engine else Bug(engine)
+        driver = (make or load_driver(name))(config, bug.driver)
+        return DrivenBackend(DrivenPlane(config, driver, bug.layer, at_least=True), preempts)
+
+    return BackendRecord(label, build, caps, inner.prepare, inner.limits, label, None, device=device, inner=inner)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m swafloor.fuzz.engines.dataplane.driven",
                                      description="An engine's driven execution data plane: the spec and each seeded bug.")
-    parser.add_argument("engine", help=f"one of {', '.join(DRIVERS)}")
+    parser.add_argument("engine", help=f"one of {', '.join(BUGS)}")
     parser.add_argument("names", nargs="*", help="seeded bugs (default: the spec and every one of the engine)")
     parser.add_argument("--examples", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    if args.engine not in DRIVERS:
-        print(f"driven: engine: unknown {args.engine!r} (engines: {', '.join(DRIVERS)})", file=sys.stderr)
+    if args.engine not in BUGS:
+        print(f"driven: engine: unknown {args.engine!r} (engines: {', '.join(BUGS)})", file=sys.stderr)
         return 2
     bugs = BUGS[args.engine]
     unknown = [n for n in args.names if n not in bugs and n != "spec"]
@@ -401,16 +569,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     failed = any((r.divergence is None) if r.name != "spec" else (r.divergence is not None) for r in results)
     failed = failed or any(r.name != "spec" and not r.caught_where_fired() for r in results)
-    if args.json:
-        print(json.dumps([r.to_json() for r in results], indent=1))
-    else:
-        for r in results:
-            if r.divergence is None:
-                print(f"{r.engine} {r.name}: no divergence in {r.examples} examples ({r.seconds:.2f} s)")
-            else:
-                d = r.divergence
-                print(f"{r.engine} {r.name}: diverged in example {r.example} at event {d.event} (step {d.step}), "
-                      f"first fired at event {r.fired[0][0] if r.fired else '-'} ({r.seconds:.2f} s)\n  {d.field}: {d.message}")
+    print_results(results, args.json)
     return 1 if failed else 0
 
 

@@ -33,7 +33,7 @@ import json
 import random
 import sys
 import time
-from typing import Any
+from typing import Any, Sequence
 
 import attrs
 
@@ -45,7 +45,7 @@ from swafloor.reference.hooks import ExecutionHooks
 from ...protocol import BackendCheckFailed, Unsupported
 from .tables import SlotLedger, WorkerTable, Written
 
-__all__ = ["ExecutionPlane", "ExecutionDivergence", "BUG_HOOKS", "campaign", "CampaignResult", "draw_config", "main"]
+__all__ = ["ExecutionPlane", "ExecutionDivergence", "BUG_HOOKS", "campaign", "CampaignResult", "draw_config", "main", "print_results"]
 
 
 def _named_only(named_end: Any, written: Any, t: Any) -> Any:
@@ -366,17 +366,25 @@ def main(argv: list[str] | None = None) -> int:
     names = args.names or ["spec", *BUG_HOOKS]
     results = [campaign(None if n == "spec" else n, args.examples, args.seed) for n in names]
     failed = any((r.divergence is None) != (r.name == "spec") for r in results)
-    if args.json:
-        print(json.dumps([r.to_json() for r in results], indent=1))
-    else:
-        for r in results:
-            if r.divergence is None:
-                print(f"{r.name}: no divergence in {r.examples} examples ({r.seconds:.2f} s)")
-            else:
-                d = r.divergence
-                print(f"{r.name}: caught in example {r.example} at event {d.event} (step {d.step}), "
-                      f"first fired at event {r.fired[0][0] if r.fired else '-'} ({r.seconds:.2f} s)\n  {d.field}: {d.message}")
+    print_results(results, args.json)
     return 1 if failed else 0
+
+
+def print_results(results: Sequence[Any], as_json: bool) -> None:
+    """The report of a campaign main (this module's and :mod:`.driven`'s): the results' JSON, or a line
+    per result (a result of an engine's plane is named with its engine)."""
+    if as_json:
+        print(json.dumps([r.to_json() for r in results], indent=1))
+        return
+    for r in results:
+        who = f"{r.engine} {r.name}" if getattr(r, "engine", None) else r.name
+        d = r.divergence
+        if d is None:
+            print(f"{who}: no divergence in {r.examples} examples ({r.seconds:.2f} s)")
+        else:
+            print(f"{who}: {'diverged' if r.name == 'spec' else 'caught'} in example {r.example} at event {d.event} "
+                  f"(step {d.step}), first fired at event {r.fired[0][0] if r.fired else '-'} ({r.seconds:.2f} s)\n"
+                  f"  {d.field}: {d.message}")
 
 
 if __name__ == "__main__":

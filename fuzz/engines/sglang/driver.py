@@ -32,9 +32,10 @@ import attrs
 
 from swafloor.reference import AttentionLayer, Config, Semantics, build_layout, lifecycle
 
-from .backend import SglangBackend, semantics
+from ...protocol import Unsupported
+from .backend import DEFAULT_EVICTION_INTERVAL, MAX_CONTEXT, SglangBackend, semantics
 
-__all__ = ["SglangOrder", "driver", "draw_config", "PREEMPTS", "HOOKS"]
+__all__ = ["SglangOrder", "driver", "driver_lazy", "draw_config", "PREEMPTS", "HOOKS"]
 
 #: The driver's seeded-bug hooks.
 HOOKS = ("evict-from-step-start",)
@@ -57,12 +58,12 @@ def draw_config(rng: random.Random) -> Config:
 class SglangOrder:
     """SGLang's allocator driven in its scheduler's and worker's order (see the module)."""
 
-    def __init__(self, config: Config, hooks: tuple[str, ...] = ()):
+    def __init__(self, config: Config, hooks: tuple[str, ...] = (), eviction_interval: int = 1):
         unknown = [h for h in hooks if h not in HOOKS]
         if unknown:
             raise ValueError(f"hooks: unknown {unknown[0]!r} (SGLang's: {', '.join(HOOKS)})")
         self.hooks = set(hooks)
-        self.backend = SglangBackend(config, eviction_interval=1)
+        self.backend = SglangBackend(config, eviction_interval=eviction_interval)
         self.layout = self.backend.layout
         self.t = self.layout.tokens_per_block
         self.side: dict[int, tuple[int, str]] = {}  # life cycle -> (allocator, "swa" or "full")
@@ -94,6 +95,8 @@ class SglangOrder:
                 if taken:
                     fire(f"eviction from {pre_len} (the oldest token in flight is {oldest}) freed the SWA slots of "
                          f"positions {sorted(taken)} of {rid!r}", lc, taken)
+        if capacity > MAX_CONTEXT:  # as the sglang backend: past the adapter's row, not SGLang's refusal
+            raise Unsupported(f"capacity {capacity} above the adapter's row length {MAX_CONTEXT}")
         if capacity > req.allocated:
             return bool(self.backend._allocate(req, capacity))
         return True
@@ -150,5 +153,10 @@ class SglangOrder:
 
 
 def driver(config: Config, hooks: tuple[str, ...] = ()) -> SglangOrder:
-    """The driver the plane builds for one example."""
+    """The driver the plane builds for one example (``sglang``: eviction every token)."""
     return SglangOrder(config, hooks)
+
+
+def driver_lazy(config: Config, hooks: tuple[str, ...] = ()) -> SglangOrder:
+    """``sglang-lazy``'s driver: eviction at SGLang's default interval (``dataplane:sglang-lazy``)."""
+    return SglangOrder(config, hooks, DEFAULT_EVICTION_INTERVAL)

@@ -56,9 +56,10 @@ from ...matrix import Engine
 __all__ = ["RELEASES", "BACKENDS", "DEFAULT_BACKENDS", "EXTRA_MODULES", "SGLANG"]
 
 RELEASES = ("0.5.7", "0.5.13.post1", "0.5.14", "0.5.15.post1", "0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23")
-BACKENDS = ("sglang", "sglang-lazy", "sglang-radix", "sglang-admission")
+BACKENDS = ("sglang", "sglang-lazy", "sglang-radix", "sglang-admission", "dataplane:sglang", "dataplane:sglang-lazy")
 #: What ``swafloor matrix sglang`` runs unless told otherwise (``sglang-admission``, a differential of one
-#: admission decision per case, is asked by name: 0.5.22 on, where the prefill budget and the tree API are).
+#: admission decision per case, is asked by name: 0.5.22 on, where the prefill budget and the tree API are;
+#: so are the data plane's rows: ``--backends dataplane:sglang``).
 DEFAULT_BACKENDS = ("sglang", "sglang-lazy", "sglang-radix")
 #: Modules some releases import that the pinned SGLang venv lacks, each with the pinned packages that give it.
 EXTRA_MODULES = {
