@@ -26,13 +26,14 @@ from the start reaches, one step past ``sum(L)`` at the bounded ranges' largest 
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Sequence
 
 from swafloor.reference import admission, arith, transitions
 
 from .symbolic import all_of, any_of, implies, negate
 
-__all__ = ["invariant", "rank", "not_done", "ranked_finish", "lengths_and_pool", "unroll", "same_state", "no_lasso"]
+__all__ = ["invariant", "rank", "not_done", "ranked_finish", "lengths_and_pool", "pools_of", "ranked_finish_blocks", "unroll", "same_state", "no_lasso"]
 
 
 def _solver_api(like: Any) -> Any:
@@ -65,6 +66,26 @@ def lengths_and_pool(prompts: Sequence[Any], outputs: Sequence[Any], extra: Any,
     for p, o in zip(prompts[1:], outputs[1:]):
         need = arith.imax(need, need_of(p, o))
     return lengths, need + extra
+
+
+def pools_of(prompts: Sequence[Any], outputs: Sequence[Any], extra: Any, window: Any, sink_blocks: Any,
+             tokens_per_block: Any, chunk: Any, full_beside: bool) -> tuple[tuple, Any, Any]:
+    """Each request's run length and the pools of :func:`~swafloor.reference.transitions.loop_step` with blocks of
+    ``tokens_per_block`` tokens and prefill chunks of ``chunk``: the sliding-window group ``extra`` slots above the
+    largest request's chunk floor (:func:`~swafloor.reference.admission.swa_admission_blocks`); with
+    ``full_beside``, a full-attention group ``extra`` slots above the largest request's whole run
+    (:func:`~swafloor.reference.admission.full_run_blocks`), and never below the sliding-window pool (the
+    manager's least full-attention group beside a window is that window's one-token floor: a smaller one is not
+    a pool it builds). Returns ``(lengths, swa_pool, full_pool)``, ``full_pool`` None without ``full_beside``."""
+    t, p0 = tokens_per_block, prompts[0]
+    lengths = tuple(admission.run_length(p, o) for p, o in zip(prompts, outputs))
+    swa = admission.swa_admission_blocks(t, window, sink_blocks, p0, chunk, 0)
+    run = admission.full_run_blocks(t, p0, outputs[0], 0)
+    for p, o in zip(prompts[1:], outputs[1:]):
+        swa = arith.imax(swa, admission.swa_admission_blocks(t, window, sink_blocks, p, chunk, 0))
+        run = arith.imax(run, admission.full_run_blocks(t, p, o, 0))
+    swa = swa + extra
+    return lengths, swa, (arith.imax(run + extra, swa) if full_beside else None)
 
 
 def not_done(state: tuple, lengths: tuple) -> Any:
@@ -119,16 +140,17 @@ def _fresh(api: Any, like: Any, n: int, tag: str) -> tuple:
 
 def _named_step(api: Any, like: Any, state: tuple, pool: Any, prompts: tuple, outputs: tuple,
                 victim: transitions.Victim, tag: str = "step", window: Any = None,
-                sink_blocks: Any = 0) -> tuple[tuple, list]:
+                sink_blocks: Any = 0, *more: Any) -> tuple[tuple, list]:
     """``loop_step`` of ``state`` move by move (:func:`~swafloor.reference.transitions.loop_moves`), the
     working state after each move named by fresh constants equal to it: the links, and the state after
     the step. The same terms as ``loop_step``'s, each move's written over the names of the one before
     (a term per move, not one term nested sixteen moves deep). ``tag`` keeps each step's names apart: a
-    name used by two steps would equate their states (and make an unroll vacuous)."""
+    name used by two steps would equate their states (and make an unroll vacuous). ``more``: ``loop_moves``'s
+    further arguments (tokens per block, chunk, full-attention pool)."""
     ctx, n = like.ctx, len(prompts)
     work = (*state, state[1], api.BoolVal(False, ctx))
     links: list = []
-    for m, move in enumerate(transitions.loop_moves(pool, prompts, outputs, victim, window, sink_blocks)):
+    for m, move in enumerate(transitions.loop_moves(pool, prompts, outputs, victim, window, sink_blocks, *more)):
         work = move(work)
         names = (*_fresh(api, like, n, f"{tag}_m{m}"), tuple(api.Int(f"{tag}_m{m}_snap{j}", ctx) for j in range(n)),
                  api.Bool(f"{tag}_m{m}_stopped", ctx))
@@ -147,11 +169,19 @@ def ranked_finish(prompts: Sequence[Any], outputs: Sequence[Any], extra: Any, vi
     above its chunk floor (:func:`lengths_and_pool`), instead of full attention."""
     prompts, outputs = tuple(prompts), tuple(outputs)
     lengths, pool = lengths_and_pool(prompts, outputs, extra, window, sink_blocks)
+    return _ranked_parts(prompts, outputs, lengths, pool, victim, steps, window, sink_blocks, (), "step", False)
+
+
+def _ranked_parts(prompts: tuple, outputs: tuple, lengths: tuple, pool: Any, victim: transitions.Victim, steps: int,
+                  window: Any, sink_blocks: Any, more: tuple, tag: str, split: bool) -> tuple:
+    """Base, step and bound (module doc) of ``loop_step`` with ``pool`` and ``more`` (its further arguments:
+    tokens per block, chunk, full-attention pool). On solver terms the step's moves are named under ``tag``;
+    ``split``: the step part is given as its cases (:func:`_step_cases`), each its own part."""
     total = lengths[0]
     for L in lengths[1:]:
         total = total + L
     first = transitions.loop_step(transitions.loop_start(len(prompts)), pool, prompts, outputs, victim, window,
-                                  sink_blocks)
+                                  sink_blocks, *more)
     base = all_of(invariant(first, lengths), rank(first, lengths) <= total)
 
     def step_holds(state: tuple, after: tuple) -> Any:
@@ -164,12 +194,17 @@ def ranked_finish(prompts: Sequence[Any], outputs: Sequence[Any], extra: Any, vi
     api = _solver_api(prompts[0])
     if api is not None:  # any state: fresh constants, universally quantified
         state = _fresh(api, prompts[0], len(prompts), "s")
-        after, links = _named_step(api, prompts[0], state, pool, prompts, outputs, victim, window=window,
-                                   sink_blocks=sink_blocks)
-        return base, implies(all_of(*links), step_holds(state, after)), bound_holds(state)
+        after, links = _named_step(api, prompts[0], state, pool, prompts, outputs, victim, tag, window,
+                                   sink_blocks, *more)
+        step = implies(all_of(*links), step_holds(state, after))
+        if not split:
+            return base, step, bound_holds(state)
+        cases = _step_cases(state, prompts)
+        return (base, *(implies(case, step) for case in cases), implies(negate(any_of(*cases)), step),
+                bound_holds(state))
     step_parts, bound_parts, state = [], [], first
     for _ in range(steps):  # every state the run reaches (ints or numpy arrays)
-        after = transitions.loop_step(state, pool, prompts, outputs, victim, window, sink_blocks)
+        after = transitions.loop_step(state, pool, prompts, outputs, victim, window, sink_blocks, *more)
         step_parts.append(step_holds(state, after))
         bound_parts.append(bound_holds(state))
         state = after
@@ -207,3 +242,52 @@ def no_lasso(states: Sequence[tuple], lengths: tuple) -> list:
     list and its history never changes again): it never finishes."""
     return [implies(same_state(states[i], states[j]), negate(not_done(states[j], lengths)))
             for j in range(1, len(states)) for i in range(j)]
+
+
+# ----------------------------------------------------------------------------- blocks of t tokens, chunks, two groups
+def _parts(prompts: tuple, outputs: tuple, extra: Any, victim: transitions.Victim, steps: int, window: Any,
+           sink_blocks: Any, t: Any, chunk: Any, full_beside: bool, tag: str) -> tuple:
+    """:func:`ranked_finish`'s parts for the loop with blocks of ``t`` tokens (an int, or numpy array
+    elementwise), prefill chunks of ``chunk`` and, with ``full_beside``, a full-attention group beside the
+    sliding-window one (pools: :func:`pools_of`); on solver terms the step part split into its cases."""
+    lengths, pool, full_pool = pools_of(prompts, outputs, extra, window, sink_blocks, t, chunk, full_beside)
+    return _ranked_parts(prompts, outputs, lengths, pool, victim, steps, window, sink_blocks, (t, chunk, full_pool),
+                         tag, True)
+
+
+def _step_cases(state: tuple, prompts: tuple) -> list:
+    """The step part's cases, each its own check (cvc5 decides them one by one where it does not decide their
+    conjunction): who holds the running list's first two places (a request or EMPTY) and, per request, whether
+    its history is in the prompt (prefill) or past it (decode). The last part of :func:`_parts` is the step under
+    none of them (a place out of range: the invariant fails there), so together they are the whole step."""
+    hs, running, _ = state
+    n = len(prompts)
+    cases = []
+    for places in itertools.product(range(transitions.EMPTY, n), repeat=min(2, n)):
+        for phases in itertools.product((True, False), repeat=n):
+            cases.append(all_of(*(x == v for x, v in zip(running, places)),
+                                *((h < p) if pre else (h >= p) for h, p, pre in zip(hs, prompts, phases))))
+    return cases
+
+
+def ranked_finish_blocks(prompts: Sequence[Any], outputs: Sequence[Any], extra: Any, victim: transitions.Victim,
+                         steps: int, window: Any, sink_blocks: Any, tokens_per_block: Any, chunk: Any,
+                         full_beside: bool, t_max: int) -> tuple:
+    """:func:`ranked_finish`'s base, step and bound (the same invariant and rank: they count tokens, and a step
+    commits :func:`~swafloor.reference.admission.advance` >= 1 of them) for the loop with blocks of
+    ``tokens_per_block`` tokens, prefill chunks of ``chunk`` tokens and a sliding-window group of ``window``
+    tokens and ``sink_blocks`` sinks, with ``full_beside`` a full-attention group beside it; pools
+    :func:`pools_of`. The loop's slots are blocks (``lifecycle.allocated_blocks``, ``live_blocks``: they divide
+    by ``t``). On solver terms ``t`` is split into the cases ``t = 1 .. t_max``, each a linear goal over every
+    other variable (a symbolic ``t`` divides by a variable: nonlinear); a ``t`` above ``t_max`` is not covered.
+    Chunk, window, sinks, prompts, outputs and the pool stay symbolic and unbounded. On solver terms the parts
+    are ``t = k`` implies base, the step in each of its cases (:func:`_step_cases`), bound, for each ``k`` in
+    turn (each its own check)."""
+    prompts, outputs = tuple(prompts), tuple(outputs)
+    if _solver_api(prompts[0]) is None:  # ints or numpy arrays: t is a value
+        return _parts(prompts, outputs, extra, victim, steps, window, sink_blocks, tokens_per_block, chunk,
+                      full_beside, "step")
+    cases = [(tokens_per_block == k, _parts(prompts, outputs, extra, victim, steps, window, sink_blocks, k, chunk,
+                                            full_beside, f"t{k}"))
+             for k in range(1, t_max + 1)]
+    return tuple(implies(case, part) for case, parts in cases for part in parts)

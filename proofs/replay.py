@@ -32,6 +32,7 @@ __all__ = [
     "named_hit_reads_unwritten",
     "serve_lasso",
     "serving_livelocks",
+    "growth_keeps_stale",
 ]
 
 
@@ -465,3 +466,47 @@ def serving_livelocks(victim: Any, steps: int):
         return Replay(confirmed, summary, tuple(trace))
 
     return run
+
+
+def growth_keeps_stale(cex: Mapping[str, int]) -> Replay:
+    """One request on two managers with a sliding-window layer, under LMDeploy's release (``free_stale =
+    at-allocate``, ``refused_keeps_stale``) with and without ``stale_freed_on_growth``, through the same calls:
+    a prefill of ``r`` tokens, a step of ``n`` at ``r`` (it adds a block), the tokens up to ``h = r + d``, then a
+    decode step at ``h`` (it adds none). Confirmed when every call succeeds on both and the manager with the
+    option holds more than ``growth_kept_blocks(t, n) - 1`` slots above the one without."""
+    from swafloor.reference import refusal
+    from swafloor.reference.semantics import FreeStale
+
+    t, w, s, n, r, dd = cex["t"], cex["W"], cex["S"], cex["n"], cex["r"], cex["d"]
+    h = r + dd
+    used, traces = [], []
+    for growth in (True, False):
+        semantics = Semantics(free_stale=FreeStale.AT_ALLOCATE, refused_keeps_stale=True,
+                              stale_freed_on_growth=growth)
+        config = Config(tokens_per_block=t, layers=[AttentionLayer(window=w, sink_tokens=s * t)], slots=None,
+                        semantics=semantics)
+        slots = max(build_layout(config).min_slots[0], -(-(h + 1) // t) + 1)
+        d = _Driver(attrs.evolve(config, slots=(slots,)))
+        d.call("create", "r0")
+        d.call("resume", "r0")
+        if r:
+            d.call("resize", "r0", r, 0)
+            d.call("commit", "r0", r)
+        d.call("resize", "r0", r + n, r)
+        d.call("commit", "r0", n)
+        if dd > n:
+            d.call("resize", "r0", h, r + n)
+            d.call("commit", "r0", dd - n)
+        d.call("resize", "r0", h + 1, h)
+        pool = d.manager.snapshot().pools[0]
+        used.append(pool.total - pool.free)
+        traces += [f"stale_freed_on_growth={growth}:", *d.trace, f"-> {pool.total - pool.free} slots held",
+                   *(f"FAILED {f}" for f in d.failures)]
+        if d.failures:
+            return Replay(False, f"NOT REPRODUCED: a call failed (stale_freed_on_growth={growth}): "
+                                 f"{d.failures[0]}", tuple(traces))
+    kept, claimed = used[0] - used[1], refusal.growth_kept_blocks(t, n) - 1
+    confirmed = kept > claimed
+    summary = (f"the decode step at h={h} (the last step that added a block: {n} tokens at r={r}) holds {used[0]} "
+               f"slots with stale_freed_on_growth, {used[1]} without: {kept} kept, above the claimed {claimed}")
+    return Replay(confirmed, summary if confirmed else f"NOT REPRODUCED: {summary}", tuple(traces))

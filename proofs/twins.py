@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import attrs
 
-from swafloor.reference import admission, cache_hit, execution, floors, peers, scheduler, sharing
+from swafloor.reference import admission, cache_hit, execution, floors, peers, refusal, scheduler, sharing
 from swafloor.reference.lifecycle import LifeCycle, LifeCycleKind
 
 __all__ = ["Grid", "TwinResult", "TWINS", "run_twin", "DEFAULT_GRID"]
@@ -454,6 +454,42 @@ def refused_keeps_stale_cost(c: _Counter, g: Grid) -> None:
                         if n == 1 and d == 1:
                             most = max(most, len(extra))
             c.check(most == 1, t=t, W=W, S=S, k=k)
+
+
+def _growth_twin(less: int) -> Callable[[Grid], TwinResult]:
+    def body(c: _Counter, g: Grid) -> None:
+        most: dict[tuple[int, int], int] = {}
+        for t, W, S in g.tws(t_max=4, w_max=6, s_max=1):
+            for n in range(1, 5):
+                for r in range(0, (S + 2) * t + W + n + 1):
+                    for d in range(n, n + t + 1):
+                        h = r + d
+                        grew = len(_allocated(r + n, t)) > len(_allocated(r, t))
+                        still = _allocated(h + 1, t) <= _allocated(r + n, t)
+                        if not (grew and still):
+                            continue
+                        with_option = _held_at(r, h + 1, t, W, S)  # stale at r released, none since
+                        without = _held_at(h, h + 1, t, W, S)
+                        kept = len(with_option - without)
+                        most[t, n] = max(most.get((t, n), 0), kept)
+                        c.check(without <= with_option and kept <= refusal.growth_kept_blocks(t, n) - less,
+                                t=t, W=W, S=S, n=n, r=r, d=d)
+        if not less:  # tight: for every t >= 2 and n some window, sinks and histories reach it (found by scanning)
+            for (t, n), seen in sorted(most.items()):
+                if t >= 2:
+                    c.check(seen == refusal.growth_kept_blocks(t, n), t=t, n=n)
+
+    body.__name__ = "stale_freed_on_growth_cost" + ("_one_less" if less else "")
+    body.__doc__ = ("A step at r of n tokens adds a block, a later one at h = r + d adds none (blocks listed from "
+                    "their tokens): the blocks held with the stale ones at r released, against those at h, counted "
+                    "as sets; " + ("claimed at most one fewer than the bound." if less else
+                                   "at most the bound, and for every t >= 2 and n the bound met by scanning windows "
+                                   "up to 6, sinks, r and d."))
+    return _run(body)
+
+
+stale_freed_on_growth_cost = _growth_twin(0)
+stale_freed_on_growth_cost_one_less = _growth_twin(1)
 
 
 @_run
@@ -1057,6 +1093,32 @@ fcfs_three_ranked_swa = _ranked_swa_twin(3)
 
 
 @_run
+def fcfs_pair_ranked_blocks(c: _Counter, g: Grid) -> None:
+    """The serving loop itself (scheduler.serve on the reference manager) for two requests of prompts up to 3
+    and outputs up to 2 tokens, chunks of 1 to 3 tokens, blocks of 1 or 2 tokens, a full-attention layer beside
+    a sliding-window one (windows 1 to 3 tokens, 0 or 1 sink blocks): the sliding-window group X <= 1 slots
+    above the rule's chunk floor (what the reference gate charges), the full-attention group X above the
+    larger whole run (its blocks counted here, a ceiling of tokens over t) and not below the sliding-window
+    group: both done by step sum(P + O)."""
+    from swafloor.reference import AttentionLayer, Config
+
+    for P0, O0, P1, O1 in itertools.product(range(1, 4), range(1, 3), range(1, 4), range(1, 3)):
+        prompts, outputs = (P0, P1), (O0, O1)
+        total = sum(prompts) + sum(outputs)
+        for C, t, W, S, X in itertools.product(range(1, 4), range(1, 3), range(1, 4), range(0, 2), range(0, 2)):
+            layers = [AttentionLayer(), AttentionLayer(W, S * t)]
+            asked = Config(tokens_per_block=t, layers=layers, slots=(64, 64))  # to ask the gate
+            floor = max(scheduler.gate_charge("reference", asked, p, o, C, 0)[1] for p, o in zip(prompts, outputs))
+            run = max(-(-(p + o) // t) for p, o in zip(prompts, outputs))
+            config = Config(tokens_per_block=t, layers=layers, slots=(max(run + X, floor + X), floor + X))
+            arrivals = [scheduler.Arrival(f"r{i}", 0, p, o) for i, (p, o) in enumerate(zip(prompts, outputs))]
+            result = scheduler.serve(config, arrivals, chunk=C, victim=scheduler.Victim.NEWEST, max_steps=4 * total)
+            last = max(result.finished_at.values(), default=None)
+            c.check(result.completed and last is not None and last <= total,
+                    P0=P0, O0=O0, P1=P1, O1=O1, C=C, t=t, W=W, S=S, X=X)
+
+
+@_run
 def oldest_three_livelock(c: _Counter, g: Grid) -> None:
     """The serving loop itself (scheduler.serve on the reference manager, not its transition system) for three
     requests of prompts and outputs up to 2 tokens under victim oldest, pools up to 1 slot above the largest's
@@ -1294,6 +1356,9 @@ TWINS: dict[str, Callable[[Grid], TwinResult]] = {
     "oldest-three-livelock": oldest_three_livelock,
     "fcfs-pair-ranked-swa": fcfs_pair_ranked_swa,
     "fcfs-three-ranked-swa": fcfs_three_ranked_swa,
+    "fcfs-pair-ranked-blocks": fcfs_pair_ranked_blocks,
+    "stale-freed-on-growth-cost": stale_freed_on_growth_cost,
+    "stale-freed-on-growth-cost-one-less": stale_freed_on_growth_cost_one_less,
     "hit-covers-written-kv": hit_covers_written_kv,
     "named-hit-covers-written-kv": named_hit_covers_written_kv,
     "dropped-step-names-no-hit": dropped_step_names_no_hit,

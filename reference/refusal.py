@@ -13,16 +13,30 @@ With ``stale_freed_on_growth`` as well (LMDeploy whose decode schedule calls the
 sequence that needs a new block) a resize frees a life cycle's stale blocks only when it adds a block to
 that life cycle: otherwise the life cycle keeps the release point it last freed on (its ``evicted_on``),
 and the next resize that adds a block frees everything stale at its own point. A resume is planned as
-before.
+before. What that keeps, beyond what the life cycle would hold without it, is at most
+:func:`growth_kept_blocks` blocks (theorems ``stale-freed-on-growth-cost`` and, one block less refuted,
+``stale-freed-on-growth-cost-one-less``).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from . import lifecycle
+from .arith import cdiv
 from .core import RequestRecord
 from .release import ReleasePolicy
 
-__all__ = ["RefusalPolicy"]
+__all__ = ["RefusalPolicy", "growth_kept_blocks"]
+
+
+def growth_kept_blocks(t: Any, n: Any) -> Any:
+    """The most stale blocks a sliding-window life cycle keeps under ``stale_freed_on_growth`` beyond what it
+    holds without it, at a step that adds no block, when the last step that added one was of ``n`` tokens:
+    ``ceil((n + t - 2) / t)``. That step freed what was stale at its history ``r``; the steps after it add no
+    block while their capacity stays within its blocks, so their history is at most ``r + n + t - 2`` and the
+    window's start has moved at most ``n + t - 2`` tokens since: one block at a decode step (``n = 1``, ``t >= 2``)."""
+    return cdiv(n + t - 2, t)
 
 
 class RefusalPolicy(ReleasePolicy):

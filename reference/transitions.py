@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from . import admission, lifecycle
 from .arith import ite
+from .errors import ConfigError
 
 __all__ = ["Victim", "victim_index", "WAITING", "RUNNING", "DONE", "pair_step", "pair_start", "EMPTY",
            "loop_start", "loop_moves", "loop_step"]
@@ -195,36 +196,67 @@ def loop_start(count: int) -> tuple:
 
 
 def loop_moves(pool: Any, prompts: tuple, outputs: tuple, victim: "Victim", window: Any = None,
-               sink_blocks: Any = 0) -> tuple:
+               sink_blocks: Any = 0, tokens_per_block: Any = 1, chunk: Any = 1, full_pool: Any = None) -> tuple:
     """:func:`loop_step` as its sequence of moves, each a function of the loop's working state
     ``(histories, running, waiting, snapshot, stopped)`` (``snapshot``: the running list at the step's
     start, the order phase 1 takes the requests in; ``stopped``: admission refused this step). In order:
     take the snapshot; per snapshot place, N tries (out of slots: preempt the victim) then the step; N
     admissions. A model check may name the working state between moves (it stays small).
 
-    The pool group serves one attention life cycle at one token per block: full attention (``window`` None: a
-    request at history ``h`` holds ``h`` slots and its step one more) or sliding-window attention of ``window``
-    tokens and ``sink_blocks`` sinks (it holds :func:`.lifecycle.live_blocks` ``(h, h)``, what is live once
-    the stale blocks are released, and its step the difference to ``live_blocks(h, h + 1)``; the gate charges
-    :func:`.admission.swa_admission_blocks`, the chunk floor)."""
+    The pool group serves one attention life cycle of ``tokens_per_block`` (``t``) tokens per block: full
+    attention (``window`` None: a request at history ``h`` holds :func:`.lifecycle.allocated_blocks` ``(h)``,
+    its step the blocks up to its new capacity) or sliding-window attention of ``window`` tokens and
+    ``sink_blocks`` sinks (it holds :func:`.lifecycle.live_blocks` ``(h, h)``, what is live once the stale
+    blocks are released, and its step the difference to ``live_blocks(h, h + n)``; the gate charges
+    :func:`.admission.swa_admission_blocks`, the chunk floor). A step of the request at ``h`` holds ``n =``
+    :func:`.admission.step_tokens` (prefill chunks of at most ``chunk`` tokens, no draft slots) and commits
+    :func:`.admission.advance`. ``full_pool`` (with a window): a full-attention pool group of that many slots
+    beside the SWA one (serve's layer order: full attention first), gated by
+    :func:`.admission.full_admission_blocks`; a step or an admission must fit in both."""
     count = len(prompts)
+    t = tokens_per_block
     lengths = tuple(admission.run_length(p, o) for p, o in zip(prompts, outputs))
-    if window is None:
-        charges = tuple(admission.full_admission_blocks(1, p, 0) for p in prompts)
-    else:
-        charges = tuple(admission.swa_admission_blocks(1, window, sink_blocks, p, 1, 0) for p in prompts)
+    if full_pool is not None and window is None:
+        raise ConfigError("full_pool", full_pool, "a full-attention group beside a sliding-window one needs a window")
+    groups = ((full_pool, None),) if full_pool is not None else ()
+    groups += ((pool, window),)
 
-    def held(h: Any) -> Any:  # slots a running request at history h holds (full attention: h, one a token)
-        return h if window is None else lifecycle.live_blocks(h, h, 1, window, sink_blocks)
+    def charge(p: Any, w: Any) -> Any:
+        if w is None:
+            return admission.full_admission_blocks(t, p, 0)
+        return admission.swa_admission_blocks(t, w, sink_blocks, p, chunk, 0)
 
-    def need(h: Any) -> Any:  # slots its step takes beyond those (full attention: the one token's)
-        return 1 if window is None else lifecycle.live_blocks(h, h + 1, 1, window, sink_blocks) - held(h)
+    charges = tuple(tuple(charge(p, w) for p in prompts) for _, w in groups)
 
-    def free(hs: tuple, running: tuple) -> Any:
-        used: Any = 0
+    def step_of(h: Any, p: Any) -> Any:  # tokens the step at h holds and commits (chunk 1: one, as written)
+        return 1 if type(chunk) is int and chunk == 1 else admission.step_tokens(h, p, chunk, 0)
+
+    def blocks(w: Any, h: Any, capacity: Any) -> Any:  # slots a request at history h and that capacity holds
+        if w is None:
+            return capacity if type(t) is int and t == 1 else lifecycle.allocated_blocks(capacity, t)
+        return lifecycle.live_blocks(h, capacity, t, w, sink_blocks)
+
+    def held(w: Any, h: Any) -> Any:  # slots a running request at history h holds in a group
+        return blocks(w, h, h)
+
+    def need(w: Any, h: Any, p: Any) -> Any:  # slots its step takes beyond those
+        if w is None and type(t) is int and t == 1:
+            return step_of(h, p)  # one slot a token
+        return blocks(w, h, h + step_of(h, p)) - held(w, h)
+
+    def used(w: Any, hs: tuple, running: tuple) -> Any:
+        out: Any = 0
         for i in range(count):
-            used = used + ite(_holds(running, i), held(hs[i]), 0)
-        return pool - used
+            out = out + ite(_holds(running, i), held(w, hs[i]), 0)
+        return out
+
+    def short_of(hs: tuple, running: tuple, rid: Any) -> Any:  # its step fits in no group's free slots
+        h, p = _of(hs, rid), _of(prompts, rid)
+        return _or(*(g_pool - used(w, hs, running) < need(w, h, p) for g_pool, w in groups))
+
+    def fits_of(hs: tuple, running: tuple, rid: Any) -> Any:  # its step fits in every group's free slots
+        h, p = _of(hs, rid), _of(prompts, rid)
+        return _and(*(g_pool - used(w, hs, running) >= need(w, h, p) for g_pool, w in groups))
 
     def snapshot(w: tuple) -> tuple:
         hs, running, waiting, _, _ = w
@@ -234,7 +266,7 @@ def loop_moves(pool: Any, prompts: tuple, outputs: tuple, victim: "Victim", wind
         def move(w: tuple) -> tuple:  # out of slots: preempt the victim (itself when it is the pick)
             hs, running, waiting, snap, stopped = w
             rid = snap[place]
-            short = _and(rid != EMPTY, _holds(running, rid), free(hs, running) < need(_of(hs, rid)))
+            short = _and(rid != EMPTY, _holds(running, rid), short_of(hs, running, rid))
             v = _at(running, victim_index(_count(running), _position(running, rid), victim))
             running2 = tuple(ite(short, x, y) for x, y in zip(_remove(running, v), running))
             waiting2 = tuple(ite(short, x, y) for x, y in zip(_push_front(waiting, v), waiting))
@@ -247,8 +279,8 @@ def loop_moves(pool: Any, prompts: tuple, outputs: tuple, victim: "Victim", wind
         def move(w: tuple) -> tuple:  # the step: one token, done at P + O
             hs, running, waiting, snap, stopped = w
             rid = snap[place]
-            go = _and(rid != EMPTY, _holds(running, rid), free(hs, running) >= need(_of(hs, rid)))
-            hs2 = tuple(ite(_and(go, rid == i), hs[i] + 1, hs[i]) for i in range(count))
+            go = _and(rid != EMPTY, _holds(running, rid), fits_of(hs, running, rid))
+            hs2 = tuple(ite(_and(go, rid == i), hs[i] + step_of(hs[i], prompts[i]), hs[i]) for i in range(count))
             done = _and(go, _of(hs2, rid) >= _of(lengths, rid))
             running2 = tuple(ite(done, x, y) for x, y in zip(_remove(running, rid), running))
             return hs2, running2, waiting, snap, stopped
@@ -258,7 +290,9 @@ def loop_moves(pool: Any, prompts: tuple, outputs: tuple, victim: "Victim", wind
     def admit(w: tuple) -> tuple:  # first come first served; a refusal ends admission for the step
         hs, running, waiting, snap, stopped = w
         front = waiting[0]
-        ok = _and(stopped == False, front != EMPTY, _of(charges, front) <= free(hs, running))  # noqa: E712
+        fits = _and(*(_of(charged, front) <= g_pool - used(w, hs, running)
+                      for charged, (g_pool, w) in zip(charges, groups)))
+        ok = _and(stopped == False, front != EMPTY, fits)  # noqa: E712
         running2 = tuple(ite(ok, x, y) for x, y in zip(_append(running, front), running))
         waiting2 = tuple(ite(ok, x, y) for x, y in zip((*waiting[1:], EMPTY), waiting))
         return hs, running2, waiting2, snap, _or(stopped, ok == False)  # noqa: E712
@@ -270,7 +304,7 @@ def loop_moves(pool: Any, prompts: tuple, outputs: tuple, victim: "Victim", wind
 
 
 def loop_step(state: tuple, pool: Any, prompts: tuple, outputs: tuple, victim: "Victim", window: Any = None,
-              sink_blocks: Any = 0) -> tuple:
+              sink_blocks: Any = 0, tokens_per_block: Any = 1, chunk: Any = 1, full_pool: Any = None) -> tuple:
     """One step of :func:`serve` for ``N = len(prompts)`` requests that all arrive at step 0, on one
     full-attention pool group of ``pool`` slots at one token per block, prefill chunk 1, no draft slots,
     the ``reference`` gate: the loop as a transition system on the arithmetic kernel (bounded model
@@ -279,9 +313,10 @@ def loop_step(state: tuple, pool: Any, prompts: tuple, outputs: tuple, victim: "
     a token), the running requests in admission order and the waiting queue, each a list of ``N`` places of
     request numbers padded with :data:`EMPTY`. A request is done when its history reaches ``P + O`` (it is then
     in neither list). :func:`loop_start` is the state before step 0. ``window``, ``sink_blocks``: a
-    sliding-window life cycle instead of full attention (:func:`loop_moves`)."""
+    sliding-window life cycle instead of full attention; ``tokens_per_block``, ``chunk``: blocks of ``t`` tokens and
+    prefill chunks of ``C``; ``full_pool``: a full-attention group beside the SWA one (:func:`loop_moves`)."""
     hs, running, waiting = state
     w = (tuple(hs), tuple(running), tuple(waiting), tuple(running), False)
-    for move in loop_moves(pool, prompts, outputs, victim, window, sink_blocks):
+    for move in loop_moves(pool, prompts, outputs, victim, window, sink_blocks, tokens_per_block, chunk, full_pool):
         w = move(w)
     return w[:3]

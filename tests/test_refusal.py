@@ -109,3 +109,59 @@ def test_the_oracle_growth_campaign_passes_on_the_ci_profile():
     result = run_campaign("oracle-growth", examples=150, seed=PROFILES["ci"].seed, profile="ci", out_dir=None)
     assert result.divergence is None, result.divergence
     assert result.served >= 140
+
+
+def test_what_stale_freed_on_growth_keeps_is_bounded_and_the_bound_is_met_on_the_manager():
+    """issue 33: the cost of stale_freed_on_growth, measured on the reference manager. A lone request in chunks of
+    C then decoding, under LMDeploy's release with and without the option, the same calls (a pool too large to
+    refuse anything): after every step the manager with the option holds at most growth_kept_blocks(t, C) slots
+    more (ceil((C + t - 2)/t), hand values below), never fewer, the same at every step that adds a block; and the
+    sweep meets the bound at a decode chunk (C = 1, t = 2: one block) and at a prefill chunk (C = 3, t = 2: two)."""
+    import itertools
+
+    from swafloor.reference import lifecycle, refusal
+
+    assert [refusal.growth_kept_blocks(t, n) for t, n in ((2, 1), (4, 1), (2, 3), (3, 2), (4, 4), (2, 4))] == \
+        [1, 1, 2, 1, 2, 2]
+    most: dict = {}
+    for t, W, S, C, P in itertools.product((2, 3), (1, 2, 3, 5), (0, 1), (1, 2, 3), (1, 4, 9)):
+        held = []
+        for growth in (True, False):
+            semantics = Semantics(free_stale="at-allocate", refused_keeps_stale=True, stale_freed_on_growth=growth)
+            m = Manager(Config(tokens_per_block=t, layers=[AttentionLayer(W, S * t)], slots=[64], semantics=semantics))
+            m.create("r0")
+            assert m.resume("r0")
+            h, row = 0, []
+            while h < P + 6:
+                n = min(C, P - h) if h < P else 1
+                assert m.resize("r0", h + n, h)
+                grew = lifecycle.allocated_blocks(h + n, t) > lifecycle.allocated_blocks(h, t)
+                row.append((64 - m.snapshot().pools[0].free, grew))
+                m.commit("r0", n)
+                h += n
+            held.append(row)
+        for (with_option, grew), (without, _) in zip(*held):
+            kept = with_option - without
+            assert 0 <= kept <= refusal.growth_kept_blocks(t, C), (t, W, S, C, P)
+            assert not grew or kept == 0, (t, W, S, C, P)
+            most[t, C] = max(most.get((t, C), 0), kept)
+    assert most[2, 1] == 1 and most[2, 3] == 2, most
+
+
+def test_the_cost_theorems_meet_their_expectations_on_both_solvers(capsys):
+    """stale-freed-on-growth-cost proved and -one-less refuted (the bound is tight), on Z3 and cvc5 through the CLI
+    (opt-in: run by name), each twin agreeing, the refutation replayed on two reference managers."""
+    import json
+
+    from swafloor.cli import main
+    from swafloor.proofs import catalogue
+
+    names = ("stale-freed-on-growth-cost", "stale-freed-on-growth-cost-one-less")
+    assert all(catalogue.by_name(n) in catalogue.OPT_IN for n in names)
+    code = main(["prove", *names, "--solver", "both", "--json"])
+    data = {d["name"]: d for d in json.loads(capsys.readouterr().out)}
+    assert code == 0, data
+    assert {s: x["result"] for s, x in data[names[0]]["solvers"].items()} == {"z3": "proved", "cvc5": "proved"}
+    assert {s: x["result"] for s, x in data[names[1]]["solvers"].items()} == {"z3": "refuted", "cvc5": "refuted"}
+    assert data[names[0]]["token_level"]["holds"] and not data[names[1]]["token_level"]["holds"]
+    assert data[names[1]]["replay"]["confirmed"], data[names[1]]

@@ -150,6 +150,46 @@ def test_loop_step_through_a_window_is_serves_step(victim):
                 assert got == tuple(map(tuple, state)), (W, S, X, prompts, outputs, step)
 
 
+@pytest.mark.parametrize("victim", [Victim.NEWEST, Victim.OLDEST])
+def test_loop_step_with_blocks_chunks_and_two_groups_is_serves_step(victim):
+    """The transition system with blocks of t tokens, prefill chunks of C tokens and a full-attention group beside
+    the sliding-window one (loop_step's tokens_per_block, chunk, full_pool: a request holds allocated_blocks(h, t)
+    and live_blocks(h, h, t, W, S), its step the rest up to capacity h + step_tokens in each group, both must fit)
+    is serve()'s loop on the reference manager with a full-attention layer and a sliding-window layer: the state
+    serve reads back after every step is loop_step's, for three requests of prompts 1 or 3 and outputs 1 or 2
+    tokens, four (t, C, W, S, X, full) settings (one without the full group), 12 steps; pools as the proof's
+    (progress.pools_of)."""
+    import itertools
+
+    from swafloor.proofs import progress
+    from swafloor.reference import AttentionLayer, Config
+    from swafloor.reference.scheduler import Arrival, loop_start, loop_step, serve
+
+    for t, C, W, S, X, full in ((2, 2, 3, 0, 0, True), (3, 2, 4, 1, 0, True), (2, 1, 1, 1, 0, False),
+                                (4, 3, 5, 1, 1, True)):
+        layers = [AttentionLayer(), AttentionLayer(W, S * t)] if full else [AttentionLayer(W, S * t)]
+        for lens in itertools.product((1, 3), (1, 2), repeat=3):
+            prompts, outputs = lens[0::2], lens[1::2]
+            _, pool, full_pool = progress.pools_of(prompts, outputs, X, W, S, t, C, full)
+            config = Config(tokens_per_block=t, layers=layers, slots=(full_pool, pool) if full else (pool,))
+            arrivals = [Arrival(f"r{i}", 0, prompts[i], outputs[i]) for i in range(3)]
+            seen: list = []
+            serve(config, arrivals, chunk=C, victim=victim, max_steps=12, on_step=lambda _, st: seen.append(st))
+            assert len(seen) >= 3
+            state = loop_start(3)
+            for step, got in enumerate(seen):
+                state = loop_step(state, pool, prompts, outputs, victim, W, S, t, C, full_pool)
+                assert got == tuple(map(tuple, state)), (t, C, W, S, X, full, prompts, outputs, step)
+
+
+def test_a_full_attention_pool_beside_no_window_is_a_typed_error():
+    from swafloor.reference.errors import ConfigError
+    from swafloor.reference.scheduler import loop_start, loop_step
+
+    with pytest.raises(ConfigError, match="full_pool"):
+        loop_step(loop_start(2), 4, (1, 1), (1, 1), Victim.NEWEST, full_pool=4)
+
+
 def test_the_oldest_victim_livelocks_three_requests():
     """A livelocking policy, found by the oracle at three requests (the two-request model check cannot see it):
     victim oldest with prompts (2, 1, 2), outputs (2, 1, 2) in 4 slots never finishes; victim newest finishes
@@ -307,6 +347,55 @@ def test_the_ranking_fails_for_the_oldest_victim():
     theorem = Theorem("oldest-pair-ranked-swa", "the ranking under victim oldest", "proved", swa.variables,
                       oldest_pair_swa, linear=True)
     assert discharge.discharge(theorem, attempts=False, minimise=False, encoding="direct").result == "refuted"
+
+
+def test_the_ranked_proof_with_blocks_chunks_and_two_groups_on_z3(capsys):
+    """fcfs-pair-ranked-blocks (opt-in) through the CLI, no flags, Z3: proved (each t = 1, 2 case and each step case
+    a check of its own), the twin (serve itself over its box) holds. cvc5 is run by hand (docs/admission.md)."""
+    import json
+
+    from swafloor.cli import main
+    from swafloor.proofs import catalogue
+
+    theorem = catalogue.by_name("fcfs-pair-ranked-blocks")
+    assert theorem in catalogue.OPT_IN and theorem not in catalogue.CATALOGUE
+    code = main(["prove", "fcfs-pair-ranked-blocks", "--json"])
+    (d,) = json.loads(capsys.readouterr().out)
+    assert code == 0 and d["status"] == "ok" and d["result"] == "proved" and d["token_level"]["holds"], d
+
+
+def test_the_ranking_with_blocks_fails_for_the_oldest_victim_and_the_oracle_sees_it_livelock():
+    """In the larger setting (blocks of t tokens, chunks, a full-attention group beside the SWA one) the ranking's
+    parts under victim oldest are refuted (Z3, seconds), and the oracle finds the livelock there: t = 2, C = 3,
+    W = 2, prompts 2, 2, 3, outputs 3, 3, 1, pools 3 and 3 (progress.pools_of at X = 0): serve under victim oldest
+    finishes one request in 200 steps, and so does loop_step; victim newest finishes all by step 10 <= sum(L) = 14."""
+    from swafloor.proofs import catalogue, discharge, progress
+    from swafloor.proofs.theorem import Theorem
+    from swafloor.reference import AttentionLayer, Config
+    from swafloor.reference.scheduler import Arrival, loop_start, loop_step, serve
+
+    def oldest_pair_blocks(P0, O0, P1, O1, C, t, W, S, X):
+        return progress.ranked_finish_blocks((P0, P1), (O0, O1), X, Victim.OLDEST, catalogue.BLOCK_RANKED_STEPS, W, S,
+                                             t, C, True, catalogue.T_BLOCKS)
+
+    blocks = catalogue.by_name("fcfs-pair-ranked-blocks")
+    theorem = Theorem("oldest-pair-ranked-blocks", "the ranking under victim oldest", "proved", blocks.variables,
+                      oldest_pair_blocks, linear=True)
+    assert discharge.discharge(theorem, attempts=False, minimise=False, encoding="direct").result == "refuted"
+
+    prompts, outputs = (2, 2, 3), (3, 3, 1)
+    _, pool, full_pool = progress.pools_of(prompts, outputs, 0, 2, 0, 2, 3, True)
+    assert (full_pool, pool) == (3, 3)
+    config = Config(tokens_per_block=2, layers=[AttentionLayer(), AttentionLayer(2, 0)], slots=(full_pool, pool))
+    arrivals = [Arrival(f"r{i}", 0, p, o) for i, (p, o) in enumerate(zip(prompts, outputs))]
+    stuck = serve(config, arrivals, chunk=3, victim=Victim.OLDEST, max_steps=200)
+    assert stuck.livelock_at == 200 and len(stuck.finished) == 1, stuck
+    fine = serve(config, arrivals, chunk=3, victim=Victim.NEWEST, max_steps=200)
+    assert fine.completed and max(fine.finished_at.values()) <= sum(prompts) + sum(outputs), fine
+    state = loop_start(3)
+    for _ in range(200):
+        state = loop_step(state, pool, prompts, outputs, Victim.OLDEST, 2, 0, 2, 3, full_pool)
+    assert sum(h >= p + o for h, p, o in zip(state[0], prompts, outputs)) == 1, state
 
 
 @pytest.mark.parametrize("requests", [4, 5, 6, 7, 8])
