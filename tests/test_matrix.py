@@ -162,7 +162,8 @@ def test_sglang_releases_and_selection():
     from swafloor.fuzz.engines.sglang import matrix as sglang_matrix
 
     sg = matrix.engine_named("sglang")
-    assert sg.releases == sglang_matrix.RELEASES and sg.backends == ("sglang", "sglang-lazy", "sglang-radix")
+    assert sg.releases == sglang_matrix.RELEASES and sg.backends == ("sglang", "sglang-lazy", "sglang-radix", "sglang-eagle")
+    assert sg.default_backends == ("sglang", "sglang-lazy", "sglang-radix")  # sglang-eagle on request
     assert sg.releases[0] == "0.5.7" and sg.releases[-1] == "0.5.23"
     assert list(sg.releases) == sorted(sg.releases, key=matrix.release_key)
     # one per patch line, 0.5.14 .. 0.5.23, and one of each older eviction path (0.5.7, 0.5.13.post1)

@@ -49,10 +49,12 @@ from pathlib import Path
 
 from ...matrix import Engine
 
-__all__ = ["RELEASES", "BACKENDS", "EXTRA_MODULES", "SGLANG"]
+__all__ = ["RELEASES", "BACKENDS", "OPTIONAL_BACKENDS", "EXTRA_MODULES", "SGLANG"]
 
 RELEASES = ("0.5.7", "0.5.13.post1", "0.5.14", "0.5.15.post1", "0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23")
 BACKENDS = ("sglang", "sglang-lazy", "sglang-radix")
+#: Run on request (``--backends``), not by default: SGLang's EAGLE (spec v2) decode allocation (issue 33).
+OPTIONAL_BACKENDS = ("sglang-eagle",)
 #: Modules some releases import that the pinned SGLang venv lacks, each with the pinned packages that give it.
 EXTRA_MODULES = {
     "openai": "openai==2.8.0", "partial_json_parser": "partial-json-parser==0.2.1.1.post7",
@@ -97,7 +99,7 @@ def _fallback(folder: Path, extras: list[str], error: str) -> list[str] | None:
 
 
 SGLANG = Engine(
-    name="sglang", title="SGLang", releases=RELEASES, backends=BACKENDS, default_backends=BACKENDS,
+    name="sglang", title="SGLang", releases=RELEASES, backends=BACKENDS + OPTIONAL_BACKENDS, default_backends=BACKENDS,
     extra_modules=EXTRA_MODULES,
     first_why="the first release with a sliding-window SWA eviction (SWAChunkCache.evict_swa with "
               "sliding_window_size); from 0.4.9, the first with SWATokenToKVPoolAllocator, to 0.5.6 the chunk cache "
