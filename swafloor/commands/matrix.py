@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from ..fuzz.engines.lmdeploy.matrix import BACKENDS as LMDEPLOY_BACKENDS
-from ..fuzz.engines.sglang.matrix import BACKENDS as SGLANG_BACKENDS
+from ..fuzz.engines.sglang.matrix import BACKENDS as SGLANG_BACKENDS, OPTIONAL_BACKENDS as SGLANG_OPTIONAL
 from ..fuzz.engines.vllm.matrix import BACKENDS as VLLM_BACKENDS, DEFAULT_BACKENDS as VLLM_DEFAULT_BACKENDS
 from ._common import int_in, print_json, writable_dir
 
@@ -40,7 +40,8 @@ def register(subparsers) -> None:
     p.add_argument("--backends", default=None, metavar="NAMES",
                    help=f"comma-separated; for vllm: {', '.join(VLLM_BACKENDS)} (default "
                         f"{', '.join(VLLM_DEFAULT_BACKENDS)}; the vllm-prefix ones run from 0.9.2, the mixed "
-                        f"ones from 0.12.0); for sglang: {', '.join(SGLANG_BACKENDS)} (default all); for lmdeploy: "
+                        f"ones from 0.12.0); for sglang: {', '.join(SGLANG_BACKENDS + SGLANG_OPTIONAL)} (default all "
+                        f"but {', '.join(SGLANG_OPTIONAL)}); for lmdeploy: "
                         f"{', '.join(LMDEPLOY_BACKENDS)}; for transformers: transformers-cb")
     p.add_argument("--examples", type=int_in(1, 100_000), default=None,
                    help="examples per cell (ci profile, seed 0; default 150)")
