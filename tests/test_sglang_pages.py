@@ -82,6 +82,7 @@ for key, backend, profile, examples, sizes in (("p64", "sglang", "pages", p64, (
     report = json.loads(json.dumps(result.to_dict(), default=str))
     report["seen"] = dict(seen)
     report["slots_compared"] = result_caps[backend]
+    report["lookahead_tokens"] = resolve(backend).capabilities.semantics.lookahead_tokens
     out[key] = report
 json.dump(out, sys.stdout)
 '''
@@ -131,7 +132,7 @@ def test_sglang_at_a_large_page_passes_and_evicts_whole_and_straddling_pages(rep
 def test_sglang_eagle_allocates_draft_slots_through_sglangs_spec_path_and_passes(reports):
     report = reports["eagle"]
     _passed(report, "sglang-eagle", "ci", EAGLE_EXAMPLES)
-    assert "lookahead_tokens 7" in report["domain"], report["domain"]
+    assert report["lookahead_tokens"] == 7 and report["slots_compared"] == "exact", report  # draft slots, identity
     seen = report["seen"]
     assert seen.get("spec_extend", 0) >= 100 and seen.get("spec_tokens", 0) >= 3, seen  # paged and page-1 paths
     assert seen.get("releases_with_tail", 0) >= 1, seen  # an over-allocated tail given back apart
