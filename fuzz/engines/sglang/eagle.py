@@ -33,7 +33,9 @@ SGLang's CPU build ``sgl_kernel.assign_req_to_token_pool_cpu``, not installed. T
 functions those make their allocation with (``page_aligned_decode_alloc_lens``,
 ``get_last_loc_torch``, ``alloc_paged_token_slots_extend`` / ``alloc_token_slots``) with a stand-in
 prefix cache (no prefix sharing: SGLang's chunk cache) and writes the returned slots into the row
-itself (what the kernel writes). ``alloc_extend_swa_tail`` is not on this path: SGLang calls it only
+itself (what the kernel writes). Where a release's paged sub-allocators have no CPU path (Triton only,
+through 0.5.21) a config with pages above 1 is refused (Unsupported): the adapter composes no
+speculative allocation of its own. ``alloc_extend_swa_tail`` is not on this path: SGLang calls it only
 when a disaggregated decode server preallocates for transferred KV (``disaggregation.decode``).
 
 Observations are the ``sglang`` backend's (:mod:`.backend`); lengths are the protocol's (``c``), SGLang's
@@ -135,6 +137,11 @@ class SglangEagleBackend(SglangBackend):
     def __init__(self, config: Config):
         self.spec = _prepare()["spec"]
         super().__init__(config, eviction_interval=1)
+        from .compat import paged_cpu
+
+        if self.t > 1 and not paged_cpu(self.allocators[0]):  # the adapter composes no spec allocation of its own
+            raise Unsupported(f"SGLang {_loaded.get('version')}'s paged alloc_extend is a Triton kernel only (no CPU "
+                              f"path): pages of {self.t} tokens")
         self.caches = [_ChunkCache(a) for a in self.allocators]
         self.kv_allocated: dict[int, int] = {}  # id(request) -> SGLang's kv_allocated_len
 
@@ -144,7 +151,7 @@ class SglangEagleBackend(SglangBackend):
                 return False
             self.kv_allocated[id(req)] = capacity
             return True
-        from .compat import paged_cpu, pages_available
+        from .compat import pages_available
 
         torch = _loaded["torch"]
         P = self.t
@@ -163,8 +170,6 @@ class SglangEagleBackend(SglangBackend):
                 if P == 1:
                     out = self.spec["tokens"](self.caches[a], needed)
                 else:
-                    if not paged_cpu(alloc):
-                        raise Unsupported(f"SGLang {_loaded.get('version')}'s paged alloc_extend is a Triton kernel only")
                     indices = torch.tensor([row_id], dtype=torch.int64)
                     cur_t = torch.tensor([cur], dtype=torch.int64)
                     nxt_t = torch.tensor([nxt], dtype=torch.int64)
