@@ -114,6 +114,10 @@ class _ChunkCache:
     def supports_prefix_sharing() -> bool:
         return False
 
+    @staticmethod
+    def is_chunk_cache() -> bool:  # what releases before 0.5.22 ask instead (evict_from_tree_cache)
+        return True
+
     def available_and_evictable_str(self) -> str:  # SGLang's out-of-memory message reads it
         return self.token_to_kv_pool_allocator.debug_print()
 
