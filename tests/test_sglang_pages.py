@@ -13,6 +13,8 @@ One subprocess runs every campaign (SGLang imported once), bounded: seed 0, a fe
   allocation (``alloc_paged_token_slots_extend`` / ``alloc_token_slots`` after
   ``page_aligned_decode_alloc_lens``), and finished requests gave back an over-allocated tail as
   ``release_kv_cache`` does (two ranges).
+- Without SGLang: the ``pages`` profile draws only blocks of 64 and 256 tokens (both), and one size when
+  the campaign names it.
 """
 
 from __future__ import annotations
@@ -136,3 +138,26 @@ def test_sglang_eagle_allocates_draft_slots_through_sglangs_spec_path_and_passes
     seen = report["seen"]
     assert seen.get("spec_extend", 0) >= 100 and seen.get("spec_tokens", 0) >= 3, seen  # paged and page-1 paths
     assert seen.get("releases_with_tail", 0) >= 1, seen  # an over-allocated tail given back apart
+
+
+def test_the_pages_profile_draws_only_its_page_sizes_and_one_size_when_asked():
+    """Runs without SGLang: the oracle on the ``pages`` profile (a few examples) is built only for configs
+    of 64 or 256 tokens per block, both drawn; ``tokens_per_block=(256,)`` keeps 256 alone."""
+    import attrs
+
+    from swafloor.fuzz.backends import resolve
+    from swafloor.fuzz.runner import PROFILES, run_campaign
+
+    assert PROFILES["pages"].tokens_per_block == (64, 256) and PROFILES["pages"].seed == 0
+    oracle = resolve("oracle")
+    for sizes, want in ((None, {64, 256}), ((256,), {256})):
+        seen: list[int] = []
+
+        def recording(config, _factory=oracle.factory, _seen=seen):
+            _seen.append(config.tokens_per_block)
+            return _factory(config)
+
+        record = attrs.evolve(oracle, factory=recording)
+        result = run_campaign(record, profile="pages", examples=6, steps=4, seed=0, out_dir=None, tokens_per_block=sizes)
+        assert not result.diverged and result.examples >= 6, result
+        assert set(seen) == want, sorted(set(seen))
