@@ -103,12 +103,14 @@ class Stats:
 
 
 def build_machine(
-    backend: Any, against: Any, stats: Stats, batch_rounds: int = BATCH_ROUNDS
+    backend: Any, against: Any, stats: Stats, batch_rounds: int = BATCH_ROUNDS,
+    tokens_per_block: tuple[int, ...] | None = None,
 ) -> type[RuleBasedStateMachine]:
     """A state machine class comparing ``backend`` with ``against`` (both
     :class:`~swafloor.fuzz.backends.ResolvedBackend`), counting into ``stats``. ``batch_rounds``: the
     most rounds one ``decode_batch`` rule draws (longer runs: more compared steps per Hypothesis draw,
-    and longer examples)."""
+    and longer examples). ``tokens_per_block``: the block sizes configs draw from (a profile's; None:
+    every size the strategies draw)."""
     caps = backend.capabilities
     ops = caps.operations
     misuse_allowed = caps.mode(Part.ERRORS) is not None
@@ -212,7 +214,7 @@ def build_machine(
                 stats.examples += 1
 
         # ------------------------------------------------------------ setup
-        @initialize(config=configs(caps), data=st.data())
+        @initialize(config=configs(caps, tokens_per_block) if tokens_per_block else configs(caps), data=st.data())
         def build(self, config, data) -> None:
             """Build both sides, then create and resume a first request (every rule needs one)."""
             try:

@@ -74,12 +74,18 @@ class Profile:
     steps: int
     seed: int | None
     batch_rounds: int = BATCH_ROUNDS
+    #: The tokens per block its configs draw from (None: every size of :data:`~.strategies.TOKENS_PER_BLOCK`).
+    tokens_per_block: tuple[int, ...] | None = None
 
 
 PROFILES = {
     "standard": Profile("standard", examples=2000, steps=16, seed=0, batch_rounds=4096),
     "ci": Profile("ci", examples=2000, steps=12, seed=0),
     "nightly": Profile("nightly", examples=50_000, steps=40, seed=None),
+    # Large pages only (SGLang's page sizes 64 and 256, issue 33): windows, prefill chunks and reserved
+    # runs are drawn in units of the page (strategies.windows, machine.horizon), so pages fill, straddle a
+    # window's edge and are evicted; decode batches run long enough to cross a page of 256.
+    "pages": Profile("pages", examples=300, steps=12, seed=0, batch_rounds=1024, tokens_per_block=(64, 256)),
 }
 
 
@@ -303,6 +309,7 @@ def run_campaign(
     import_seconds: float = 0.0,
     search: bool = True,
     known_classes: frozenset[str] = frozenset(),
+    tokens_per_block: tuple[int, ...] | None = None,
 ) -> CampaignResult:
     """Fuzz ``backend`` against ``against``. A divergence is shrunk (unless ``shrink`` is False) and,
     when ``out_dir`` is not None, saved there as a JSON trace.
@@ -313,7 +320,9 @@ def run_campaign(
     caller already spent resolving and preparing the backends (added to the reported import time).
     Each side's ``prepare()`` (slow imports) runs here before the campaign, timed apart.
     ``known_classes``: divergence classes (:attr:`Divergence.class_key`) already reported: an example
-    meeting one ends there and is counted in ``masked`` (:func:`swafloor.fuzz.classes.run_classes`)."""
+    meeting one ends there and is counted in ``masked`` (:func:`swafloor.fuzz.classes.run_classes`).
+    ``tokens_per_block``: the block sizes configs draw from, in place of the profile's (e.g. one page size
+    of the ``pages`` profile)."""
     if profile not in PROFILES:
         raise CampaignError(f"profile={profile!r}: must be one of {sorted(PROFILES)}")
     chosen = PROFILES[profile]
@@ -333,7 +342,8 @@ def run_campaign(
     if seed is None:
         seed = chosen.seed if chosen.seed is not None else random.SystemRandom().randrange(2**32)
     stats = Stats(on_example=progress, known_classes=frozenset(known_classes))
-    machine = hypothesis_seed(seed)(build_machine(backend_, against_, stats, chosen.batch_rounds))
+    machine = hypothesis_seed(seed)(build_machine(
+        backend_, against_, stats, chosen.batch_rounds, tokens_per_block or chosen.tokens_per_block))
     # The example database key: one per pair of sides (the machine's source is the same for all).
     machine._hypothesis_internal_add_digest = f"swafloor:{backend_.name}|{against_.name}".encode()
     divergence, trace, path = None, None, None

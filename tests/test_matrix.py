@@ -164,7 +164,8 @@ def test_sglang_releases_and_selection():
     sg = matrix.engine_named("sglang")
     assert sg.releases == sglang_matrix.RELEASES
     assert sg.default_backends == ("sglang", "sglang-lazy", "sglang-radix")  # the others asked by name
-    assert sg.backends == (*sg.default_backends, "sglang-admission", "dataplane:sglang", "dataplane:sglang-lazy")
+    assert sg.backends == (*sg.default_backends, "sglang-eagle", "sglang-admission", "dataplane:sglang",
+                           "dataplane:sglang-lazy")
     assert sg.releases[0] == "0.5.7" and sg.releases[-1] == "0.5.23"
     assert list(sg.releases) == sorted(sg.releases, key=matrix.release_key)
     # one per patch line, 0.5.14 .. 0.5.23, and one of each older eviction path (0.5.7, 0.5.13.post1)

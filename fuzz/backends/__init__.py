@@ -111,6 +111,7 @@ REGISTRY: dict[str, Registered] = {
     "sglang-lazy": _in_venv("sglang", "backend:sglang_lazy", "tests/test_sglang.py"),
     "sglang-radix": _in_venv("sglang", "radix:sglang_radix", "tests/test_sglang_radix.py"),
     "sglang-admission": _in_venv("sglang", "admission:sglang_admission", "tests/test_sglang_admission.py"),
+    "sglang-eagle": _in_venv("sglang", "eagle:sglang_eagle", "tests/test_sglang_pages.py"),
     "lmdeploy": _in_venv("lmdeploy", "backend:lmdeploy",
                          "fuzzed in CI, in the LMDeploy venv (tests/test_lmdeploy.py): its ci campaign diverges, in a "
                          "class with a verdict (docs/lmdeploy.md)"),

@@ -25,9 +25,10 @@ def register(subparsers) -> None:
                    help="compare with a seeded bug of the reference (reference-mutant:NAME; --list shows them) "
                         "instead of the reference; --backend defaults to oracle. A divergence (exit 1) is the "
                         "expected result")
-    p.add_argument("--profile", choices=("standard", "ci", "nightly"), default="standard",
+    p.add_argument("--profile", choices=("standard", "ci", "nightly", "pages"), default="standard",
                    help="standard: fixed seed, long runs of batched decoding (default); ci: fixed seed, the "
-                        "shorter runs CI's tests use; nightly: random seed, long")
+                        "shorter runs CI's tests use; nightly: random seed, long; pages: fixed seed, block sizes 64 and 256 "
+                        "only (large pages: SGLang's page sizes)")
     p.add_argument("--examples", type=int_in(1, 10**15), default=None, help="examples to run (default: the profile's)")
     p.add_argument("--steps", type=int_in(1, 100_000), default=None, help="rules per example (default: the profile's)")
     p.add_argument("--seed", type=int_in(0, 2**64 - 1), default=None, help="seed (default: 0, nightly random)")

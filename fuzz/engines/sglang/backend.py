@@ -58,6 +58,10 @@ DEFAULT_EVICTION_INTERVAL = 128
 #: The longest row a request may have (tokens): above any capacity the ci profile generates (2,112 seen on
 #: seed 0 by the matrix's sglang-radix cells; the row was 2,048 tokens until then).
 MAX_CONTEXT = 4096
+#: A row holds at least this many pages: with pages of 256 tokens (the ``pages`` profile) windows reach
+#: about 1,000 tokens and one prefill chunk about 1,800 (``strategies.horizon``), so a few chunks pass
+#: 4,096; a row of 64 pages (16,384 tokens at 256) holds them. Pages of 64 and below keep MAX_CONTEXT.
+ROW_PAGES = 64
 #: Requests a backend may hold at once (ReqToTokenPool rows).
 MAX_REQUESTS = 32
 
@@ -198,13 +202,19 @@ def allocator_pairs(layout: Any) -> list[tuple[int | None, int | None]]:
     return pairs
 
 
-def start_step(req: Any, capacity: int, history: int) -> Any:
+def row_tokens(page_size: int) -> int:
+    """The adapter's row length (tokens) at a page size: :data:`MAX_CONTEXT`, or :data:`ROW_PAGES`
+    pages where that is longer."""
+    return max(MAX_CONTEXT, ROW_PAGES * page_size)
+
+
+def start_step(req: Any, capacity: int, history: int, row: int = MAX_CONTEXT) -> Any:
     """A step's start on a request's bookkeeping ``req``: its history advanced to ``history`` (never
-    taken back), a capacity past the adapter's row refused. Returns ``req``."""
+    taken back), a capacity past the adapter's row (``row`` tokens) refused. Returns ``req``."""
     if history > req.history:
         req.history = history
-    if capacity > MAX_CONTEXT:
-        raise Unsupported(f"capacity {capacity} above the adapter's row length {MAX_CONTEXT}")
+    if capacity > row:
+        raise Unsupported(f"capacity {capacity} above the adapter's row length {row}")
     return req
 
 
@@ -300,7 +310,8 @@ class SglangBackend:
         self.layout = layout
         lcs = layout.life_cycles
         pairs = allocator_pairs(layout)
-        big = MAX_CONTEXT * MAX_REQUESTS  # a side that never runs short (never compared)
+        self.row = row_tokens(P)
+        big = self.row * MAX_REQUESTS  # a side that never runs short (never compared)
         self.pairs = pairs
         self.allocators = []
         self.windows: list[int | None] = []
@@ -327,6 +338,7 @@ class SglangBackend:
             from .compat import build
 
             size_full, size_swa, P = key
+            row = row_tokens(P)
             torch = s["torch"]
             if P > 1 and "page_size" not in parameters(s["Allocator"]):
                 raise Unsupported(f"SGLang {s['version']}'s SWATokenToKVPoolAllocator has no page_size (token "
@@ -335,10 +347,10 @@ class SglangBackend:
             pool = build(s["SWAKVPool"], dict(common, head_num=1, head_dim=1, swa_attention_layer_ids=[0],
                                               full_attention_layer_ids=[1], enable_kvcache_transpose=False), "SWAKVPool")
             allocator = build(s["Allocator"], dict(common, kvcache=pool, need_sort=False), "SWATokenToKVPoolAllocator")
-            rows = build(s["ReqToTokenPool"], dict(size=MAX_REQUESTS, max_context_len=MAX_CONTEXT, device="cpu",
+            rows = build(s["ReqToTokenPool"], dict(size=MAX_REQUESTS, max_context_len=row, device="cpu",
                                                    enable_memory_saver=False), "ReqToTokenPool")
             if rows.req_to_token.shape[0] <= MAX_REQUESTS:  # no padding row 0 (0.5.7): one row more, row 0 unused
-                rows = build(s["ReqToTokenPool"], dict(size=MAX_REQUESTS + 1, max_context_len=MAX_CONTEXT, device="cpu",
+                rows = build(s["ReqToTokenPool"], dict(size=MAX_REQUESTS + 1, max_context_len=row, device="cpu",
                                                        enable_memory_saver=False), "ReqToTokenPool")
             entry = [allocator, rows, None]
             entries.append(entry)
@@ -443,7 +455,7 @@ class SglangBackend:
         return Outcome(True)
 
     def resize(self, request_id: Hashable, capacity: int, history: int) -> Outcome:
-        req = start_step(self._get(request_id, RequestState.ACTIVE), capacity, history)
+        req = start_step(self._get(request_id, RequestState.ACTIVE), capacity, history, self.row)
         self._evict(req, req.history)
         ok = capacity <= req.allocated or self._allocate(req, capacity)
         self._check_mapping()

@@ -1,0 +1,214 @@
+"""The ``sglang-eagle`` backend: SGLang's SWA allocator driven as its speculative (EAGLE, spec v2) worker
+allocates, on a CPU, through the protocol (issue 33).
+
+What SGLang's EAGLE worker does with the KV of a request (0.5.23, ``speculative.eagle_utils``'s
+``eagle_prepare_for_decode`` and ``mem_cache.allocation``'s ``alloc_for_spec_decode``):
+
+- the prefill (the request's first step) is an ordinary extend: exactly the step's tokens
+  (``alloc_extend``, as the ``sglang`` backend allocates);
+- each decode step first evicts out-of-window SWA pages (``maybe_evict_swa``, as ``sglang``), then
+  reserves draft slots: the new allocated length is SGLang's ``page_aligned_decode_alloc_lens`` of the
+  committed length and the step's reserve, ``max(allocated, ceil_P(committed + reserve))`` (whole
+  pages), allocated with ``alloc_paged_token_slots_extend`` (page size above 1) or ``alloc_token_slots``
+  (page size 1) and written into the request's ``req_to_token`` row;
+- the verify commits the accepted tokens (``kv_committed_len`` advances); the rejected drafts' slots
+  are NOT freed on this release (spec v2 keeps the page-aligned reservation and writes the next drafts
+  over them): what a step rejects stays allocated up to the reservation;
+- a finished or retracted request gives back its row in SGLang's two ranges (``release_kv_cache``): the
+  owned part ``[0, committed)`` and the over-allocated tail ``[ceil_P(committed), allocated)``, merged
+  by SGLang's ``coalesce_ranges`` and freed by ``free_kv_row_segments``.
+
+Mapping onto the protocol: ``resize(c, h)`` is a decode step whose reserve is the step's new tokens,
+``c - h`` (the token plus its draft tokens: the protocol's lookahead, ``Semantics.lookahead_tokens``), so
+SGLang allocates ``ceil_P(c)``: the same pages as the reference's ``ceil(c / t)`` blocks at ``t = P``.
+``commit(r, n)`` is the verify accepting ``n`` tokens. The backend's semantics carry
+:data:`LOOKAHEAD` draft slots (``S + ceil((W - 1 + k) / t) + 1``): SGLang's own reserve per decode,
+``2 * max(num_steps * topk, num_draft_tokens)`` (``get_alloc_reserve_per_decode``), at EAGLE's usual
+3 steps, topk 1 and 4 draft tokens, is 8 tokens: the token and 7 draft slots.
+
+What is not reachable on a CPU, and what the adapter does instead: ``eagle_prepare_for_decode`` takes
+SGLang's ``ScheduleBatch`` (its scheduler, not importable here), and ``alloc_for_spec_decode`` writes
+the row with ``assign_req_to_token_pool_func``: a Triton kernel (``assign_req_to_token_pool``), or on
+SGLang's CPU build ``sgl_kernel.assign_req_to_token_pool_cpu``, not installed. The adapter calls the
+functions those make their allocation with (``page_aligned_decode_alloc_lens``,
+``get_last_loc_torch``, ``alloc_paged_token_slots_extend`` / ``alloc_token_slots``) with a stand-in
+prefix cache (no prefix sharing: SGLang's chunk cache) and writes the returned slots into the row
+itself (what the kernel writes). Where a release's paged sub-allocators have no CPU path (Triton only,
+through 0.5.21) a config with pages above 1 is refused (Unsupported): the adapter composes no
+speculative allocation of its own. ``alloc_extend_swa_tail`` is not on this path: SGLang calls it only
+when a disaggregated decode server preallocates for transferred KV (``disaggregation.decode``).
+
+Observations are the ``sglang`` backend's (:mod:`.backend`); lengths are the protocol's (``c``), SGLang's
+page-aligned ``kv_allocated_len`` is kept apart (never compared: it is the same pages).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import attrs
+
+from swafloor.reference import Config, Semantics
+
+from ...protocol import Capabilities, Unsupported, factory
+from ..common import engine_table_capabilities
+from .backend import SglangBackend, _loaded, _Req, import_sglang, semantics as base_semantics
+
+__all__ = ["SglangEagleBackend", "sglang_eagle", "LOOKAHEAD", "RESERVE", "semantics", "capabilities"]
+
+#: SGLang's reserve per decode step at EAGLE's 3 steps, topk 1, 4 draft tokens: twice (the overlap
+#: scheduler's double buffer) the larger of steps x topk and draft tokens (``get_alloc_reserve_per_decode``).
+RESERVE = 2 * max(3 * 1, 4)
+#: The draft slots a decode step holds beyond its token (the reference's ``lookahead_tokens``).
+LOOKAHEAD = RESERVE - 1
+
+
+def semantics() -> Semantics:
+    """``sglang``'s semantics (eviction every token) with :data:`LOOKAHEAD` draft slots."""
+    return attrs.evolve(base_semantics(1), lookahead_tokens=LOOKAHEAD)
+
+
+def capabilities() -> Capabilities:
+    """``sglang``'s capabilities with the draft slots of :func:`semantics`."""
+    base = engine_table_capabilities(shared_pool_groups=False, reused_history=False, semantics=semantics())
+    return attrs.evolve(base, notes=(*base.notes, f"EAGLE spec v2: page-aligned reserve per decode, {LOOKAHEAD} "
+                                                  "draft slots (semantics.lookahead_tokens)"))
+
+
+def _find(name: str, modules: tuple[str, ...]) -> Any:
+    for module in modules:
+        try:
+            found = importlib.import_module(module)
+        except ImportError:
+            continue
+        if hasattr(found, name):
+            return getattr(found, name)
+    version = _loaded.get("version", "?")
+    raise Unsupported(f"SGLang {version} has no {name} (in {', '.join(modules)}): no spec v2 decode allocation")
+
+
+def _prepare() -> dict[str, Any]:
+    """SGLang imported, and the pieces of its speculative decode allocation found (once)."""
+    parts = import_sglang()
+    if "spec" not in parts:
+        alloc = ("sglang.srt.mem_cache.allocation", "sglang.srt.mem_cache.common")
+        parts["spec"] = dict(
+            lens=_find("page_aligned_decode_alloc_lens", ("sglang.srt.mem_cache.allocation_sizing",)),
+            extend=_find("alloc_paged_token_slots_extend", alloc),
+            tokens=_find("alloc_token_slots", alloc),
+            last_loc=_find("get_last_loc_torch", alloc),
+            coalesce=_find("coalesce_ranges", ("sglang.srt.mem_cache.common",)),
+        )
+    return parts
+
+
+class _ChunkCache:
+    """The prefix cache SGLang's allocation functions are given: its allocator, no prefix sharing (what
+    SGLang's chunk cache says; nothing is evicted from a tree). The adapter's stand-in, never observed."""
+
+    def __init__(self, allocator: Any):
+        self.token_to_kv_pool_allocator = allocator
+
+    @staticmethod
+    def supports_prefix_sharing() -> bool:
+        return False
+
+    @staticmethod
+    def is_chunk_cache() -> bool:  # what releases before 0.5.22 ask instead (evict_from_tree_cache)
+        return True
+
+    def available_and_evictable_str(self) -> str:  # SGLang's out-of-memory message reads it
+        return self.token_to_kv_pool_allocator.debug_print()
+
+    def pretty_print(self) -> None:
+        return None
+
+
+class _SpecReq:
+    """The request fields ``page_aligned_decode_alloc_lens`` reads (``kv.kv_allocated_len``,
+    ``kv.kv_committed_len``)."""
+
+    def __init__(self, allocated: int, committed: int):
+        self.kv = self
+        self.kv_allocated_len = allocated
+        self.kv_committed_len = committed
+
+
+class SglangEagleBackend(SglangBackend):
+    """SGLang's SWA allocator under its EAGLE worker's allocation (see the module docstring)."""
+
+    def __init__(self, config: Config):
+        self.spec = _prepare()["spec"]
+        super().__init__(config, eviction_interval=1)
+        from .compat import paged_cpu
+
+        if self.t > 1 and not paged_cpu(self.allocators[0]):  # the adapter composes no spec allocation of its own
+            raise Unsupported(f"SGLang {_loaded.get('version')}'s paged alloc_extend is a Triton kernel only (no CPU "
+                              f"path): pages of {self.t} tokens")
+        self.caches = [_ChunkCache(a) for a in self.allocators]
+        self.kv_allocated: dict[int, int] = {}  # id(request) -> SGLang's kv_allocated_len
+
+    def _allocate(self, req: _Req, capacity: int) -> bool:
+        if not req.allocated:  # the prefill: an extend of exactly its tokens
+            if not super()._allocate(req, capacity):
+                return False
+            self.kv_allocated[id(req)] = capacity
+            return True
+        from .compat import pages_available
+
+        torch = _loaded["torch"]
+        P = self.t
+        cur = self.kv_allocated[id(req)]
+        committed = req.history
+        _, nxts, needed = self.spec["lens"]([_SpecReq(cur, committed)], reserve=capacity - committed, page_size=P)
+        nxt = int(nxts[0])
+        if needed:
+            pages = -(-nxt // P) - (-(-cur // P))
+            for alloc in self.allocators:  # the scheduler's check before the decode (check_decode_mem)
+                if not pages_available(alloc, pages, P):
+                    return False
+            for a, alloc in enumerate(self.allocators):
+                row_id = req.kvs[a].req_pool_idx
+                row = self._row(a, req)
+                if P == 1:
+                    out = self.spec["tokens"](self.caches[a], needed)
+                else:
+                    indices = torch.tensor([row_id], dtype=torch.int64)
+                    cur_t = torch.tensor([cur], dtype=torch.int64)
+                    nxt_t = torch.tensor([nxt], dtype=torch.int64)
+                    last = self.spec["last_loc"](self.rows[a].req_to_token, indices, cur_t).to(torch.int64)
+                    out = self.spec["extend"](self.caches[a], cur_t, cur_t, nxt_t, nxt_t, last, needed,
+                                              req_pool_indices=indices, batch=None)
+                row[cur:nxt] = out.to(row.dtype)  # what assign_req_to_token_pool writes
+            self.kv_allocated[id(req)] = nxt
+        req.allocated = capacity
+        return True
+
+    def _free_row(self, req: _Req) -> None:
+        from .compat import release_row
+
+        allocated = self.kv_allocated.pop(id(req), req.allocated)
+        if allocated:
+            P = self.t
+            owned = min(req.history, allocated)
+            tail = -(-owned // P) * P
+            ranges = self.spec["coalesce"]([(0, owned)] + ([(tail, allocated)] if tail < allocated else []))
+            for a, alloc in enumerate(self.allocators):
+                row = self._row(a, req)
+                evicted = self._evicted(a, req) if self.windows[a] else 0
+                segments = [(row[s:e].to(_loaded["torch"].int64), s) for s, e in ranges if e > s]
+                if _loaded["free_kv_row_segments"] is not None:
+                    _loaded["free_kv_row_segments"](alloc, segments, swa_evicted_seqlen=evicted)
+                else:
+                    for indices, _ in segments:
+                        release_row(_loaded, alloc, indices, evicted)
+        for kv in req.kvs:
+            kv.component_evicted_seqlens.clear()
+        req.allocated = 0
+
+
+@factory(capabilities(), name="sglang-eagle", prepare=_prepare)
+def sglang_eagle(config: Config) -> SglangEagleBackend:
+    """SGLang's SWA allocator as its EAGLE (spec v2) worker allocates draft slots."""
+    return SglangEagleBackend(config)
