@@ -106,15 +106,7 @@ def _fallback(folder: Path, extras: list[str], error: str) -> list[str] | None:
 
 
 SGLANG = Engine(
-__all__ = ["RELEASES", "BACKENDS", "DEFAULT_BACKENDS", "EXTRA_MODULES", "SGLANG"]
-
-RELEASES = ("0.5.7", "0.5.13.post1", "0.5.14", "0.5.15.post1", "0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23")
-BACKENDS = ("sglang", "sglang-lazy", "sglang-radix", "sglang-eagle", "sglang-admission", "dataplane:sglang",
-            "dataplane:sglang-lazy")
-#: What ``swafloor matrix sglang`` runs unless told otherwise. The others are asked by name: ``sglang-eagle``
-#: (SGLang's EAGLE spec-v2 decode allocation, issue 33), ``sglang-admission`` (a differential of one admission
-#: decision per case: 0.5.22 on, where the prefill budget and the tree API are) and the data plane's rows.
-DEFAULT_BACKENDS = ("sglang", "sglang-lazy", "sglang-radix")
+    name="sglang", title="SGLang", releases=RELEASES, backends=BACKENDS, default_backends=DEFAULT_BACKENDS,
     extra_modules=EXTRA_MODULES,
     first_why="the first release with a sliding-window SWA eviction (SWAChunkCache.evict_swa with "
               "sliding_window_size); from 0.4.9, the first with SWATokenToKVPoolAllocator, to 0.5.6 the chunk cache "
