@@ -77,7 +77,7 @@ def _class_of(data: dict) -> str:
 def test_profiles_per_release():
     """The bisected ranges, read from the evidence traces' verdicts: no partial prompt-tail entry before
     0.26.0; every full SWA block cached before 0.22.1; every freed block to the free queue's end before
-    0.23.0 (from 0.11.2, where freed blocks are cached); nothing else the reference expresses differs."""
+    0.23.0 (from 0.9.2, where freed blocks are cached); nothing else the reference expresses differs."""
     tail, aligned, to_tail = {"cache_prompt_tail": False}, {"cache_aligned": False}, {"uncached_to_tail": True}
     want = {"0.14.1": ({**tail, **aligned, **to_tail}, to_tail), "0.21.0": ({**tail, **aligned, **to_tail}, to_tail),
             "0.22.1": ({**tail, **to_tail}, to_tail), "0.23.0": (tail, {}), "0.25.1": (tail, {}),

@@ -79,9 +79,12 @@ CHANGES: tuple[Change, ...] = (
         what="with block sizes that differ, every full SWA block is cached once computed, aligned or not",
         option="cache_aligned", value=False),
     Change(
-        "unhashed-freed-to-tail", since="0.23.0", first="0.11.2",
+        "unhashed-freed-to-tail", since="0.23.0", first="0.9.2",
         evidence="vllm-0.21.0-prefix-eagle-unhashed-freed-to-tail.json", evidence_release="0.21.0",
-        upstream="vllm-project/vllm#42656 ('Apply LRU policy only to proper cache entries', first in 0.23.0)",
+        upstream="vllm-project/vllm#42656 ('Apply LRU policy only to proper cache entries', first in 0.23.0); "
+                 "0.9.2-0.10.2 too since issue 33 (their free_blocks append every freed block; the vllm-prefix "
+                 "cells of 0.10.2 met its slots@resume and slots@resize classes past the connector load, and "
+                 "both traces match under it)",
         what="BlockPool.free_blocks appends every freed block to the free queue's tail, hashed or not "
              "(from 0.23.0 the ones without a hash go to its head)",
         option="uncached_to_tail", value=True),
