@@ -65,9 +65,11 @@ class Change:
 
 CHANGES: tuple[Change, ...] = (
     Change(
-        "no-partial-prompt-tail", since="0.26.0", first="0.14.1",
+        "no-partial-prompt-tail", since="0.26.0", first="0.12.0",
         evidence="vllm-0.24.0-prefix-eagle-mixed-no-prompt-tail.json", evidence_release="0.24.0",
-        upstream="vllm-project/vllm#45939 and #46384 (FullAttentionManager._cache_partial_tail_block, in 0.26.0)",
+        upstream="vllm-project/vllm#45939 and #46384 (FullAttentionManager._cache_partial_tail_block, in 0.26.0); "
+                 "0.12.0-0.13.0 too since issue 33 (the mixed cells' slots@close traces of 0.12.0 and 0.13.0, met "
+                 "past the connector load, match under it)",
         what="no partial prefix entry for the block a prompt ends inside", option="cache_prompt_tail", value=False),
     Change(
         "every-full-swa-block-cached", since="0.22.1", first="0.12.0",
