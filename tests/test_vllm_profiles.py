@@ -102,6 +102,11 @@ def test_profiles_per_release():
                           ("0.14.1", {"uncached_to_tail": True})):
         assert profiles.profile_semantics(release, PREFIX) == Semantics(**{**PREFIX.to_dict(), **want}), release
     assert profiles.profile_of("0.11.2", PREFIX)["load_holds_prefix"] == (True, "connector-load-past-a-hit")
+    # issue 33: past the load the matrix met the free queue on 0.9.2-0.10.2 and the mixed cache rules on 0.12.0-0.13.0
+    assert profiles.profile_semantics("0.9.2", PREFIX) == Semantics(**{**PREFIX.to_dict(), **load, "uncached_to_tail": True})
+    for release in ("0.12.0", "0.13.0"):
+        want = {**load, "uncached_to_tail": True, "cache_prompt_tail": False, "cache_aligned": False}
+        assert profiles.profile_semantics(release, MIXED) == Semantics(**{**MIXED.to_dict(), **want}), release
 
 
 def test_the_cell_record_carries_the_profile():
