@@ -341,8 +341,9 @@ ALL_SEMANTICS = Capabilities(all_semantics=True)
 ALL_SEMANTICS_SHARING = Capabilities(all_semantics=True, prefix_sharing=True)
 #: Every semantics, eviction intervals above 1 drawn too: the oracle.
 ALL_SEMANTICS_EVICTION = Capabilities(all_semantics=True, eviction_interval=True)
-#: Every semantics, a first resume's load holding every loaded token drawn too: the oracle.
-ALL_SEMANTICS_LOAD = Capabilities(all_semantics=True, load_holds_prefix=True)
+#: Every semantics, with prefix sharing too, a first resume's load holding every loaded token drawn too:
+#: the oracle.
+ALL_SEMANTICS_LOAD = Capabilities(all_semantics=True, prefix_sharing=True, load_holds_prefix=True)
 #: Every semantics with prefix sharing, the EAGLE hit rule and draft slots (no sinks: the EAGLE hit
 #: rule has none): the oracle.
 ALL_SEMANTICS_EAGLE = Capabilities(all_semantics=True, prefix_sharing=True, eagle=True, sinks=False,

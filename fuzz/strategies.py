@@ -116,9 +116,14 @@ SEMANTICS_EAGLE = st.builds(
 
 
 #: What a backend that declares ``load_holds_prefix`` gets (its own campaign, ``oracle-load``): every
-#: semantics, and two times in three a first resume's load holding every loaded token (vLLM before 0.14.1).
+#: semantics, and two times in three a first resume's load holding every loaded token (vLLM before 0.14.1);
+#: declaring prefix sharing too, half the time with prefix sharing on (the load then starts past a hit).
 SEMANTICS_LOAD = st.builds(lambda s, load: attrs.evolve(s, load_holds_prefix=load), SEMANTICS,
                            st.sampled_from((False, True, True)))
+SEMANTICS_LOAD_SHARING = st.one_of(
+    SEMANTICS_LOAD,
+    st.builds(lambda s, load: attrs.evolve(s, load_holds_prefix=load), SEMANTICS_SHARING,
+              st.sampled_from((False, True, True))))
 
 
 def semantics(caps: Capabilities = EXACT_EVERYTHING) -> st.SearchStrategy[Semantics]:
@@ -126,8 +131,8 @@ def semantics(caps: Capabilities = EXACT_EVERYTHING) -> st.SearchStrategy[Semant
     else the one it claims."""
     if caps.all_semantics and caps.eagle:
         return SEMANTICS_EAGLE
-    if caps.all_semantics and getattr(caps, "load_holds_prefix", False) and not caps.prefix_sharing:
-        return SEMANTICS_LOAD
+    if caps.all_semantics and getattr(caps, "load_holds_prefix", False):
+        return SEMANTICS_LOAD_SHARING if caps.prefix_sharing else SEMANTICS_LOAD
     if caps.all_semantics:
         drawn = SEMANTICS_SHARING if caps.prefix_sharing else SEMANTICS
         return _with_interval(drawn) if caps.eviction_interval else drawn

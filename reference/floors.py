@@ -127,7 +127,8 @@ def prompt_lock_floor(t: Any, window: Any, sink_blocks: Any) -> Any:
 
 def load_blocks(t: Any, capacity: Any) -> Any:
     """The blocks an attention life cycle holds after a first resume that loads its reused history as new
-    tokens of a request with nothing computed (``Semantics.load_holds_prefix``): every block up to the
+    tokens of a request with nothing computed (``Semantics.load_holds_prefix``, no cache hit; a hit of
+    ``L`` tokens leaves out the blocks before the hit's window): every block up to the
     capacity, ``ceil(c / t)``, whatever the window; more than :func:`swa_floor` exactly when
     ``c > swa_floor * t`` (theorem ``load-holds-prefix-floor``)."""
     return allocated_blocks(capacity, t)

@@ -47,6 +47,11 @@ class Hooks:
         """Hook: the history a resume's plan frees stale blocks on (the rule: the request's history)."""
         return record.history
 
+    def resume_hit_tokens(self, record: Any) -> int:
+        """Hook: the tokens of its reused history a first resume finds computed in a cache (a hit) rather
+        than loads (the rule: none)."""
+        return 0
+
     def resume_hits(self, record: Any, plan: Plan) -> list[dict[int, int]] | None:
         """Hook: per life cycle, the blocks a resume takes in slots that already hold them (None: none)."""
         return None

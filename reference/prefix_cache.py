@@ -24,6 +24,7 @@ from .core import CoreManager, RequestRecord
 from .errors import RequestError, require_count, require_id
 from .hits import HitRules, block_root, token_root
 from .lifecycle import LifeCycleKind
+from .config import HitRule
 from .pool import Pool
 from .values import Outcome, Plan, RequestState
 
@@ -134,6 +135,13 @@ class PrefixCache(HitRules, CoreManager):
         prefix = self.prefix_of(req)
         return not req.resumed and (
             prefix.share_with is not None or (self._cache and prefix.prefix_tokens >= self._least_t))
+
+    def resume_hit_tokens(self, record: RequestRecord) -> int:
+        """Under ``cache_freed`` and the ``common-prefix`` rule the hit a first resume that looks up takes
+        (the given ``hit_tokens``, else :meth:`_hit_limit`); else none (no hit ends a loaded prefix)."""
+        if not (self._cache and self._looks_up(record)) or self.semantics.hit_rule is not HitRule.COMMON_PREFIX:
+            return super().resume_hit_tokens(record)
+        return self._hit_limit(record, self._finder(record)) if self._taking is None else self._taking
 
     def resume_hits(self, record: RequestRecord, plan: Plan) -> list[dict[int, int]] | None:
         """Per life cycle, the blocks a first resume takes as hits: under ``cache_freed``

@@ -12,7 +12,8 @@
   (TensorRT-LLM V2 with GPU memory only) frees nothing.
 - No first-resume copy (``first_resume_copy`` off): engines that load a reused prefix in place.
 - A load holding every loaded token (``load_holds_prefix``, vLLM before 0.14.1): a first resume over
-  reused history frees on history 0, so it holds every block up to its capacity; the next release frees
+  reused history frees on its cache hit (:meth:`~.hooks.Hooks.resume_hit_tokens`; 0 without one), so it
+  holds the hit's live blocks and every block past the hit up to its capacity; the next release frees
   what is stale.
 """
 
@@ -91,7 +92,8 @@ class ReleasePolicy(CoreManager):
 
     def resume_released_on(self, record: RequestRecord) -> int:
         if self.semantics.load_holds_prefix and record.pending_copy:
-            return 0  # the loaded tokens are new tokens of a request with nothing computed
+            # the loaded tokens are new tokens of a request with nothing computed past its cache hit
+            return self.resume_hit_tokens(record)
         return super().resume_released_on(record)
 
     def first_resume_copies(self, reused_history: int) -> list[int]:

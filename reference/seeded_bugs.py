@@ -161,6 +161,9 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               "should go to its front, and back", (), (ORACLE,), covers="semantics.uncached_to_tail"),
     SeededBug("load-holds-prefix-swapped", "a first resume's load holds a block for every loaded token where it "
               "should hold the live ones only, and back", (), (ORACLE,), covers="semantics.load_holds_prefix"),
+    SeededBug("load-ignores-hit", "a first resume's load holds a block for every reused token even past a "
+              "prefix-cache hit, where it should hold the hit's live blocks and the loaded ones", (), (ORACLE,),
+              covers="semantics.load_holds_prefix"),
     SeededBug("lazy-frees-at-commit", "at-allocate releases at commit anyway",
               (), (ORACLE,), covers="semantics.free_stale"),
     SeededBug("at-commit-frees-lazily", "at-commit releases nothing at commit, only at the next "
@@ -302,6 +305,7 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "interval-ignored": RESULT + ("tables",),
     "eviction-one-late": RESULT + ("tables",),
     "load-holds-prefix-swapped": RESULT + ("tables",),  # the first resume holds other blocks, or runs out
+    "load-ignores-hit": RESULT + ("tables",),  # the first resume past a hit holds more blocks, or runs out
     "lazy-frees-at-commit": ("tables",),
     "at-commit-frees-lazily": ("tables",),
     "lazy-release-undone": RESULT + ("tables",),

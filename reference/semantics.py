@@ -319,17 +319,19 @@ class Semantics:
                  "(a prefilled page whose content the tree has is replaced by the tree's)",),
         needs=("cache_freed", True))
     load_holds_prefix: bool = option(False, "a first resume holds a block for every token it loads", """
-        The first resume of a request created over reused history (``create(..., reused_history=...)``,
-        loaded, not found in a cache) holds, in every attention life cycle, a block for every token up to
-        its capacity, the ones out of the window too: it frees on history 0
-        (:meth:`~.hooks.Hooks.resume_released_on`), and what is stale at its history goes at the next
-        release (the next resize; at commit under ``at-commit``). The call needs
+        The first resume of a request created over reused history (``create(..., reused_history=...)``)
+        loads what it does not find in a cache as new tokens of a request with nothing computed past its
+        hit: in every attention life cycle it holds the blocks live at the hit (the common-prefix or EAGLE
+        hit :meth:`~.hooks.Hooks.resume_hit_tokens` gives under ``cache_freed``; none otherwise) and a block
+        for every token from the hit up to its capacity, the ones out of the window too: it frees on the
+        hit (:meth:`~.hooks.Hooks.resume_released_on`), and what is stale at its history goes at the next
+        release (the next resize; at commit under ``at-commit``). Without a hit the call needs
         :func:`~.floors.load_blocks` slots of such a life cycle, more than the floor once the capacity
-        passes ``floor * t``. Drawn where the reused history is loaded: prefix sharing off.""",
-        engines=("vLLM before 0.14.1: its scheduler allocated the tokens a KV connector loads as new tokens "
-                 "of a request with nothing computed (vllm-project/vllm#30166 gives the skipped ones the null "
-                 "block)",),
-        needs=("prefix_sharing", False), drawn_apart="connector loads holding every loaded token")
+        passes ``floor * t``.""",
+        engines=("vLLM before 0.14.1: its scheduler allocated the tokens a KV connector loads (past a "
+                 "prefix-cache hit) as new tokens of a request with nothing computed "
+                 "(vllm-project/vllm#30166 gives the skipped ones the null block)",),
+        drawn_apart="connector loads holding every loaded token")
 
     def __attrs_post_init__(self) -> None:
         for o in options(type(self)):

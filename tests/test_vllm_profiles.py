@@ -77,7 +77,7 @@ def _class_of(data: dict) -> str:
 def test_profiles_per_release():
     """The bisected ranges, read from the evidence traces' verdicts: no partial prompt-tail entry before
     0.26.0; every full SWA block cached before 0.22.1; every freed block to the free queue's end before
-    0.23.0 (from 0.11.2, where freed blocks are cached); nothing else the reference expresses differs."""
+    0.23.0 (from 0.9.2, where freed blocks are cached); nothing else the reference expresses differs."""
     tail, aligned, to_tail = {"cache_prompt_tail": False}, {"cache_aligned": False}, {"uncached_to_tail": True}
     want = {"0.14.1": ({**tail, **aligned, **to_tail}, to_tail), "0.21.0": ({**tail, **aligned, **to_tail}, to_tail),
             "0.22.1": ({**tail, **to_tail}, to_tail), "0.23.0": (tail, {}), "0.25.1": (tail, {}),
@@ -91,12 +91,22 @@ def test_profiles_per_release():
     assert [c.name for c in profiles.unmodelled("0.23.0", "vllm-prefix-eagle")] == ["free-path-before-0.24"]
     assert profiles.unmodelled("0.24.0", "vllm-prefix-eagle") == ()
     assert [c.name for c in profiles.unmodelled("0.8.3", "vllm")] == ["preallocation"]
-    assert [c.name for c in profiles.unmodelled("0.13.0", "vllm-prefix")] == ["connector-load-past-a-hit"]
+    assert profiles.unmodelled("0.13.0", "vllm-prefix") == profiles.unmodelled("0.9.2", "vllm-prefix-mixed") == ()
     assert profiles.unmodelled("0.14.1", "vllm-prefix") == ()
     load = {"load_holds_prefix": True}  # a KV-connector load holding every loaded token, 0.8.3-0.13.0
     plain = Semantics(free_stale="at-allocate", suspend="recompute", first_resume_copy=False)
     for release, want in (("0.8.3", load), ("0.13.0", load), ("0.14.1", {}), ("0.33.0", {})):
         assert profiles.profile_semantics(release, plain) == Semantics(**{**plain.to_dict(), **want}), release
+    # with prefix caching on too (issue 33: the load starts past the hit), with the free queue of before 0.23.0
+    for release, want in (("0.11.2", {**load, "uncached_to_tail": True}), ("0.13.0", {**load, "uncached_to_tail": True}),
+                          ("0.14.1", {"uncached_to_tail": True})):
+        assert profiles.profile_semantics(release, PREFIX) == Semantics(**{**PREFIX.to_dict(), **want}), release
+    assert profiles.profile_of("0.11.2", PREFIX)["load_holds_prefix"] == (True, "connector-load-past-a-hit")
+    # issue 33: past the load the matrix met the free queue on 0.9.2-0.10.2 and the mixed cache rules on 0.12.0-0.13.0
+    assert profiles.profile_semantics("0.9.2", PREFIX) == Semantics(**{**PREFIX.to_dict(), **load, "uncached_to_tail": True})
+    for release in ("0.12.0", "0.13.0"):
+        want = {**load, "uncached_to_tail": True, "cache_prompt_tail": False, "cache_aligned": False}
+        assert profiles.profile_semantics(release, MIXED) == Semantics(**{**MIXED.to_dict(), **want}), release
 
 
 def test_the_cell_record_carries_the_profile():
@@ -145,7 +155,7 @@ def test_the_build_assertions_and_the_load_outcome_are_named():
     KV-cache group; 0.9.2's hybrid coordinator, prefix caching off too, and 0.9.2-0.13.0's with prefix
     caching on, serve one sliding window beside full attention); a first resume out of slots on
     0.8.5-0.13.0 is the connector load's other face (its trace bisected: diverges up to 0.13.0, matches
-    from 0.14.1): modelled for ``vllm`` (load_holds_prefix in its profile), named with prefix caching on."""
+    from 0.14.1): modelled (load_holds_prefix in the profile), with prefix caching on too."""
     from swafloor.fuzz.engines.vllm.verdicts import classify
 
     one_group = "one-kv-cache-group (engine limitation, lifted by vllm-project/vllm#17996)"
@@ -164,9 +174,9 @@ def test_the_build_assertions_and_the_load_outcome_are_named():
     # 0.8.3's first resume past its load: pre-allocation's resume face (the matrix met it once the load was modelled)
     assert classify("0.8.3", "vllm", "tables@resume") == ["preallocation (unmodelled)"]
     assert classify("0.8.5.post1", "vllm", "tables@resume") == []
-    load = "connector-load-past-a-hit (unmodelled)"  # with prefix caching on, still named
-    assert classify("0.12.0", "vllm-prefix-mixed", "outcome@resume") == [load]
-    assert classify("0.9.2", "vllm-prefix", "tables@resume") == [load]
+    # with prefix caching on, modelled too since issue 33 (the load starts past the first resume's hit)
+    assert classify("0.12.0", "vllm-prefix-mixed", "outcome@resume") == []
+    assert classify("0.9.2", "vllm-prefix", "tables@resume") == []
     assert classify("0.14.1", "vllm-prefix-mixed", "outcome@resume") == []
 
 

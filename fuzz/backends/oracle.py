@@ -74,8 +74,10 @@ the lock; with a window of one token, the last block itself) unless such a held 
 
 A load holding every loaded token (``load_holds_prefix``, the ``oracle-load`` campaign): a first resume of
 a request created over reused history holds, per geometry, the blocks of every position up to its capacity
-(its positions held as at history 0: none has left a window yet); the request's next resize, or under
-``at-commit`` its next commit, first lets go of what is stale at its history.
+(its positions held as at history 0: none has left a window yet); with the freed-page cache and one hit
+length (common-prefix or EAGLE) its positions are held as at the hit's length instead (the hit's live
+blocks, then every loaded one); the request's next resize, or under ``at-commit`` its next commit, first
+lets go of what is stale at its history.
 
 Only the reference's value types are shared (config, snapshot, outcome, errors), so the two can be
 compared with ``==``.
@@ -714,12 +716,29 @@ class OracleManager:
         """With the freed-page cache: each block to hold whose positions all lie in the prefix and whose
         content a page keeps: a live holder's, where it committed every position, else a cached one."""
         hits: list[dict[int, tuple]] = [{} for _ in targets]
+        reach = self._reach(req)
+        for i, (geometry, new) in enumerate(zip(self.geometries, targets)):
+            if geometry.kind == "ssm":
+                continue
+            for b in sorted(new - req.held[i]):
+                if (b + 1) * geometry.t <= reach:
+                    page = self._page_of(req, i, b)
+                    if page is not None:
+                        hits[i][b] = page
+        return hits
 
-        def page_of(i: int, b: int):  # the page that became findable first with this block's content
-            pages = self.findable[self.group_of[i]].get(self._block_content(req, i, b))
-            return pages[0] if pages else None
+    def _page_of(self, req: _Request, i: int, b: int):
+        """The page that became findable first with the content of ``req``'s block ``b`` of geometry ``i``."""
+        pages = self.findable[self.group_of[i]].get(self._block_content(req, i, b))
+        return pages[0] if pages else None
 
-        # the tokens a hit may cover: the reused ones; each geometry takes its blocks wholly below
+    def _reach(self, req: _Request) -> int:
+        """With the freed-page cache, at a first resume: the tokens a hit may cover (each geometry takes
+        its blocks wholly below): the reused ones, or under EAGLE or the common-prefix rule the hit's."""
+
+        def page_of(i: int, b: int):
+            return self._page_of(req, i, b)
+
         reach = req.prefix
         attention = [g for g in self.geometries if g.kind != "ssm"]
         if self.eagle:
@@ -767,15 +786,7 @@ class OracleManager:
                 return True
 
             reach = next(length for length in range(reach, -1, -1) if fits(length))  # the longest (0 always fits)
-        for i, (geometry, new) in enumerate(zip(self.geometries, targets)):
-            if geometry.kind == "ssm":
-                continue
-            for b in sorted(new - req.held[i]):
-                if (b + 1) * geometry.t <= reach:
-                    page = page_of(i, b)
-                    if page is not None:
-                        hits[i][b] = page
-        return hits
+        return reach
 
     def _known_end(self, history: int, capacity: int, resuming: bool) -> int:
         """With cache_scheduled: the positions a step's scheduled tokens reach. With draft slots
@@ -824,9 +835,11 @@ class OracleManager:
         was_locked = req.lock
         if self.lock and not req.resumed and req.history > 0:  # its first resume takes the tree lock
             req.lock = req.history
-        # load_holds_prefix: the loaded tokens are new ones of a request with nothing computed: none stale yet
+        # load_holds_prefix: the loaded tokens are new ones of a request with nothing computed past its hit
+        # (a common-prefix or EAGLE hit found in the cache; else none): nothing past the hit stale yet
         loading = self.load_all and req.pending_copy
-        targets = self._targets(0 if loading else req.history, req.capacity, req)
+        hit = self._reach(req) if loading and self.cache and not req.resumed and (self.eagle or self.common_prefix) else 0
+        targets = self._targets(hit if loading else req.history, req.capacity, req)
         radix = self._radix_copies(req) if self.publish and req.pending_copy else None
         moved = self._moved if self.interval > 1 else None
         hits = self._hits(req, targets) if self.sharing else None

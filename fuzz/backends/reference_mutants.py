@@ -202,10 +202,18 @@ _UncachedToTailSwapped = _cache_option_swapped("uncached_to_tail")
 
 
 def _load_holds_prefix_swapped(config: Config) -> Manager:
-    """The reference with ``load_holds_prefix`` read as its opposite wherever it may be on (prefix sharing off)."""
-    if not config.semantics.prefix_sharing:
-        config = _with_semantics(config, load_holds_prefix=not config.semantics.load_holds_prefix)
-    return Manager(config)
+    """The reference with ``load_holds_prefix`` read as its opposite."""
+    return Manager(_with_semantics(config, load_holds_prefix=not config.semantics.load_holds_prefix))
+
+
+class _LoadIgnoresHit(Manager):
+    """Under ``load_holds_prefix`` a first resume frees on history 0 even past a cache hit: it holds
+    every block of its reused history, the hit's out-of-window ones (as hits) too."""
+
+    def resume_released_on(self, record: Any) -> int:
+        if self.semantics.load_holds_prefix and record.pending_copy:
+            return 0
+        return super().resume_released_on(record)
 
 
 def _run_hit_pops_first(r0: Any, r1: Any, t: Any, window: Any, a: Any, eagle: Any, M: Any) -> Any:
@@ -656,6 +664,7 @@ _MAKERS: dict[str, Callable[[Config], Manager]] = {
     "cache-scheduled-swapped": _CacheScheduledSwapped,
     "uncached-to-tail-swapped": _UncachedToTailSwapped,
     "load-holds-prefix-swapped": _load_holds_prefix_swapped,
+    "load-ignores-hit": _LoadIgnoresHit,
     "eagle-pops-first-block": _EaglePopsFirstBlock,
     "eagle-ignored": _EagleIgnored,
     "align-before-pop": _AlignBeforePop,
@@ -673,6 +682,7 @@ _BACKEND = {
     "cache-scheduled-swapped": "oracle-sharing",
     "uncached-to-tail-swapped": "oracle-sharing",
     "load-holds-prefix-swapped": "oracle-load",
+    "load-ignores-hit": "oracle-load",
     "eagle-pops-first-block": "oracle-eagle",
     "eagle-ignored": "oracle-eagle",
     "align-before-pop": "oracle-eagle",

@@ -65,21 +65,28 @@ class Change:
 
 CHANGES: tuple[Change, ...] = (
     Change(
-        "no-partial-prompt-tail", since="0.26.0", first="0.14.1",
+        "no-partial-prompt-tail", since="0.26.0", first="0.12.0",
         evidence="vllm-0.24.0-prefix-eagle-mixed-no-prompt-tail.json", evidence_release="0.24.0",
-        upstream="vllm-project/vllm#45939 and #46384 (FullAttentionManager._cache_partial_tail_block, in 0.26.0)",
+        upstream="vllm-project/vllm#45939 and #46384 (FullAttentionManager._cache_partial_tail_block, in 0.26.0); "
+                 "0.12.0-0.13.0 too since issue 33 (the mixed cells' slots@close traces of 0.12.0 and 0.13.0, met "
+                 "past the connector load, match under it)",
         what="no partial prefix entry for the block a prompt ends inside", option="cache_prompt_tail", value=False),
     Change(
-        "every-full-swa-block-cached", since="0.22.1", first="0.14.1",
+        "every-full-swa-block-cached", since="0.22.1", first="0.12.0",
         evidence="vllm-0.21.0-prefix-mixed-caches-unaligned.json", evidence_release="0.21.0",
         upstream="vLLM 0.22.1's hybrid coordinator (bisected with the evidence trace: diverges up to 0.21.0, "
-                 "matches from 0.22.1; computed tokens rounded down to the scheduler block size, a retention mask)",
+                 "matches from 0.22.1; computed tokens rounded down to the scheduler block size, a retention mask; "
+                 "0.12.0-0.13.0, the first releases serving mixed block sizes, since issue 33's connector load "
+                 "past a hit: the mixed cells' slots@close and slots@resize traces of 0.13.0 match under it)",
         what="with block sizes that differ, every full SWA block is cached once computed, aligned or not",
         option="cache_aligned", value=False),
     Change(
-        "unhashed-freed-to-tail", since="0.23.0", first="0.11.2",
+        "unhashed-freed-to-tail", since="0.23.0", first="0.9.2",
         evidence="vllm-0.21.0-prefix-eagle-unhashed-freed-to-tail.json", evidence_release="0.21.0",
-        upstream="vllm-project/vllm#42656 ('Apply LRU policy only to proper cache entries', first in 0.23.0)",
+        upstream="vllm-project/vllm#42656 ('Apply LRU policy only to proper cache entries', first in 0.23.0); "
+                 "0.9.2-0.10.2 too since issue 33 (their free_blocks append every freed block; the vllm-prefix "
+                 "cells of 0.10.2 met its slots@resume and slots@resize classes past the connector load, and "
+                 "both traces match under it)",
         what="BlockPool.free_blocks appends every freed block to the free queue's tail, hashed or not "
              "(from 0.23.0 the ones without a hash go to its head)",
         option="uncached_to_tail", value=True),
@@ -107,12 +114,12 @@ CHANGES: tuple[Change, ...] = (
         evidence="vllm-0.11.2-prefix-connector-load-holds-prefix.json", evidence_release="0.11.2",
         upstream="vllm-project/vllm#30166 (as connector-load-holds-prefix; bisected with both traces: diverge up to "
                  "0.13.0, match from 0.14.1)",
-        what="connector-load-holds-prefix with prefix caching on: the reused history past a hit is loaded as new "
-             "tokens of the step that adopts the hit (load_holds_prefix is defined with prefix sharing off: "
-             "what such a step frees on, the hit's length, is not modelled)",
-        backends=("vllm-prefix", "vllm-prefix-eagle", "vllm-prefix-mixed", "vllm-prefix-eagle-mixed",
-                  "dataplane:vllm-prefix"),
-        class_key="tables@resume", also={"outcome@resume": "vllm-0.11.2-prefix-connector-load-out-of-slots.json"}),
+        what="connector-load-holds-prefix with prefix caching on: the step that adopts a hit (allocate_slots with "
+             "the hit's blocks, nothing computed yet, so nothing freed) holds the hit's blocks live at the hit and "
+             "a new block for every loaded token past it, out-of-window ones too (also out of slots at the floor: "
+             "vllm-0.11.2-prefix-connector-load-out-of-slots.json)",
+        option="load_holds_prefix", value=True,
+        also={"outcome@resume": "vllm-0.11.2-prefix-connector-load-out-of-slots.json"}),
     Change(
         "preallocation", since="0.8.5", first="0.8.3",
         evidence="vllm-0.8.3-preallocation.json", evidence_release="0.8.3",
