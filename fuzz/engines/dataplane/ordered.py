@@ -140,9 +140,14 @@ class OrderedPlane:
     def resize(self, request_id: Hashable, capacity: int, history: int) -> Outcome:
         self.ops += 1
         req = self.requests.get(request_id)
-        if req is not None and history > req.history:  # the request's output returned: its steps ran
+        if req is not None:
+            # A request's next step is scheduled only after its last one ran (synchronous rounds), whether
+            # or not that step advanced the history: a first step that only loads (a connector writing the
+            # reused history past the hit) computes no token, yet runs before the schedule that frees what
+            # it loaded and left the window.
             self._execute_through(request_id)
-            self._verify(request_id, history)
+            if history > req.history:  # the request's output returned: drafts it covers were accepted
+                self._verify(request_id, history)
         outcome = self.inner.resize(request_id, capacity, history)
         if req is None or not outcome.ok:
             return outcome
