@@ -31,21 +31,12 @@ import pytest
 
 from swafloor.fuzz.runner import PROFILES
 
+from .sglang_venv import PYTHON, need_venv as _need_venv
+
 ROOT = Path(__file__).resolve().parent.parent
-VENV = Path(os.environ.get("SWAFLOOR_SGLANG_VENV") or ROOT / ".venv-sglang")
-PYTHON = VENV / "bin" / "python"
 BACKENDS = ("sglang", "sglang-lazy")
 TIMEOUT = 900  # seconds for one subprocess; a hang still ends
 EXAMPLES = 500  # the ci profile's first 500 per backend (CI's budget; the whole profile passes by hand: docs/backends.md)
-
-
-def _need_venv() -> None:
-    if PYTHON.exists() and (VENV / ".swafloor-sglang-complete").exists():
-        return
-    message = f"the SGLang venv {VENV} is missing or incomplete: make it with scripts/sglang-venv"
-    if os.environ.get("CI") == "true":
-        pytest.fail(message)
-    pytest.skip(message)
 
 
 def _run(args: list[str], cwd: Path) -> subprocess.Popen:

@@ -23,22 +23,13 @@ import pytest
 from swafloor.fuzz.engines.sglang import admission
 from swafloor.reference import peers
 
+from .sglang_venv import PYTHON, need_venv as _need_venv
+
 ROOT = Path(__file__).resolve().parent.parent
-VENV = Path(os.environ.get("SWAFLOOR_SGLANG_VENV") or ROOT / ".venv-sglang")
-PYTHON = VENV / "bin" / "python"
 TRACES = sorted((ROOT / "tests" / "regressions" / "sglang-admission").glob("sglang-admission-*.json"))
 PINNED = "0.5.23"
 EXAMPLES = 60
 MODULE = "swafloor.fuzz.engines.sglang.admission"
-
-
-def _need_venv() -> None:
-    if PYTHON.exists() and (VENV / ".swafloor-sglang-complete").exists():
-        return
-    message = f"the SGLang venv {VENV} is missing or incomplete: make it with scripts/sglang-venv"
-    if os.environ.get("CI") == "true":
-        pytest.fail(message)
-    pytest.skip(message)
 
 
 def _saved(path: Path) -> dict:

@@ -22,13 +22,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-VENV = Path(os.environ.get("SWAFLOOR_SGLANG_VENV") or ROOT / ".venv-sglang")
-PYTHON = VENV / "bin" / "python"
+from .sglang_venv import PYTHON, need_venv as _need_venv
+
 TIMEOUT = 600
 PAGE_EXAMPLES = {64: 12, 256: 8}  # per page size (a page of 256 takes about 2 s an example)
 EAGLE_EXAMPLES = 40
@@ -88,15 +86,6 @@ for key, backend, profile, examples, sizes in (("p64", "sglang", "pages", p64, (
     out[key] = report
 json.dump(out, sys.stdout)
 '''
-
-
-def _need_venv() -> None:
-    if PYTHON.exists() and (VENV / ".swafloor-sglang-complete").exists():
-        return
-    message = f"the SGLang venv {VENV} is missing or incomplete: make it with scripts/sglang-venv"
-    if os.environ.get("CI") == "true":
-        pytest.fail(message)
-    pytest.skip(message)
 
 
 @pytest.fixture(scope="module")

@@ -31,9 +31,9 @@ from pathlib import Path
 
 import pytest
 
+from .sglang_venv import PYTHON, need_venv as _need_venv
+
 ROOT = Path(__file__).resolve().parent.parent
-VENV = Path(os.environ.get("SWAFLOOR_SGLANG_VENV") or ROOT / ".venv-sglang")
-PYTHON = VENV / "bin" / "python"
 TIMEOUT = 900
 EXAMPLES = 120  # the clean campaign's examples (the planted ones stop at their first divergence)
 REGRESSIONS = sorted((ROOT / "tests" / "regressions").glob("sglang-radix-*.json"))
@@ -44,15 +44,6 @@ TREE = {
     "sglang-radix-hit-on-live-source.json": {"hits": 1, "hit_tokens": 8},  # 12-token prompt: floor_4(11)
     "sglang-radix-tree-evicted.json": {"hits": 0, "hit_tokens": 0},  # the source's pages evicted first
 }
-
-
-def _need_venv() -> None:
-    if PYTHON.exists() and (VENV / ".swafloor-sglang-complete").exists():
-        return
-    message = f"the SGLang venv {VENV} is missing or incomplete: make it with scripts/sglang-venv"
-    if os.environ.get("CI") == "true":
-        pytest.fail(message)
-    pytest.skip(message)
 
 
 @pytest.fixture(scope="module")

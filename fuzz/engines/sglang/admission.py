@@ -53,20 +53,18 @@ more, for the test that the comparison catches it.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
-import sys
 import time
 from array import array
 from pathlib import Path
 from typing import Any, Sequence
 
-from swafloor.reference import AttentionLayer, Config, ConfigError, Manager, admission, peers
+from swafloor.reference import AttentionLayer, Config, admission, peers
 
 from ..common import brief
+from ..gate import differential_main, drawn_cases, least_admitting, lone_run_completes
 from ...protocol import Capabilities, Part, Unsupported, factory
-from ...stream import source_blind
 
 __all__ = ["Case", "generate", "sglang_threshold", "model_charge", "rule_charge", "classify", "run", "replay",
            "differential", "sglang_admission", "main", "CLASSES", "PLANTS"]
@@ -189,39 +187,17 @@ def sglang_admits(case: Case, pages: int) -> tuple[bool, int | None]:
 
 
 def sglang_threshold(case: Case, probes: Sequence[int] = ()) -> dict[str, Any]:
-    """The least SWA pool (pages, ``1..bound``) at which SGLang admits, by bisection, and the pool where
-    monotonicity fails (refused above an admitting pool), if any of the pools checked shows it."""
-    bound = max(2, *probes) + 2
-    asked: dict[int, bool] = {}
+    """The least SWA pool (pages, ``1..bound``) at which SGLang admits (:func:`~..gate.least_admitting`: by
+    bisection, monotonicity checked at the pools that matter), and the chunk it granted at each pool asked."""
     chunks: dict[int, int | None] = {}
 
-    def ask(n: int) -> bool:
-        if n not in asked:
-            asked[n], chunks[n] = sglang_admits(case, n)
-        return asked[n]
+    def admits(n: int) -> bool:
+        ok, chunks[n] = sglang_admits(case, n)
+        return ok
 
-    if not ask(bound):
-        threshold = None
-    else:
-        lo, hi = 1, bound
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if ask(mid):
-                hi = mid
-            else:
-                lo = mid + 1
-        threshold = lo
-    for n in {1, bound, *(p + d for p in probes for d in (-1, 0, 1)),
-              *((threshold - 1, threshold, threshold + 1) if threshold else ())}:
-        if 1 <= n <= bound:
-            ask(n)
-    non_monotone = None
-    admitted = [n for n in sorted(asked) if asked[n]]
-    if admitted:
-        above = [n for n in sorted(asked) if n > admitted[0] and not asked[n]]
-        non_monotone = above[0] if above else None
-    return {"threshold": threshold, "bound": bound, "non_monotone": non_monotone,
-            "chunk": chunks.get(threshold) if threshold else None, "chunks": chunks}
+    seen = least_admitting(admits, 1, max(2, *probes) + 2, probes)
+    threshold = seen["threshold"]
+    return {**seen, "chunk": chunks.get(threshold) if threshold else None, "chunks": chunks}
 
 
 # ----------------------------------------------------------------------------- swafloor's side
@@ -248,18 +224,8 @@ def rule_charge(case: Case, chunk: int | None = None) -> int:
 def reference_completes(case: Case, pool: int, chunk: int | None = None) -> bool:
     """The lone run (``O`` output tokens, chunk ``chunk`` or the case's) completes on the reference
     manager with one SWA life cycle at ``pool`` slots."""
-    try:
-        config = Config(tokens_per_block=case["t"], layers=[AttentionLayer(window=case["W"])], slots=(pool,))
-    except ConfigError:  # below the reference's minimum: it does not run there
-        return False
-    manager = Manager(config)
-
-    def call(op: str, rid: str, *args: int):
-        result = getattr(manager, op)(rid, *args)
-        manager.check()
-        return result
-
-    return admission.lone_run(call, "r0", case["P"], case["O"], chunk or _chunk(case), 0)
+    return lone_run_completes(lambda: Config(tokens_per_block=case["t"], layers=[AttentionLayer(window=case["W"])],
+                                             slots=(pool,)), case["P"], case["O"], chunk or _chunk(case), 0)
 
 
 def classify(case: Case) -> dict[str, Any]:
@@ -319,22 +285,8 @@ def _cases():
 
 
 def generate(examples: int, seed: int) -> list[Case]:
-    """``examples`` cases drawn by Hypothesis with a fixed seed (no database, no shrinking)."""
-    from hypothesis import HealthCheck, Phase, given, seed as fixed_seed, settings
-
-    drawn: list[Case] = []
-
-    @fixed_seed(seed)
-    @settings(max_examples=examples, database=None, phases=(Phase.generate,), deadline=None,
-              suppress_health_check=list(HealthCheck))
-    @given(_cases())
-    def draw(case):
-        if case not in drawn:
-            drawn.append(case)
-
-    with source_blind():
-        draw()
-    return drawn
+    """``examples`` cases drawn by Hypothesis with a fixed seed (:func:`~..gate.drawn_cases`)."""
+    return drawn_cases(_cases, examples, seed)
 
 
 # ----------------------------------------------------------------------------- the plant
@@ -457,43 +409,11 @@ sglang_admission.compares = ("SGLang's admission threshold (PrefillAdder.add_one
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m swafloor.fuzz.engines.sglang.admission")
-    parser.add_argument("--examples", type=int, default=200, help="cases to generate (0: none)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--plant", choices=PLANTS, help="patch SGLang's reservation for the campaign (a check of the check)")
-    parser.add_argument("--replay", type=Path, nargs="*", default=[], help="saved traces to replay (each with its own plant)")
-    args = parser.parse_args(argv)
-    real_stdout, sys.stdout = sys.stdout, sys.stderr  # SGLang may log to stdout on import
-    try:
-        load()
-        data: dict[str, Any] = {"version": version()}
-        if args.examples:
-            with planted(args.plant):
-                data.update(run(args.examples, args.seed))
-        if args.replay:
-            data["replays"] = [replay(path) for path in args.replay]
-    except Unsupported as exc:
-        data = {"version": version(), "unsupported": str(exc)}
-    finally:
-        sys.stdout = real_stdout
-    if args.json:
-        print(json.dumps(data))
-        return 0
-    print(f"SGLang {data.get('version')}{' (plant: ' + args.plant + ')' if args.plant else ''}: "
-          f"{data.get('unsupported') or ''}")
-    for name, n in (data.get("counts") or {}).items():
-        if n:
-            ex = data["examples_by_class"][name]
-            print(f"  {name}: {n}  ({CLASSES[name]})")
-            print(f"    e.g. {ex['case']}: SGLang {ex.get('sglang')} (chunk {ex.get('chunk')}), model {ex['model']}, "
-                  f"rule {ex['rule']}")
-    if "seconds" in data:
-        print(f"  {data['examples']} examples in {data['seconds']} s")
-    for r in data.get("replays", []):
-        print(f"  replay {r['trace']}: SGLang {r['sglang']}, classes {r['classes']}" +
-              (f", without the plant {r['clean']}" if "clean" in r else ""))
-    return 0
+    return differential_main(argv, module="swafloor.fuzz.engines.sglang.admission", engine="SGLang", key="sglang",
+                             load=load, version=version, run=run, replay=replay, planted=planted, plants=PLANTS,
+                             classes=CLASSES,
+                             example=lambda ex: (f"SGLang {ex.get('sglang')} (chunk {ex.get('chunk')}), model "
+                                                 f"{ex['model']}, rule {ex['rule']}"))
 
 
 if __name__ == "__main__":

@@ -57,21 +57,19 @@ comparison catches it. ``swafloor matrix vllm --backends vllm-admission`` runs i
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from swafloor.reference import AttentionLayer, Config, ConfigError, Manager, admission, peers
+from swafloor.reference import AttentionLayer, Config, admission, peers
 from swafloor.reference.arith import cdiv
 
 from . import compat
 from ..common import brief, parameters
+from ..gate import differential_main, drawn_cases, least_admitting, lone_run_completes
 from ...protocol import Capabilities, Part, Unsupported, factory
-from ...stream import source_blind
 
 __all__ = ["Case", "generate", "vllm_threshold", "model_parts", "model_charge", "rule_charge", "classify", "check", "run",
            "differential", "vllm_admission", "main", "CLASSES"]
@@ -173,33 +171,10 @@ def _bound(case: Case) -> int:
 
 def vllm_threshold(case: Case, probes: Sequence[int] = ()) -> dict[str, Any]:
     """vLLM's admission threshold for ``case``: the least pool in ``0..bound`` at which it admits (None if
-    it refuses at ``bound``), found by bisection, each pool asked of a fresh manager. Bisection assumes
-    the answer is monotone in the pool; that is checked (not assumed) at the threshold's neighbours, at
-    pool 0, at the bound and at each of ``probes`` (the charges compared): a refusal at or above the
-    threshold, or an admission below it, is ``non_monotone`` (the first such pool)."""
-    bound = _bound(case)
-    answers: dict[int, bool] = {}
-
-    def ask(n: int) -> bool:
-        if n not in answers:
-            answers[n] = vllm_admits(case, n)
-        return answers[n]
-
-    threshold = None
-    if ask(bound):
-        lo, hi = 0, bound  # the least admitting pool lies in [lo, hi]
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if ask(mid):
-                hi = mid
-            else:
-                lo = mid + 1
-        threshold = lo
-    for n in sorted({0, bound, *(p + d for p in (*probes, threshold or 0) for d in (-1, 0, 1))}):
-        if 0 <= n <= bound:
-            ask(n)
-    bad = next((n for n, ok in sorted(answers.items()) if ok != (threshold is not None and n >= threshold)), None)
-    return {"threshold": threshold, "non_monotone": bad, "bound": bound, "asked": len(answers)}
+    it refuses at ``bound``), each pool asked of a fresh manager (:func:`~..gate.least_admitting`: by
+    bisection, monotonicity checked at the threshold's neighbours, pool 0, the bound and each of ``probes``,
+    the charges compared)."""
+    return least_admitting(lambda n: vllm_admits(case, n), 0, _bound(case), probes)
 
 
 # ----------------------------------------------------------------------------- swafloor's side
@@ -239,20 +214,11 @@ def rule_run(case: Case) -> int:
 
 
 def reference_completes(case: Case, pool: int) -> bool:
-    """The lone run (one output token) completes on the reference manager at ``pool`` slots."""
+    """The lone run (one output token) completes on the reference manager at ``pool`` slots, every group in
+    one pool, as vLLM serves them."""
     layers = [AttentionLayer(window=w) for w in case["windows"]]
-    try:  # every group in one pool, as vLLM serves them
-        config = Config(tokens_per_block=case["t"], layers=layers, pool_groups=(0,) * len(layers), slots=(pool,))
-    except ConfigError:  # below the reference's minimum for this pool: it does not run there
-        return False
-    manager = Manager(config)
-
-    def call(op: str, rid: str, *args: int):
-        result = getattr(manager, op)(rid, *args)
-        manager.check()
-        return result
-
-    return admission.lone_run(call, "r0", case["P"], 1, case["C"], case["k"])
+    return lone_run_completes(lambda: Config(tokens_per_block=case["t"], layers=layers, pool_groups=(0,) * len(layers),
+                                             slots=(pool,)), case["P"], 1, case["C"], case["k"])
 
 
 def classify(case: Case, capped: bool) -> dict[str, Any]:
@@ -306,23 +272,8 @@ def _cases():
 
 
 def generate(examples: int, seed: int) -> list[Case]:
-    """``examples`` cases drawn by Hypothesis with a fixed seed (no database, no shrinking: every case
-    is kept, none fails)."""
-    from hypothesis import HealthCheck, Phase, given, seed as fixed_seed, settings
-
-    drawn: list[Case] = []
-
-    @fixed_seed(seed)
-    @settings(max_examples=examples, database=None, phases=(Phase.generate,), deadline=None,
-              suppress_health_check=list(HealthCheck))
-    @given(_cases())
-    def draw(case):
-        if case not in drawn:
-            drawn.append(case)
-
-    with source_blind():  # the seed alone decides the cases
-        draw()
-    return drawn
+    """``examples`` cases drawn by Hypothesis with a fixed seed (:func:`~..gate.drawn_cases`)."""
+    return drawn_cases(_cases, examples, seed)
 
 
 # ----------------------------------------------------------------------------- the plant
@@ -480,42 +431,10 @@ vllm_admission.compares = ("vLLM's admission threshold (allocate_slots with full
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m swafloor.fuzz.engines.vllm.admission")
-    parser.add_argument("--examples", type=int, default=200, help="cases to generate (0: none)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--plant", choices=PLANTS, help="patch vLLM's gate for the campaign (a check of the check)")
-    parser.add_argument("--replay", type=Path, nargs="*", default=[], help="saved traces to replay (each with its own plant)")
-    args = parser.parse_args(argv)
-    real_stdout, sys.stdout = sys.stdout, sys.stderr  # some releases log to stdout on import
-    try:
-        compat.import_vllm()
-        data: dict[str, Any] = {"version": compat.version()}
-        if args.examples:
-            with planted(args.plant):
-                data.update(run(args.examples, args.seed))
-        if args.replay:
-            data["replays"] = [replay(path) for path in args.replay]
-    except Unsupported as exc:
-        data = {"version": compat.version(), "unsupported": str(exc)}
-    finally:
-        sys.stdout = real_stdout
-    if args.json:
-        print(json.dumps(data))
-        return 0
-    print(f"vLLM {data.get('version')}{' (plant: ' + args.plant + ')' if args.plant else ''}: "
-          f"{data.get('unsupported') or ''}")
-    for name, n in (data.get("counts") or {}).items():
-        if n:
-            ex = data["examples_by_class"][name]
-            print(f"  {name}: {n}  ({CLASSES[name]})")
-            print(f"    e.g. {ex['case']}: vLLM {ex.get('vllm')}, model {ex['model']}, rule {ex['rule']}")
-    if "seconds" in data:
-        print(f"  {data['examples']} examples in {data['seconds']} s")
-    for r in data.get("replays", []):
-        print(f"  replay {r['trace']}: vLLM {r['vllm']}, classes {r['classes']}" +
-              (f", without the plant {r['clean']}" if "clean" in r else ""))
-    return 0
+    return differential_main(argv, module="swafloor.fuzz.engines.vllm.admission", engine="vLLM", key="vllm",
+                             load=compat.import_vllm, version=compat.version, run=run, replay=replay,
+                             planted=planted, plants=PLANTS, classes=CLASSES,
+                             example=lambda ex: f"vLLM {ex.get('vllm')}, model {ex['model']}, rule {ex['rule']}")
 
 
 if __name__ == "__main__":
