@@ -308,11 +308,17 @@ def pages_available(allocator: Any, pages: int, page_size: int) -> bool:
     """SGLang's own capacity check for ``pages`` new pages in each pool: the allocator's
     ``new_pages_available(full, swa)`` where it has one (0.5.14 on), else the check the scheduler makes
     in the release (``ScheduleBatch.check_decode_mem``: the allocator's ``available_size()``, the smaller
-    of its two pools, at least the tokens of the new pages)."""
+    of its two pools, at least the tokens of the new pages; where the SWA allocator has no
+    ``available_size`` (0.5.7's raises NotImplementedError) the scheduler's hybrid-SWA check,
+    ``_is_available_size_sufficient``: ``full_available_size()`` and ``swa_available_size()``, each)."""
     check = getattr(allocator, "new_pages_available", None)
     if callable(check):
         return bool(check(pages, pages))
-    return allocator.available_size() >= pages * page_size
+    tokens = pages * page_size
+    try:
+        return allocator.available_size() >= tokens
+    except NotImplementedError:
+        return allocator.full_available_size() >= tokens and allocator.swa_available_size() >= tokens
 
 
 def paged_cpu(allocator: Any) -> bool:

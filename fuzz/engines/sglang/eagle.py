@@ -76,7 +76,7 @@ def capabilities() -> Capabilities:
                                                   "draft slots (semantics.lookahead_tokens)"))
 
 
-def _find(name: str, modules: tuple[str, ...]) -> Any:
+def _find(name: str, modules: tuple[str, ...], required: bool = True) -> Any:
     for module in modules:
         try:
             found = importlib.import_module(module)
@@ -84,8 +84,97 @@ def _find(name: str, modules: tuple[str, ...]) -> Any:
             continue
         if hasattr(found, name):
             return getattr(found, name)
+    if not required:
+        return None
     version = _loaded.get("version", "?")
     raise Unsupported(f"SGLang {version} has no {name} (in {', '.join(modules)}): no spec v2 decode allocation")
+
+
+#: Where releases put their spec v2 decode preparation (the step that sizes a decode's allocation):
+#: ``eagle_utils.eagle_prepare_for_decode`` (0.5.15 on), else the v2 mixin's ``prepare_for_decode``.
+_PREPARATIONS = (("speculative/eagle_utils.py", None, "eagle_prepare_for_decode"),
+                 ("speculative/eagle_info_v2.py", "EagleDraftInputV2Mixin", "prepare_for_decode"))
+
+
+def _preparation_source() -> tuple[str, Any]:
+    """The release's spec v2 decode preparation, read from its source file (never imported: it takes the
+    scheduler's batch): ``(where, its ast node)``; Unsupported naming the places looked at when none."""
+    import ast
+    from pathlib import Path
+
+    import sglang
+
+    root = Path(sglang.__file__).parent / "srt"
+    for file, cls, name in _PREPARATIONS:
+        path = root / file
+        if not path.is_file():
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        scopes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls] if cls else [tree]
+        for scope in scopes:
+            for node in scope.body:
+                if isinstance(node, ast.FunctionDef) and node.name == name:
+                    return f"{file}:{cls + '.' if cls else ''}{name}", node
+    version = _loaded.get("version", "?")
+    looked = ", ".join(f"{cls + '.' if cls else ''}{name} in {file}" for file, cls, name in _PREPARATIONS)
+    raise Unsupported(f"SGLang {version} has no page_aligned_decode_alloc_lens and no spec v2 decode preparation ({looked})")
+
+
+def _page_aligned(node: Any) -> bool | None:
+    """Whether a decode preparation rounds the next allocated length up to whole pages: it computes the
+    length (``nxt = ...``, or 0.5.7's ``x = ...`` added to the allocated length) from the committed
+    length, with a floor division by ``page_size`` (aligned) or without (token granular); None when
+    the preparation computes no such length."""
+    import ast
+
+    for sub in ast.walk(node):
+        if not isinstance(sub, ast.Assign) or len(sub.targets) != 1 or not isinstance(sub.targets[0], ast.Name):
+            continue
+        if sub.targets[0].id not in ("nxt", "x"):
+            continue
+        names = {n.attr if isinstance(n, ast.Attribute) else n.id for n in ast.walk(sub.value)
+                 if isinstance(n, (ast.Attribute, ast.Name))}
+        if "kv_committed_len" not in names:
+            continue
+        return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.FloorDiv) and isinstance(n.right, ast.Name)
+                   and n.right.id == "page_size" for n in ast.walk(sub.value))
+    return None
+
+
+class _InlineLens:
+    """The decode allocation lengths of a release whose preparation computes them inline (before
+    ``page_aligned_decode_alloc_lens``, 0.5.19): the same call as that function, the next allocated length
+    ``max(allocated, committed + reserve)`` rounded up to whole pages where the release's preparation
+    rounds it (0.5.16-0.5.18), token granular where it does not (0.5.7-0.5.15: the pages held are the
+    same, SGLang's ``kv_allocated_len`` is not page-aligned). ``where`` names the release's code read."""
+
+    def __init__(self, aligned: bool, where: str):
+        self.aligned, self.where = aligned, where
+
+    def __call__(self, reqs: list[Any], *, reserve: int, page_size: int) -> tuple[list[int], list[int], int]:
+        cur, nxt = [], []
+        for r in reqs:
+            end = r.kv.kv_committed_len + reserve
+            if self.aligned:
+                end = -(-end // page_size) * page_size
+            cur.append(r.kv.kv_allocated_len)
+            nxt.append(max(r.kv.kv_allocated_len, end))
+        return cur, nxt, sum(n - c for c, n in zip(cur, nxt))
+
+
+def _decode_lens() -> Any:
+    """SGLang's ``page_aligned_decode_alloc_lens`` where the release has it, else :class:`_InlineLens` as the
+    release's decode preparation computes the lengths (read from its source)."""
+    found = _find("page_aligned_decode_alloc_lens", ("sglang.srt.mem_cache.allocation_sizing",), required=False)
+    if found is not None:
+        return found
+    where, node = _preparation_source()
+    aligned = _page_aligned(node)
+    if aligned is None:
+        version = _loaded.get("version", "?")
+        raise Unsupported(f"SGLang {version}'s {where} computes no next allocated length from kv_committed_len "
+                          "(no spec v2 decode allocation the adapter recognises)")
+    return _InlineLens(aligned, where)
 
 
 def _prepare() -> dict[str, Any]:
@@ -94,11 +183,12 @@ def _prepare() -> dict[str, Any]:
     if "spec" not in parts:
         alloc = ("sglang.srt.mem_cache.allocation", "sglang.srt.mem_cache.common")
         parts["spec"] = dict(
-            lens=_find("page_aligned_decode_alloc_lens", ("sglang.srt.mem_cache.allocation_sizing",)),
+            lens=_decode_lens(),
             extend=_find("alloc_paged_token_slots_extend", alloc),
             tokens=_find("alloc_token_slots", alloc),
             last_loc=_find("get_last_loc_torch", alloc),
-            coalesce=_find("coalesce_ranges", ("sglang.srt.mem_cache.common",)),
+            # absent before 0.5.20: each range is freed by its own call (no seam inside a page to merge)
+            coalesce=_find("coalesce_ranges", ("sglang.srt.mem_cache.common",), required=False),
         )
     return parts
 
@@ -143,9 +233,9 @@ class SglangEagleBackend(SglangBackend):
         super().__init__(config, eviction_interval=1)
         from .compat import paged_cpu
 
-        if self.t > 1 and not paged_cpu(self.allocators[0]):  # the adapter composes no spec allocation of its own
-            raise Unsupported(f"SGLang {_loaded.get('version')}'s paged alloc_extend is a Triton kernel only (no CPU "
-                              f"path): pages of {self.t} tokens")
+        # where the paged alloc_extend is a Triton kernel only (before 0.5.22), the adapter places the slots
+        # as it does for the sglang backend on those releases (compat.alloc_pages)
+        self.paged_cpu = self.t == 1 or paged_cpu(self.allocators[0])
         self.caches = [_ChunkCache(a) for a in self.allocators]
         self.kv_allocated: dict[int, int] = {}  # id(request) -> SGLang's kv_allocated_len
 
@@ -155,7 +245,7 @@ class SglangEagleBackend(SglangBackend):
                 return False
             self.kv_allocated[id(req)] = capacity
             return True
-        from .compat import pages_available
+        from .compat import alloc_pages, pages_available
 
         torch = _loaded["torch"]
         P = self.t
@@ -173,6 +263,10 @@ class SglangEagleBackend(SglangBackend):
                 row = self._row(a, req)
                 if P == 1:
                     out = self.spec["tokens"](self.caches[a], needed)
+                elif not self.paged_cpu:  # alloc_paged_token_slots_extend would call the Triton alloc_extend
+                    out = alloc_pages(alloc, torch, row, cur, nxt, P)
+                    if out is None:  # pages_available said yes just above
+                        raise AssertionError(f"SGLang allocator {a}: no pages after its capacity check said yes")
                 else:
                     indices = torch.tensor([row_id], dtype=torch.int64)
                     cur_t = torch.tensor([cur], dtype=torch.int64)
@@ -193,7 +287,9 @@ class SglangEagleBackend(SglangBackend):
             P = self.t
             owned = min(req.history, allocated)
             tail = -(-owned // P) * P
-            ranges = self.spec["coalesce"]([(0, owned)] + ([(tail, allocated)] if tail < allocated else []))
+            ranges = [(0, owned)] + ([(tail, allocated)] if tail < allocated else [])
+            if self.spec["coalesce"] is not None:
+                ranges = self.spec["coalesce"](ranges)
             for a, alloc in enumerate(self.allocators):
                 row = self._row(a, req)
                 evicted = self._evicted(a, req) if self.windows[a] else 0
