@@ -89,6 +89,21 @@ def test_sglang_lazy_re_enacts_the_token_gate_of_an_older_scheduler(tmp_path):
     assert cell["examples"] == 10 and cell["steps"] > 0 and cell["discard_rate"] == 0, cell
 
 
+def test_sglang_eagle_drives_the_spec_v2_allocation_of_an_older_release(tmp_path):
+    """Issue 33: on 0.5.14 the spec v2 decode preparation computes its lengths inline, token granular
+    (no ``page_aligned_decode_alloc_lens``), its paged ``alloc_extend`` is a Triton kernel only, and it has
+    neither ``coalesce_ranges`` nor ``free_kv_row_segments``: ``sglang-eagle`` computes the lengths the
+    release's preparation computes (read from its source), places paged slots as the ``sglang`` backend
+    does there and frees each range with the allocator's ``free``, and passes on-target (nothing refused:
+    before issue 33 0.5.14..0.5.19 were unsupported and 0.5.20-0.5.21 refused 84% of their configs)."""
+    _need_venv()
+    report = _matrix(tmp_path, RELEASE, "sglang-eagle", 5)
+    (cell,) = report["cells"]
+    assert (cell["release"], cell["backend"], cell["result"]) == (RELEASE, "sglang-eagle", "pass"), cell
+    assert cell["examples"] == 5 and cell["steps"] > 0 and cell["discard_rate"] == 0, cell
+    assert "profile" not in cell, cell  # every block size drawn: 0.5.14's allocator has pages
+
+
 def test_older_release_traces_replay_as_they_expect_there_and_on_the_pinned_release():
     """Each ``sglang-X.Y.Z-*.json`` trace: its saved divergence (part and step) on release X.Y.Z, installed by
     the matrix's own code, and ``found.on_pinned`` on the pinned release (0.5.14's radix cut keeping an

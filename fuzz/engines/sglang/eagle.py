@@ -33,10 +33,34 @@ SGLang's CPU build ``sgl_kernel.assign_req_to_token_pool_cpu``, not installed. T
 functions those make their allocation with (``page_aligned_decode_alloc_lens``,
 ``get_last_loc_torch``, ``alloc_paged_token_slots_extend`` / ``alloc_token_slots``) with a stand-in
 prefix cache (no prefix sharing: SGLang's chunk cache) and writes the returned slots into the row
-itself (what the kernel writes). Where a release's paged sub-allocators have no CPU path (Triton only,
-through 0.5.21) a config with pages above 1 is refused (Unsupported): the adapter composes no
-speculative allocation of its own. ``alloc_extend_swa_tail`` is not on this path: SGLang calls it only
+itself (what the kernel writes). ``alloc_extend_swa_tail`` is not on this path: SGLang calls it only
 when a disaggregated decode server preallocates for transferred KV (``disaggregation.decode``).
+
+Older releases (issue 33), each piece found by inspecting the release, never by its number:
+
+- the decode lengths: ``page_aligned_decode_alloc_lens`` from 0.5.19; before, the spec v2 preparation
+  computes them inline (``eagle_utils.eagle_prepare_for_decode``, else the v2 mixin's
+  ``EagleDraftInputV2Mixin.prepare_for_decode``), read from its source (:func:`_page_aligned`):
+  rounded up to whole pages (0.5.16-0.5.18, the same arithmetic) or token granular, ``max(allocated,
+  committed + reserve)`` (0.5.13.post1-0.5.15; 0.5.7 adds ``committed + reserve - allocated``, the same
+  length here since a step only allocates past its allocation): :class:`_InlineLens` computes what the
+  release's preparation computes. Token granular or not, the same pages are held (the paged allocator
+  hands out whole pages); SGLang's ``kv_allocated_len`` is not page-aligned there (sgl-project/sglang#31616
+  describes the tail of the last page it leaves unrecorded);
+- paged slots: where the paged ``alloc_extend`` is a Triton kernel only (every release before 0.5.22)
+  the adapter places them as it does for the ``sglang`` backend on those releases
+  (:func:`.compat.alloc_pages`: the rest of the last page, then whole pages from both sub-allocators);
+- the release: ``coalesce_ranges`` from 0.5.20; before, each range is freed by its own call (the two never
+  share a page: the tail starts at ``ceil_P(committed)``).
+
+0.5.7's default EAGLE worker is the v1 worker (``speculative/eagle_worker.py``; spec v2 is opt-in there,
+``SGLANG_ENABLE_SPEC_V2``, and forced for the one SWA model its server args turn EAGLE on for,
+MiMoV2Flash); from 0.5.13.post1 v2 is the default and v1 is gone. v1 reserves differently and is not
+driven: its draft slots are allocated and given back within the step (``backup_state`` /
+``restore_state`` around the draft), its verify allocates ``num_draft_tokens`` slots and frees the
+rejected ones at once (``kv_allocated_len = kv_committed_len``): between steps it holds only the
+committed tokens, which the reference's ``lookahead_tokens`` (drafts kept to the next step) does not
+state (a semantics option not yet modelled; docs/fuzzing-engines.md, SGLang).
 
 Observations are the ``sglang`` backend's (:mod:`.backend`); lengths are the protocol's (``c``), SGLang's
 page-aligned ``kv_allocated_len`` is kept apart (never compared: it is the same pages).
