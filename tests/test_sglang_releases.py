@@ -7,7 +7,8 @@ import path needs beyond the pinned venv (127 MB kept). Measured here (2 shared 
 22 s with the release cached. The regression traces that pin an older release's divergence
 (``tests/regressions/sglang-X.Y.Z-*.json``, ``found.release``: issue 33, ``sglang-radix`` on 0.5.14's
 ``SWARadixCache``) replay as they expect there and as ``found.on_pinned`` says on the pinned release
-(two subprocesses). Like tests/test_sglang.py, the tests need the
+(two subprocesses), and ``sglang-eagle`` drives 0.5.14's spec v2 allocation (5 examples, about 40 s
+here). Like tests/test_sglang.py, the tests need the
 pinned SGLang venv: without it it fails in CI (``CI=true``) and is skipped, with the command that makes
 it, elsewhere.
 """

@@ -54,8 +54,8 @@ Older releases (issue 33), each piece found by inspecting the release, never by 
   share a page: the tail starts at ``ceil_P(committed)``).
 
 0.5.7's default EAGLE worker is the v1 worker (``speculative/eagle_worker.py``; spec v2 is opt-in there,
-``SGLANG_ENABLE_SPEC_V2``, and forced for the one SWA model its server args turn EAGLE on for,
-MiMoV2Flash); from 0.5.13.post1 v2 is the default and v1 is gone. v1 reserves differently and is not
+``SGLANG_ENABLE_SPEC_V2`` off by default, switched on by its server args for EAGLE on MiMoV2Flash, an
+SWA model); from 0.5.13.post1 v2 is the default and v1 is gone. v1 reserves differently and is not
 driven: its draft slots are allocated and given back within the step (``backup_state`` /
 ``restore_state`` around the draft), its verify allocates ``num_draft_tokens`` slots and frees the
 rejected ones at once (``kv_allocated_len = kv_committed_len``): between steps it holds only the
