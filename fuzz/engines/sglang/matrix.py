@@ -115,4 +115,5 @@ SGLANG = Engine(
     load="swafloor.fuzz.engines.sglang.backend:import_sglang", release_examples="0.5.14 or 0.5.15.post1",
     fallback=_fallback, with_release=_with_release,
     profile="swafloor.fuzz.engines.sglang.profiles:profile_capabilities",
+    classify="swafloor.fuzz.engines.sglang.verdicts:classify",
 )

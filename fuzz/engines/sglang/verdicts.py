@@ -1,0 +1,37 @@
+"""The divergence classes of SGLang's releases that have a verdict: what an SGLang matrix cell's class is
+named (:mod:`swafloor.fuzz.engines.known`). Each entry's traces are in ``tests/regressions/``, replayed on
+their release (a divergence) and on the pinned one (a match) by ``tests/test_sglang_releases.py``.
+"""
+
+from __future__ import annotations
+
+from ..known import Known, names
+
+__all__ = ["KNOWN", "classify"]
+
+KNOWN: tuple[Known, ...] = (
+    Known("chunk-evict-page-margin",
+          {"tables@resize": "sglang-0.5.13.post1-chunk-evict-page-margin.json",
+           "outcome@resize": "sglang-0.5.13.post1-chunk-evict-page-margin-refused.json",
+           "outcome@schedule@resize": "sglang-0.5.13.post1-dataplane-page-margin-refused.json"},
+          ("sglang", "sglang-eagle", "dataplane:sglang"), first="0.5.13.post1", since="0.5.14",
+          fix="0.5.14's free_swa_out_of_window_slots (drop_page_margin for the chunk cache): 0.5.12-0.5.13's "
+              "ScheduleBatch._evict_swa kept the radix tree's extra page (sgl-project/sglang PR #22470) behind "
+              "every request's window, the chunk cache's too; read in 0.5.12.post1 and 0.5.13.post1"),
+    Known("partial-page-mapping",
+          {"mapping@close": "sglang-0.5.13.post1-radix-partial-page-mapping.json",
+           "mapping@suspend": "sglang-0.5.13.post1-eagle-partial-page-mapping-at-suspend.json"},
+          ("sglang-radix", "sglang-eagle"), first="0.5.13.post1", since="0.5.14",
+          fix="sgl-project/sglang#27779 (free_swa expands a partial-page free to whole pages; the leak it caused "
+              "reported as sgl-project/sglang#27789)"),
+    Known("radix-cut-page-margin", {"liveness@resize": "sglang-0.5.14-radix-cut-page-margin.json"},
+          ("sglang-radix",), first="0.5.14", since="0.5.16",
+          fix="sgl-project/sglang#29860 (the radix path's sliding-window cut at max(window, page) instead of "
+              "window + page: 'the extra page margin is unnecessary')"),
+)
+
+
+def classify(release: str, backend: str, class_key: str) -> list[str]:
+    """The names of the known behaviours of ``release`` on ``backend`` that show as ``class_key``; empty
+    where none does (a candidate, unnamed)."""
+    return names(KNOWN, release, backend, class_key)
