@@ -143,6 +143,10 @@ def test_the_over_charging_class_is_counted(campaign):
     assert campaign["counts"]["over-charges"] > 0, campaign["counts"]
     ex = campaign["examples_by_class"]["over-charges"]
     assert ex["sglang"] > max(ex["rule"], ex["sglang_minimum"]) and ex["reference_completes_at"] == ex["sglang"] - 1
+    # what it costs, one-sided (pages above the larger of the rule's charge and the start-up's least pool)
+    cost = campaign["over_charge"]["over-charges"]
+    assert cost["most"] >= ex["sglang"] - max(ex["rule"], ex["sglang_minimum"]) >= 1
+    assert cost["pages"] >= campaign["counts"]["over-charges"], cost
 
 
 def test_pinned_traces_replay_on_sglang(campaign):

@@ -127,10 +127,10 @@ CLASSES = {
                               "for the whole run, extend + max_new_tokens (rem_total_tokens), so it refuses a lone "
                               "request at a pool where the rule admits it and its whole run completes on the "
                               "reference manager (the window's pages recycle); the windowed SWA budget that "
-                              "replaced it (PrefillAdder._swa_budget_for_req, read in 0.5.13.post1) came with "
+                              "replaced it (PrefillAdder._swa_budget_for_req, read in 0.5.13.post1) is likely "
                               "sgl-project/sglang#22597 ('Fix swa input length limitation': an SWA pool smaller "
-                              "than the run rejected requests its eviction could serve; not bisected, 0.5.8-0.5.12 "
-                              "not read)",
+                              "than the run rejected requests its eviction could serve; not confirmed by "
+                              "bisection, 0.5.8-0.5.12 not read)",
     "admits-below-rule-whole-run": "semantics difference: SGLang 0.5.7 charges the run's own tokens P + O (and one "
                                    "more: its refusal is at least-as-many), no window and no page, where the rule "
                                    "charges the largest step's floor at a full window (W - 2 + the chunk, and a "
@@ -606,19 +606,27 @@ def planted(kind: str | None):
 
 # ----------------------------------------------------------------------------- the campaign
 def run(examples: int, seed: int = 0) -> dict[str, Any]:
-    """The differential over ``examples`` generated cases: counts per class and the first example of each."""
+    """The differential over ``examples`` generated cases: counts per class, the first example of each, and
+    what each over-charging class costs (``over_charge``: the pages SGLang asks above the larger of the
+    rule's charge and its start-up's least pool, a one-sided bound named by the rule: their sum and most)."""
     load()
     started = time.perf_counter()
     cases = generate(examples, seed)
     counts = dict.fromkeys(CLASSES, 0)
     first: dict[str, dict[str, Any]] = {}
+    cost: dict[str, dict[str, int]] = {}
     for case in cases:
         record = classify(case)
         for name in record["classes"]:
             counts[name] += 1
             first.setdefault(name, record)
-    return {"version": version(), "examples": len(cases), "seed": seed, "counts": counts,
-            "examples_by_class": first, "plant": list(_plant), "seconds": round(time.perf_counter() - started, 1)}
+            if name.startswith("over-charges") and record.get("sglang") is not None:
+                extra = record["sglang"] - max(record["rule"], record["sglang_minimum"])
+                seen = cost.setdefault(name, {"pages": 0, "most": 0})
+                seen.update(pages=seen["pages"] + extra, most=max(seen["most"], extra))
+    return {"version": version(), "gate": _s.get("gate"), "examples": len(cases), "seed": seed, "counts": counts,
+            "examples_by_class": first, "over_charge": cost, "plant": list(_plant),
+            "seconds": round(time.perf_counter() - started, 1)}
 
 
 def trace_of(record: dict[str, Any], name: str, release: str) -> dict[str, Any]:
