@@ -174,7 +174,9 @@ def test_an_older_gate_replays_on_its_release():
     """Issue 33: SGLang 0.5.16's own ``add_one_req`` (its ``UnifiedRadixCache`` with the older prefix-cache API,
     its ``PrefillAdder._swa_budget_for_req`` and ``_swa_chunk_cap``), the release installed by the matrix's own
     code: each of its saved traces gives SGLang's threshold as saved, equal to the model of that gate
-    (``peers.sglang_window_headroom_blocks``), and its class."""
+    (``peers.sglang_window_headroom_blocks``), and its class. In the same subprocess, 5 cases (seed 0) with the
+    plant ``extra-page`` in that release's ``PrefillAdder._swa_budget_for_req``: the comparison with the
+    model catches it (``model-below``; measured: 3 of the 5)."""
     from swafloor.fuzz import matrix
 
     _need_venv()
@@ -183,11 +185,14 @@ def test_an_older_gate_replays_on_its_release():
     venv = matrix.find_venv(str(VENV), matrix.engine_named("sglang"))
     folder = matrix.install(OLDER, venv, matrix.cache_root(None, "sglang"))
     env = {**os.environ, "PYTHONPATH": str(folder), "PYTHONWARNINGS": "ignore"}
-    out = subprocess.run([str(PYTHON), "-m", MODULE, "--examples", "0", "--json", "--replay", *map(str, paths)],
+    out = subprocess.run([str(PYTHON), "-m", MODULE, "--examples", "5", "--seed", "0", "--plant", "extra-page",
+                          "--json", "--replay", *map(str, paths)],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     report = json.loads(out.stdout.strip().splitlines()[-1])
-    assert report["version"] == OLDER, report
+    assert report["version"] == OLDER and report["gate"] == "window-headroom", report
+    assert report["plant"] == ["extra-page"] and report["counts"]["model-below"] >= 1, report["counts"]
+    assert report["counts"]["error"] == 0, report["examples_by_class"].get("error")
     replays = {r["trace"]: r for r in report["replays"]}
     for path in paths:
         saved, got = _saved(path), replays[path.name]
