@@ -27,6 +27,10 @@ __all__ = [
     "sglang_prefill_budget_parts",
     "sglang_prefill_budget_blocks",
     "sglang_min_swa_pages",
+    "sglang_whole_run_blocks",
+    "sglang_window_headroom_tokens",
+    "sglang_window_headroom_parts",
+    "sglang_window_headroom_blocks",
     "TRTLLM_MAX_UTIL_FOR_RESUME",
     "trtllm_resume_admits",
     "trtllm_grains_for_slots",
@@ -115,10 +119,12 @@ def vllm_admission_blocks(t: Any, window: Any, prompt: Any, lookahead: Any, max_
 def sglang_swa_budget_tokens(t: Any, window: Any, prompt: Any, chunk: Any) -> Any:
     """SGLang's SWA budget for a request it admits (``PrefillAdder._swa_budget_for_req`` of 0.5.13.post1 to
     0.5.15.post1, the releases read; 0.5.16 subtracts the window from the allocation and caps the chunk,
-    0.5.17-0.5.20 add the decode headroom of :func:`sglang_swa_kv_tokens`, 0.5.21 on moved the gate out of
-    ``PrefillAdder``: :func:`sglang_prefill_budget_blocks`): the tokens of its next allocation, ``min(extend, chunk)``, floored at the window it will
-    hold while decoding (``sliding_window_size``, SGLang's exclusive window ``W - 1``), plus one page:
-    ``max(min(P, C), W - 1) + t`` tokens (a new request's extend is its prompt; no sinks, no drafts)."""
+    :func:`sglang_window_headroom_blocks`, 0.5.17-0.5.20 add the decode headroom of
+    :func:`sglang_swa_kv_tokens`, 0.5.21 on moved the gate out of ``PrefillAdder``:
+    :func:`sglang_prefill_budget_blocks`): the tokens of its next allocation, ``min(extend, chunk)``, floored
+    at the window it will hold while decoding (``sliding_window_size``, SGLang's exclusive window ``W - 1``),
+    plus one page: ``max(min(P, C), W - 1) + t`` tokens (a new request's extend is its prompt, not rounded
+    to pages: ``add_one_req`` passes ``req.extend_input_len``; no sinks, no drafts)."""
     return imax(imin(prompt, chunk), window - 1) + t
 
 
@@ -141,9 +147,11 @@ def sglang_swa_kv_tokens(t: Any, window: Any, extend: Any, output: Any, allocate
 
 
 def sglang_prefill_budget_parts(t: Any, window: Any, prompt: Any, chunk: Any, output: Any) -> tuple[Any, Any]:
-    """The two routes by which SGLang 0.5.21-0.5.23 admits a new request (no prefix hit) to an idle SWA
-    pool of ``N`` pages (``SWAPrefillBudget.check_prefill``, asked by ``PrefillAdder.add_one_req``), each as
-    the least ``N`` it admits at:
+    """The two routes by which SGLang 0.5.17-0.5.23 admits a new request (no prefix hit) to an idle SWA
+    pool of ``N`` pages (``SWAPrefillBudget.check_prefill``, asked by ``PrefillAdder.add_one_req``, 0.5.21
+    on; before, ``PrefillAdder._swa_budget_for_req`` with ``max_new_tokens`` and ``_swa_chunk_cap``, read
+    in 0.5.17-0.5.20's ``managers/schedule_policy.py``: the same sums, and for a lone request on an idle
+    pool their "never fits" of 0.5.18 on is the refusal itself), each as the least ``N`` it admits at:
 
     - whole: the reservation of :func:`sglang_swa_kv_tokens` for the page-rounded prompt
       (``extend = cdiv(P, t) * t``; ``allocated = min(extend, C)``) must be below the free SWA tokens
@@ -160,7 +168,7 @@ def sglang_prefill_budget_parts(t: Any, window: Any, prompt: Any, chunk: Any, ou
 
 
 def sglang_prefill_budget_blocks(t: Any, window: Any, prompt: Any, chunk: Any, output: Any, chunked: Any = True) -> Any:
-    """SGLang's admission threshold for a lone new request in SWA pages, 0.5.21-0.5.23 (the pinned release):
+    """SGLang's admission threshold for a lone new request in SWA pages, 0.5.17-0.5.23 (the pinned release):
     the lesser route of :func:`sglang_prefill_budget_parts` with chunked prefill on (``chunked``), the whole
     route alone with it off (the reservation then allocates the whole prompt: ``allocated = extend``, the
     ``chunk`` ignored). Its full-attention pool's check (``P + O + t`` tokens below the free ones) is not
@@ -171,9 +179,56 @@ def sglang_prefill_budget_blocks(t: Any, window: Any, prompt: Any, chunk: Any, o
     return ite(chunked, imin(whole, shrunk), unchunked)
 
 
+def sglang_whole_run_blocks(t: Any, prompt: Any, output: Any) -> Any:
+    """SGLang's admission of a lone new request to an idle hybrid SWA model where ``PrefillAdder`` has no
+    SWA budget of its own (0.5.7, read from ``managers/schedule_policy.py``: ``rem_total_tokens`` is the
+    lesser of the full and the SWA pool's free tokens, asked for ``extend_input_len + max_new_tokens``,
+    refused when that is at least the free tokens): the whole run, unrounded, against the SWA pool, no
+    window: ``cdiv(P + O + 1, t)`` pages (0.5.7's allocator is token-granular: ``t = 1``)."""
+    return cdiv(prompt + output + 1, t)
+
+
+def sglang_window_headroom_tokens(t: Any, window: Any, allocated: Any) -> Any:
+    """SGLang 0.5.16's SWA budget for a request (``PrefillAdder._swa_budget_for_req``, read from 0.5.16's
+    ``managers/schedule_policy.py``): what the pass allocates past the window, ``max(allocated - w, 0)``,
+    plus a whole window of decode headroom and a page (``_swa_reserved_tokens``: ``w + t``), with
+    ``w = W - 1`` (SGLang's exclusive ``sliding_window_size``), whatever the run's length (0.5.17 caps the
+    headroom at the run's own window: :func:`sglang_swa_kv_tokens`)."""
+    w = window - 1
+    return imax(allocated - w, 0) + w + t
+
+
+def sglang_window_headroom_parts(t: Any, window: Any, prompt: Any, chunk: Any) -> tuple[Any, Any]:
+    """The two routes by which SGLang 0.5.16 admits a lone new request (no prefix hit) to an idle SWA pool
+    of ``N`` pages (``PrefillAdder.add_one_req``), each as the least ``N`` it admits at:
+
+    - whole: the budget of :func:`sglang_window_headroom_tokens` for the page-rounded prompt
+      (``real_input_tokens = cdiv(P, t) * t``; ``allocated = min(extend, C)``) must be below the free SWA
+      tokens (refused when ``swa_needed >= rem_swa_tokens``): ``cdiv(budget + 1, t)`` pages;
+    - a shrunk chunk (chunked prefill only; ``_swa_chunk_cap``): where the budget is at least the free SWA
+      tokens, the chunk is cut to the page-floored free tokens above ``w + t`` and admitted when that is at
+      least a page: ``cdiv(w + t, t) + 1`` pages.
+    """
+    extend = cdiv(prompt, t) * t
+    whole = cdiv(sglang_window_headroom_tokens(t, window, imin(extend, chunk)) + 1, t)
+    shrunk = cdiv(sglang_window_headroom_tokens(t, window, 0), t) + 1
+    return whole, shrunk
+
+
+def sglang_window_headroom_blocks(t: Any, window: Any, prompt: Any, chunk: Any, chunked: Any = True) -> Any:
+    """SGLang 0.5.16's admission threshold for a lone new request in SWA pages: the lesser route of
+    :func:`sglang_window_headroom_parts` with chunked prefill on, the whole route alone with it off (the
+    budget then allocates the whole page-rounded prompt, the ``chunk`` ignored)."""
+    whole, shrunk = sglang_window_headroom_parts(t, window, prompt, chunk)
+    extend = cdiv(prompt, t) * t
+    unchunked = cdiv(sglang_window_headroom_tokens(t, window, extend) + 1, t)
+    return ite(chunked, imin(whole, shrunk), unchunked)
+
+
 def sglang_min_swa_pages(t: Any, window: Any) -> Any:
-    """The least SWA pool, in pages, SGLang's start-up accepts (``validate_swa_pool_size``, 0.5.23: it
-    refuses a pool of ``N * t`` tokens with ``W - 1 + t >= N * t``): ``fdiv(W - 1 + t, t) + 1`` pages."""
+    """The least SWA pool, in pages, SGLang's start-up accepts (``validate_swa_pool_size``, 0.5.23; the same
+    test in ``model_executor/pool_configurator.py`` from 0.5.16, none before: it refuses a pool of ``N * t``
+    tokens with ``W - 1 + t >= N * t``): ``fdiv(W - 1 + t, t) + 1`` pages."""
     return fdiv(window - 1 + t, t) + 1
 
 

@@ -60,7 +60,8 @@ BACKENDS = ("sglang", "sglang-lazy", "sglang-radix", "sglang-eagle", "sglang-adm
             "dataplane:sglang-lazy")
 #: What ``swafloor matrix sglang`` runs unless told otherwise. The others are asked by name: ``sglang-eagle``
 #: (SGLang's EAGLE spec-v2 decode allocation, issue 33), ``sglang-admission`` (a differential of one admission
-#: decision per case: 0.5.22 on, where the prefill budget and the tree API are) and the data plane's rows.
+#: decision per case: on every release, each release's own gate, its form found by inspection:
+#: :data:`.admission.GATES`) and the data plane's rows.
 DEFAULT_BACKENDS = ("sglang", "sglang-lazy", "sglang-radix")
 #: Modules some releases import that the pinned SGLang venv lacks, each with the pinned packages that give it.
 EXTRA_MODULES = {
