@@ -89,9 +89,13 @@ _SHARING = st.builds(
     SEMANTICS, st.sampled_from((True, True, False)), st.sampled_from(tuple(HitRule)), st.booleans(),
 )
 #: ... and vLLM's free queue before 0.23.0 (``uncached_to_tail``) a third of the time where freed blocks
-#: are cached (the EAGLE draw below keeps the stream it had, which its seeded bugs' relations were measured on).
-SEMANTICS_SHARING = st.builds(lambda s, tail: attrs.evolve(s, uncached_to_tail=s.cache_freed and tail),
-                              _SHARING, st.sampled_from((False, False, True)))
+#: are cached, 0.23.0's (``release_uncached_to_tail``) another third: one draw of three values, so the
+#: stream keeps the draws it had (the EAGLE draw below keeps the stream it had, which its seeded bugs'
+#: relations were measured on).
+SEMANTICS_SHARING = st.builds(
+    lambda s, order: attrs.evolve(s, uncached_to_tail=s.cache_freed and order == "every free",
+                                  release_uncached_to_tail=s.cache_freed and order == "a release"),
+    _SHARING, st.sampled_from(("pool", "a release", "every free")))
 #: SGLang's eviction interval, for a backend that declares it: every token (the default, first, so an
 #: example shrinks towards it), a few tokens, and 9 (past a block of up to 8 tokens).
 EVICTION_INTERVALS = st.sampled_from((1, 2, 3, 9))

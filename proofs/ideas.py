@@ -154,6 +154,13 @@ IDEAS: dict[str, str] = {
         "against the spec: at c <= W nothing is stale (h + 1 - W <= 0), and past W the live blocks are "
         "ceil(c/t) - floor((h+1-W)/t) >= ceil(c/t) - floor((c-W)/t) >= ceil(W/t)."
     ),
+    "free-order-cost": (
+        "Both orders take the same m slots: the never-used ones and the freed ones are free in either. The front "
+        "order evicts a cached slot only past the x uncached and f never-used ones, max(0, m - x - f); the end "
+        "order past the f never-used ones evicts the q older cached ones first, then skips the x, so it evicts "
+        "min(P, q) + max(0, P - q - x) with P = max(0, m - f): the two differ by at most the x skipped, and not "
+        "at all once P >= q + x."
+    ),
     "sync-floor-short-in-flight": (
         "One token in flight keeps W + 1 tokens, which can touch one block more than"
         " W tokens whenever t divides W - 1 (already at t = W = 1)."

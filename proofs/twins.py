@@ -29,7 +29,8 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import attrs
 
-from swafloor.reference import admission, cache_hit, execution, floors, peers, refusal, scheduler, sharing
+from swafloor.reference import admission, cache_hit, execution, floors, free_order, peers, refusal, scheduler, sharing
+from swafloor.reference.pool import Pool
 from swafloor.reference.lifecycle import LifeCycle, LifeCycleKind
 
 __all__ = ["Grid", "TwinResult", "TWINS", "run_twin", "DEFAULT_GRID"]
@@ -507,6 +508,42 @@ def ring_window_floor(c: _Counter, g: Grid) -> None:
                 if n == 1:
                     most = max(most, len(ring))
         c.check(most == (floor if (W - 1) % t == 0 else floor - 1), t=t, W=W)
+
+
+def _evicted_by_a_pool(f: int, q: int, x: int, k: int, m: int, tail: bool) -> int:
+    """A caching pool of f + q + x + k slots run through its operations: q slots freed keeping content, then
+    one release of x slots keeping nothing followed by k keeping content (``tail_now``: the release puts the
+    x at the queue's end), f never used; m slots taken: the cached contents lost."""
+    pool = Pool(f + q + x + k, cache=True, release_tail=tail)
+    old = [pool.take() for _ in range(q)]
+    for i, slot in enumerate(old):
+        pool.name(slot, ("old", i))
+    pool.give_back(old)
+    released = [pool.take() for _ in range(x + k)]
+    for i, slot in enumerate(released[x:]):
+        pool.name(slot, ("released", i))
+    pool.tail_now = tail
+    pool.give_back(released)
+    pool.tail_now = False
+    before = len(pool.cached_content())
+    for _ in range(m):
+        pool.take()
+    return before - len(pool.cached_content())
+
+
+@_run
+def free_order_cost(c: _Counter, g: Grid) -> None:
+    """The free queue itself (the reference's Pool, driven by take, name and give_back) counts the cached
+    slots m takes evict in either order, against free_order.evicted_cached and the statement's bounds."""
+    for f, q, x, k in itertools.product(range(4), range(4), range(4), range(4)):
+        for m in range(f + q + x + k + 1):
+            front, tail = _evicted_by_a_pool(f, q, x, k, m, False), _evicted_by_a_pool(f, q, x, k, m, True)
+            point = dict(f=f, q=q, x=x, k=k, m=m)
+            c.check(front == free_order.evicted_cached(m, f, q, x, k, False), **point)
+            c.check(tail == free_order.evicted_cached(m, f, q, x, k, True), **point)
+            c.check(front <= tail <= front + x and tail <= q + k, **point)
+            c.check(m < f + q + x or tail == front, **point)
+            c.check(not (x >= 1 and q >= 1 and m == f + 1) or tail == front + 1, **point)
 
 
 def _locked(p: int, t: int, W: int) -> frozenset[int]:
@@ -1320,6 +1357,7 @@ TWINS: dict[str, Callable[[Grid], TwinResult]] = {
     "eviction-interval-one": eviction_interval_one,
     "refused-keeps-stale-cost": refused_keeps_stale_cost,
     "ring-window-floor": ring_window_floor,
+    "free-order-cost": free_order_cost,
     "sync-floor-short-in-flight": sync_floor_short_in_flight,
     "sync-floor-short-in-flight-exact": sync_floor_short_in_flight_exact,
     "legacy-floor-insufficient": legacy_floor_insufficient,

@@ -30,9 +30,13 @@ class Pool:
     # stack: the last freed batch first, each batch in its own order), then the never-used ids, then
     # the freed slots with content (``queue``: least recently freed first), the cached ones. A slot
     # loses its content when it is taken again (evicted). ``tail`` (``uncached_to_tail``): a freed slot
-    # without content joins the queue's end too (``front`` stays empty).
+    # without content joins the queue's end too (``front`` stays empty). ``release_tail``
+    # (``release_uncached_to_tail``, :mod:`.free_order`): the frees that set ``tail_now`` while they run
+    # put such a slot at the queue's end.
     cache: bool = False
     tail: bool = False
+    release_tail: bool = False
+    tail_now: bool = False
     front: list[int] = attrs.Factory(list)
     queue: dict[int, None] = attrs.Factory(dict)
     content: dict[int, tuple] = attrs.Factory(dict)
@@ -43,7 +47,7 @@ class Pool:
         listed = self.freed()
         returned = set(listed)
         assert len(returned) == len(listed), f"pool group {g} lists a free slot twice"
-        assert (self.tail or set(self.queue) <= set(self.content)) and not set(self.front) & set(self.content), (
+        assert (self.tail or self.release_tail or set(self.queue) <= set(self.content)) and not set(self.front) & set(self.content), (
             f"pool group {g}: cached slots {sorted(set(self.content) - returned)} not free")
         assert {(key, s) for key, slots in self.index.items() for s in slots} == {
             (key, s) for s, key in self.content.items()} and all(self.index.values()), f"pool group {g}: cache index disagrees"
@@ -165,12 +169,13 @@ class Pool:
         """A caching pool: holders let go of ``batch`` in this order, as one free. A freed slot with
         content keeps it (even where another slot has the same: vLLM keeps every block of a hash) and
         joins the end of the queue; the freed slots without content go to its front, together, in this
-        order (``tail``: to its end, each where the batch has it)."""
+        order (``tail``, or ``tail_now`` for this free: to its end, each where the batch has it)."""
         kept_nothing = []
+        to_tail = self.tail or self.tail_now
         for slot in batch:
             if not self.give(slot):
                 continue
-            if self.tail or slot in self.content:
+            if to_tail or slot in self.content:
                 self.queue[slot] = None
             else:
                 kept_nothing.append(slot)

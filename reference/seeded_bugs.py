@@ -159,6 +159,9 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               "once committed, and back", (), (ORACLE,), covers="semantics.cache_scheduled"),
     SeededBug("uncached-to-tail-swapped", "a freed block that keeps nothing joins the free queue's end where it "
               "should go to its front, and back", (), (ORACLE,), covers="semantics.uncached_to_tail"),
+    SeededBug("release-tail-for-windows", "a sliding window's release too puts the freed blocks that keep nothing "
+              "at the free queue's end, where under release_uncached_to_tail only a life cycle without a window "
+              "does (hook release_to_tail)", (), (ORACLE,), covers="semantics.release_uncached_to_tail"),
     SeededBug("load-holds-prefix-swapped", "a first resume's load holds a block for every loaded token where it "
               "should hold the live ones only, and back", (), (ORACLE,), covers="semantics.load_holds_prefix"),
     SeededBug("load-ignores-hit", "a first resume's load holds a block for every reused token even past a "
@@ -357,6 +360,7 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "hit-rule-swapped": HIT,
     "cache-scheduled-swapped": HIT,
     "uncached-to-tail-swapped": HIT,
+    "release-tail-for-windows": HIT,
     "eagle-pops-first-block": HIT,
     "eagle-ignored": HIT,
     "align-before-pop": HIT,
@@ -440,6 +444,9 @@ SEEN_LATER: dict[tuple[str, str], tuple[str, str]] = {
     ("uncached-to-tail-swapped", ORACLE): (LATER, "which free slot a block takes differs at once (the oracle names no "
                                                  "slot); it shows once a slot taken evicts another cached block than "
                                                  "the spec's: the cached free blocks, or a later resume's hit"),
+    ("release-tail-for-windows", ORACLE): (LATER, "where a window's release puts a freed slot that keeps nothing "
+                                                 "shows only once a slot taken evicts another cached block than the "
+                                                 "spec's: the cached free blocks, or a later resume's hit"),
     ("draft-slots-named", ORACLE): (SHOWN, "the held blocks holding only draft slots are named: seen once they are "
                                           "freed and cached, or a later resume hits them"),
     # hits on slots others still hold: its null entries take no slot and no table lists them (the slot

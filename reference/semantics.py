@@ -300,6 +300,19 @@ class Semantics:
                  "(vllm-project/vllm#42656 prepends the ones without a hash)",),
         needs=("cache_freed", True))
 
+    release_uncached_to_tail: bool = option(False, "a release frees a windowless life cycle's blocks to the free queue's end, cached or not", """
+        The blocks a request's release (suspend, close) frees in a life cycle without a window (full
+        attention, SSM) join the end of the free queue whether or not they keep content, each where the
+        release has it (last block first), as under ``uncached_to_tail``; the blocks a sliding window
+        frees, at a release or as they leave the window, keep the pool's order (the ones that keep nothing
+        to its front). It moves no block between held and free: only which cached slots a later allocation
+        evicts first (:mod:`~.free_order`).""",
+        engines=("vLLM 0.23.0: FullAttentionManager (the base SingleTypeKVCacheManager.free) appends every "
+                 "block it frees, while SlidingWindowManager.free and remove_skipped_blocks prepend the ones "
+                 "without a hash (vllm-project/vllm#42656); 0.24.0's BlockPool.free_blocks prepends them on "
+                 "every free",),
+        needs=("cache_freed", True))
+
     prompt_lock: bool = option(False, "a request keeps its prompt's last window of SWA blocks until it is released", """
         A request keeps the SWA blocks of its prompt's last window (:func:`~.lifecycle.prompt_lock_range`: the
         last ``ceil((W - 1) / t)`` whole blocks before its prompt's last whole block ends; its prompt is

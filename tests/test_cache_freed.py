@@ -146,3 +146,51 @@ def test_uncached_to_tail_hands_out_a_cached_slot_freed_before_an_uncached_one(t
     assert Semantics(**{**CACHE.to_dict(), "uncached_to_tail": True}).to_dict()["uncached_to_tail"] is True
     with pytest.raises(ConfigError, match="needs semantics.cache_freed"):
         Semantics(prefix_sharing=True, uncached_to_tail=True)
+
+
+@pytest.mark.parametrize("window", [None, 2])
+@pytest.mark.parametrize("on", [False, True])
+def test_release_uncached_to_tail_only_for_a_windowless_life_cycle_s_release(on, window):
+    """``release_uncached_to_tail`` (vLLM 0.23.0): a slot a request's release frees keeping nothing in a
+    life cycle without a window joins the free queue's end, after the cached slot freed before it, so the
+    next slot taken evicts that cached block; a sliding window's release keeps the pool's order (to the
+    front), as the option off does. The run of the test above, one life cycle of t = 1."""
+    cfg = config(1, window=window, slots=2, semantics=Semantics(**{**CACHE.to_dict(), "release_uncached_to_tail": on}))
+    for m in both(cfg):
+        m.create("r0")
+        decode(m, "r0", 1)
+        m.close("r0")  # slot 0 cached
+        m.create("r1")
+        assert m.resume("r1") and m.resize("r1", 1, 0)  # the never-used slot 1
+        m.close("r1")  # slot 1 freed keeping nothing
+        m.create("r2")
+        assert m.resume("r2") and m.resize("r2", 1, 0)
+        assert m.snapshot().pools[0].free == 1  # the free count is the same in either order
+        cached = m.snapshot().cached
+        assert len(cached) == (0 if on and window is None else 1), (type(m).__name__, cached)
+    assert Semantics(**{**CACHE.to_dict(), "release_uncached_to_tail": True}).to_dict()["release_uncached_to_tail"] is True
+    with pytest.raises(ConfigError, match="needs semantics.cache_freed"):
+        Semantics(prefix_sharing=True, release_uncached_to_tail=True)
+
+
+def test_a_window_s_release_to_the_tail_is_caught_at_the_step_that_evicts():
+    """The seeded bug release-tail-for-windows (the hook ``release_to_tail`` true for a sliding window
+    too): the run above with a window of 2 diverges from the oracle at r2's resize, the step whose slot
+    evicts r0's cached block (the spec keeps it: the window's release put r1's slot at the front)."""
+    from swafloor.fuzz.backends.reference_mutants import REFERENCE_MUTANTS
+
+    cfg = config(1, window=2, slots=2, semantics=Semantics(**{**CACHE.to_dict(), "release_uncached_to_tail": True}))
+    mutant, oracle = REFERENCE_MUTANTS["release-tail-for-windows"].make(cfg), OracleManager(cfg)
+    for m in (mutant, oracle):
+        m.create("r0")
+        decode(m, "r0", 1)
+        m.close("r0")
+        m.create("r1")
+        assert m.resume("r1") and m.resize("r1", 1, 0)
+        m.close("r1")
+        m.create("r2")
+        assert m.resume("r2")
+    assert mutant.snapshot() == oracle.snapshot()  # the same up to the step that takes a slot
+    for m in (mutant, oracle):
+        assert m.resize("r2", 1, 0)
+    assert (len(mutant.snapshot().cached), len(oracle.snapshot().cached)) == (0, 1)

@@ -77,19 +77,21 @@ def _class_of(data: dict) -> str:
 def test_profiles_per_release():
     """The bisected ranges, read from the evidence traces' verdicts: no partial prompt-tail entry before
     0.26.0; every full SWA block cached before 0.22.1; every freed block to the free queue's end before
-    0.23.0 (from 0.9.2, where freed blocks are cached); nothing else the reference expresses differs."""
+    0.23.0 (from 0.9.2, where freed blocks are cached), and on 0.23.0 those a request's release frees in
+    full attention; nothing else the reference expresses differs."""
     tail, aligned, to_tail = {"cache_prompt_tail": False}, {"cache_aligned": False}, {"uncached_to_tail": True}
+    release = {"release_uncached_to_tail": True}  # 0.23.0: a release appends a full-attention group's blocks
     want = {"0.14.1": ({**tail, **aligned, **to_tail}, to_tail), "0.21.0": ({**tail, **aligned, **to_tail}, to_tail),
-            "0.22.1": ({**tail, **to_tail}, to_tail), "0.23.0": (tail, {}), "0.25.1": (tail, {}),
-            "0.26.0": ({}, {}), "0.33.0": ({}, {})}
+            "0.22.1": ({**tail, **to_tail}, to_tail), "0.23.0": ({**tail, **release}, release), "0.24.0": (tail, {}),
+            "0.25.1": (tail, {}), "0.26.0": ({}, {}), "0.33.0": ({}, {})}
     for release, (mixed, one_size) in want.items():
         got = profiles.profile_semantics(release, MIXED)
         assert got == Semantics(**{**MIXED.to_dict(), **mixed}), release
         assert profiles.profile_semantics(release, PREFIX) == Semantics(**{**PREFIX.to_dict(), **one_size}), release
         assert profiles.profile_semantics(release, Semantics()) == Semantics()  # no cache: nothing it can take
-    assert [c.name for c in profiles.unmodelled("0.22.1", "vllm-prefix-eagle")] == ["free-path-before-0.24"]
-    assert [c.name for c in profiles.unmodelled("0.23.0", "vllm-prefix-eagle")] == ["free-path-before-0.24"]
-    assert profiles.unmodelled("0.24.0", "vllm-prefix-eagle") == ()
+    for release in ("0.22.1", "0.23.0", "0.24.0"):  # free-path-before-0.24 is modelled since issue 33
+        assert profiles.unmodelled(release, "vllm-prefix-eagle") == (), release
+    assert profiles.profile_of("0.23.0", PREFIX)["release_uncached_to_tail"] == (True, "free-path-before-0.24")
     assert [c.name for c in profiles.unmodelled("0.8.3", "vllm")] == ["preallocation"]
     assert profiles.unmodelled("0.13.0", "vllm-prefix") == profiles.unmodelled("0.9.2", "vllm-prefix-mixed") == ()
     assert profiles.unmodelled("0.14.1", "vllm-prefix") == ()
@@ -121,7 +123,10 @@ def test_the_cell_record_carries_the_profile():
                                                       "cache_aligned": False, "uncached_to_tail": True})
     assert unmodelled == []
     got, profile, unmodelled = matrix._profiled(VLLM, "0.22.1", resolve("vllm-prefix"))
-    assert profile == {"uncached_to_tail": True} and unmodelled == ["free-path-before-0.24 (slots@resume)"]
+    assert profile == {"uncached_to_tail": True} and unmodelled == []
+    got, profile, unmodelled = matrix._profiled(VLLM, "0.23.0", resolve("vllm-prefix-eagle"))
+    assert profile == {"release_uncached_to_tail": True} and unmodelled == []
+    assert got.capabilities.semantics.release_uncached_to_tail
     plain = resolve("vllm")  # no prefix cache: no option of the profile applies
     same, profile, _ = matrix._profiled(VLLM, "0.21.0", plain)
     assert profile == {} and same.capabilities.semantics == plain.capabilities.semantics
@@ -136,7 +141,7 @@ def test_a_cell_names_the_known_classes_it_met():
         "async-frees-in-flight-read (bug, vllm-project/vllm#47728)"]
     assert classify("0.26.0", "vllm-async", "tables@resize") == []  # the fix's release
     assert classify("0.25.1", "vllm-async", "slots@resize") == []  # another class: a candidate, unnamed
-    assert classify("0.23.0", "vllm-prefix", "slots@resume") == ["free-path-before-0.24 (unmodelled)"]
+    assert classify("0.23.0", "vllm-prefix", "slots@resume") == []  # free-path-before-0.24, modelled since issue 33
     assert classify("0.24.0", "vllm-prefix", "slots@resume") == []
     assert classify("0.21.0", "vllm-async", "outcome@resize") == classify("0.21.0", "vllm-async", "tables@resize")
     for bug in (*BUGS, *LIMITATIONS):  # each class names a trace that diverges as it, in its range, on its backend

@@ -330,6 +330,9 @@ class OracleManager:
         # uncached_to_tail: a slot freed keeping nothing joins the freed slots' order as an entry
         # keeping no page (None), after the never-used ones; else it is blank, handed out first.
         self.to_tail = semantics.uncached_to_tail
+        # release_uncached_to_tail: so too a slot a request's release frees in a geometry without a window.
+        self.release_to_tail = semantics.release_uncached_to_tail
+        self.releasing = False
         # Pages named by the prefix of their block that a request's prompt fills (cache_prompt_tail):
         # no hit finds them, but one freed so is cached.
         self.partial: set[tuple] = set()
@@ -519,12 +522,13 @@ class OracleManager:
             self.kept[g].setdefault(self.content[page], []).append(self.entries)
             self.freed_slots[g][self.entries] = page
         else:
-            self._blank_freed(g, 1)
+            self._blank_freed(g, 1, self.releasing and self.release_to_tail and self.geometries[i].kind != "swa")
 
-    def _blank_freed(self, g: int, n: int) -> None:
+    def _blank_freed(self, g: int, n: int, to_tail: bool = False) -> None:
         """``n`` slots of group ``g`` freed keeping nothing: blank (handed out first), or under
-        ``uncached_to_tail`` the last of the freed slots."""
-        if not self.to_tail:
+        ``uncached_to_tail`` (or ``to_tail``: a release's, ``release_uncached_to_tail``) the last of the
+        freed slots."""
+        if not (self.to_tail or to_tail):
             self.blank[g] += n
             return
         for _ in range(n):
@@ -806,7 +810,11 @@ class OracleManager:
         return self.requests[request_id].hit
 
     def _release_all(self, req: _Request) -> None:
-        self._move(req, [frozenset() for _ in self.geometries])
+        self.releasing = True
+        try:
+            self._move(req, [frozenset() for _ in self.geometries])
+        finally:
+            self.releasing = False
         req.lock = None  # letting go of every block lets go of the tree lock
 
     # ------------------------------------------------------------------ operations

@@ -201,6 +201,14 @@ _CacheScheduledSwapped = _cache_option_swapped("cache_scheduled")
 _UncachedToTailSwapped = _cache_option_swapped("uncached_to_tail")
 
 
+class _ReleaseTailForWindows(Manager):
+    """Under ``release_uncached_to_tail`` every life cycle's release puts the freed blocks that keep nothing
+    at the free queue's end, a sliding window's too (the hook ``release_to_tail``)."""
+
+    def release_to_tail(self, life_cycle: int) -> bool:
+        return self.semantics.release_uncached_to_tail
+
+
 def _load_holds_prefix_swapped(config: Config) -> Manager:
     """The reference with ``load_holds_prefix`` read as its opposite."""
     return Manager(_with_semantics(config, load_holds_prefix=not config.semantics.load_holds_prefix))
@@ -663,6 +671,7 @@ _MAKERS: dict[str, Callable[[Config], Manager]] = {
     "hit-rule-swapped": _HitRuleSwapped,
     "cache-scheduled-swapped": _CacheScheduledSwapped,
     "uncached-to-tail-swapped": _UncachedToTailSwapped,
+    "release-tail-for-windows": _ReleaseTailForWindows,
     "load-holds-prefix-swapped": _load_holds_prefix_swapped,
     "load-ignores-hit": _LoadIgnoresHit,
     "eagle-pops-first-block": _EaglePopsFirstBlock,
@@ -681,6 +690,7 @@ _BACKEND = {
     "hit-rule-swapped": "oracle-sharing",
     "cache-scheduled-swapped": "oracle-sharing",
     "uncached-to-tail-swapped": "oracle-sharing",
+    "release-tail-for-windows": "oracle-sharing",
     "load-holds-prefix-swapped": "oracle-load",
     "load-ignores-hit": "oracle-load",
     "eagle-pops-first-block": "oracle-eagle",

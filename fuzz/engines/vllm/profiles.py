@@ -91,14 +91,20 @@ CHANGES: tuple[Change, ...] = (
              "(from 0.23.0 the ones without a hash go to its head)",
         option="uncached_to_tail", value=True),
     Change(
-        "free-path-before-0.24", since="0.24.0", first="0.22.1",
-        evidence="vllm-0.22.1-prefix-free-order-before-0.24.json", evidence_release="0.22.1",
-        upstream="0.24.0's free path (coordinator-wide pop_blocks_for_free, tail first; remove_skipped_blocks' cached/uncached "
-                 "split dropped; hit blocks touched first, vllm-project/vllm#33775); the part the trace meets not isolated",
-        what="which freed blocks stay cached differs from 0.24.0 on (checked from 0.22.1: earlier cells meet the "
-             "free-queue order first)",
+        "free-path-before-0.24", since="0.24.0", first="0.23.0",
+        evidence="vllm-0.23.0-prefix-release-uncached-to-tail.json", evidence_release="0.23.0",
+        upstream="0.24.0's BlockPool.free_blocks prepends the freed blocks without a hash on every free (with the "
+                 "deferred free path of vllm-project/vllm#45357, which frees whole requests through it); 0.23.0 "
+                 "had vllm-project/vllm#42656's split only in SlidingWindowManager.free and remove_skipped_blocks. "
+                 "Isolated with the evidence traces: 0.23.0 with FullAttentionManager's free split as "
+                 "SlidingWindowManager's matches, 0.23.0 with 0.24.0's two-phase hit touch (#44409) does not; "
+                 "bisected: diverge on 0.23.0, match on 0.22.1 (unhashed-freed-to-tail) and from 0.24.0",
+        what="a request's release appends a full-attention group's freed blocks to the free queue's end, "
+             "hashed or not (the base SingleTypeKVCacheManager.free); a sliding window's frees prepend the "
+             "ones without a hash",
+        option="release_uncached_to_tail", value=True,
         backends=("vllm-prefix", "vllm-prefix-eagle", "vllm-prefix-mixed", "vllm-prefix-eagle-mixed"),
-        class_key="slots@resume"),
+        also={"slots@resize": "vllm-0.23.0-prefix-eagle-release-uncached-to-tail.json"}),
     Change(
         "connector-load-holds-prefix", since="0.14.1",
         evidence="vllm-0.11.2-connector-load-holds-prefix.json", evidence_release="0.11.2",
