@@ -1,11 +1,11 @@
 """The divergence classes of SGLang's releases that have a verdict: what an SGLang matrix cell's class is
-named (:mod:`swafloor.fuzz.engines.known`). Each entry's traces are in ``tests/regressions/``, replayed on
+named (:mod:`swafloor.fuzz.known`). Each entry's traces are in ``tests/regressions/``, replayed on
 their release (a divergence) and on the pinned one (a match) by ``tests/test_sglang_releases.py``.
 """
 
 from __future__ import annotations
 
-from ..known import Known, names
+from ...known import Known, names
 
 __all__ = ["KNOWN", "classify"]
 

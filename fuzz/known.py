@@ -5,7 +5,7 @@ A :class:`Known` behaviour of an engine holds on releases ``[first, since)`` and
 the classes of its regression traces (``tests/regressions/``, each diverging as its class on its
 release). :func:`names` names a class met on a release and backend by every known behaviour whose
 range holds it. A class key match names a candidate, not a proof: the trace is what shows it, and a
-class no entry names is a candidate bug, unnamed. Each room keeps its own list (``verdicts.py``).
+class no entry names is a candidate bug, unnamed. Each room keeps its own list (``verdicts.py``, release data read by the matrix machinery).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Iterable
 
 import attrs
 
-from ..matrix import release_key
+from .matrix import release_key
 
 __all__ = ["Known", "names"]
 
