@@ -10,7 +10,8 @@ behaviours the config's :class:`~.config.Semantics` names, one layer each:
   separate events, names revoked on a drop, lookups only on written KV.
 - :mod:`.radix`: a radix tree's prompt lock and publication (SGLang's radix cache);
 - :mod:`.refusal`: a refused resize keeping the blocks that left the window (LMDeploy);
-- :mod:`.ring`: a sliding window kept as a fixed ring of blocks (transformers' continuous batching).
+- :mod:`.ring`: a sliding window kept as a fixed ring of blocks (transformers' continuous batching);
+- :mod:`.preallocation`: a step that needs a block takes more past it (vLLM 0.8.3's pre-allocation).
 
 Each layer does nothing while its options are off, so under the default semantics ``Manager`` is
 the core. Values and observations (:class:`Outcome`, :class:`Snapshot`, :class:`SlotMap`, ranges)
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 from .config import ReleaseOrder
 from .lookahead import Lookahead
+from .preallocation import Preallocation
 from .radix import RadixTree
 from .refusal import RefusalPolicy
 from .ring import RingWindow
@@ -50,6 +52,6 @@ __all__ = [
 ]
 
 
-class Manager(RadixTree, Lookahead, RefusalPolicy, RingWindow):
+class Manager(RadixTree, Lookahead, RefusalPolicy, Preallocation, RingWindow):
     """The executable spec of a paged KV-cache manager with sliding-window attention: the core with
     every layer, each following the config's semantics (``release_order`` overrides the semantics')."""
