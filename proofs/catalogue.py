@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from swafloor.reference import (admission, arith, cache_hit, execution, floors, free_order, lifecycle, peers, refusal, ring,
+from swafloor.reference import (admission, arith, cache_hit, execution, floors, free_order, lifecycle, peers, preallocation, refusal, ring,
                                 scheduler, sharing)
 from swafloor.reference.lifecycle import LifeCycle, LifeCycleKind
 
@@ -456,6 +456,44 @@ def ring_window_floor(t, W, h, n):
         implies(c >= W, held == arith.ite(aligned, floor, floor - 1)),
         held <= _live(h, c, t, W, 0),
     )
+
+
+# ----------------------------------------------------------------------------- pre-allocation (vLLM 0.8.3)
+# Semantics.preallocate_tokens: a step that needs n blocks past its table, with F slots free once its release is
+# counted, takes preallocation.preallocated_blocks(n, ceil(P/t), F); a waiting request of b blocks comes next.
+T_P = upto("t", "tokens per block", 1, 6, "t <= 6", BLOCK_SIZE)
+P_P = upto("P", "pre-allocated tokens (num_preallocate_tokens)", 0, 20, "P <= 20", TOKENS)
+N_P = upto("n", "blocks the step needs past its table", 1, 5, "n <= 5")
+F_P = upto("F", "slots free to the step (after its release)", 0, lambda env: env["n"] + 8, "F <= n + 8")
+B_P = upto("b", "blocks a waiting request needs next", 1, 6, "b <= 6")
+
+
+def _preallocated(t, P, n, F):
+    extra = preallocation.preallocation_blocks(P, t)
+    return extra, preallocation.preallocated_blocks(n, extra, F)
+
+
+def preallocation_within_free(t, P, n, F):
+    extra, took = _preallocated(t, P, n, F)
+    withheld = preallocation.withheld_blocks(n, extra, F)
+    return (
+        extra * t >= P,  # ceil(P / t) blocks cover the P tokens ...
+        extra * t < P + t,  # ... and no block more
+        implies(n <= F, all_of(n <= took, took <= F)),  # an admitted step takes its blocks, never past the pool
+        took <= n + extra,  # at most ceil(P / t) blocks past what it needs
+        implies(n <= F, withheld == took - n),  # what it withholds is what it took past its need ...
+        implies(n <= F, withheld == arith.imin(extra, F - n)),  # ... ceil(P/t), or every slot left
+    )
+
+
+def preallocation_keeps_waiting(t, P, n, F, b):
+    extra, took = _preallocated(t, P, n, F)
+    return implies(n + b <= F, (b > F - took) == (n + b + extra > F))
+
+
+def preallocation_never_keeps_waiting(t, P, n, F, b):
+    _, took = _preallocated(t, P, n, F)
+    return implies(n + b <= F, b <= F - took)
 
 
 # ----------------------------------------------------------------------------- prompt lock (SGLang's tree lock)
@@ -1520,6 +1558,36 @@ CATALOGUE: tuple[Theorem, ...] = (
         (T_E, W_E, S_E, K_E, N_R, R_R, D_R),
         refused_keeps_stale_cost,
         encodings={"z3": "blocks"},  # Z3 takes about 6 times longer on the direct (nonlinear) form
+    ),
+    Theorem(
+        "preallocation-within-free",
+        "Pre-allocation (preallocate_tokens = P, vLLM 0.8.3's num_preallocate_tokens): ceil(P/t) blocks cover "
+        "the P tokens and no block more; a step admitted by the spec's gate (it needs n <= F of the F free "
+        "slots) takes its n blocks and at most ceil(P/t) more, never a slot the pool does not have, and "
+        "withholds min(ceil(P/t), F - n) slots beyond the spec's step (preallocation.withheld_blocks).",
+        PROVED,
+        (T_P, P_P, N_P, F_P),
+        preallocation_within_free,
+    ),
+    Theorem(
+        "preallocation-keeps-waiting",
+        "What pre-allocation costs against the dense model: after a step that needs n blocks of F free, a "
+        "waiting request of b blocks that the spec admits next (n + b <= F) is kept waiting under "
+        "preallocate_tokens = P exactly when n + b + ceil(P/t) > F: the step's pre-allocated blocks hold the "
+        "slots it needed (one-sided: the engine never admits what the spec refuses, the gate is the same).",
+        PROVED,
+        (T_P, P_P, N_P, F_P, B_P),
+        preallocation_keeps_waiting,
+    ),
+    Theorem(
+        "preallocation-never-keeps-waiting",
+        "Claim: a step's pre-allocation (preallocate_tokens = P) never keeps waiting a request the spec admits "
+        "next (n + b <= F free slots). Refuted: the pre-allocated blocks take the slots it needed (replayed on "
+        "the manager: the waiting request's step is out of slots).",
+        REFUTED,
+        (T_P, P_P, N_P, F_P, B_P),
+        preallocation_never_keeps_waiting,
+        replay=replay.preallocation_keeps_waiting,
     ),
     Theorem(
         "ring-window-floor",

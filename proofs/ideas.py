@@ -149,6 +149,19 @@ IDEAS: dict[str, str] = {
         "[r - k + 1 - W, r + d - k + 1 - W), a run of d tokens, holding the last token of at most ceil(d/t) "
         "blocks; at the worst-case history the window's first token moves onto the first block past the sinks' end."
     ),
+    "preallocation-within-free": (
+        "ceil(P/t) is the least number of blocks whose t tokens each reach P. An admitted step has n <= F, so "
+        "min(n + ceil(P/t), F) lies between n and F and exceeds n by min(ceil(P/t), F - n): the blocks it "
+        "takes past its need."
+    ),
+    "preallocation-keeps-waiting": (
+        "The step leaves F - min(n + ceil(P/t), F) = max(0, F - n - ceil(P/t)) slots free. A waiting request "
+        "of b blocks with n + b <= F (the spec admits it) fits in that exactly when b <= F - n - ceil(P/t)."
+    ),
+    "preallocation-never-keeps-waiting": (
+        "With one pre-allocated block (P = t = 1) a step of one block in a pool of two takes both, and a "
+        "request of one block the spec admits next finds none free."
+    ),
     "ring-window-floor": (
         "ceil(min(c, W)/t) <= ceil(W/t) = ceil((W-1)/t) + 1 exactly when t divides W - 1 (else one less); "
         "against the spec: at c <= W nothing is stale (h + 1 - W <= 0), and past W the live blocks are "

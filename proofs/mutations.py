@@ -18,7 +18,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 import attrs
 
-from swafloor.reference import admission, arith, cache_hit, execution, floors, lifecycle, peers, scheduler, sharing
+from swafloor.reference import (admission, arith, cache_hit, execution, floors, lifecycle, peers, preallocation, scheduler,
+                                sharing)
 from swafloor.reference.seeded_bugs import SEEDED_BUGS, seeded_bug
 
 from .discharge import DEFAULT_TIMEOUT_S, UNKNOWN, discharge
@@ -276,6 +277,13 @@ def _worker_mask_one_late() -> list[Patch]:
     return [(execution, "mask_start", mask_start)]
 
 
+def _preallocation_in_tokens() -> list[Patch]:
+    def preallocation_blocks(tokens, t):  # the pre-allocated tokens taken as that many blocks
+        return tokens
+
+    return [(preallocation, "preallocation_blocks", preallocation_blocks)]
+
+
 #: The patch of each seeded bug (swafloor.reference.seeded_bugs) that is seeded in the formulas.
 PATCHES: dict[str, Callable[[], list[Patch]]] = {
     "no-inflight-token": _no_inflight_token,
@@ -306,6 +314,7 @@ PATCHES: dict[str, Callable[[], list[Patch]]] = {
     "names-trusted-before-execution": _names_trusted_before_execution,
     "draft-write-without-block": _draft_write_without_block,
     "worker-mask-one-late": _worker_mask_one_late,
+    "preallocation-in-tokens": _preallocation_in_tokens,
 }
 
 

@@ -510,3 +510,21 @@ def growth_keeps_stale(cex: Mapping[str, int]) -> Replay:
     summary = (f"the decode step at h={h} (the last step that added a block: {n} tokens at r={r}) holds {used[0]} "
                f"slots with stale_freed_on_growth, {used[1]} without: {kept} kept, above the claimed {claimed}")
     return Replay(confirmed, summary if confirmed else f"NOT REPRODUCED: {summary}", tuple(traces))
+
+
+def preallocation_keeps_waiting(cex: Mapping[str, int]) -> Replay:
+    """One full-attention layer of ``t`` tokens per block in a pool of ``F`` slots under
+    ``preallocate_tokens = P``: request ``a`` steps to ``n`` blocks, then request ``b`` to ``b`` blocks
+    (which the spec's pool, holding ``a``'s ``n``, would admit)."""
+    t, P, n, F, b = cex["t"], cex["P"], cex["n"], cex["F"], cex["b"]
+    config = Config(tokens_per_block=t, layers=[AttentionLayer(window=None)], slots=(F,),
+                    semantics=Semantics(preallocate_tokens=P))
+    d = _Driver(config)
+    d.trace.append(f"semantics: preallocate_tokens={P}")
+    d.call("create", "a")
+    reached = bool(d.call("resume", "a")) and bool(d.call("resize", "a", n * t, 0))
+    d.call("create", "b")
+    reached = reached and bool(d.call("resume", "b"))
+    failed = d.call("resize", "b", b * t, 0) if reached else None
+    return _verdict(d, reached, failed, f"a waiting request of {b} blocks after a step of {n} blocks pre-allocated "
+                                        f"ceil({P}/{t}) more, {F} slots")

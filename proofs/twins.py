@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import attrs
 
-from swafloor.reference import admission, cache_hit, execution, floors, free_order, peers, refusal, scheduler, sharing
+from swafloor.reference import admission, cache_hit, execution, floors, free_order, peers, preallocation, refusal, scheduler, sharing
 from swafloor.reference.pool import Pool
 from swafloor.reference.lifecycle import LifeCycle, LifeCycleKind
 
@@ -582,6 +582,62 @@ def load_holds_prefix_floor(c: _Counter, g: Grid) -> None:
             loaded = frozenset(q // t for q in range(cap))
             c.check(loaded == _held(0, cap, t, W, S) and (len(loaded) <= floor) == (cap <= floor * t),
                     t=t, W=W, S=S, c=cap)
+
+
+def _preallocating_step(t: int, P: int, n: int, F: int) -> int | None:
+    """vLLM 0.8.3's step, block by block: the n blocks it needs (None: they do not fit in F), then one
+    block more while the tokens of its pre-allocated blocks fall short of P and a slot is free."""
+    if n > F:
+        return None
+    took = n
+    while (took - n) * t < P and took < F:
+        took += 1
+    return took
+
+
+@_run
+def preallocation_within_free(c: _Counter, g: Grid) -> None:
+    """Blocks taken one by one: never past the pool, at most ceil(P/t) past the need (counted as the least
+    number of blocks whose tokens reach P), and what is withheld is what preallocation.withheld_blocks says."""
+    for t in range(1, 7):
+        for P in range(0, 21):
+            cover = next(k for k in range(0, P + 1) if k * t >= P)  # the least blocks holding P tokens
+            c.check(preallocation.preallocation_blocks(P, t) == cover, t=t, P=P)
+            for n in range(1, 6):
+                for F in range(0, n + 9):
+                    took = _preallocating_step(t, P, n, F)
+                    if took is None:
+                        continue
+                    c.check(n <= took <= F and took - n <= cover, t=t, P=P, n=n, F=F)
+                    c.check(preallocation.preallocated_blocks(n, cover, F) == took, t=t, P=P, n=n, F=F)
+                    c.check(preallocation.withheld_blocks(n, cover, F) == took - n, t=t, P=P, n=n, F=F)
+
+
+def _keeps_waiting(c: _Counter, claim: Callable[[int, int, int, int, int, int], bool]) -> None:
+    for t in range(1, 7):
+        for P in range(0, 21):
+            for n in range(1, 6):
+                for F in range(0, n + 9):
+                    took = _preallocating_step(t, P, n, F)
+                    for b in range(1, 7):
+                        if took is not None and n + b <= F:
+                            c.check(claim(t, P, n, F, b, F - took), t=t, P=P, n=n, F=F, b=b)
+
+
+@_run
+def preallocation_keeps_waiting(c: _Counter, g: Grid) -> None:
+    """A waiting request the spec admits next is kept waiting exactly when its blocks exceed what the
+    block-by-block step left free, and that is when n + b + (the blocks covering P) > F."""
+    def claim(t, P, n, F, b, left):  # left: counted block by block; the bound: the formula under test
+        return (b > left) == (n + b + preallocation.preallocation_blocks(P, t) > F)
+
+    _keeps_waiting(c, claim)
+
+
+@_run
+def preallocation_never_keeps_waiting(c: _Counter, g: Grid) -> None:
+    """The claim, block by block: what the step left free always serves the waiting request (refuted)."""
+    _keeps_waiting(c, lambda t, P, n, F, b, left: b <= left)
 
 
 @_run
@@ -1358,6 +1414,9 @@ TWINS: dict[str, Callable[[Grid], TwinResult]] = {
     "refused-keeps-stale-cost": refused_keeps_stale_cost,
     "ring-window-floor": ring_window_floor,
     "free-order-cost": free_order_cost,
+    "preallocation-within-free": preallocation_within_free,
+    "preallocation-keeps-waiting": preallocation_keeps_waiting,
+    "preallocation-never-keeps-waiting": preallocation_never_keeps_waiting,
     "sync-floor-short-in-flight": sync_floor_short_in_flight,
     "sync-floor-short-in-flight-exact": sync_floor_short_in_flight_exact,
     "legacy-floor-insufficient": legacy_floor_insufficient,

@@ -273,6 +273,15 @@ class CoreManager(Hooks, Observing, UnchangedSteps):
     def feasible(self, plan: Plan, held_back: list[Ranges | None] | None, extra: list[int] | None) -> Outcome:
         """Hook: whether every pool group has the slots the plan needs, given blocks ``held_back``
         (released only after allocating) and ``extra`` transient slots."""
+        needed, available = self.slot_balance(plan, held_back, extra)
+        if all(n <= a for n, a in zip(needed, available)):
+            return OK
+        return Outcome(False, tuple(Shortfall(g, n, a) for g, (n, a) in enumerate(zip(needed, available)) if n > a))
+
+    def slot_balance(self, plan: Plan, held_back: list[Ranges | None] | None,
+                     extra: list[int] | None) -> tuple[list[int], list[int]]:
+        """Per pool group, the slots the plan needs and the slots it has (the free ones, those its
+        release frees, less those held back), as :meth:`feasible` weighs them."""
         needed = list(extra) if extra is not None else [0] * len(self._pools)
         available = [p.free for p in self._pools]
         for lc_index, step in enumerate(plan):
@@ -283,9 +292,7 @@ class CoreManager(Hooks, Observing, UnchangedSteps):
             available[g] += self._freed_by(lc_index, step[1])
             if held_back is not None and held_back[lc_index]:
                 available[g] -= self._freed_by(lc_index, held_back[lc_index])
-        if all(n <= a for n, a in zip(needed, available)):
-            return OK
-        return Outcome(False, tuple(Shortfall(g, n, a) for g, (n, a) in enumerate(zip(needed, available)) if n > a))
+        return needed, available
 
     def _freed_by(self, lc_index: int, ranges: Ranges) -> int:
         """Slots freed when the planning request releases ``ranges``: only blocks whose slot has no other holder."""

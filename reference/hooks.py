@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 import attrs
 
+from . import lifecycle
 from .pool import Pool
 from .values import Outcome, Plan, Ranges
 
@@ -74,6 +75,11 @@ class Hooks:
     def suspend_forgets(self, record: Any) -> bool:
         """Hook: whether a suspension drops the request's lengths."""
         return False
+
+    def table_blocks(self, record: Any, life_cycle: int) -> int:
+        """Hook: the entries of a request's table of a life cycle (attention: the blocks its capacity
+        spans, ``ceil(c / t)``; :mod:`.preallocation` spans the blocks taken past it)."""
+        return lifecycle.allocated_blocks(record.capacity, self.block_sizes[life_cycle])
 
     def release_held_back(self, record: Any, life_cycle: int, ranges: Ranges) -> None:
         """Hook: a resize frees the blocks it held until it returned."""

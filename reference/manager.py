@@ -11,6 +11,7 @@ behaviours the config's :class:`~.config.Semantics` names, one layer each:
 - :mod:`.radix`: a radix tree's prompt lock and publication (SGLang's radix cache);
 - :mod:`.refusal`: a refused resize keeping the blocks that left the window (LMDeploy);
 - :mod:`.ring`: a sliding window kept as a fixed ring of blocks (transformers' continuous batching);
+- :mod:`.preallocation`: a step that needs a block takes more past it (vLLM 0.8.3's pre-allocation);
 - :mod:`.free_order`: where a request's release puts the freed blocks that keep nothing (vLLM 0.23.0).
 
 Each layer does nothing while its options are off, so under the default semantics ``Manager`` is
@@ -30,6 +31,7 @@ from __future__ import annotations
 from .config import ReleaseOrder
 from .free_order import FreeOrder
 from .lookahead import Lookahead
+from .preallocation import Preallocation
 from .radix import RadixTree
 from .refusal import RefusalPolicy
 from .ring import RingWindow
@@ -52,6 +54,6 @@ __all__ = [
 ]
 
 
-class Manager(RadixTree, Lookahead, RefusalPolicy, RingWindow, FreeOrder):
+class Manager(RadixTree, Lookahead, RefusalPolicy, Preallocation, RingWindow, FreeOrder):
     """The executable spec of a paged KV-cache manager with sliding-window attention: the core with
     every layer, each following the config's semantics (``release_order`` overrides the semantics')."""

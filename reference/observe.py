@@ -131,8 +131,9 @@ class Observing:
         """Per life cycle, the ranges of the blocks held among the blocks ``capacity`` spans in its
         own block size (SSM: its one page)."""
         return tuple(
-            BlockTable(1 if lc.kind is LifeCycleKind.SSM else allocated_blocks(capacity, t), ranges)
-            for lc, t, ranges in zip(self.layout.life_cycles, self.block_sizes, req.ranges)
+            BlockTable(1 if lc.kind is LifeCycleKind.SSM else (
+                allocated_blocks(capacity, t) if capacity != req.capacity else self.table_blocks(req, i)), ranges)
+            for i, (lc, t, ranges) in enumerate(zip(self.layout.life_cycles, self.block_sizes, req.ranges))
         )
 
     def __repr__(self) -> str:

@@ -260,6 +260,9 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
     SeededBug("align-before-pop", "the matched prefix is aligned first and the EAGLE pop taken after: the hit "
               "is no multiple of the alignment when the block size is below it", ("hit-aligned", "hit-valid", "hit-longest"),
               (ORACLE,), covers="semantics.eagle"),
+    SeededBug("preallocation-in-tokens", "a step pre-allocates preallocate_tokens blocks where it should take "
+              "ceil(P / t): the tokens counted as blocks (a step of vLLM 0.8.3's holds up to t times too many)",
+              ("preallocation-within-free",)),
     SeededBug("null-counted-free", "the pool's shared null block is counted as free (or evictable): a hit "
               "admitted on that count can be handed the null block", ("hit-null-accounting",), (ORACLE,),
               covers="pool accounting"),

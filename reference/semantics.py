@@ -346,6 +346,17 @@ class Semantics:
                  "(vllm-project/vllm#30166 gives the skipped ones the null block)",),
         drawn_apart="connector loads holding every loaded token")
 
+    preallocate_tokens: int = option(0, "a step that needs a block takes ceil(P/t) more, as many as the pool has free (P)", """
+        (P) A step (a resume or a resize) whose capacity needs blocks past the request's table takes the
+        blocks it needs and ``ceil(P / t)`` more past them, as many of those as the pool has free once the
+        step's own blocks are taken (:func:`~.preallocation.preallocated_blocks`); the table then spans
+        them, and a later step within them takes nothing. The gate is the spec's (a step is refused only
+        when its own blocks do not fit); what the extra blocks cost a waiting request is
+        :func:`~.preallocation.withheld_blocks` (theorems ``preallocation-within-free`` and
+        ``preallocation-keeps-waiting``). Suspension and release drop the table (:mod:`~.preallocation`).""",
+        engines=("vLLM 0.8.3 and 0.8.4: KVCacheManager's num_preallocate_tokens, 64 (vllm-project/vllm#16941 "
+                 "removed it in 0.8.5)",), drawn_apart="pre-allocation")
+
     def __attrs_post_init__(self) -> None:
         for o in options(type(self)):
             value = getattr(self, o.name)

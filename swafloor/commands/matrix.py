@@ -40,8 +40,8 @@ def register(subparsers) -> None:
                         "numbers (default: every supported release)")
     p.add_argument("--backends", default=None, metavar="NAMES",
                    help=f"comma-separated; for vllm: {', '.join(VLLM_BACKENDS)} (default "
-                        f"{', '.join(VLLM_DEFAULT_BACKENDS)}; the vllm-prefix ones run from 0.9.2, the mixed "
-                        f"ones from 0.12.0); for sglang: {', '.join(SGLANG_BACKENDS)} (default "
+                        f"{', '.join(VLLM_DEFAULT_BACKENDS)}; the vllm-prefix ones run from 0.8.3, vllm-prefix-eagle "
+                        f"from 0.8.5, the mixed ones from 0.12.0); for sglang: {', '.join(SGLANG_BACKENDS)} (default "
                         f"{', '.join(SGLANG_DEFAULT_BACKENDS)}; sglang-admission: each release's own SWA admission gate); for lmdeploy: "
                         f"{', '.join(LMDEPLOY_BACKENDS)}; for transformers: transformers-cb")
     p.add_argument("--examples", type=int_in(1, 100_000), default=None,

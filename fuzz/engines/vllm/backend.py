@@ -278,7 +278,8 @@ class VllmBackend:
             return None
         if isinstance(got, str):  # newly scheduled: every block the request holds
             return self._ids(self.manager.coordinator.get_blocks(str(request_id)))
-        return self._ids(got.blocks)  # KVCacheBlocks: one list per group
+        # KVCacheBlocks: one list per group; a release of one group (0.8.x) returns that group's list
+        return self._ids(got.blocks if hasattr(got, "blocks") else (got,))
 
     def step_drafts(self, request_id: Hashable) -> int:
         """The lookahead (draft) slots the request's last schedule asked for."""

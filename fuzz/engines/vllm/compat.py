@@ -160,6 +160,16 @@ def adopts_hit_alone(allocate_slots: Callable[..., Any]) -> bool:
     return bool(guards) and "num_new_computed_tokens" in head[guards[-1].start():]
 
 
+def _asserts_one_group(init: Callable[..., Any]) -> bool:
+    """Whether this ``KVCacheManager.__init__`` asserts one KV-cache group, read from its source (an
+    ``assert`` on ``len(...kv_cache_groups) == 1``); a source that cannot be read: False."""
+    try:
+        source = inspect.getsource(init)
+    except (OSError, TypeError):
+        return False
+    return re.search(r"assert\s+len\([\w.]*kv_cache_groups\)\s*==\s*1", source) is not None
+
+
 def release_of(v: dict[str, Any]) -> "Release":
     """The :class:`Release` of the loaded vLLM (inspected once per process)."""
     if "release" not in v:
@@ -190,6 +200,11 @@ class Release:
             raise Unsupported(f"vLLM {self.version}'s allocate_slots takes ({', '.join(names)}), not (request, tokens, ...)")
         #: the KV-connector load path (num_external_computed_tokens) exists
         self.external_load = "num_external_computed_tokens" in allocate
+        #: allocate_slots takes a hit's tokens beside its blocks (num_new_computed_tokens, 0.9 on); before,
+        #: it reads them from the blocks (``len(new_computed_blocks) * block_size``)
+        self.hit_tokens_given = "num_new_computed_tokens" in allocate
+        #: the manager serves one KV-cache group only (0.8.x: its constructor asserts it), read from its source
+        self.one_group = _asserts_one_group(manager_class.__init__)
         probe = self.request("probe", 1, 1)
         #: the manager frees on the processed history given tokens in flight
         self.in_flight = hasattr(probe, "num_in_flight_tokens")

@@ -22,8 +22,8 @@ RELEASES = (
 )
 BACKENDS = ("vllm", "vllm-async", "vllm-no-reuse", "vllm-prefix", "vllm-prefix-eagle", "vllm-prefix-mixed",
             "vllm-prefix-eagle-mixed", "vllm-admission", "dataplane:vllm-prefix", "dataplane:vllm-prefix-eagle")
-#: What ``swafloor matrix vllm`` runs unless told otherwise (``vllm-prefix``: 0.9.2 on, its block hashes read
-#: from the request or, before 0.10.2, from the manager; 0.8.x shows it unsupported, saying why).
+#: What ``swafloor matrix vllm`` runs unless told otherwise (``vllm-prefix``: every release, its block hashes read
+#: from the request or, before 0.10.2, from the manager; before 0.9 the hit's tokens are read from its blocks).
 DEFAULT_BACKENDS = ("vllm", "vllm-async", "vllm-prefix")
 #: Modules some releases import that the pinned venv lacks, each with the pinned packages that give it.
 EXTRA_MODULES = {

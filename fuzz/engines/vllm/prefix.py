@@ -84,9 +84,10 @@ def load_prefix() -> dict[str, Any]:
     from ..common import parameters as _parameters
 
     v = load()
-    if "num_new_computed_tokens" not in _parameters(v["KVCacheManager"].allocate_slots):
-        raise Unsupported(f"vLLM {release_of(v).version}'s allocate_slots takes no num_new_computed_tokens, the "
-                          "hit's tokens the adapter gives beside its blocks: not driven")
+    allocate = _parameters(v["KVCacheManager"].allocate_slots)
+    if "num_new_computed_tokens" not in allocate and "new_computed_blocks" not in allocate:
+        raise Unsupported(f"vLLM {release_of(v).version}'s allocate_slots takes no hit (neither "
+                          "num_new_computed_tokens nor new_computed_blocks): not driven")
     if release_of(v).manager_hashes:  # its manager hashes each request's blocks (read in req_to_block_hashes)
         return v
     if "block_hasher" not in _parameters(v["Request"]):
@@ -246,14 +247,27 @@ class VllmPrefixBackend(VllmBackend):
                 blocks = self.manager.allocate_slots(
                     request, c - h - drafts, num_new_computed_tokens=hit, new_computed_blocks=found,
                     num_external_computed_tokens=h - hit, **lookahead)
-            else:  # before the KV-connector load path: the loaded tokens are new tokens of the step, as its scheduler asked
+            elif self.vllm.hit_tokens_given:  # before the KV-connector load path: the loaded tokens are new tokens of the step, as its scheduler asked
                 blocks = self.manager.allocate_slots(
                     request, c - hit - drafts, num_new_computed_tokens=hit, new_computed_blocks=found, **lookahead)
+            else:  # an allocate_slots that reads the hit's tokens from its blocks (whole blocks, as vLLM found them)
+                found, hit = self._whole_blocks(found, hit)
+                blocks = self.manager.allocate_slots(request, c - hit - drafts, new_computed_blocks=found, **lookahead)
             if self.manager_hashes:
                 self._learn(request_id)
             return self._admitted(request, h, blocks, drafts)
         request.status = self.status.RUNNING
         return Outcome(True)
+
+    def _whole_blocks(self, found: Any, hit: int) -> tuple[list[Any], int]:
+        """The hit as an ``allocate_slots`` without ``num_new_computed_tokens`` takes it: the blocks alone,
+        its tokens ``len(blocks) * t``. vLLM's lookup finds whole blocks, so the hit the adapter takes (at
+        most the reused history) is whole blocks too; one that is not would be changed by this call, so it
+        raises instead."""
+        if hit % self.t:
+            raise AssertionError(f"a hit of {hit} tokens is not whole blocks of {self.t}: this release's "
+                                 "allocate_slots takes a hit as its blocks alone")
+        return list(found)[:hit // self.t], hit
 
     def _lookup_prompt_of(self, request_id: Hashable, tokens: int) -> tuple[Any, int]:
         """vLLM's own lookup (``get_computed_blocks``) for a request whose prompt is the first ``tokens``
@@ -341,10 +355,13 @@ def load_eagle(mixed: bool = False) -> dict[str, Any]:
     from ..common import parameters as _parameters
 
     v = load_mixed() if mixed else load_prefix()
-    if "use_eagle" not in _parameters(v["KVCacheManager"].__init__):
-        raise Unsupported(f"vLLM {release_of(v).version}'s KVCacheManager has no use_eagle")
-    if "num_lookahead_tokens" not in _parameters(v["KVCacheManager"].allocate_slots):
-        raise Unsupported(f"vLLM {release_of(v).version}'s allocate_slots has no num_lookahead_tokens")
+    missing = [what for what, has in (
+        ("its KVCacheManager has no use_eagle (no EAGLE hit rule: get_computed_blocks keeps the last matched block)",
+         "use_eagle" in _parameters(v["KVCacheManager"].__init__)),
+        ("its allocate_slots has no num_lookahead_tokens (no draft slots)",
+         "num_lookahead_tokens" in _parameters(v["KVCacheManager"].allocate_slots))) if not has]
+    if missing:
+        raise Unsupported(f"vLLM {release_of(v).version}: " + "; ".join(missing))
     return v
 
 
@@ -420,6 +437,10 @@ def load_mixed() -> dict[str, Any]:
 
     v = load_prefix()
     if "hash_block_size" not in _parameters(v["KVCacheManager"].__init__):
+        if release_of(v).one_group:
+            raise Unsupported(f"vLLM {release_of(v).version}'s KVCacheManager serves one KV-cache group (its "
+                              "constructor asserts len(kv_cache_groups) == 1) and takes no hash_block_size: no "
+                              "full-attention group beside the sliding-window one, so no block size per group")
         raise Unsupported(f"vLLM {release_of(v).version}'s KVCacheManager takes no hash_block_size: with prefix "
                           "caching every group has one block size")
     return v

@@ -81,12 +81,13 @@ CHANGES: tuple[Change, ...] = (
         what="with block sizes that differ, every full SWA block is cached once computed, aligned or not",
         option="cache_aligned", value=False),
     Change(
-        "unhashed-freed-to-tail", since="0.23.0", first="0.9.2",
+        "unhashed-freed-to-tail", since="0.23.0", first="0.8.3",
         evidence="vllm-0.21.0-prefix-eagle-unhashed-freed-to-tail.json", evidence_release="0.21.0",
         upstream="vllm-project/vllm#42656 ('Apply LRU policy only to proper cache entries', first in 0.23.0); "
                  "0.9.2-0.10.2 too since issue 33 (their free_blocks append every freed block; the vllm-prefix "
                  "cells of 0.10.2 met its slots@resume and slots@resize classes past the connector load, and "
-                 "both traces match under it)",
+                 "both traces match under it); 0.8.3-0.8.5.post1 too since 0.8.x's prefix backends were driven (the "
+                 "same free_blocks; vllm-0.8.5.post1-prefix-eagle-unhashed-freed-to-tail.json matches under it)",
         what="BlockPool.free_blocks appends every freed block to the free queue's tail, hashed or not "
              "(from 0.23.0 the ones without a hash go to its head)",
         option="uncached_to_tail", value=True),
@@ -129,10 +130,12 @@ CHANGES: tuple[Change, ...] = (
     Change(
         "preallocation", since="0.8.5", first="0.8.3",
         evidence="vllm-0.8.3-preallocation.json", evidence_release="0.8.3",
-        upstream="vllm-project/vllm#16941 ('[V1] Remove pre-allocation for KV cache', in 0.8.5)",
-        what="a step pre-allocates num_preallocate_tokens (64) more, as many blocks as the pool has free",
-        backends=("vllm", "vllm-no-reuse", "vllm-async"), class_key="tables@resize",
-        also={"tables@resume": "vllm-0.8.3-preallocation-at-resume.json"}),
+        upstream="vllm-project/vllm#16941 ('[V1] Remove pre-allocation for KV cache', in 0.8.5: memory a request "
+                 "holds for nothing; modelled since issue 33, Semantics.preallocate_tokens, its cost theorems "
+                 "preallocation-within-free and preallocation-keeps-waiting)",
+        what="a step that needs a block takes num_preallocate_tokens (64) more tokens' worth past it, as many "
+             "blocks as the pool has free (also at a first resume: vllm-0.8.3-preallocation-at-resume.json)",
+        option="preallocate_tokens", value=64, also={"tables@resume": "vllm-0.8.3-preallocation-at-resume.json"}),
 )
 
 

@@ -48,10 +48,24 @@ BUGS: tuple[Bug, ...] = (
         ("vllm-prefix-eagle", "vllm-prefix-eagle-mixed"), first="0.9.2", since="0.20.2",
         fix="vllm-project/vllm#32802 (EAGLE's last-block drop applied once per attention group)"),
     Bug("parent-hash-from-null-entry", {"outcome@resize": "vllm-0.9.2-prefix-parent-hash-null-crash.json"},
-        ("vllm-prefix", "vllm-prefix-eagle", "dataplane:vllm-prefix"), first="0.9.2", since="0.10.2",
-        fix="vllm-project/vllm#19728 (block hashes kept in Request.block_hashes: 0.9.2's cache_full_blocks chained a "
+        ("vllm-prefix", "vllm-prefix-eagle", "dataplane:vllm-prefix"), first="0.8.3", since="0.10.2",
+        fix="vllm-project/vllm#19728 (block hashes kept in Request.block_hashes: 0.8.3-0.9.2's cache_full_blocks chained a "
             "full block's hash from the previous table entry, the null block once a window no longer than a block "
-            "left it; an AssertionError inside vLLM; checked on 0.9.2, fixed by 0.10.2)"),
+            "left it; an AssertionError inside vLLM; checked on 0.8.3, 0.8.5.post1 and 0.9.2, fixed by 0.10.2)"),
+    Bug("eagle-pop-onto-null-entry", {"outcome@resume": "vllm-0.8.5.post1-prefix-eagle-parent-hash-at-resume.json",
+                                      # the hit's first computed token reads a null entry (stored under the profile)
+                                      "tables@resume": "vllm-0.8.5.post1-prefix-eagle-pop-leaves-window-block.json"},
+        ("vllm-prefix-eagle", "dataplane:vllm-prefix-eagle"), first="0.8.5.post1", since="0.9.2",
+        fix="vllm-project/vllm#17398 ('Make sliding window compatible with eagle prefix caching', first in 0.9.0: "
+            "0.8.5's EAGLE pop dropped the last block of the sliding-window hit after the search, so the hit's first "
+            "computed token can read a null entry (tables@resume), and a hit ending on a null entry has the next full "
+            "block's hash chained from it, cache_full_blocks asserting (outcome@resume, parent-hash-from-null-entry at "
+            "a first resume); bisected: diverge on 0.8.5.post1, match on 0.9.2 under its profile)"),
+    Bug("null-hit-counted-evictable", {"outcome@resume": "vllm-0.8.5.post1-prefix-null-hit-counted-evictable.json"},
+        ("vllm-prefix", "vllm-prefix-eagle", "dataplane:vllm-prefix"), first="0.8.3", since="0.9.2",
+        fix="vllm-project/vllm#19031 ('[Bugfix] get_num_blocks_to_allocate with null_block', first in 0.9.1: 0.8.x's "
+            "allocate_slots counted a sliding-window hit's null entries as evictable hit blocks and refused a step "
+            "whose new blocks fit; checked on 0.8.3 and 0.8.5.post1, fixed in 0.9.2)"),
     Bug("eagle-mixed-aligned-assert", {"outcome@resume": "vllm-0.18.1-prefix-eagle-mixed-swa-eagle-assert.json"},
         ("vllm-prefix-eagle-mixed",), first="0.14.1", since="0.19.1",
         fix="vllm-project/vllm#39450 (EAGLE with mixed block sizes: SlidingWindowManager asserted "
@@ -66,6 +80,10 @@ BUGS: tuple[Bug, ...] = (
         fix="vllm-project/vllm#52828 (only the first full-attention group truncated to the shared hit; "
             "bisected: diverges up to 0.28.0, matches from 0.29.0)"),
 )
+
+
+_CACHING = ("vllm-prefix", "vllm-prefix-eagle", "vllm-prefix-mixed", "vllm-prefix-eagle-mixed", "dataplane:vllm-prefix",
+            "dataplane:vllm-prefix-eagle")
 
 
 @attrs.frozen
@@ -84,14 +102,12 @@ class Limitation:
         return backend in self.backends and release_key(self.first) <= release_key(release) < release_key(self.since)
 
 
-_CACHING = ("vllm-prefix", "vllm-prefix-eagle", "vllm-prefix-mixed", "vllm-prefix-eagle-mixed", "dataplane:vllm-prefix",
-            "dataplane:vllm-prefix-eagle")
-
 LIMITATIONS: tuple[Limitation, ...] = (
     Limitation("one-kv-cache-group", {"build@build": "vllm-0.8.3-one-kv-cache-group.json"},
-               ("vllm", "vllm-no-reuse"), first="0.8.3", since="0.9.2",
+               ("vllm", "vllm-no-reuse", *_CACHING), first="0.8.3", since="0.9.2",
                lifted_by="vllm-project/vllm#17996 (the hybrid memory allocator: 0.8.x's KVCacheManager asserts it "
-                         "serves one KV-cache group, so any config of two life cycles fails to build)"),
+                         "serves one KV-cache group, so any config of two life cycles fails to build, prefix "
+                         "caching on or off)"),
     Limitation("hybrid-two-windows-no-caching", {"build@build": "vllm-0.9.2-hybrid-two-windows.json"},
                ("vllm", "vllm-no-reuse"), first="0.9.2", since="0.10.2",
                lifted_by="vllm-project/vllm#20661 (hybrid allocator without prefix caching: 0.9.2's "
