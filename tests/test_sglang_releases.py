@@ -64,10 +64,10 @@ def test_matrix_command_runs_the_cells_of_an_older_release(tmp_path):
     assert "matrix: " in out.stderr  # progress on stderr
 
 
-def _matrix(tmp_path, releases: str, backends: str, examples: int) -> dict:
+def _matrix(tmp_path, releases: str, backends: str, examples: int, *more: str) -> dict:
     out = subprocess.run(
         [sys.executable, "-m", "swafloor", "matrix", "sglang", "--releases", releases, "--backends", backends,
-         "--examples", str(examples), "--json", "--sglang-venv", str(VENV), "--out", str(tmp_path / "out")],
+         "--examples", str(examples), "--json", "--sglang-venv", str(VENV), "--out", str(tmp_path / "out"), *more],
         capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path,
     )
     assert out.stdout.strip().startswith("{"), out.stderr[-3000:]
@@ -87,6 +87,16 @@ def test_sglang_lazy_re_enacts_the_token_gate_of_an_older_scheduler(tmp_path):
     (cell,) = report["cells"]
     assert (cell["release"], cell["backend"], cell["result"]) == ("0.5.18", "sglang-lazy", "pass"), cell
     assert cell["examples"] == 10 and cell["steps"] > 0 and cell["discard_rate"] == 0, cell
+
+
+def test_matrix_runs_its_cells_under_the_profile_asked(tmp_path):
+    """``--profile pages`` (issue 33): the cell's campaign runs under that profile (the campaign's own
+    record of the profile it ran, not the argument), on an older release, 2 examples."""
+    _need_venv()
+    report = _matrix(tmp_path, RELEASE, "sglang", 2, "--profile", "pages")
+    (cell,) = report["cells"]
+    assert report["profile"] == "pages" and cell["campaign"] == "pages", cell
+    assert cell["result"] == "pass" and cell["examples"] == 2 and cell["steps"] > 0, cell
 
 
 def test_older_release_traces_replay_as_they_expect_there_and_on_the_pinned_release():
