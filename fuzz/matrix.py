@@ -598,6 +598,7 @@ def _cell_main(release: str, backend: str, args) -> dict[str, Any]:
     from .backends import resolve
     from .protocol import Unsupported
     from .classes import run_classes
+    from .retired import MAX_RETIRED_SHARE
     from .runner import CampaignError
 
     base = {"release": release, "backend": backend}
@@ -635,6 +636,9 @@ def _cell_main(release: str, backend: str, args) -> dict[str, Any]:
     data = {**base, "result": cell_result(found.result, result.discard_rate), "campaign": result.profile,
             "examples": result.examples,
             "steps": result.steps, "discard_rate": round(result.discard_rate, 4), args.engine: release}
+    if data["result"] == "too-many-retired":  # a failure of a one-sided outcome: say how many were retired
+        data["why"] = (f"{result.retired} of {result.requests} requests retired (more than "
+                       f"{MAX_RETIRED_SHARE:.0%}: the outcome differed that often)")
     if result.divergence is not None:
         d = result.divergence
         data.update(part=d.field.split("[")[0], step_index=d.step_index,

@@ -192,6 +192,20 @@ def test_profile_reaches_every_cell_and_its_table_is_its_own(monkeypatch, capsys
     assert "--profile pages --write-docs" in sections.vllm_matrix("vllm", "pages")  # not measured yet
 
 
+def test_a_cell_that_retired_too_many_requests_exits_1(monkeypatch, capsys, tmp_path):
+    """A cell whose one-sided outcome retired more than 5% of its requests (``too-many-retired``) fails
+    the command (it exited 0 before issue 33: only divergence, error and off-target did)."""
+    from swafloor import cli
+
+    venv = matrix.EngineVenv(tmp_path, tmp_path / "python", "0.5.23", "sglang")
+    monkeypatch.setattr(matrix, "find_venv", lambda option, engine: venv)
+    monkeypatch.setattr(matrix, "run_release", lambda release, backends, *a, **k: [
+        matrix.Cell(release, b, "too-many-retired", why="3 of 20 requests retired", examples=5) for b in backends])
+    code = cli.main(["matrix", "sglang", "--releases", "0.5.7", "--backends", "sglang-radix", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 1 and "too-many-retired: 3 of 20 requests retired" in out
+
+
 def test_bisect_skips_releases_that_cannot_run_the_trace():
     releases = RELEASES[:10]
     verdicts = {r: ("divergence:outcome" if i < 6 else "match") for i, r in enumerate(releases)}
@@ -361,7 +375,8 @@ def test_a_cell_that_discards_much_is_off_target_and_exits_1(monkeypatch, tmp_pa
 
     monkeypatch.setattr(backends, "resolve", lambda name, *a: _refusing(share))
     monkeypatch.setattr(matrix, "_imported_release", lambda release, engine="vllm": None)
-    args = argparse.Namespace(engine="vllm", release="0.8.5.post1", examples=40, seed=0, classes=2, out=tmp_path)
+    args = argparse.Namespace(engine="vllm", release="0.8.5.post1", examples=40, seed=0, classes=2, out=tmp_path,
+                              profile="ci")
     data = matrix._cell_main("0.8.5.post1", "vllm-no-reuse", args)
     assert data["result"] == expected, data
     assert (data["discard_rate"] > 0.05) == (expected == "off-target")

@@ -99,6 +99,33 @@ def test_matrix_runs_its_cells_under_the_profile_asked(tmp_path):
     assert cell["result"] == "pass" and cell["examples"] == 2 and cell["steps"] > 0, cell
 
 
+def test_0_5_7_builds_its_swa_radix_cache_for_a_hybrid_swa_model_and_frees_no_window_on_that_path():
+    """Issue 33, read from SGLang 0.5.7 itself (installed by the matrix's own code): its radix path is
+    reachable with a hybrid SWA model (the scheduler builds ``SWARadixCache`` when the radix cache is not
+    disabled, and no server-args rule disables it for a sliding-window model), and on it nothing frees a
+    running request's sliding window: the allocation calls ``evict_swa`` only for ``SWAChunkCache``, and the
+    scheduler batch has no ``_evict_swa``. What sglang-0.5.7-radix-no-window-free.json's verdict rests on."""
+    import re
+
+    from swafloor.fuzz import matrix
+
+    _need_venv()
+    venv = matrix.find_venv(str(VENV), matrix.engine_named("sglang"))
+    srt = matrix.install("0.5.7", venv, matrix.cache_root(None, "sglang"), lambda s: None) / "sglang" / "srt"
+    scheduler = (srt / "managers" / "scheduler.py").read_text(encoding="utf-8")
+    chunk_only = scheduler.index("and server_args.disable_radix_cache")  # the chunk cache: radix disabled
+    radix = scheduler.index("elif self.is_hybrid_swa:", chunk_only)
+    assert "SWARadixCache(" in scheduler[radix:radix + 300] and "SWAChunkCache(params)" in scheduler[chunk_only:radix]
+    server_args = (srt / "server_args.py").read_text(encoding="utf-8")
+    for m in re.finditer(r"self\.disable_radix_cache = True", server_args):  # none names a sliding window
+        assert "swa" not in server_args[max(0, m.start() - 600):m.start()].lower(), server_args[m.start() - 600:m.start()]
+    common = (srt / "mem_cache" / "common.py").read_text(encoding="utf-8")
+    calls = [m.start() for m in re.finditer(r"\.evict_swa\(", common)]
+    assert len(calls) == 2 and all("isinstance(batch.tree_cache, SWAChunkCache)" in common[c - 200:c] for c in calls)
+    batch = (srt / "managers" / "schedule_batch.py").read_text(encoding="utf-8")
+    assert "def _evict_swa" not in batch and "free_swa_out_of_window_slots" not in common + batch
+
+
 def test_older_release_traces_replay_as_they_expect_there_and_on_the_pinned_release():
     """Each ``sglang-X.Y.Z-*.json`` trace: its saved divergence (part and step) on release X.Y.Z, installed by
     the matrix's own code, and ``found.on_pinned`` on the pinned release (0.5.14's radix cut keeping an

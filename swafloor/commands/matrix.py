@@ -13,7 +13,7 @@ the shrunk trace is saved under ``--out``; an exception inside the engine's own 
 trace instead and finds the first release where its verdict changes.
 
 Exit 0 when every cell passed or is unsupported (``--bisect``: when it ran), 1 when a cell diverged,
-failed or was off-target, 2 on bad arguments (one line), 130 on Ctrl-C (after a summary of the cells done).
+failed, was off-target or retired too many requests (``too-many-retired``), 2 on bad arguments (one line), 130 on Ctrl-C (after a summary of the cells done).
 Progress goes to stderr.
 """
 
@@ -182,7 +182,7 @@ def run(args) -> int:
         for c in cells:
             if c.trace_file:
                 print(f"{c.release} {c.backend}: trace {c.trace_file}")
-    failed = any(c.result in ("divergence", "error", matrix.OFF_TARGET) for c in cells)
+    failed = any(c.result not in ("pass", "unsupported") for c in cells)  # too-many-retired too
     return 1 if failed else 0
 
 
