@@ -12,7 +12,8 @@ import, not by release.
 
 Every cell (release x backend) runs in a subprocess of the pinned venv's python with the release's
 folder first on ``PYTHONPATH`` (the pinned release itself runs without one): the same bounded campaign
-for each (the ci profile, a fixed seed, ``examples`` examples), then one of
+for each (the ci profile unless ``--profile`` names another of :data:`~swafloor.fuzz.runner.PROFILES`, a
+fixed seed, ``examples`` examples; each cell records its profile), then one of
 
 - ``pass``;
 - ``divergence``: the first differing part, with the shrunk trace saved under the output folder;
@@ -56,7 +57,7 @@ from swafloor.reference import SwafloorError
 __all__ = [
     "DEFAULT_EXAMPLES", "MatrixError", "Cell", "EngineVenv", "Engine", "ENGINES", "engine_named", "probe_engine",
     "release_key", "select_releases", "cache_root", "install", "find_venv", "run_cell", "run_release", "replay_cell", "replay_traces",
-    "bisect", "domain", "cell_result", "OFF_TARGET",
+    "bisect", "domain", "cell_result", "OFF_TARGET", "check_profile",
 ]
 
 DEFAULT_EXAMPLES = 150
@@ -132,6 +133,17 @@ _VERSION = re.compile(r"^[0-9]+(\.[0-9]+){1,3}(\.?post[0-9]+)?$")
 
 class MatrixError(SwafloorError):
     """The matrix cannot run (bad release list, no engine venv, an install that failed)."""
+
+
+def check_profile(name: Any) -> str:
+    """``name`` when it is a campaign profile (:data:`~swafloor.fuzz.runner.PROFILES`), else
+    :class:`MatrixError` naming the field, the value and the choices."""
+    from .runner import PROFILES
+
+    if not isinstance(name, str) or name not in PROFILES:
+        shown = name[:40] if isinstance(name, str) else name
+        raise MatrixError(f"--profile={shown!r}: one of {', '.join(sorted(PROFILES))}")
+    return name
 
 
 def release_key(version: str) -> tuple[int, ...]:
@@ -409,6 +421,7 @@ class Cell:
     sglang: str | None = None  # the version the cell imported (SGLang)
     lmdeploy: str | None = None  # the version the cell imported (LMDeploy)
     transformers: str | None = None  # the version the cell imported (transformers)
+    campaign: str | None = None  # the campaign profile the cell ran (runner.PROFILES: ci, pages, ...)
     # every divergence class the cell met (class, field, step_index, trace_file), the first one first;
     # ``limited``: the cell stopped at its class limit, more may remain. (A differential's cell, such as
     # vllm-admission's, holds its classes' counts here instead: class -> cases.)
@@ -461,17 +474,20 @@ def _run_child(venv: EngineVenv, folder: Path | None, args: list[str], timeout: 
 
 
 def run_cell(release: str, backend: str, venv: EngineVenv, cache: Path, out_dir: Path, *, examples: int = DEFAULT_EXAMPLES,
-             seed: int = SEED, classes: int = CLASSES, progress: Callable[[str], None] = lambda s: None) -> Cell:
+             seed: int = SEED, classes: int = CLASSES, profile: str = PROFILE,
+             progress: Callable[[str], None] = lambda s: None) -> Cell:
     """Install ``release`` if needed and run the bounded campaign of ``backend`` on it."""
     return run_release(release, [backend], venv, cache, out_dir, examples=examples, seed=seed, classes=classes,
-                       progress=progress)[0]
+                       profile=profile, progress=progress)[0]
 
 
 def run_release(release: str, backends: Sequence[str], venv: EngineVenv, cache: Path, out_dir: Path, *,
-                examples: int = DEFAULT_EXAMPLES, seed: int = SEED, classes: int = CLASSES,
+                examples: int = DEFAULT_EXAMPLES, seed: int = SEED, classes: int = CLASSES, profile: str = PROFILE,
                 progress: Callable[[str], None] = lambda s: None) -> list[Cell]:
-    """Install ``release`` if needed and run the bounded campaign of each backend on it, one after the
-    other in one subprocess (the engine imported once); each reports up to ``classes`` divergence classes."""
+    """Install ``release`` if needed and run the bounded campaign (campaign profile ``profile``) of each
+    backend on it, one after the other in one subprocess (the engine imported once); each reports up to
+    ``classes`` divergence classes."""
+    check_profile(profile)
     started = time.perf_counter()
     try:
         folder = install(release, venv, cache, progress)
@@ -480,7 +496,7 @@ def run_release(release: str, backends: Sequence[str], venv: EngineVenv, cache: 
     cell_out = out_dir / release
     cell_out.mkdir(parents=True, exist_ok=True)
     args = ["cell", "--engine", venv.engine, "--release", release, "--examples", str(examples), "--seed", str(seed),
-            "--classes", str(classes), "--out", str(cell_out.resolve())]
+            "--classes", str(classes), "--profile", profile, "--out", str(cell_out.resolve())]
     for backend in backends:
         args += ["--backend", backend]
     data, stderr = _run_child(venv, folder, args)
@@ -567,6 +583,7 @@ def _imported_release(release: str, engine: str) -> str | None:
 
 
 def _cells_main(args) -> dict[str, Any]:
+    check_profile(args.profile)
     cells = []
     for backend in args.backend:
         started = time.perf_counter()
@@ -581,6 +598,7 @@ def _cell_main(release: str, backend: str, args) -> dict[str, Any]:
     from .backends import resolve
     from .protocol import Unsupported
     from .classes import run_classes
+    from .retired import MAX_RETIRED_SHARE
     from .runner import CampaignError
 
     base = {"release": release, "backend": backend}
@@ -606,7 +624,7 @@ def _cell_main(release: str, backend: str, args) -> dict[str, Any]:
         return {**base, **found, "why": ", ".join(f"{k} {n}" for k, n in found["classes"].items())[:300],
                 args.engine: release}
     try:
-        found = run_classes(resolved, limit=args.classes, profile=PROFILE, examples=args.examples, seed=args.seed,
+        found = run_classes(resolved, limit=args.classes, profile=args.profile, examples=args.examples, seed=args.seed,
                             out_dir=args.out)
     except CampaignError as exc:
         return {**base, "result": "unsupported" if "Unsupported" in str(exc) else "error", "why": str(exc)[:300]}
@@ -615,8 +633,12 @@ def _cell_main(release: str, backend: str, args) -> dict[str, Any]:
     result = found.found[0] if found.found else found.last
     engine = engine_named(args.engine)
     classify = _function(engine.classify) if engine.classify else (lambda *_: [])
-    data = {**base, "result": cell_result(found.result, result.discard_rate), "examples": result.examples,
+    data = {**base, "result": cell_result(found.result, result.discard_rate), "campaign": result.profile,
+            "examples": result.examples,
             "steps": result.steps, "discard_rate": round(result.discard_rate, 4), args.engine: release}
+    if data["result"] == "too-many-retired":  # a failure of a one-sided outcome: say how many were retired
+        data["why"] = (f"{result.retired} of {result.requests} requests retired (more than "
+                       f"{MAX_RETIRED_SHARE:.0%}: the outcome differed that often)")
     if result.divergence is not None:
         d = result.divergence
         data.update(part=d.field.split("[")[0], step_index=d.step_index,
@@ -716,6 +738,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cell.add_argument("--examples", type=int, default=DEFAULT_EXAMPLES)
     cell.add_argument("--seed", type=int, default=SEED)
     cell.add_argument("--classes", type=int, default=CLASSES)
+    cell.add_argument("--profile", default=PROFILE, help="the campaign profile (runner.PROFILES)")
     cell.add_argument("--out", type=Path, required=True)
     rep = sub.add_parser("replay")
     rep.add_argument("--engine", required=True, choices=tuple(ENGINES))

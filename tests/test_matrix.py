@@ -68,6 +68,7 @@ def test_domain_names_every_restriction():
     (["--examples", "0"], "--examples"),
     (["--bisect", "/nonexistent/trace.json"], "--bisect"),
     (["--vllm-venv", "/nonexistent/venv"], "make it with scripts/vllm-venv"),
+    (["--profile", "nope"], "--profile='nope': one of ci, nightly, pages, standard"),
 ])
 def test_bad_arguments_exit_2_with_one_line(argv, needle, tmp_path):
     out = subprocess.run([sys.executable, "-m", "swafloor", "matrix", "vllm", *argv], capture_output=True, text=True,
@@ -146,6 +147,63 @@ def test_write_docs_replaces_the_rows_of_the_releases_run(monkeypatch, tmp_path)
         {"release": "0.9.2", "backend": "vllm", "result": "pass"}]})
     data = json.loads((tmp_path / "docs" / "vllm-matrix.json").read_text())
     assert data["releases"] == ["0.9.2"] and [r["command"] for r in data["runs"]] == ["third"]  # a new table
+
+
+def test_profile_reaches_every_cell_and_its_table_is_its_own(monkeypatch, capsys, tmp_path):
+    """``--profile pages``: the handler passes the profile to each release's cells, the report and its
+    command say it; ``--write-docs`` stores it beside the ci table (docs/ENGINE-pages-matrix.json), which
+    stays as it was; each table lists only the traces found under its profile."""
+    import json
+
+    import swafloor.docs as docs
+    from swafloor import cli
+    from swafloor.docs import sections
+
+    venv = matrix.EngineVenv(tmp_path, tmp_path / "python", "0.5.23", "sglang")
+    seen = []
+
+    def run_release(release, backends, *args, profile="ci", **kwargs):
+        seen.append(profile)
+        return [matrix.Cell(release, b, "pass", examples=2, campaign=profile, sglang=release) for b in backends]
+
+    monkeypatch.setattr(matrix, "find_venv", lambda option, engine: venv)
+    monkeypatch.setattr(matrix, "run_release", run_release)
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "tests" / "regressions").mkdir(parents=True)
+    monkeypatch.setattr(docs, "repository_root", lambda: tmp_path)
+    ci_table = tmp_path / "docs" / "sglang-matrix.json"
+    ci_table.write_text('{"untouched": true}')
+    code = cli.main(["matrix", "sglang", "--releases", "0.5.22,0.5.23", "--backends", "sglang", "--examples", "2",
+                     "--profile", "pages", "--json", "--write-docs", "--out", str(tmp_path / "out")])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and seen == ["pages", "pages"]
+    assert report["profile"] == "pages" and report["command"].endswith("--examples 2 --profile pages")
+    assert [c["campaign"] for c in report["cells"]] == ["pages", "pages"]
+    assert ci_table.read_text() == '{"untouched": true}'
+    stored = json.loads((tmp_path / "docs" / "sglang-pages-matrix.json").read_text())
+    assert stored["profile"] == "pages" and [c["release"] for c in stored["cells"]] == ["0.5.22", "0.5.23"]
+    for profile in ("pages", "ci"):
+        trace = {"backend": "sglang", "expect": "divergence",
+                 "found": {"release": "0.5.22", "profile": profile, "class": f"class-{profile}", "verdict": "v"}}
+        (tmp_path / "tests" / "regressions" / f"sglang-0.5.22-{profile}.json").write_text(json.dumps(trace))
+    text = sections.sglang_pages_matrix()
+    assert "profile pages, seed 0, 2 examples per cell" in text and "| 0.5.23 | pass |" in text
+    assert "class-pages" in text and "class-ci" not in text
+    assert "--profile pages --write-docs" in sections.vllm_matrix("vllm", "pages")  # not measured yet
+
+
+def test_a_cell_that_retired_too_many_requests_exits_1(monkeypatch, capsys, tmp_path):
+    """A cell whose one-sided outcome retired more than 5% of its requests (``too-many-retired``) fails
+    the command (it exited 0 before issue 33: only divergence, error and off-target did)."""
+    from swafloor import cli
+
+    venv = matrix.EngineVenv(tmp_path, tmp_path / "python", "0.5.23", "sglang")
+    monkeypatch.setattr(matrix, "find_venv", lambda option, engine: venv)
+    monkeypatch.setattr(matrix, "run_release", lambda release, backends, *a, **k: [
+        matrix.Cell(release, b, "too-many-retired", why="3 of 20 requests retired", examples=5) for b in backends])
+    code = cli.main(["matrix", "sglang", "--releases", "0.5.7", "--backends", "sglang-radix", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 1 and "too-many-retired: 3 of 20 requests retired" in out
 
 
 def test_bisect_skips_releases_that_cannot_run_the_trace():
@@ -317,7 +375,8 @@ def test_a_cell_that_discards_much_is_off_target_and_exits_1(monkeypatch, tmp_pa
 
     monkeypatch.setattr(backends, "resolve", lambda name, *a: _refusing(share))
     monkeypatch.setattr(matrix, "_imported_release", lambda release, engine="vllm": None)
-    args = argparse.Namespace(engine="vllm", release="0.8.5.post1", examples=40, seed=0, classes=2, out=tmp_path)
+    args = argparse.Namespace(engine="vllm", release="0.8.5.post1", examples=40, seed=0, classes=2, out=tmp_path,
+                              profile="ci")
     data = matrix._cell_main("0.8.5.post1", "vllm-no-reuse", args)
     assert data["result"] == expected, data
     assert (data["discard_rate"] > 0.05) == (expected == "off-target")

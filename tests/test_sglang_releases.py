@@ -65,10 +65,10 @@ def test_matrix_command_runs_the_cells_of_an_older_release(tmp_path):
     assert "matrix: " in out.stderr  # progress on stderr
 
 
-def _matrix(tmp_path, releases: str, backends: str, examples: int) -> dict:
+def _matrix(tmp_path, releases: str, backends: str, examples: int, *more: str) -> dict:
     out = subprocess.run(
         [sys.executable, "-m", "swafloor", "matrix", "sglang", "--releases", releases, "--backends", backends,
-         "--examples", str(examples), "--json", "--sglang-venv", str(VENV), "--out", str(tmp_path / "out")],
+         "--examples", str(examples), "--json", "--sglang-venv", str(VENV), "--out", str(tmp_path / "out"), *more],
         capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path,
     )
     assert out.stdout.strip().startswith("{"), out.stderr[-3000:]
@@ -103,6 +103,43 @@ def test_sglang_eagle_drives_the_spec_v2_allocation_of_an_older_release(tmp_path
     assert (cell["release"], cell["backend"], cell["result"]) == (RELEASE, "sglang-eagle", "pass"), cell
     assert cell["examples"] == 5 and cell["steps"] > 0 and cell["discard_rate"] == 0, cell
     assert "profile" not in cell, cell  # every block size drawn: 0.5.14's allocator has pages
+
+
+def test_matrix_runs_its_cells_under_the_profile_asked(tmp_path):
+    """``--profile pages`` (issue 33): the cell's campaign runs under that profile (the campaign's own
+    record of the profile it ran, not the argument), on an older release, 2 examples."""
+    _need_venv()
+    report = _matrix(tmp_path, RELEASE, "sglang", 2, "--profile", "pages")
+    (cell,) = report["cells"]
+    assert report["profile"] == "pages" and cell["campaign"] == "pages", cell
+    assert cell["result"] == "pass" and cell["examples"] == 2 and cell["steps"] > 0, cell
+
+
+def test_0_5_7_builds_its_swa_radix_cache_for_a_hybrid_swa_model_and_frees_no_window_on_that_path():
+    """Issue 33, read from SGLang 0.5.7 itself (installed by the matrix's own code): its radix path is
+    reachable with a hybrid SWA model (the scheduler builds ``SWARadixCache`` when the radix cache is not
+    disabled, and no server-args rule disables it for a sliding-window model), and on it nothing frees a
+    running request's sliding window: the allocation calls ``evict_swa`` only for ``SWAChunkCache``, and the
+    scheduler batch has no ``_evict_swa``. What sglang-0.5.7-radix-no-window-free.json's verdict rests on."""
+    import re
+
+    from swafloor.fuzz import matrix
+
+    _need_venv()
+    venv = matrix.find_venv(str(VENV), matrix.engine_named("sglang"))
+    srt = matrix.install("0.5.7", venv, matrix.cache_root(None, "sglang"), lambda s: None) / "sglang" / "srt"
+    scheduler = (srt / "managers" / "scheduler.py").read_text(encoding="utf-8")
+    chunk_only = scheduler.index("and server_args.disable_radix_cache")  # the chunk cache: radix disabled
+    radix = scheduler.index("elif self.is_hybrid_swa:", chunk_only)
+    assert "SWARadixCache(" in scheduler[radix:radix + 300] and "SWAChunkCache(params)" in scheduler[chunk_only:radix]
+    server_args = (srt / "server_args.py").read_text(encoding="utf-8")
+    for m in re.finditer(r"self\.disable_radix_cache = True", server_args):  # none names a sliding window
+        assert "swa" not in server_args[max(0, m.start() - 600):m.start()].lower(), server_args[m.start() - 600:m.start()]
+    common = (srt / "mem_cache" / "common.py").read_text(encoding="utf-8")
+    calls = [m.start() for m in re.finditer(r"\.evict_swa\(", common)]
+    assert len(calls) == 2 and all("isinstance(batch.tree_cache, SWAChunkCache)" in common[c - 200:c] for c in calls)
+    batch = (srt / "managers" / "schedule_batch.py").read_text(encoding="utf-8")
+    assert "def _evict_swa" not in batch and "free_swa_out_of_window_slots" not in common + batch
 
 
 def test_older_release_traces_replay_as_they_expect_there_and_on_the_pinned_release():

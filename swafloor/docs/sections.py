@@ -7,6 +7,7 @@ so the pages cannot drift from it. Pages name a section with
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import attrs
 from typing import Callable
@@ -365,17 +366,16 @@ VLLM_MATRIX = "docs/vllm-matrix.json"
 
 def write_vllm_matrix(report: dict, engine: str = "vllm") -> str:
     """Store a ``swafloor matrix ENGINE`` report (the measured table) where :func:`vllm_matrix` (or
-    :func:`sglang_matrix`) reads it: ``docs/ENGINE-matrix.json``.
-    The rows of the releases it ran replace those stored; other rows stay, with the run that made
+    :func:`sglang_matrix`) reads it: ``docs/ENGINE-matrix.json``, or ``docs/ENGINE-PROFILE-matrix.json``
+    for a campaign profile other than ci (:func:`matrix_file`: a table of its own, never mixed with the
+    ci table). The rows of the releases it ran replace those stored; other rows stay, with the run that made
     them (a run with another profile, seed, example count or pinned release starts the table anew)."""
     import json
     import os
     import platform
     import time
 
-    from . import data_root
-
-    path = data_root() / f"docs/{engine}-matrix.json"
+    path = matrix_file(engine, report.get("profile", "ci"))
     run = {"command": report["command"], "measured": time.strftime("%Y-%m-%d", time.gmtime()),
            "seconds": report["seconds"], "releases": report["releases"],
            "machine": f"{platform.machine()}, {os.cpu_count()} cores (shared), Python {platform.python_version()}"}
@@ -402,6 +402,14 @@ def write_vllm_matrix(report: dict, engine: str = "vllm") -> str:
     }
     path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     return str(path)
+
+
+def matrix_file(engine: str, profile: str = "ci") -> Path:
+    """Where ``swafloor matrix ENGINE --write-docs`` stores its table: ``docs/ENGINE-matrix.json`` for the
+    ci profile, ``docs/ENGINE-PROFILE-matrix.json`` for another."""
+    from . import data_root
+
+    return data_root() / ("docs/" + (f"{engine}-matrix.json" if profile == "ci" else f"{engine}-{profile}-matrix.json"))
 
 
 def _replaced(run: dict, report: dict) -> bool:
@@ -442,16 +450,16 @@ def vllm_domain() -> str:
     return f"**{text[0].upper()}{text[1:]}.** Everything else the reference does is compared, exactly."
 
 
-def vllm_matrix(engine: str = "vllm") -> str:
+def vllm_matrix(engine: str = "vllm", profile: str = "ci") -> str:
     """The release x backend table ``swafloor matrix vllm --write-docs`` stored, with each divergence
-    class's verdict read from the regression traces that pin it."""
+    class's verdict read from the regression traces that pin it (for a campaign profile other than ci,
+    its own table and the traces found under that profile)."""
     import json
 
-    from . import data_root
-
-    path = data_root() / f"docs/{engine}-matrix.json"
+    path = matrix_file(engine, profile)
     if not path.exists():
-        return f"Not measured yet: `swafloor matrix {engine} --write-docs`."
+        flag = "" if profile == "ci" else f" --profile {profile}"
+        return f"Not measured yet: `swafloor matrix {engine}{flag} --write-docs`."
     data = json.loads(path.read_text(encoding="utf-8"))
     backends = data["backends"]
     cells = {(c["release"], c["backend"]): c for c in data["cells"]}
@@ -500,7 +508,8 @@ def vllm_matrix(engine: str = "vllm") -> str:
     ]
     for release in data["releases"]:
         lines.append(f"| {release} | " + " | ".join(show(cells.get((release, b))) for b in backends) + " |")
-    traces = _release_traces(engine)
+    traces = [(name, t) for name, t in _release_traces(engine)
+              if (t["found"].get("profile") or "ci") == profile]  # each table its profile's classes
     if traces:
         lines += ["", "| divergence class | release | backend | verdict | trace |", "|---|---|---|---|---|"]
         for name, t in traces:
@@ -530,6 +539,12 @@ def sglang_matrix() -> str:
     """The release x backend table ``swafloor matrix sglang --write-docs`` stored (docs/sglang-matrix.json),
     with each divergence class's verdict read from the regression traces that pin it."""
     return vllm_matrix("sglang")
+
+
+def sglang_pages_matrix() -> str:
+    """The release x backend table ``swafloor matrix sglang --profile pages --write-docs`` stored
+    (docs/sglang-pages-matrix.json): SGLang's large pages (64 and 256 tokens per block) on its releases."""
+    return vllm_matrix("sglang", "pages")
 
 
 # ----------------------------------------------------------------------------- models
@@ -796,4 +811,5 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "vllm-matrix": vllm_matrix,
     "vllm-profiles": vllm_profiles,
     "sglang-matrix": sglang_matrix,
+    "sglang-pages-matrix": sglang_pages_matrix,
 }

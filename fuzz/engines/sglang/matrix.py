@@ -24,7 +24,8 @@ the scheduler's, re-enacted where its rule is the reference's token gate (0.5.18
 naming the rule elsewhere (:mod:`.cadence`). A release whose allocator has no ``page_size`` (0.5.7) has
 its cells drawn at one token per block (:mod:`.profiles`). ``sglang-radix`` on 0.5.8-0.5.13 slides its
 ``SWARadixCache``'s windows with ``ScheduleBatch._evict_swa`` (:class:`.radix_legacy.BatchEviction`); 0.5.7's
-radix path has no sliding-window free of a running request (unsupported, saying so).
+radix path has no sliding-window free of a running request (:class:`.radix_legacy.NoWindowFree`: driven as
+it is, a divergence class with its upstream verdict, sgl-project/sglang PR #17220).
 
 ``sglang-radix`` (issue 33) drives the SWA radix cache each release has, chosen by inspection: a
 ``UnifiedRadixCache`` with the tree API (``lock``, ``checkpoint``, ``evict_sliding_windows``, ...: 0.5.22

@@ -314,8 +314,17 @@ class SglangRadixBackend:
         """A resume refused before its first chunk: the lock released, the row given back."""
         unit.tree.unlock(r.lock)
         r.lock = None
-        unit.rows.free(r)
+        self._free_row(unit, r)
         r.kv.cache_protected_len = 0
+
+    @staticmethod
+    def _alloc_row(unit: _Unit, r: Any) -> bool:
+        """A ``ReqToTokenPool`` row for the request (the pool sets its index); False when none is left."""
+        return unit.rows.alloc([r]) is not None
+
+    @staticmethod
+    def _free_row(unit: _Unit, r: Any) -> None:
+        unit.rows.free(r)
 
     def _slide(self, unit: _Unit, r: Any, pre_len: int) -> None:
         """The request's window slides to ``pre_len`` (the radix path's ``free_swa_out_of_window_slots``)."""
@@ -434,7 +443,7 @@ class SglangRadixBackend:
         if tail < allocated:
             tree.free_kv_row(r.kv, [(tail, allocated)])
         tree.on_release(r, checkpointed=finished)
-        unit.rows.free(r)
+        self._free_row(unit, r)
         r.kv.mark_kv_released()
 
     # ------------------------------------------------------------------ SGLang's own bookkeeping
@@ -589,6 +598,9 @@ class SglangRadixBackend:
         s = _loaded
         reqs = [s["Req"](f"{request_id}", "", array("q", tokens), s["SamplingParams"](max_new_tokens=MAX_CONTEXT))
                 for _ in self.units]
+        for r in reqs:  # the prompt's ids in the container the release keeps output ids in (0.5.7: lists)
+            if not isinstance(r.output_ids, array):
+                r.origin_input_ids = list(tokens)
         shared = share_with is not None or reused_history > 0
         self.requests[request_id] = _Request(request_id, list(tokens), reqs, shared)
 
@@ -599,7 +611,7 @@ class SglangRadixBackend:
         hit = None
         prefixes = []
         for unit, r in zip(self.units, req.reqs):
-            if unit.rows.alloc([r]) is None:
+            if not self._alloc_row(unit, r):
                 raise Unsupported("out of SGLang request rows")
             prefix = 0
             r.lock = None

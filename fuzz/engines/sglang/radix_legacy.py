@@ -5,7 +5,17 @@ false on a retraction), and the sliding-window free ``free_swa_out_of_window_slo
 prefix sharing on; where the release has no such function (0.5.8-0.5.13), the scheduler batch's own
 ``ScheduleBatch._evict_swa`` on the backend's tree (:class:`BatchEviction`). A release without either
 (0.5.7: its allocation evicts only for ``SWAChunkCache``) has no sliding-window free of a running
-request on its radix path: :class:`Unsupported`, saying so.
+request on its radix path: nothing is called at a slide (:class:`NoWindowFree`), as its scheduler calls
+nothing, and what that costs shows as a divergence class with its upstream verdict
+(``tests/regressions/sglang-0.5.7-radix-no-window-free.json``: fixed by sgl-project/sglang PR #17220 in
+0.5.8).
+
+0.5.7's other older shapes, each found by inspection: no registry (its scheduler builds the tree: read
+from ``managers/scheduler.py``'s file), a tree constructor taking the window itself, ``inc_lock_ref``
+returning the SWA lock id and ``dec_lock_ref`` taking it, a ``ReqToTokenPool`` of indices
+(``alloc(need_size)``, ``free(index)``) whose row ``cache_finished_req`` gives back itself, prompt ids in a
+list, and a request module importing CUDA kernels by name from ``sgl_kernel`` (the adapter's stand-in
+answers them: :func:`_kernels_named_absent`).
 
 Which tree: the class the release's own registry (``mem_cache.registry``) builds for a hybrid SWA model,
 found by inspecting its source: ``SWARadixCache`` where it builds one, else ``UnifiedRadixCache`` with
@@ -51,12 +61,52 @@ SPLIT_RELEASE_API = tuple(m for m in LEGACY_API if m != "cache_finished_req") + 
 
 
 def _registry_builds_swa_radix_cache() -> bool:
-    """Whether the release's registry builds ``SWARadixCache`` for a hybrid SWA model (its source)."""
+    """Whether the release's registry builds ``SWARadixCache`` for a hybrid SWA model (its source); where
+    the release has no registry (0.5.7), whether its scheduler does (``Scheduler.init_cache_with_memory_pool``:
+    ``elif self.is_hybrid_swa: ... SWARadixCache(params=params, sliding_window_size=...)``), read from the
+    module's file without importing it."""
     try:
         registry = importlib.import_module("sglang.srt.mem_cache.registry")
         return "SWARadixCache(params" in inspect.getsource(registry).replace("PureSWARadixCache(params", "")
-    except (ImportError, OSError, TypeError):
+    except ImportError:
+        pass
+    except (OSError, TypeError):
         return False
+    return "SWARadixCache(" in _module_text("sglang.srt.managers.scheduler").replace("PureSWARadixCache(", "")
+
+
+def _module_text(name: str) -> str:
+    """The source file of module ``name`` of the imported release, read without importing it ('' if none)."""
+    import importlib.util
+    from pathlib import Path
+
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return ""
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return ""
+    return Path(spec.origin).read_text(encoding="utf-8", errors="replace")
+
+
+def _kernels_named_absent(exc: ImportError) -> bool:
+    """Where the request's module imports a CUDA kernel by name from the adapter's stand-in ``sgl_kernel``
+    (0.5.7's ``schedule_batch`` reaches ``from sgl_kernel import silu_and_mul``; no kernel is on the
+    allocator and tree path): the stand-in answers every such name with a function that raises if called
+    (as its ``kvcacheio`` does), and True (import again); False for any other import error."""
+    import sys
+
+    from .compat import _kernel_absent
+
+    stand_in = sys.modules.get("sgl_kernel")
+    if not (getattr(stand_in, "__swafloor_stand_in__", False) and "from 'sgl_kernel'" in str(exc)):
+        return False
+    if getattr(stand_in, "__getattr__", None) is _kernel_absent:
+        return False
+    stand_in.__getattr__ = _kernel_absent  # type: ignore[union-attr]
+    for name in [m for m in sys.modules if m.startswith("sglang.srt.managers.schedule_batch")]:
+        del sys.modules[name]  # its failed import, made again
+    return True
 
 
 class _BatchFacts:
@@ -86,21 +136,35 @@ class BatchEviction:
         self.method(_BatchFacts(tree_cache, req_to_token_pool, token_to_kv_pool_allocator), req, pre_len)
 
 
-def _batch_eviction(version: str) -> BatchEviction:
+class NoWindowFree:
+    """The radix path of a release with no sliding-window free of a running request (0.5.7: its
+    ``alloc_for_extend`` / ``alloc_for_decode`` call ``evict_swa`` only for ``SWAChunkCache``, and
+    ``SWARadixCache`` holds a running request's SWA KV until ``cache_unfinished_req`` (after a prefill
+    chunk) or ``cache_finished_req`` puts it in the tree, where only tree eviction under pressure
+    tombstones unlocked nodes): the scheduler calls nothing at a slide, so neither does the adapter.
+    Upstream added the free in 0.5.8 (sgl-project/sglang#17220, "Evict swa kv cache during decoding":
+    "out of window tokens can't be evicted during decoding"). The release states no radix cut
+    (:meth:`OlderTreeApi._radix_cut`: 0, nothing to check)."""
+
+    path = "none (the radix path frees no sliding window of a running request)"
+    page_margin = False
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def _batch_eviction(version: str) -> BatchEviction | NoWindowFree:
     """``ScheduleBatch._evict_swa`` where the release has it with ``(req, pre_len)`` (0.5.8-0.5.13), else
-    :class:`Unsupported`: before 0.5.8 (0.5.7) the radix path has no sliding-window free at all (the
-    scheduler's allocation evicts only for ``SWAChunkCache``; ``SWARadixCache`` frees SWA KV only by
-    tombstoning unlocked tree nodes under pressure)."""
+    :class:`NoWindowFree`: before 0.5.8 (0.5.7) the radix path has no sliding-window free of a running
+    request at all (the scheduler's allocation evicts only for ``SWAChunkCache``; ``SWARadixCache`` frees
+    SWA KV only by tombstoning unlocked tree nodes under pressure)."""
     try:
         batch = importlib.import_module("sglang.srt.managers.schedule_batch").ScheduleBatch
     except (ImportError, AttributeError):
         batch = None
     method = getattr(batch, "_evict_swa", None)
     if not (callable(method) and {"req", "pre_len"} <= set(parameters(method))):
-        raise Unsupported(f"SGLang {version}: no free_swa_out_of_window_slots and no ScheduleBatch._evict_swa; its "
-                          "radix path has no sliding-window free of a running request (its allocation evicts only "
-                          "for SWAChunkCache; SWARadixCache frees SWA KV only by tombstoning unlocked tree nodes "
-                          "under pressure)")
+        return NoWindowFree()
     try:
         source = inspect.getsource(method)
     except (OSError, TypeError):
@@ -139,7 +203,12 @@ def import_legacy(s: dict[str, Any], why: str) -> dict[str, Any]:
                           f"of 0.5.22 on, nor the older prefix-cache API, nor the split release: no "
                           f"{', '.join(split)})")
     try:
-        from sglang.srt.managers.schedule_batch import FINISH_LENGTH, Req
+        try:
+            from sglang.srt.managers.schedule_batch import FINISH_LENGTH, Req
+        except ImportError as exc:
+            if not _kernels_named_absent(exc):
+                raise
+            from sglang.srt.managers.schedule_batch import FINISH_LENGTH, Req
         from sglang.srt.mem_cache.cache_init_params import CacheInitParams
         from sglang.srt.mem_cache.common import evict_from_tree_cache
         from sglang.srt.sampling.sampling_params import SamplingParams
@@ -249,7 +318,7 @@ class OlderTreeApi:
         if "ComponentType" in s:
             known["tree_components"] = (s["ComponentType"].FULL, s["ComponentType"].SWA)
         params = _call(s["CacheInitParams"], **known)
-        return s["Tree"](params)
+        return _call(s["Tree"], params, sliding_window_size=w)  # 0.5.7's constructor takes the window itself
 
     # ------------------------------------------------------------------ the request's fields
     @staticmethod
@@ -267,6 +336,8 @@ class OlderTreeApi:
 
     def _radix_cut(self, h: int, w: int) -> int:
         P = self.t
+        if isinstance(_loaded["radix_free"], NoWindowFree):
+            return 0  # no cut: the release frees no window of a running request
         names = parameters(_loaded["radix_free"])
         if "drop_page_margin" in names or getattr(_loaded["radix_free"], "page_margin", False):
             return (h - w - P) // P * P
@@ -293,8 +364,9 @@ class OlderTreeApi:
         result = unit.tree.inc_lock_ref(r.last_node)
         if hasattr(r, "lock_receipt") and callable(getattr(result, "to_dec_params", None)):
             r.lock_receipt = result.to_dec_params()
-        elif hasattr(r, "swa_uuid_for_lock"):
-            r.swa_uuid_for_lock = getattr(result, "swa_uuid_for_lock", None)
+        elif hasattr(r, "swa_uuid_for_lock"):  # a result record, or the id itself (0.5.7)
+            r.swa_uuid_for_lock = result if result is None or isinstance(result, int) else getattr(
+                result, "swa_uuid_for_lock", None)
         r.lock = r.last_node
 
     def _unlock(self, unit: Any, r: Any) -> None:
@@ -303,6 +375,8 @@ class OlderTreeApi:
             unit.tree.dec_lock_ref(r.last_node, r.lock_receipt)
         elif params is not None and "params" in parameters(unit.tree.dec_lock_ref):
             unit.tree.dec_lock_ref(r.last_node, params(swa_uuid_for_lock=getattr(r, "swa_uuid_for_lock", None)))
+        elif "swa_uuid_for_lock" in parameters(unit.tree.dec_lock_ref):  # the id itself (0.5.7)
+            unit.tree.dec_lock_ref(r.last_node, getattr(r, "swa_uuid_for_lock", None))
         else:
             unit.tree.dec_lock_ref(r.last_node)
         r.lock = None
@@ -320,8 +394,33 @@ class OlderTreeApi:
     def _unmatch(self, unit: Any, r: Any) -> None:
         if r.lock is not None:
             self._unlock(unit, r)
-        unit.rows.free(r)
+        self._free_row(unit, r)
         self._kv(r).cache_protected_len = 0
+
+    # ------------------------------------------------------------------ the request's row
+    @staticmethod
+    def _alloc_row(unit: Any, r: Any) -> bool:
+        """A row: ``alloc([req])`` where the pool takes requests (it sets their index), else (0.5.7:
+        ``alloc(need_size)``, the scheduler's ``alloc_req_slots`` setting ``req.req_pool_idx``) one index,
+        set on the request as the scheduler sets it."""
+        if "reqs" in parameters(unit.rows.alloc):
+            return unit.rows.alloc([r]) is not None
+        got = unit.rows.alloc(1)
+        if not got:
+            return False
+        r.req_pool_idx = got[0]
+        # the request's tree-owned prefix is what it holds of the tree (init_next_round_input's rule, which a
+        # resume that looks nothing up does not run; 0.5.7's reset_for_retract empties prefix_indices only)
+        r.cache_protected_len = len(r.prefix_indices)
+        return True
+
+    @staticmethod
+    def _free_row(unit: Any, r: Any) -> None:
+        """The row given back: ``free(req)`` where the pool takes requests, else ``free(index)`` (0.5.7)."""
+        if "reqs" in parameters(unit.rows.alloc):
+            unit.rows.free(r)
+        else:
+            unit.rows.free(r.req_pool_idx)
 
     def _slide(self, unit: Any, r: Any, pre_len: int) -> None:
         self._ensure_kv(r, pre_len)
@@ -373,12 +472,14 @@ class OlderTreeApi:
         if getattr(r, "last_node", None) is None:
             r.last_node = self._root(unit)
             self._lock(unit, r)
+        rows_free = unit.rows.available_size()
         _call(unit.tree.cache_finished_req, r, is_insert=finished, kv_len_to_handle=h)
         r.lock = None
         tail = -(-h // P) * P
         if tail < allocated:
             unit.allocator.free(unit.rows.req_to_token[kv.req_pool_idx, tail:allocated].to(_loaded["torch"].int64))
-        unit.rows.free(r)
+        if unit.rows.available_size() == rows_free:  # 0.5.7's cache_finished_req gives the row back itself
+            self._free_row(unit, r)
         kv = getattr(r, "kv", None)
         if callable(getattr(kv, "mark_kv_released", None)) and not _loaded.get("kv_made_at_allocation"):
             kv.mark_kv_released()  # a record the request keeps for life (0.5.19 on): marked released, as there

@@ -24,6 +24,15 @@ KNOWN: tuple[Known, ...] = (
           ("sglang-radix", "sglang-eagle"), first="0.5.13.post1", since="0.5.14",
           fix="sgl-project/sglang#27779 (free_swa expands a partial-page free to whole pages; the leak it caused "
               "reported as sgl-project/sglang#27789)"),
+    Known("radix-no-window-free", {"liveness@resize": "sglang-0.5.7-radix-no-window-free.json"},
+          ("sglang-radix",), first="0.5.7", since="0.5.8",
+          fix="sgl-project/sglang#17220 (a running request's out-of-window SWA KV freed during decoding: 0.5.7's "
+              "radix path frees no sliding window, so a lone decoding request holds its whole history)"),
+    Known("tombstone-revive-frees-locked-full",
+          {"tables@resume": "sglang-0.5.14-radix-tombstone-revive-frees-locked-full.json"},
+          ("sglang-radix",), first="0.5.7", since="0.5.15.post1",
+          fix="sgl-project/sglang#29352 (SWARadixCache._insert_helper reviving a tombstoned node freed its full KV "
+              "checking only the SWA lock, while a running request still read it)"),
     Known("radix-cut-page-margin", {"liveness@resize": "sglang-0.5.14-radix-cut-page-margin.json"},
           ("sglang-radix",), first="0.5.14", since="0.5.16",
           fix="sgl-project/sglang#29860 (the radix path's sliding-window cut at max(window, page) instead of "
