@@ -125,6 +125,19 @@ def test_a_live_holder_s_committed_block_is_a_hit_sharing_its_slot():
         assert m.snapshot().cached == ()
 
 
+def _cached_then_uncached_freed(m) -> None:
+    """r0 commits block 0 and closes (slot 0 cached); r1 takes the never-used slot 1 and closes with
+    nothing committed (freed keeping nothing); r2 is admitted, no slot taken yet."""
+    m.create("r0")
+    decode(m, "r0", 1)
+    m.close("r0")
+    m.create("r1")
+    assert m.resume("r1") and m.resize("r1", 1, 0)
+    m.close("r1")
+    m.create("r2")
+    assert m.resume("r2")
+
+
 @pytest.mark.parametrize("to_tail", [False, True])
 def test_uncached_to_tail_hands_out_a_cached_slot_freed_before_an_uncached_one(to_tail):
     """``uncached_to_tail`` (vLLM before 0.23.0): a slot freed keeping nothing joins the free queue's end,
@@ -133,14 +146,8 @@ def test_uncached_to_tail_hands_out_a_cached_slot_freed_before_an_uncached_one(t
     r1 takes slot 1 and closes with nothing committed; r2 takes one slot."""
     cfg = config(1, slots=2, semantics=Semantics(**{**CACHE.to_dict(), "uncached_to_tail": to_tail}))
     for m in both(cfg):
-        m.create("r0")
-        decode(m, "r0", 1)
-        m.close("r0")
-        m.create("r1")
-        assert m.resume("r1") and m.resize("r1", 1, 0)
-        m.close("r1")
-        m.create("r2")
-        assert m.resume("r2") and m.resize("r2", 1, 0)
+        _cached_then_uncached_freed(m)
+        assert m.resize("r2", 1, 0)
         cached = m.snapshot().cached
         assert len(cached) == (0 if to_tail else 1), (type(m).__name__, cached)
     assert Semantics(**{**CACHE.to_dict(), "uncached_to_tail": True}).to_dict()["uncached_to_tail"] is True
@@ -157,14 +164,8 @@ def test_release_uncached_to_tail_only_for_a_windowless_life_cycle_s_release(on,
     front), as the option off does. The run of the test above, one life cycle of t = 1."""
     cfg = config(1, window=window, slots=2, semantics=Semantics(**{**CACHE.to_dict(), "release_uncached_to_tail": on}))
     for m in both(cfg):
-        m.create("r0")
-        decode(m, "r0", 1)
-        m.close("r0")  # slot 0 cached
-        m.create("r1")
-        assert m.resume("r1") and m.resize("r1", 1, 0)  # the never-used slot 1
-        m.close("r1")  # slot 1 freed keeping nothing
-        m.create("r2")
-        assert m.resume("r2") and m.resize("r2", 1, 0)
+        _cached_then_uncached_freed(m)
+        assert m.resize("r2", 1, 0)
         assert m.snapshot().pools[0].free == 1  # the free count is the same in either order
         cached = m.snapshot().cached
         assert len(cached) == (0 if on and window is None else 1), (type(m).__name__, cached)
@@ -182,14 +183,7 @@ def test_a_window_s_release_to_the_tail_is_caught_at_the_step_that_evicts():
     cfg = config(1, window=2, slots=2, semantics=Semantics(**{**CACHE.to_dict(), "release_uncached_to_tail": True}))
     mutant, oracle = REFERENCE_MUTANTS["release-tail-for-windows"].make(cfg), OracleManager(cfg)
     for m in (mutant, oracle):
-        m.create("r0")
-        decode(m, "r0", 1)
-        m.close("r0")
-        m.create("r1")
-        assert m.resume("r1") and m.resize("r1", 1, 0)
-        m.close("r1")
-        m.create("r2")
-        assert m.resume("r2")
+        _cached_then_uncached_freed(m)
     assert mutant.snapshot() == oracle.snapshot()  # the same up to the step that takes a slot
     for m in (mutant, oracle):
         assert m.resize("r2", 1, 0)

@@ -15,7 +15,6 @@ hit, on releases whose ``allocate_slots`` refuses a step that computes and loads
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -27,6 +26,7 @@ from swafloor.fuzz.engines.vllm.matrix import RELEASES, VLLM
 from swafloor.reference import AttentionLayer, Config, Manager, Semantics
 from swafloor.reference.semantics import options
 
+from .trace_class import class_of as _class_of
 from .vllm_venv import VENV, matrix_venv as _venv
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,16 +62,6 @@ def test_each_change_names_an_evidence_trace_inside_its_range(change):
         assert _class_of(other) == class_key and other["expect"] == "divergence", trace
         assert other["found"]["release"] == change.evidence_release, trace
         assert other["backend"] in change.backends or other["backend"] == data["backend"], trace
-
-
-def _class_of(data: dict) -> str:
-    """A saved trace's divergence class, ``part@operation`` (a build divergence: ``build@build``)."""
-    saved = data["divergence"]
-    if saved["step"] is None:
-        assert saved["field"] == "build" and saved["step_index"] == -1
-        return "build@build"
-    part = re.split(r"[\[.]", saved["field"])[0]
-    return f"{part}@{saved['step']['op']}"
 
 
 def test_profiles_per_release():
