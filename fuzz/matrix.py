@@ -427,6 +427,7 @@ class Cell:
     # vllm-admission's, holds its classes' counts here instead: class -> cases.)
     classes: list | dict | None = None
     limited: bool | None = None
+    class_limit: int | None = None  # the --classes limit the cell ran with (a divergence's; None: CLASSES)
     # the release's profile where it differs from the pinned semantics the backend claims (option ->
     # the release's value), and the changes of that release the reference cannot express (names)
     profile: dict | None = None
@@ -447,9 +448,9 @@ class Cell:
                 return f" = {' or '.join(c['named'])}" if c.get("named") else ""
 
             more = [c["class"] + named(c) for c in classes[1:]]
+            limit = f"; limit {self.class_limit or CLASSES} reached" if self.limited else ""
             return (f"divergence: {self.part} at step {self.step_index}" + (named(classes[0]) if classes else "")
-                    + (f" (+{len(more)} classes: {', '.join(more)}{'; limit reached' if self.limited else ''})"
-                       if more else ""))
+                    + (f" (+{len(more)} classes: {', '.join(more)}{limit})" if more else ""))
         if self.result == OFF_TARGET:
             return f"{OFF_TARGET}: {self.discard_rate or 0:.0%} of examples discarded ({self.examples} ex.)"
         return f"{self.result}: {self.why}"
@@ -646,7 +647,7 @@ def _cell_main(release: str, backend: str, args) -> dict[str, Any]:
                     classes=[{**{k: row[k] for k in ("class", "field", "step_index", "trace_file")},
                               **({"named": named} if (named := classify(release, backend, row["class"])) else {})}
                              for row in found.class_rows()],
-                    limited=found.limited)
+                    limited=found.limited, class_limit=args.classes)
     return data
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import attrs
 import pytest
 
 from swafloor.fuzz.classes import format_classes, run_classes
@@ -63,7 +64,12 @@ def test_a_matrix_cell_lists_its_other_classes():
                 classes=[{"class": "tables@resize"}, {"class": "outcome@resume"}, {"class": "pool_used@close"}],
                 limited=True)
     assert cell.describe() == ("divergence: tables at step 3 (+2 classes: outcome@resume, pool_used@close; "
-                               "limit reached)")
+                               "limit 4 reached)")
+    # a cell run with a higher limit says its own limit, and says none where the search ended by itself
+    higher = attrs.evolve(cell, class_limit=10)
+    assert higher.describe().endswith("pool_used@close; limit 10 reached)")
+    assert attrs.evolve(higher, limited=False).describe() == (
+        "divergence: tables at step 3 (+2 classes: outcome@resume, pool_used@close)")
 
 
 def test_cli_classes(tmp_path, capsys):

@@ -206,6 +206,34 @@ def test_a_cell_that_retired_too_many_requests_exits_1(monkeypatch, capsys, tmp_
     assert code == 1 and "too-many-retired: 3 of 20 requests retired" in out
 
 
+def test_write_docs_keeps_each_cells_own_class_limit(monkeypatch, tmp_path):
+    """A run with another --classes joins the table (the limit is the cell's, not the table's) and each
+    cell says the limit it reached; a cell whose search ended by itself says none."""
+    import json
+
+    import swafloor.docs as docs
+    from swafloor.docs import sections
+
+    (tmp_path / "docs").mkdir()
+    monkeypatch.setattr(docs, "repository_root", lambda: tmp_path)
+    base = dict(profile="ci", seed=0, examples=20, pinned="0.33.0", domain="domain: ...", seconds=10,
+                backends=["vllm"])
+    two = [{"class": "tables@resize"}, {"class": "outcome@resume"}]
+    sections.write_vllm_matrix({**base, "command": "first", "releases": ["0.9.2", "0.14.1"], "cells": [
+        {"release": r, "backend": "vllm", "result": "divergence", "part": "tables", "step_index": 1, "classes": two,
+         "limited": True} for r in ("0.9.2", "0.14.1")]})
+    sections.write_vllm_matrix({**base, "classes": 10, "command": "second --classes 10", "releases": ["0.14.1"],
+                                "cells": [{"release": "0.14.1", "backend": "vllm", "result": "divergence",
+                                           "part": "tables", "step_index": 1, "classes": two, "limited": False,
+                                           "class_limit": 10}]})
+    data = json.loads((tmp_path / "docs" / "vllm-matrix.json").read_text())
+    assert [r["command"] for r in data["runs"]] == ["first", "second --classes 10"]  # merged, not a new table
+    rows = {line.split(" | ")[0]: line for line in sections.vllm_matrix().splitlines() if line.startswith("| 0.")}
+    assert rows["| 0.9.2"].endswith("(+ `outcome@resume`; limit 4 reached) |")
+    assert rows["| 0.14.1"].endswith("(+ `outcome@resume`) |")
+    assert "`second --classes 10`" in sections.vllm_matrix()
+
+
 def test_bisect_skips_releases_that_cannot_run_the_trace():
     releases = RELEASES[:10]
     verdicts = {r: ("divergence:outcome" if i < 6 else "match") for i, r in enumerate(releases)}

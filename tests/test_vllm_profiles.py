@@ -140,6 +140,12 @@ def test_a_cell_names_the_known_classes_it_met():
     assert classify("0.23.0", "vllm-prefix", "slots@resume") == []  # free-path-before-0.24, modelled since issue 33
     assert classify("0.24.0", "vllm-prefix", "slots@resume") == []
     assert classify("0.21.0", "vllm-async", "outcome@resize") == classify("0.21.0", "vllm-async", "tables@resize")
+    # issue 33's cells rerun with a class limit of 10: the 0.22.1 mixed cell's lost hit is eagle-aligned-only's (the
+    # spiral drop's hit@resume ends at 0.20.2); 0.9.2-0.13.0's resume out of slots is the spiral drop's
+    assert classify("0.22.1", "vllm-prefix-eagle-mixed", "hit@resume") == [
+        "eagle-aligned-only (bug, vllm-project/vllm#44082)"]
+    assert classify("0.23.0", "vllm-prefix-eagle-mixed", "hit@resume") == []
+    assert classify("0.9.2", "vllm-prefix-eagle", "outcome@resume") == ["eagle-spiral-drop (bug, vllm-project/vllm#32802)"]
     for bug in (*BUGS, *LIMITATIONS):  # each class names a trace that diverges as it, in its range, on its backend
         for class_key, trace in bug.traces.items():
             data = json.loads((REGRESSIONS / trace).read_text(encoding="utf-8"))

@@ -162,10 +162,11 @@ def run(args) -> int:
     seconds = round(time.perf_counter() - started, 1)
     report = {
         "engine": engine.name, "domain": head, "profile": profile, "seed": matrix.SEED, "examples": examples,
-        "pinned": venv.pinned, "releases": list(releases), "backends": list(backends), "seconds": seconds,
+        "classes": classes, "pinned": venv.pinned, "releases": list(releases), "backends": list(backends), "seconds": seconds,
         "command": f"swafloor matrix {engine.name}" + (f" --releases {args.releases}" if args.releases else "")
         + (f" --backends {args.backends}" if given_backends is not None and args.backends != default_backends else "")
-        + (f" --examples {examples}" if args.examples else "") + (f" --profile {profile}" if args.profile else ""),
+        + (f" --examples {examples}" if args.examples else "") + (f" --profile {profile}" if args.profile else "")
+        + (f" --classes {classes}" if args.classes else ""),
         "cells": [c.to_dict() for c in cells],
     }
     if args.write_docs:

@@ -464,7 +464,7 @@ def vllm_matrix(engine: str = "vllm", profile: str = "ci") -> str:
     backends = data["backends"]
     cells = {(c["release"], c["backend"]): c for c in data["cells"]}
 
-    from swafloor.fuzz.matrix import OFF_TARGET, _function, cell_result, engine_named
+    from swafloor.fuzz.matrix import CLASSES, OFF_TARGET, _function, cell_result, engine_named
 
     spec = engine_named(engine).classify
     classify = _function(spec) if spec else None  # names each class by what is known now, not when measured
@@ -485,8 +485,10 @@ def vllm_matrix(engine: str = "vllm", profile: str = "ci") -> str:
                 return f" = {' or '.join(names)}" if names else ""
 
             more = [f"`{k['class']}`{named(k)}" for k in classes[1:]]
+            # the cell's own class limit (--classes; cells stored before it was kept ran with the default)
+            limit = f"; limit {c.get('class_limit') or CLASSES} reached" if c.get("limited") else ""
             text = (f"**divergence**: `{c.get('part')}` at step {c.get('step_index')}" + (named(classes[0]) if classes else "")
-                    + (f" (+ {', '.join(more)}{'; limit reached' if c.get('limited') else ''})" if more else ""))
+                    + (f" (+ {', '.join(more)}{limit})" if more else ""))
             if c.get("unmodelled"):
                 text += "; unmodelled here: " + ", ".join(c["unmodelled"])
             return text + _profile_note(c)
@@ -500,7 +502,8 @@ def vllm_matrix(engine: str = "vllm", profile: str = "ci") -> str:
     lines = [
         f"{data['domain'][0].upper()}{data['domain'][1:]}.",
         "",
-        f"Measured by {runs}: profile {data['profile']}, seed {data['seed']}, {data['examples']} examples per cell; "
+        f"Measured by {runs}: profile {data['profile']}, seed {data['seed']}, {data['examples']} examples per cell, "
+        f"up to {CLASSES} divergence classes each where a run's command names no `--classes N` (then up to N); "
         f"the pinned release is {data['pinned']}.",
         "",
         "| release | " + " | ".join(f"`{b}`" for b in backends) + " |",

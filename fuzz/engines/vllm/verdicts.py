@@ -71,7 +71,9 @@ BUGS: tuple[Bug, ...] = (
         fix="vllm-project/vllm#39450 (EAGLE with mixed block sizes: SlidingWindowManager asserted "
             "'aligned_length is not compatible with eagle now', a crash inside vLLM; reported as #39528)"),
     Bug("eagle-aligned-only", {"slots@close": "vllm-0.22.1-prefix-eagle-mixed-aligned-only.json",
-                               "slots@resize": "vllm-0.22.1-prefix-eagle-mixed-aligned-only-at-resize.json"},
+                               "slots@resize": "vllm-0.22.1-prefix-eagle-mixed-aligned-only-at-resize.json",
+                               # the 0.22.1 cell's fifth class (issue 33, class limit 10): the lost hit itself
+                               "hit@resume": "vllm-0.22.1-prefix-eagle-mixed-aligned-only-lost-hit.json"},
         ("vllm-prefix-eagle-mixed",), first="0.22.1", since="0.23.0",
         fix="vllm-project/vllm#44082 (EAGLE groups cached only up to the aligned boundary)"),
     Bug("stale-full-attention-hit", {"pool_used@resume": "vllm-0.22.1-prefix-eagle-mixed-stale-full-hit.json",
