@@ -56,7 +56,8 @@ def test_saved_trace_checks_itself(path):
     assert saved["class"] in admission.CLASSES and saved["class"] != "equal"
     case = saved["case"]
     if "plant" not in saved:
-        assert admission.model_charge(case, saved["capped"]) == saved["model"]
+        k_first = admission.lookahead_of(case, saved.get("first_lookahead", "passed"))
+        assert admission.model_charge(case, saved["capped"], saved.get("gated", True), k_first) == saved["model"]
     assert admission.rule_charge(case) == saved["rule"]
 
 
@@ -75,6 +76,12 @@ def test_classes_from_hand_computed_charges():
     drafts = {"t": 1, "windows": [1], "P": 10, "C": 2, "k": 2}
     assert admission.model_parts(drafts, True) == (3, 4)
     assert admission.model_charge(drafts, True) == 4 and admission.rule_charge(drafts) == 3
+    # no gate (before 0.19.1): the first step alone, cdiv(min(2, 10) + k, 1); the scheduler of 0.10.2-0.22.1
+    # gives a fresh request no lookahead (k = 0 there: 2), 0.8.5-0.9.2 and 0.23.0 on give it k (4)
+    assert admission.model_parts(drafts, True, gated=False) == (0, 4)
+    assert admission.model_charge(drafts, True, False, admission.lookahead_of(drafts, "zero-when-fresh")) == 2
+    assert admission.model_charge(drafts, True, False, admission.lookahead_of(drafts, "passed")) == 4
+    assert admission.model_charge(drafts, False, True, admission.lookahead_of(drafts, "none")) == 10
     # the reference manager runs that lone request at the rule's 2 slots, not at 1
     assert admission.reference_completes(case, 2) and not admission.reference_completes(case, 1)
 
@@ -128,3 +135,34 @@ def test_pinned_traces_replay_on_vllm(campaign):
             assert {"model-above", "model-below"} & set(got["classes"]), (path.name, got)
             assert got["clean"]["vllm"] == got["model"] and "model-below" not in got["clean"]["classes"] \
                 and "model-above" not in got["clean"]["classes"], (path.name, got)
+
+
+#: The older release whose traces replay in CI (issue 33): 0.13.0 has no full-sequence gate (its scheduler
+#: admits when the first step's allocate_slots returns blocks) and gives a fresh request no lookahead.
+OLDER = "0.13.0"
+
+
+def test_an_older_release_replays_without_a_gate():
+    """vLLM 0.13.0's own ``KVCacheManager.allocate_slots`` (no ``full_sequence_must_fit``, no
+    ``can_fit_full_sequence``), the release installed by the matrix's own code: the inspection finds no gate and
+    the scheduler's ``0 if request.num_computed_tokens == 0`` lookahead, and each of its saved traces (one with
+    k > 0, where asking k lookahead slots would admit at a larger pool) gives vLLM's threshold as saved, equal to
+    the model of the first step alone, and its class."""
+    from swafloor.fuzz import matrix
+
+    _need_venv()
+    paths = [p for p in TRACES if _saved(p)["release"] == OLDER]
+    assert paths and any(_saved(p)["case"]["k"] for p in paths), paths
+    venv = matrix.find_venv(str(VENV), matrix.engine_named("vllm"))
+    folder = matrix.install(OLDER, venv, matrix.cache_root(None, "vllm"))
+    env = {**os.environ, "PYTHONPATH": str(folder), "PYTHONWARNINGS": "ignore"}
+    out = subprocess.run([str(PYTHON), "-m", MODULE, "--examples", "0", "--json", "--replay", *map(str, paths)],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["version"] == OLDER, report
+    replays = {r["trace"]: r for r in report["replays"]}
+    for path in paths:
+        saved, got = _saved(path), replays[path.name]
+        assert saved["gated"] is False and saved["first_lookahead"] == "zero-when-fresh", path.name
+        assert got["vllm"] == saved["vllm"] == got["model"] and saved["class"] in got["classes"], (path.name, got)

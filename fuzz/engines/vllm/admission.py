@@ -46,8 +46,13 @@ sets only the inputs. An exception raised inside vLLM's code is the class ``erro
 Releases before the gate moved into ``allocate_slots`` (0.20.2 and before) have it as
 ``KVCacheManager.can_fit_full_sequence(request, ...)``, which their scheduler asks first (with the
 cap inside, where the release has it), then ``allocate_slots`` for the first step: asked in that
-order. A release with neither has no admission gate: the backend is
-:class:`~swafloor.fuzz.protocol.Unsupported` there.
+order. A release with neither (0.8.3-0.18.1) has no full-sequence gate: its scheduler admits a waiting
+request when the first step's ``allocate_slots`` returns blocks, and that call alone is asked (the model:
+the first step's check alone). The first step's lookahead is the scheduler's, read from its
+``scheduler.py`` (:func:`first_step_lookahead`): 0.10.2-0.22.1 pass none to a request with no
+computed token (vllm-project/vllm#43733 passes ``k`` again), 0.8.3's ``allocate_slots`` takes none. A
+case whose groups vLLM's own constructor refuses (0.8.x: one KV-cache group; 0.9.2 without caching: one
+full-attention type and one other) is the class ``build-refused``.
 
 ``python -m swafloor.fuzz.engines.vllm.admission [--examples N] [--seed S] [--json] [--plant extra-block|no-cap]``
 runs it in the current interpreter (the vLLM venv); ``--replay FILE...`` replays saved traces. ``--plant``
@@ -58,6 +63,7 @@ comparison catches it. ``swafloor matrix vllm --backends vllm-admission`` runs i
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import time
 from pathlib import Path
@@ -93,15 +99,22 @@ CLASSES = {
                            "and the k lookahead slots at once (its scheduler passes num_lookahead_tokens to a prefill "
                            "step too: cdiv(min(C, P) + k, t) per group), where the rule's prefill steps hold their chunk "
                            "alone and the drafts start with the first decode step (largest step max(min(C, P), 1 + k))",
+    "over-charges-first-step": "candidate (no verdict yet): vLLM refuses a lone request at a pool where the rule "
+                               "admits it and its whole run completes on the reference manager, its first step "
+                               "alone (no gate, no drafts) binding",
     "over-charges-start": "semantics difference: vLLM refuses at a pool where the rule admits the start, but the run's "
                           "full-attention growth (charged by the rule step by step) needs more than that pool",
     "over-charges-run-incomplete": "ours: vLLM refuses a pool where the rule admits the whole run, but the reference's "
                                    "lone run does not complete there (the rule would be wrong)",
-    "admits-below-rule": "semantics difference: vLLM's gate charges the prompt and the first step, not the run: a "
-                         "request shorter than its window is charged its prompt's blocks; growth past it is met by "
-                         "preemption, and vLLM's start-up sizer keeps the pool at or above its cap",
+    "admits-below-rule": "semantics difference: vLLM's admission charges the prompt (its gate, where the release has "
+                         "one) and the first step, not the run: a request shorter than its window is charged its "
+                         "prompt's blocks, and a release with no gate (before 0.19.1) charges the first chunk alone; "
+                         "growth past it is met by preemption, and vLLM's start-up sizer keeps the pool at or above "
+                         "its cap",
     "non-monotone": "engine: vLLM refuses at a pool above one where it admits",
     "error": "engine: an exception inside vLLM's admission path (input saved)",
+    "build-refused": "engine limitation: vLLM's own KVCacheManager constructor raises on the case's groups (input "
+                     "and message saved; a saved trace names the limitation of verdicts.LIMITATIONS it is)",
 }
 
 MAX_MODEL_LEN = 1 << 30
@@ -115,20 +128,59 @@ def _release() -> tuple[dict[str, Any], Any]:
     return v, compat.release_of(v)
 
 
-def gate_parameters(v: dict[str, Any]) -> dict[str, bool]:
-    """What this release's admission path has, by inspection: ``gate`` (``allocate_slots`` takes
-    ``full_sequence_must_fit``), ``capped`` (the coordinator takes ``apply_admission_cap``)."""
+def gate_parameters(v: dict[str, Any]) -> dict[str, Any]:
+    """What this release's admission path has, by inspection: ``gate`` (a full-sequence gate: ``allocate_slots``
+    takes ``full_sequence_must_fit``, or ``separate``: the manager has ``can_fit_full_sequence``, which the
+    scheduler asks first), ``capped`` (the coordinator takes ``apply_admission_cap``), ``first_lookahead``
+    (:func:`first_step_lookahead`). A release with no gate (before 0.19.1) admits a waiting request when its
+    first step's ``allocate_slots`` returns blocks: that call alone is asked."""
     allocate = parameters(v["KVCacheManager"].allocate_slots)
-    separate = "full_sequence_must_fit" not in allocate and callable(getattr(v["KVCacheManager"], "can_fit_full_sequence", None))
-    if "full_sequence_must_fit" not in allocate and not separate:
-        raise Unsupported(f"vLLM {compat.version()}'s KVCacheManager has no admission gate (no full_sequence_must_fit "
-                          "in allocate_slots, no can_fit_full_sequence)")
+    inline = "full_sequence_must_fit" in allocate
+    separate = not inline and callable(getattr(v["KVCacheManager"], "can_fit_full_sequence", None))
     import importlib
+    import importlib.util
 
-    coordinator = importlib.import_module("vllm.v1.core.kv_cache_coordinator")
-    capped = any("apply_admission_cap" in parameters(getattr(cls, "get_num_blocks_to_allocate", lambda: None))
-                 for cls in vars(coordinator).values() if isinstance(cls, type))
-    return {"gate": True, "capped": capped, "has_scheduled_reqs": "has_scheduled_reqs" in allocate, "separate": separate}
+    coordinator = importlib.import_module("vllm.v1.core.kv_cache_coordinator") \
+        if importlib.util.find_spec("vllm.v1.core.kv_cache_coordinator") else None
+    capped = coordinator is not None and any(
+        "apply_admission_cap" in parameters(getattr(cls, "get_num_blocks_to_allocate", lambda: None))
+        for cls in vars(coordinator).values() if isinstance(cls, type))
+    return {"gate": inline or separate, "capped": capped, "has_scheduled_reqs": "has_scheduled_reqs" in allocate,
+            "separate": separate, "first_lookahead": first_step_lookahead(allocate)}
+
+
+#: The scheduler's lookahead for a waiting request's first step, read from its ``scheduler.py`` (whitespace
+#: dropped): ``0 if request.num_computed_tokens == 0 else self.num_lookahead_tokens`` (0.10.2-0.22.1, a
+#: fresh request gets none; vllm-project/vllm#43733 zeroes it only for an asynchronous KV load).
+_FRESH_ZERO = "0ifrequest.num_computed_tokens==0elseself.num_lookahead_tokens"
+
+
+def first_step_lookahead(allocate: dict[str, Any]) -> str:
+    """How the release's scheduler passes ``k`` lookahead slots to a fresh waiting request's first step,
+    by inspection (its ``vllm/v1/core/sched/scheduler.py`` read as text, whitespace dropped): ``"none"``
+    (``allocate_slots`` takes no ``num_lookahead_tokens``: 0.8.3, no drafts), ``"zero-when-fresh"`` (its
+    ``Scheduler.schedule`` passes 0 to a request with no computed token:
+    :data:`_FRESH_ZERO`), else ``"passed"`` (``k``, as every scheduled request)."""
+    if "num_lookahead_tokens" not in allocate:
+        return "none"
+    import importlib.util
+
+    spec = importlib.util.find_spec("vllm.v1.core.sched.scheduler")  # read, not imported (it imports vLLM's top)
+    if spec is None or not spec.origin:
+        raise Unsupported(f"vLLM {compat.version()} has no vllm.v1.core.sched.scheduler to read its first step's "
+                          "lookahead from")
+    return _read_lookahead(spec.origin)
+
+
+@functools.lru_cache(maxsize=None)
+def _read_lookahead(origin: str) -> str:
+    source = "".join(Path(origin).read_text(encoding="utf-8").split())
+    return "zero-when-fresh" if _FRESH_ZERO in source else "passed"
+
+
+def lookahead_of(case: Case, first_lookahead: str) -> int:
+    """The lookahead slots vLLM's scheduler asks for the case's first step (:func:`first_step_lookahead`)."""
+    return case["k"] if first_lookahead == "passed" else 0
 
 
 def load() -> dict[str, Any]:
@@ -138,21 +190,34 @@ def load() -> dict[str, Any]:
     return v
 
 
+class BuildRefused(Exception):
+    """vLLM's own ``KVCacheManager`` constructor raised on the case's groups (0.8.x asserts one KV-cache
+    group, 0.9.2's hybrid coordinator one full-attention type and one other): the class ``build-refused``,
+    with vLLM's message, never an admission answer."""
+
+
 def vllm_admits(case: Case, free: int) -> bool:
     """Whether vLLM's admission path admits the case's lone waiting request with ``free`` free blocks."""
     v, release = _release()
     has = gate_parameters(v)
-    manager = release.manager(case["t"], list(case["windows"]), free + 1, max_model_len=MAX_MODEL_LEN,
-                              in_flight=case["C"])
+    try:
+        manager = release.manager(case["t"], list(case["windows"]), free + 1, max_model_len=MAX_MODEL_LEN,
+                                  in_flight=case["C"])
+    except Unsupported:
+        raise
+    except Exception as exc:  # noqa: BLE001 - vLLM's own constructor refuses the config: kept apart from the path
+        raise BuildRefused(brief(exc)) from exc
     request = release.request("r0", case["P"], 1)
+    kwargs: dict[str, Any] = {}
     if has["separate"]:  # the gate before it moved into allocate_slots: the scheduler asks it first
         if not manager.can_fit_full_sequence(request):
             return False
-        kwargs = {}
-    else:
+    elif has["gate"]:
         kwargs = {"full_sequence_must_fit": True, **({"has_scheduled_reqs": False} if has["has_scheduled_reqs"] else {})}
-    if case["k"]:
-        kwargs["num_lookahead_tokens"] = case["k"]
+    # no gate (before 0.19.1): the first step's allocate_slots is the scheduler's whole admission
+    k = lookahead_of(case, has["first_lookahead"])
+    if k:
+        kwargs["num_lookahead_tokens"] = k
     blocks = manager.allocate_slots(request, min(case["C"], case["P"]), **kwargs)
     return blocks is not None
 
@@ -178,23 +243,26 @@ def vllm_threshold(case: Case, probes: Sequence[int] = ()) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- swafloor's side
-def model_parts(case: Case, capped: bool) -> tuple[int, int]:
+def model_parts(case: Case, capped: bool, gated: bool = True, lookahead: int | None = None) -> tuple[int, int]:
     """The two questions of the model of vLLM's admission, each summed over the groups of the one pool:
     the full-sequence gate (``peers.vllm_full_sequence_blocks``: ``cdiv(P, t)``, capped per SWA group
-    where the release caps, ``T = C``) and the first step's own check (``peers.vllm_first_step_blocks``:
-    ``cdiv(min(C, P) + k, t)``)."""
-    t, P, C, k = case["t"], case["P"], case["C"], case["k"]
-    gates = [peers.vllm_full_sequence_blocks(t, w, P, C, None, capped) for w in case["windows"]]
+    where the release caps, ``T = C``; no group where the release has no gate, ``gated`` False) and the
+    first step's own check (``peers.vllm_first_step_blocks``: ``cdiv(min(C, P) + k, t)``, ``k`` the
+    scheduler's ``lookahead`` for that step, default the case's)."""
+    t, P, C = case["t"], case["P"], case["C"]
+    k = case["k"] if lookahead is None else lookahead
+    gates = [peers.vllm_full_sequence_blocks(t, w, P, C, None, capped) for w in case["windows"]] if gated else []
     firsts = [peers.vllm_first_step_blocks(t, P, C, k) for _ in case["windows"]]
     return peers.vllm_admission_threshold(gates, ()), peers.vllm_admission_threshold((), firsts)
 
 
-def model_charge(case: Case, capped: bool) -> int:
+def model_charge(case: Case, capped: bool, gated: bool = True, lookahead: int | None = None) -> int:
     """The model of vLLM's admission of a new request: the larger of :func:`model_parts`' two sums
     (``peers.vllm_admission_threshold``)."""
-    t, P, C, k = case["t"], case["P"], case["C"], case["k"]
+    t, P, C = case["t"], case["P"], case["C"]
+    k = case["k"] if lookahead is None else lookahead
     return peers.vllm_admission_threshold([peers.vllm_full_sequence_blocks(t, w, P, C, None, capped)
-                                           for w in case["windows"]],
+                                           for w in case["windows"]] if gated else [],
                                           [peers.vllm_first_step_blocks(t, P, C, k) for _ in case["windows"]])
 
 
@@ -221,14 +289,23 @@ def reference_completes(case: Case, pool: int) -> bool:
                                              slots=(pool,)), case["P"], 1, case["C"], case["k"])
 
 
-def classify(case: Case, capped: bool) -> dict[str, Any]:
-    """Ask vLLM and compare; the record of one case (its ``classes``: every class it falls in)."""
-    model, rule = model_charge(case, capped), rule_charge(case)
+def classify(case: Case, capped: bool, gated: bool = True, first_lookahead: str = "passed") -> dict[str, Any]:
+    """Ask vLLM and compare; the record of one case (its ``classes``: every class it falls in). ``gated``:
+    the release has a full-sequence gate; ``first_lookahead``: how its scheduler passes the drafts to the
+    first step (:func:`first_step_lookahead`); both by inspection (:func:`gate_parameters`)."""
+    k_first = lookahead_of(case, first_lookahead)
+    model, rule = model_charge(case, capped, gated, k_first), rule_charge(case)
     record: dict[str, Any] = {"case": case, "capped": capped, "model": model, "rule": rule}
+    if not gated:
+        record["gated"] = False
+    if first_lookahead != "passed":
+        record["first_lookahead"] = first_lookahead
     try:
         seen = vllm_threshold(case, probes=(model, rule))
     except Unsupported:
         raise
+    except BuildRefused as exc:
+        return {**record, "vllm": None, "classes": ["build-refused"], "error": str(exc)}
     except Exception as exc:  # noqa: BLE001 - inside vLLM's admission path: a failure, with its input
         return {**record, "vllm": None, "classes": ["error"], "error": brief(exc)}
     v = seen["threshold"]
@@ -242,8 +319,9 @@ def classify(case: Case, capped: bool) -> dict[str, Any]:
     if v is not None and v > rule_run(case):
         completes = reference_completes(case, v - 1)
         record["reference_completes_at"] = v - 1 if completes else None
-        gate_sum, _ = model_parts(case, capped)
-        cause = "over-charges" if v != model or gate_sum >= v else "over-charges-drafts"
+        gate_sum, _ = model_parts(case, capped, gated, k_first)
+        cause = ("over-charges" if v != model or (gated and gate_sum >= v)
+                 else "over-charges-drafts" if k_first else "over-charges-first-step")
         classes.append(cause if completes else "over-charges-run-incomplete")
     elif v is not None and v > rule:
         classes.append("over-charges-start")
@@ -328,17 +406,19 @@ def _subclasses(cls: type) -> list[type]:
 def run(examples: int, seed: int = 0) -> dict[str, Any]:
     """The differential over ``examples`` generated cases: counts per class and the first example of each."""
     v, _ = _release()
-    capped = gate_parameters(v)["capped"]
+    has = gate_parameters(v)
+    capped = has["capped"]
     started = time.perf_counter()
     cases = generate(examples, seed)
     counts = dict.fromkeys(CLASSES, 0)
     first: dict[str, dict[str, Any]] = {}
     for case in cases:
-        record = classify(case, capped)
+        record = classify(case, capped, has["gate"], has["first_lookahead"])
         for name in record["classes"]:
             counts[name] += 1
             first.setdefault(name, record)
-    return {"version": compat.version(), "capped": capped, "examples": len(cases), "seed": seed, "counts": counts,
+    return {"version": compat.version(), "capped": capped, "gated": has["gate"],
+            "first_lookahead": has["first_lookahead"], "examples": len(cases), "seed": seed, "counts": counts,
             "examples_by_class": first, "plant": list(_plant), "seconds": round(time.perf_counter() - started, 1)}
 
 
@@ -367,7 +447,8 @@ def differential(examples: int, seed: int, out_dir: Path | None = None) -> dict[
     unexplained = _unexplained(report, traced_classes(report["version"]))
     classes = {k: n for k, n in report["counts"].items() if n}
     result = {"result": "pass" if not unexplained else "divergence", "examples": report["examples"],
-              "classes": classes, "capped": report["capped"]}
+              "classes": classes, "capped": report["capped"], "gated": report["gated"],
+              "first_lookahead": report["first_lookahead"]}
     if unexplained:
         result["part"] = f"admission:{unexplained[0]}"
         if out_dir is not None:
@@ -382,7 +463,8 @@ def differential(examples: int, seed: int, out_dir: Path | None = None) -> dict[
 def trace_of(record: dict[str, Any], name: str, release: str) -> dict[str, Any]:
     """A saved trace of ``record`` in class ``name`` (the verdict and why are filled in by hand)."""
     return {"kind": "vllm-admission", "release": release, "class": name, "verdict": CLASSES[name], "why": "",
-            **{k: record[k] for k in ("case", "capped", "model", "rule", "vllm") if k in record},
+            **{k: record[k] for k in ("case", "capped", "gated", "first_lookahead", "model", "rule", "vllm")
+               if k in record},
             **({"error": record["error"]} if "error" in record else {})}
 
 
@@ -391,13 +473,14 @@ def replay(path: Path) -> dict[str, Any]:
     classes now; a planted trace also gives ``clean``, the same case asked without the plant."""
     saved = json.loads(Path(path).read_text(encoding="utf-8"))
     v, _ = _release()
-    capped = gate_parameters(v)["capped"]
+    has = gate_parameters(v)
+    capped, gated, first = has["capped"], has["gate"], has["first_lookahead"]
     with planted(saved.get("plant")):
-        record = classify(saved["case"], capped)
+        record = classify(saved["case"], capped, gated, first)
     out = {"trace": Path(path).name, "version": compat.version(), "vllm": record.get("vllm"),
            "classes": record["classes"], "model": record["model"], "rule": record["rule"]}
     if saved.get("plant"):
-        clean = classify(saved["case"], capped)
+        clean = classify(saved["case"], capped, gated, first)
         out["clean"] = {"vllm": clean.get("vllm"), "classes": clean["classes"]}
     return out
 
@@ -426,8 +509,9 @@ def vllm_admission(config: Config) -> Any:
 #: What ``swafloor matrix`` runs for this name instead of a protocol campaign (:func:`differential`), and
 #: what the backend table says it compares.
 vllm_admission.differential = differential  # type: ignore[attr-defined]
-vllm_admission.compares = ("vLLM's admission threshold (allocate_slots with full_sequence_must_fit, every pool) "
-                           "against the model of its gate, exact, and the rule's charge, classes with verdicts")
+vllm_admission.compares = ("vLLM's admission threshold (allocate_slots with full_sequence_must_fit, every pool; "
+                           "a release with no gate: the first step's allocate_slots alone) against the model of its "
+                           "gate, exact, and the rule's charge, classes with verdicts")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -45,10 +45,13 @@ BUGS: tuple[Bug, ...] = (
                               "hit@resume": "vllm-0.19.1-prefix-eagle-mixed-spiral-drop-lost-hit.json",
                               # 0.9.2-0.13.0: the connector load past the shorter hit holds other blocks
                               "tables@resume": "vllm-0.11.2-prefix-eagle-spiral-drop-load.json"},
-        ("vllm-prefix-eagle", "vllm-prefix-eagle-mixed"), first="0.9.2", since="0.20.2",
+        # dataplane:vllm-prefix-eagle: the wrapped vllm-prefix-eagle's own classes, before the data plane checks
+        # anything (its 0.9.2-0.19.1 cells' traces have the same config, steps and field as vllm-prefix-eagle's)
+        ("vllm-prefix-eagle", "vllm-prefix-eagle-mixed", "dataplane:vllm-prefix-eagle"), first="0.9.2", since="0.20.2",
         fix="vllm-project/vllm#32802 (EAGLE's last-block drop applied once per attention group)"),
     Bug("parent-hash-from-null-entry", {"outcome@resize": "vllm-0.9.2-prefix-parent-hash-null-crash.json"},
-        ("vllm-prefix", "vllm-prefix-eagle", "dataplane:vllm-prefix"), first="0.8.3", since="0.10.2",
+        ("vllm-prefix", "vllm-prefix-eagle", "dataplane:vllm-prefix", "dataplane:vllm-prefix-eagle"),
+        first="0.8.3", since="0.10.2",
         fix="vllm-project/vllm#19728 (block hashes kept in Request.block_hashes: 0.8.3-0.9.2's cache_full_blocks chained a "
             "full block's hash from the previous table entry, the null block once a window no longer than a block "
             "left it; an AssertionError inside vLLM; checked on 0.8.3, 0.8.5.post1 and 0.9.2, fixed by 0.10.2)"),
