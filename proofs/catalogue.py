@@ -795,12 +795,12 @@ def drafts_returned_at_commit(t, W, S, k1, k2, h, d):
     return _each(  # the commit stays within the step's capacity
         d <= 1 + k2,
         _live_lookahead(h, t, W, S, k1, k2) <= floors.lookahead_floor(t, W, S, k2, k1),
-        returned <= floors.in_flight_floor(t, W, S, k1),
-        # returned == kept - gone is the same term after z3.simplify (live blocks are the allocated ones less the
-        # stale ones): not a goal part; the twin counts it token by token
-        kept >= returned,
+        # after the commit, one part: kept >= returned and lazy <= the step's peak alone are the same term after
+        # z3.simplify under the seeded bug (returned_capacity keeping c); returned == kept - gone is so without it
+        # (live blocks are the allocated ones less the stale ones): the twin counts that one token by token
+        all_of(returned <= floors.in_flight_floor(t, W, S, k1), returned <= kept,
+               lazy <= _live_lookahead(h, t, W, S, k1, k2)),
         all_of(gone >= 0, gone <= arith.cdiv(c - after, t)),
-        lazy <= _live_lookahead(h, t, W, S, k1, k2),
     )
 
 
