@@ -10,7 +10,8 @@ calls, under ``drafts_returned_at_commit``, and the releases without it unsuppor
   slots back to SGLang's allocator (its free size read before and after: the verify's free of the
   rejected drafts).
 
-Needs the pinned SGLang venv (scripts/sglang-venv): without it the tests fail in CI (``CI=true``) and are
+Measured here (2 shared cores, 0.5.7 cached): about 56 s, the matrix 35 s, the counted campaign 21 s. Needs the
+pinned SGLang venv (scripts/sglang-venv): without it the tests fail in CI (``CI=true``) and are
 skipped elsewhere. 0.5.7 is installed by the matrix's own code (~/.cache/swafloor/sglang) when missing.
 """
 
