@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from swafloor.reference import (admission, arith, cache_hit, execution, floors, free_order, lifecycle, peers, preallocation, refusal, ring,
-                                scheduler, sharing)
+from swafloor.reference import (admission, arith, cache_hit, draft_return, execution, floors, free_order, lifecycle, peers,
+                                preallocation, refusal, ring, scheduler, sharing)
 from swafloor.reference.lifecycle import LifeCycle, LifeCycleKind
 
 from . import progress, replay
@@ -777,6 +777,31 @@ def lookahead_tight(t, W, S, k1, k2):
     floor = floors.lookahead_floor(t, W, S, k2, k1)
     # lookahead_floor == step_floor(k1 + k2 + 1) and == in_flight_floor at k2 = 0 simplify to True: not parts
     return (_live_lookahead(h, t, W, S, k1, k2) == floor,)
+
+
+# ----------------------------------------------------------------------------- drafts given back at the commit (SGLang's EAGLE v1)
+# Semantics.drafts_returned_at_commit: a decode step at history h with k2 draft slots (capacity h + 1 + k2, k1 in
+# flight) commits d tokens (0 <= d <= 1 + k2); the request then keeps draft_return.returned_capacity(h + d, c).
+COMMITTED = upto("d", "tokens the step commits", 0, lambda env: 1 + env["k2"], "d <= 1 + k2", TOKENS)
+
+
+def drafts_returned_at_commit(t, W, S, k1, k2, h, d):
+    c, after = h + 1 + k2, h + d
+    kept_to = draft_return.returned_capacity(after, c)
+    returned = _live(lifecycle.released_history(after, k1), kept_to, t, W, S)  # at-commit: stale freed at h + d
+    kept = _live(lifecycle.released_history(after, k1), c, t, W, S)  # lookahead_tokens alone: drafts kept
+    lazy = _live(lifecycle.released_history(h, k1), kept_to, t, W, S)  # at-allocate: stale freed at the next step
+    gone = draft_return.returned_blocks(t, after, c)
+    return _each(  # the commit stays within the step's capacity
+        d <= 1 + k2,
+        _live_lookahead(h, t, W, S, k1, k2) <= floors.lookahead_floor(t, W, S, k2, k1),
+        # after the commit, one part: kept >= returned and lazy <= the step's peak alone are the same term after
+        # z3.simplify under the seeded bug (returned_capacity keeping c); returned == kept - gone is so without it
+        # (live blocks are the allocated ones less the stale ones): the twin counts that one token by token
+        all_of(returned <= floors.in_flight_floor(t, W, S, k1), returned <= kept,
+               lazy <= _live_lookahead(h, t, W, S, k1, k2)),
+        all_of(gone >= 0, gone <= arith.cdiv(c - after, t)),
+    )
 
 
 # ----------------------------------------------------------------------------- prefix-cache hits
@@ -1736,6 +1761,20 @@ CATALOGUE: tuple[Theorem, ...] = (
         PROVED,
         (T, W, S, IN_FLIGHT_LA, LOOKAHEAD),
         lookahead_tight,
+    ),
+    Theorem(
+        "drafts-returned-at-commit",
+        "Drafts given back at the commit (drafts_returned_at_commit, SGLang's EAGLE worker v1): a decode step at "
+        "history h with k2 >= 0 draft slots (capacity c = h + 1 + k2) and k1 >= 0 tokens in flight holds at most "
+        "lookahead_floor, the in-flight floor at k1 + k2 (the step's transient need, as with its drafts kept); its "
+        "commit of 0 <= d <= 1 + k2 tokens keeps draft_return.returned_capacity(h + d, c) = h + d, so the request "
+        "then holds exactly draft_return.returned_blocks = ceil(c/t) - ceil((h + d)/t) blocks fewer than with its "
+        "drafts kept (between 0 and ceil((c - h - d)/t)), never more than the in-flight floor without drafts, "
+        "S + ceil((W - 1 + k1)/t) + 1, where stale blocks go at the commit (at-commit), and never more than the "
+        "step's peak where they go at the next step (at-allocate, SGLang's).",
+        PROVED,
+        (T, W, S, IN_FLIGHT_LA, LOOKAHEAD, H_LOOKAHEAD, COMMITTED),
+        drafts_returned_at_commit,
     ),
     Theorem(
         "hit-window-backed",

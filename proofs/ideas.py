@@ -205,6 +205,13 @@ IDEAS: dict[str, str] = {
         "A step holding k2 draft slots and releasing on h - k1 keeps the tokens [h+1-W-k1, h+k2], a run of "
         "W + k1 + k2 tokens, which touches at most ceil((W-1+k1+k2)/t) + 1 blocks past the sinks (window-span)."
     ),
+    "drafts-returned-at-commit": (
+        "The step is lookahead-sufficient's. After the commit the capacity is h + d: the live blocks are the allocated "
+        "[0, ceil((h+d)/t)) less the stale ones at max(0, h+d-k1), the in-flight run [h+d-W-k1+1, h+d-1] of at most "
+        "W + k1 - 1 tokens, within in-flight-sufficient's floor; the blocks given back lie past the history (never "
+        "stale), ceil(c/t) - ceil((h+d)/t) <= ceil((c-h-d)/t) by the ceiling's subadditivity; at-allocate releases on "
+        "h <= h+d at a capacity h + d <= c: a subset of the step's blocks."
+    ),
     "lookahead-tight": (
         "At h = (S+1)*t + W - 2 + k1 that run starts at the last token of the first block past the sinks, where "
         "a run touches the most blocks; it is the (k1+k2+1)-token step of step-tight."

@@ -18,8 +18,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 import attrs
 
-from swafloor.reference import (admission, arith, cache_hit, execution, floors, lifecycle, peers, preallocation, scheduler,
-                                sharing)
+from swafloor.reference import (admission, arith, cache_hit, draft_return, execution, floors, lifecycle, peers,
+                                preallocation, scheduler, sharing)
 from swafloor.reference.seeded_bugs import SEEDED_BUGS, seeded_bug
 
 from .discharge import DEFAULT_TIMEOUT_S, UNKNOWN, discharge
@@ -284,6 +284,13 @@ def _preallocation_in_tokens() -> list[Patch]:
     return [(preallocation, "preallocation_blocks", preallocation_blocks)]
 
 
+def _drafts_kept_at_commit() -> list[Patch]:
+    def returned_capacity(history, capacity):  # the step's capacity kept: nothing given back
+        return capacity
+
+    return [(draft_return, "returned_capacity", returned_capacity)]
+
+
 #: The patch of each seeded bug (swafloor.reference.seeded_bugs) that is seeded in the formulas.
 PATCHES: dict[str, Callable[[], list[Patch]]] = {
     "no-inflight-token": _no_inflight_token,
@@ -315,6 +322,7 @@ PATCHES: dict[str, Callable[[], list[Patch]]] = {
     "draft-write-without-block": _draft_write_without_block,
     "worker-mask-one-late": _worker_mask_one_late,
     "preallocation-in-tokens": _preallocation_in_tokens,
+    "drafts-kept-at-commit": _drafts_kept_at_commit,
 }
 
 

@@ -29,7 +29,8 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import attrs
 
-from swafloor.reference import admission, cache_hit, execution, floors, free_order, peers, preallocation, refusal, scheduler, sharing
+from swafloor.reference import (admission, cache_hit, draft_return, execution, floors, free_order, peers, preallocation, refusal,
+                                scheduler, sharing)
 from swafloor.reference.pool import Pool
 from swafloor.reference.lifecycle import LifeCycle, LifeCycleKind
 
@@ -833,6 +834,32 @@ def lookahead_tight(c: _Counter, g: Grid) -> None:
             c.check(floors.lookahead_floor(t, W, S, 0, k1) == _scan_max(t, W, S, 1, k1)[0], t=t, W=W, S=S, k1=k1)
 
 
+@_run
+def drafts_returned_at_commit(c: _Counter, g: Grid) -> None:
+    """A decode step with k2 draft slots (tokens h .. h + k2 allocated) commits d tokens and keeps only its
+    committed tokens h + d: its blocks listed from those tokens (stale at the commit's released history, or
+    at the step's under at-allocate), against the blocks the drafts kept would hold, the step's peak and the
+    in-flight floor without drafts; the difference against draft_return.returned_blocks, the claim."""
+    for t, W, S in g.tws(t_max=3, w_max=6):
+        for k1 in range(0, 3):
+            floor = floors.in_flight_floor(t, W, S, k1)
+            for k2 in range(0, 4):
+                for h in g.histories(t, W, S, k1 + k2):
+                    cap = h + 1 + k2
+                    peak = _held(h, cap, t, W, S, max(0, h - k1))
+                    for d in range(0, k2 + 2):
+                        after = h + d
+                        kept = _held(after, cap, t, W, S, max(0, after - k1))
+                        returned = _held(after, after, t, W, S, max(0, after - k1))
+                        lazy = _held(h, after, t, W, S, max(0, h - k1))
+                        gone = kept - returned
+                        point = dict(t=t, W=W, S=S, k1=k1, k2=k2, h=h, d=d)
+                        c.check(returned <= kept and all(b * t >= after for b in gone), **point)
+                        c.check(len(gone) == draft_return.returned_blocks(t, after, cap) <= -(-(cap - after) // t), **point)
+                        c.check(len(returned) <= floor and len(peak) <= floors.lookahead_floor(t, W, S, k2, k1), **point)
+                        c.check(lazy <= peak, **point)
+
+
 # ----------------------------------------------------------------------------- prefix-cache hits
 def _hit_valid(L: int, cached: set[int], t: int, W: int, A: int, e: int, M: int) -> bool:
     """A hit of L tokens, token by token: zero, or a multiple of A within M (with the drafter's block,
@@ -1430,6 +1457,7 @@ TWINS: dict[str, Callable[[Grid], TwinResult]] = {
     "shared-batch-exact": shared_batch_exact,
     "sharing-never-raises": sharing_never_raises,
     "lookahead-sufficient": lookahead_sufficient,
+    "drafts-returned-at-commit": drafts_returned_at_commit,
     "lookahead-tight": lookahead_tight,
     "hit-window-backed": hit_window_backed,
     "hit-aligned": hit_aligned,

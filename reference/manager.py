@@ -12,13 +12,14 @@ behaviours the config's :class:`~.config.Semantics` names, one layer each:
 - :mod:`.refusal`: a refused resize keeping the blocks that left the window (LMDeploy);
 - :mod:`.ring`: a sliding window kept as a fixed ring of blocks (transformers' continuous batching);
 - :mod:`.preallocation`: a step that needs a block takes more past it (vLLM 0.8.3's pre-allocation);
-- :mod:`.free_order`: where a request's release puts the freed blocks that keep nothing (vLLM 0.23.0).
+- :mod:`.free_order`: where a request's release puts the freed blocks that keep nothing (vLLM 0.23.0);
+- :mod:`.draft_return`: a commit giving back the slots past the committed tokens (SGLang's EAGLE worker v1).
 
 Each layer does nothing while its options are off, so under the default semantics ``Manager`` is
 the core. Values and observations (:class:`Outcome`, :class:`Snapshot`, :class:`SlotMap`, ranges)
 live in :mod:`.values`. A seeded bug changes a behaviour through a named hook of the core (listed
 in :mod:`.core`'s docstring) or a layer's (``cache_hits``, ``eagle_hit``, ``hit_alignment``,
-``scheduled_end``, ``eviction_interval``, ``release_to_tail``; the radix tree's ``lock_prompt``, ``names_now``, ``publish``).
+``scheduled_end``, ``eviction_interval``, ``release_to_tail``, ``return_drafts``; the radix tree's ``lock_prompt``, ``names_now``, ``publish``).
 
 Costs: a pool is a counter and a heap of returned slot ids (memory O(slots in use)); a step is planned
 from the endpoints of block ranges (O(blocks that change), independent of ``W / t``), and a step that
@@ -29,6 +30,7 @@ recomputes everything from the formulas.
 from __future__ import annotations
 
 from .config import ReleaseOrder
+from .draft_return import DraftReturn
 from .free_order import FreeOrder
 from .lookahead import Lookahead
 from .preallocation import Preallocation
@@ -54,6 +56,6 @@ __all__ = [
 ]
 
 
-class Manager(RadixTree, Lookahead, RefusalPolicy, Preallocation, RingWindow, FreeOrder):
+class Manager(DraftReturn, RadixTree, Lookahead, RefusalPolicy, Preallocation, RingWindow, FreeOrder):
     """The executable spec of a paged KV-cache manager with sliding-window attention: the core with
     every layer, each following the config's semantics (``release_order`` overrides the semantics')."""

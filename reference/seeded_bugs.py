@@ -270,6 +270,9 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               (), (ORACLE,), covers="semantics.eagle"),
     SeededBug("draft-slots-named", "a step's draft slots counted as scheduled tokens: blocks holding only "
               "drafts become findable content", (), (ORACLE,), covers="semantics.lookahead_tokens"),
+    SeededBug("drafts-kept-at-commit", "under drafts_returned_at_commit a commit keeps the step's capacity "
+              "(draft_return.returned_capacity, the manager's return_drafts): the draft slots stay held to the "
+              "next step, as under lookahead_tokens alone", ("drafts-returned-at-commit",)),
 )
 
 

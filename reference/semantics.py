@@ -267,6 +267,16 @@ class Semantics:
         ``cache_scheduled`` the step names (makes findable) only the blocks within ``c - min(k, n - 1)``,
         and a step with no new token names nothing (vLLM caches up to the request's known tokens).""",
         engines=("vLLM: num_lookahead_tokens",))
+    drafts_returned_at_commit: bool = option(False, "a commit gives back the slots past the committed tokens", """
+        A commit gives back every block past its committed tokens: the request keeps capacity
+        :func:`~.draft_return.returned_capacity` (its history), so the draft slots a step held (and any slot
+        it did not commit) are freed at the commit, not kept to the next step; stale blocks are freed as
+        ``free_stale`` says. A step still asks its capacity, ``h + 1 + k`` with ``lookahead_tokens``, so the
+        floor is the same; between steps a request holds only its committed tokens' live blocks
+        (:mod:`~.draft_return`, theorem ``drafts-returned-at-commit``).""",
+        engines=("SGLang's EAGLE worker v1 (the default before 0.5.13.post1): its verify frees the rejected "
+                 "draft slots at once (kv_allocated_len = kv_committed_len), and its draft slots are given "
+                 "back before the draft forward (restore_state)",))
     eagle: bool = option(False, "an EAGLE drafter: the block after a hit is matched and given back", """
         Speculative decoding with an EAGLE drafter: a first resume's hit is
         :func:`~.cache_hit.longest_hit` with the pop (the block after the hit must be found too and lie

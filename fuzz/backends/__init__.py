@@ -112,6 +112,8 @@ REGISTRY: dict[str, Registered] = {
     "sglang-radix": _in_venv("sglang", "radix:sglang_radix", "tests/test_sglang_radix.py"),
     "sglang-admission": _in_venv("sglang", "admission:sglang_admission", "tests/test_sglang_admission.py"),
     "sglang-eagle": _in_venv("sglang", "eagle:sglang_eagle", "tests/test_sglang_pages.py"),
+    "sglang-eagle-v1": _in_venv("sglang", "eagle_v1:sglang_eagle_v1",
+                                "0.5.7's default EAGLE worker (v1): tests/test_sglang_eagle_v1.py"),
     "lmdeploy": _in_venv("lmdeploy", "backend:lmdeploy",
                          "fuzzed in CI, in the LMDeploy venv (tests/test_lmdeploy.py): its ci campaign diverges, in a "
                          "class with a verdict (docs/lmdeploy.md)"),

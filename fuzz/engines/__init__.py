@@ -4,7 +4,7 @@ release data for the matrix and its one-off ``python -m`` checks.
 
 - :mod:`.vllm`: vLLM's v1 KV-cache manager (``vllm``, ``vllm-async``, ``vllm-prefix``...).
 - :mod:`.sglang`: SGLang's SWA allocator and radix cache (``sglang``, ``sglang-lazy``, ``sglang-radix``,
-  ``sglang-eagle``).
+  ``sglang-eagle``, ``sglang-eagle-v1``).
 - :mod:`.trtllm`: TensorRT-LLM's KVCacheManagerV2, from its sources (``trtllm``, ``swafloor check trtllm``).
 - :mod:`.dataplane`: paged attention through a backend's block tables (``dataplane:NAME``).
 - :mod:`.common`: what the rooms share to import an engine and call it by signature.

@@ -55,12 +55,11 @@ Older releases (issue 33), each piece found by inspecting the release, never by 
 
 0.5.7's default EAGLE worker is the v1 worker (``speculative/eagle_worker.py``; spec v2 is opt-in there,
 ``SGLANG_ENABLE_SPEC_V2`` off by default, switched on by its server args for EAGLE on MiMoV2Flash, an
-SWA model); from 0.5.13.post1 v2 is the default and v1 is gone. v1 reserves differently and is not
-driven: its draft slots are allocated and given back within the step (``backup_state`` /
-``restore_state`` around the draft), its verify allocates ``num_draft_tokens`` slots and frees the
-rejected ones at once (``kv_allocated_len = kv_committed_len``): between steps it holds only the
-committed tokens, which the reference's ``lookahead_tokens`` (drafts kept to the next step) does not
-state (a semantics option not yet modelled; docs/fuzzing-engines.md, SGLang).
+SWA model); from 0.5.13.post1 v2 is the default and v1 is gone. v1 reserves differently and is driven
+by ``sglang-eagle-v1`` (:mod:`.eagle_v1`): its draft slots are allocated and given back within the step
+(``backup_state`` / ``restore_state`` around the draft), its verify allocates ``num_draft_tokens`` slots
+and frees the rejected ones at once (``kv_allocated_len = kv_committed_len``): between steps it holds only
+the committed tokens, the reference's ``drafts_returned_at_commit`` (docs/fuzzing-engines.md, SGLang).
 
 Observations are the ``sglang`` backend's (:mod:`.backend`); lengths are the protocol's (``c``), SGLang's
 page-aligned ``kv_allocated_len`` is kept apart (never compared: it is the same pages).

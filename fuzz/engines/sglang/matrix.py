@@ -57,12 +57,13 @@ from ...matrix import Engine
 __all__ = ["RELEASES", "BACKENDS", "DEFAULT_BACKENDS", "EXTRA_MODULES", "SGLANG"]
 
 RELEASES = ("0.5.7", "0.5.13.post1", "0.5.14", "0.5.15.post1", "0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23")
-BACKENDS = ("sglang", "sglang-lazy", "sglang-radix", "sglang-eagle", "sglang-admission", "dataplane:sglang",
-            "dataplane:sglang-lazy")
+BACKENDS = ("sglang", "sglang-lazy", "sglang-radix", "sglang-eagle", "sglang-eagle-v1", "sglang-admission",
+            "dataplane:sglang", "dataplane:sglang-lazy")
 #: What ``swafloor matrix sglang`` runs unless told otherwise. The others are asked by name: ``sglang-eagle``
-#: (SGLang's EAGLE spec-v2 decode allocation, issue 33), ``sglang-admission`` (a differential of one admission
-#: decision per case: on every release, each release's own gate, its form found by inspection:
-#: :data:`.admission.GATES`) and the data plane's rows.
+#: (SGLang's EAGLE spec-v2 decode allocation, issue 33), ``sglang-eagle-v1`` (its EAGLE worker v1, 0.5.7's
+#: default: drafts given back at the commit), ``sglang-admission`` (a differential of one admission decision per
+#: case: on every release, each release's own gate, its form found by inspection: :data:`.admission.GATES`) and
+#: the data plane's rows.
 DEFAULT_BACKENDS = ("sglang", "sglang-lazy", "sglang-radix")
 #: Modules some releases import that the pinned SGLang venv lacks, each with the pinned packages that give it.
 EXTRA_MODULES = {
