@@ -10,13 +10,14 @@ behaviours the config's :class:`~.config.Semantics` names, one layer each:
   separate events, names revoked on a drop, lookups only on written KV.
 - :mod:`.radix`: a radix tree's prompt lock and publication (SGLang's radix cache);
 - :mod:`.refusal`: a refused resize keeping the blocks that left the window (LMDeploy);
+- :mod:`.cadence`: when a window's eviction runs, by a clock of steps (SGLang's schedulers before 0.5.18);
 - :mod:`.ring`: a sliding window kept as a fixed ring of blocks (transformers' continuous batching).
 
 Each layer does nothing while its options are off, so under the default semantics ``Manager`` is
 the core. Values and observations (:class:`Outcome`, :class:`Snapshot`, :class:`SlotMap`, ranges)
 live in :mod:`.values`. A seeded bug changes a behaviour through a named hook of the core (listed
 in :mod:`.core`'s docstring) or a layer's (``cache_hits``, ``eagle_hit``, ``hit_alignment``,
-``scheduled_end``, ``eviction_interval``; the radix tree's ``lock_prompt``, ``names_now``, ``publish``).
+``scheduled_end``, ``eviction_interval``, ``clock_due``; the radix tree's ``lock_prompt``, ``names_now``, ``publish``).
 
 Costs: a pool is a counter and a heap of returned slot ids (memory O(slots in use)); a step is planned
 from the endpoints of block ranges (O(blocks that change), independent of ``W / t``), and a step that
@@ -26,6 +27,7 @@ recomputes everything from the formulas.
 
 from __future__ import annotations
 
+from .cadence import ClockPolicy
 from .config import ReleaseOrder
 from .lookahead import Lookahead
 from .radix import RadixTree
@@ -50,6 +52,6 @@ __all__ = [
 ]
 
 
-class Manager(RadixTree, Lookahead, RefusalPolicy, RingWindow):
+class Manager(RadixTree, Lookahead, RefusalPolicy, ClockPolicy, RingWindow):
     """The executable spec of a paged KV-cache manager with sliding-window attention: the core with
     every layer, each following the config's semantics (``release_order`` overrides the semantics')."""
