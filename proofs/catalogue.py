@@ -1515,7 +1515,7 @@ CATALOGUE: tuple[Theorem, ...] = (
     ),
     Theorem(
         "decode-clock-due-every-e",
-        "Under the decode clock (Semantics.eviction_clock decodes, SGLang 0.5.8-0.5.13: a decode frees when "
+        "Under the decode clock (Semantics.eviction_clock decodes, SGLang 0.5.13.post1: a decode frees when "
         "the request's decodes so far d have d % e == 1) at e >= 2, the first decode (d = 0) never frees, and "
         "from d >= 1 the last decode that freed is at most e - 1 decodes back, none due in between.",
         PROVED,
@@ -1544,7 +1544,7 @@ CATALOGUE: tuple[Theorem, ...] = (
     ),
     Theorem(
         "decode-clock-interval-one",
-        "The window's interval (Semantics.window_interval, SGLang 0.5.8-0.5.13: t * max(1, floor((W-1)/t))) "
+        "The window's interval (Semantics.window_interval, SGLang 0.5.13.post1: t * max(1, floor((W-1)/t))) "
         "is 1 exactly when t = 1 and W <= 2; under the decode clock at e = 1 no decode is ever due (d % 1 == 1 "
         "never holds): a decoding request keeps the point its last extend freed on and holds one block more "
         "every t tokens, without bound.",

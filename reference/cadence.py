@@ -130,6 +130,15 @@ class ClockPolicy(ReleasePolicy):
         super().close(request_id)
         self._clocks.pop(request_id, None)
 
+    def catch_up(self, record: RequestRecord) -> None:
+        """A step that is due frees what is stale at the current history first (and that stands when its
+        allocation is refused), even where an earlier step at that history, not due, freed nothing."""
+        if self._clocked() and record.released_to >= record.history:
+            kept = [on for on, lc in zip(record.evicted_on, self.layout.life_cycles) if lc.window is not None]
+            if kept and min(kept) < record.history:
+                record.released_to = min(kept)  # what its windows freed on, below the history
+        super().catch_up(record)
+
     def skips_unchanged_steps(self) -> bool:
         # what a step frees depends on its clock, not on the history alone: plan every step
         return not self._clocked() and super().skips_unchanged_steps()

@@ -69,7 +69,7 @@ class EvictionClock(str, enum.Enum):
     """When an SWA life cycle's eviction runs (with ``eviction_interval`` e; :mod:`~.cadence`)."""
 
     TOKENS = "tokens"  # the spec: at least e tokens left the window since the cursor (floors.eviction_due)
-    DECODES = "decodes"  # SGLang 0.5.8-0.5.13: the request's decode counter d (decodes so far) has d % e == 1
+    DECODES = "decodes"  # SGLang 0.5.13.post1: the request's decode counter d (decodes so far) has d % e == 1
     FORWARDS = "forwards"  # SGLang 0.5.14-0.5.17: its last forward's number % e == 0, from its second decode
 
 
@@ -259,13 +259,13 @@ class Semantics:
         within :func:`~.cadence.decode_clock_floor` under ``decodes`` at ``e >= 2``; at ``e = 1`` it never
         frees, and under ``forwards`` no floor holds: the other requests' forwards decide (theorems
         ``decode-clock-*``, ``forward-clock-*``).""",
-        engines=("SGLang 0.5.8-0.5.13: decodes (ScheduleBatch.maybe_evict_swa, decode_batch_idx % e == 1)",
+        engines=("SGLang 0.5.13.post1: decodes (ScheduleBatch.maybe_evict_swa, decode_batch_idx % e == 1)",
                  "SGLang 0.5.14-0.5.17: forwards (ScheduleBatch.maybe_evict_swa, forward_iter % e == 0)"),
         needs=("free_stale", "at-allocate"))
     window_interval: bool = option(False, "the eviction interval is the window's: t * max(1, floor((W-1)/t))", """
         The eviction interval of each SWA life cycle is made from its window, ``e = t * max(1, floor((W -
         1) / t))`` (:func:`~.cadence.window_interval`), not ``eviction_interval``.""",
-        engines=("SGLang 0.5.8-0.5.13: SGLANG_SWA_EVICTION_INTERVAL_MULTIPLIER 1 (the default) times "
+        engines=("SGLang 0.5.13.post1: SGLANG_SWA_EVICTION_INTERVAL_MULTIPLIER 1 (the default) times "
                  "sliding_window_size, at least a page, floored to a page",),
         needs=("eviction_clock", "decodes"))
     prefix_sharing: bool = option(False, "a request created on another's committed prefix shares its blocks", """

@@ -140,3 +140,19 @@ def test_the_decode_clock_from_zero_seeded_bug_is_caught_at_its_step():
         mutated = _decodes(_manager("decodes", 3), "a", 3, 2)
     assert mutated[0] == 2 != 4  # decode 0, the first decode, is where the spec (4) and the bug part
     assert _decodes(_manager("decodes", 3), "a", 3, 2)[0] == 4  # undone after
+
+
+def test_an_extend_after_a_decode_that_was_not_due_frees_and_that_stands_when_refused():
+    """Found by sglang-lazy on SGLang 0.5.14 (the forward clock): t = 1, W = 1, one slot. Decode 0 at
+    history 1 is not due and is refused (it keeps block 0 and needs block 1); the next step at the same
+    history asks two tokens: an extend, which frees block 0 (stale at 1) before its allocation, and that
+    free stands though the allocation (blocks 1, 2: two slots of one) is refused."""
+    m = Manager(Config(1, [AttentionLayer(window=1)], slots=[1], floor_rule="legacy",
+                       semantics=Semantics(free_stale="at-allocate", eviction_clock="forwards", eviction_interval=128)))
+    m.create("r")
+    assert m.resume("r").ok
+    assert m.resize("r", 1, 0).ok
+    m.commit("r", 1)
+    assert not m.resize("r", 2, 1).ok and _held(m, "r") == 1  # not due: block 0 kept, block 1 refused
+    assert not m.resize("r", 3, 1).ok and _held(m, "r") == 0  # an extend: block 0 freed, the rest refused
+    m.check()
