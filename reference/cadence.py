@@ -4,14 +4,17 @@ Under the default clock (``tokens``) the release policy's token gate decides (:f
 ``e`` tokens left the window since the cursor). The other clocks count steps, not tokens; a step of
 the protocol is read as one forward of a batch of one request:
 
-- a *decode* is a resize asking one token past a computed history (capacity ``h + 1``, ``h >= 1``);
+- a *forward* is a resize that succeeds and raises the request's capacity (it schedules new tokens); a
+  resize that asks nothing new is no forward: it frees nothing and counts nothing (the engine runs no
+  batch for it).
+- a *decode* is a forward asking one token past a computed history (capacity ``h + 1``, ``h >= 1``);
   every other step is an *extend* (a prefill chunk). An extend frees everything stale at its history,
   as every step of a life cycle without a window does; a decode frees it only when its clock is due,
   else it keeps the point it last freed on (its ``evicted_on``).
 - ``decodes``: the clock is the request's decode counter ``d``, the decodes it ran since it was last
-  resumed (refused ones do not count); due when ``d % e == 1`` (:func:`decode_clock_due`): its
+  resumed (refused ones, and resizes asking nothing new, do not count); due when ``d % e == 1`` (:func:`decode_clock_due`): its
   decodes 1, e + 1, 2e + 1, ... (the first, ``d = 0``, never).
-- ``forwards``: the manager counts the resizes that succeed, of every request (its forwards); a
+- ``forwards``: the manager counts the forwards of every request; a
   decode's clock is the number its request's previous step got (the forward a batch last ran, which
   the batch's next step reads before it runs again); due when that number is a multiple of ``e`` and
   the request has decoded before (:func:`forward_clock_due`). Other requests' forwards between two
@@ -86,7 +89,7 @@ class ClockPolicy(ReleasePolicy):
         super().__init__(config, release_order)
         self.forwards = 0  # resizes that succeeded, all requests
         self._clocks: dict[str, _Clock] = {}
-        self._step: tuple[str, bool] | None = None  # (request, is a decode) of the resize being made
+        self._step: tuple[str, bool, bool] | None = None  # (request, a decode, a forward) of the resize being made
 
     def _clocked(self) -> bool:
         return self.semantics.eviction_clock is not EvictionClock.TOKENS
@@ -110,12 +113,13 @@ class ClockPolicy(ReleasePolicy):
             return super().resize(request_id, capacity, history)
         record = self._requests.get(request_id) if type(request_id) is str else None
         step_history = history if history is not None or record is None else record.history
-        self._step = (request_id, is_decode(capacity, step_history))
+        forward = record is not None and type(capacity) is int and capacity > record.capacity
+        self._step = (request_id, is_decode(capacity, step_history), forward)
         try:
             outcome = super().resize(request_id, capacity, history)
         finally:
             step, self._step = self._step, None
-        if outcome:
+        if outcome and forward:
             clock = self._clocks.setdefault(request_id, _Clock())
             self.forwards += 1
             clock.seen = self.forwards
@@ -148,12 +152,14 @@ class ClockPolicy(ReleasePolicy):
         if not self._clocked():
             return super().release_points(record, history)
         step = self._step
-        decode = step is not None and step[0] == record.request_id and step[1]
+        mine = step is not None and step[0] == record.request_id
+        decode, forward = mine and step[1], not mine or step[2]
         clock = self._clocks.get(record.request_id, _Clock())
         points = []
         for lc_index, lc in enumerate(self.layout.life_cycles):
             kept = record.evicted_on[lc_index]
-            if lc.window is None or kept >= history or self.clock_due(decode, clock, self.interval_of(lc_index)):
+            if lc.window is None or kept >= history or (
+                    forward and self.clock_due(decode, clock, self.interval_of(lc_index))):
                 points.append(history)
             else:
                 points.append(kept)

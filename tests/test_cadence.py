@@ -156,3 +156,18 @@ def test_an_extend_after_a_decode_that_was_not_due_frees_and_that_stands_when_re
     assert not m.resize("r", 2, 1).ok and _held(m, "r") == 1  # not due: block 0 kept, block 1 refused
     assert not m.resize("r", 3, 1).ok and _held(m, "r") == 0  # an extend: block 0 freed, the rest refused
     m.check()
+
+
+def test_a_resize_asking_nothing_new_is_no_forward():
+    """Under the forward clock (e = 2) a repeated resize to the capacity already held runs no batch: it
+    frees nothing and takes no number, so the next decode reads its previous forward's (2: due)."""
+    m = _manager("forwards", 2)
+    m.create("a")
+    assert m.resume("a").ok
+    assert m.resize("a", 3, 0).ok  # forward 1
+    m.commit("a", 3)
+    assert m.resize("a", 4, 3).ok and _held(m, "a") == 4  # decode 0, forward 2
+    assert m.resize("a", 4, 3).ok and _held(m, "a") == 4 and m.forwards == 2  # nothing new: no forward
+    m.commit("a", 1)
+    assert m.resize("a", 5, 4).ok and _held(m, "a") == 2  # decode 1 reads 2: due, blocks 3, 4
+    m.check()

@@ -32,7 +32,8 @@ default interval, 128 tokens. The first-decode skip of SGLang's overlap schedule
 where the release's own ``ScheduleBatch.maybe_evict_swa`` decides (``sglang-lazy`` on 0.5.13.post1 and
 0.5.14-0.5.17, :mod:`.cadence`): there a step asking one token past a computed history is a decode, any
 other an extend, and the backend counts each request's decodes and its own forwards (resizes that
-succeed) to feed the method's counters.
+succeed and raise the capacity; one asking nothing new runs no batch: no eviction, nothing counted) to
+feed the method's counters.
 
 Observations are read from SGLang's objects: per pool group the pages in use (the sub-allocator's
 ``available_size``), tables from the request's row and ``full_to_swa_index_mapping`` (an SWA page is
@@ -472,9 +473,11 @@ class SglangBackend:
     def resize(self, request_id: Hashable, capacity: int, history: int) -> Outcome:
         req = start_step(self._get(request_id, RequestState.ACTIVE), capacity, history, self.row)
         decode = capacity == req.history + 1 and req.history >= 1  # else an extend (reference.cadence.is_decode)
-        self._evict(req, req.history, decode)
+        forward = capacity > req.allocated  # new tokens: a batch runs (else nothing is asked of the engine)
+        if forward or not self._evictor.clocked:
+            self._evict(req, req.history, decode)
         ok = capacity <= req.allocated or self._allocate(req, capacity)
-        if ok:
+        if ok and forward:
             self._forward(req, decode)
         self._check_mapping()
         return Outcome(ok)

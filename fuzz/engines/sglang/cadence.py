@@ -42,13 +42,14 @@ no overlap), its ``_evict_swa`` SGLang's own. The counters are the adapter's inp
 protocol's steps as the reference counts them (:mod:`swafloor.reference.cadence`): a step asking one
 token past a computed history (``c = h + 1``, ``h >= 1``) is a decode (``ForwardMode.DECODE``,
 ``seqlen = h + 1``), any other an extend (``ForwardMode.EXTEND``, ``prefix_lens = [h]``); a request's
-``decode_batch_idx`` is its decodes since it was last resumed; each resize that succeeds is one forward
-of the backend (its ``forward_ct``), and a step's ``forward_iter`` is the number its request's previous
-step got (None, read as 0, before any). What is observed is what SGLang's method freed. The interval
+``decode_batch_idx`` is its decodes since it was last resumed; each resize that succeeds and raises the
+capacity is one forward of the backend (its ``forward_ct``; one asking nothing new runs no batch, so
+nothing is called), and a step's ``forward_iter`` is the number its request's previous step got (None,
+read as 0, before any). What is observed is what SGLang's method freed. The interval
 is set as the release reads it, for the call: ``SGLANG_SWA_EVICTION_INTERVAL`` (the backend's ``e``),
-``SGLANG_SWA_EVICTION_INTERVAL_MULTIPLIER`` at 1.0 (its default); ``get_global_server_args`` (which
-the method reads, and nothing on this path uses without overlap) answers a stand-in for the call when
-no server args are set.
+``SGLANG_SWA_EVICTION_INTERVAL_MULTIPLIER`` at 1.0 (its default); the module's server-args accessor
+(``get_global_server_args``, ``get_server_args`` from 0.5.16: the method reads it, and uses it only under
+overlap, not driven) answers a stand-in for the call (no server args are set in this process).
 """
 
 from __future__ import annotations
@@ -190,15 +191,17 @@ class SchedulerCadence:
         saved = {k: os.environ.get(k) for k in ("SGLANG_SWA_EVICTION_INTERVAL", "SGLANG_SWA_EVICTION_INTERVAL_MULTIPLIER")}
         os.environ["SGLANG_SWA_EVICTION_INTERVAL"] = str(self.interval)
         os.environ["SGLANG_SWA_EVICTION_INTERVAL_MULTIPLIER"] = "1.0"
-        real = self.module.get_global_server_args
-        try:
-            real()
-        except ValueError:  # none set in this process: a stand-in for the call
-            self.module.get_global_server_args = _ServerArgs
+        # the server args' accessor the release's module has (get_global_server_args; get_server_args from
+        # 0.5.16): none is set in this process, so a stand-in answers for the call
+        real = {name: getattr(self.module, name) for name in ("get_global_server_args", "get_server_args")
+                if hasattr(self.module, name)}
+        for name in real:
+            setattr(self.module, name, _ServerArgs)
         try:
             yield
         finally:
-            self.module.get_global_server_args = real
+            for name, function in real.items():
+                setattr(self.module, name, function)
             for k, v in saved.items():
                 if v is None:
                     os.environ.pop(k, None)

@@ -88,7 +88,9 @@ class SglangOrder:
         pre_len = start if "evict-from-step-start" in self.hooks else oldest
         before = {lc: self._swa_held(rid, lc) for lc, (_, side) in self.side.items() if side == "swa"}
         decode = capacity == start + 1 and start >= 1  # one token past a computed history (reference.cadence)
-        self.backend._evict(req, pre_len, decode)
+        forward = capacity > req.allocated  # new tokens: a batch runs
+        if forward or not self.backend._evictor.clocked:
+            self.backend._evict(req, pre_len, decode)
         if pre_len != oldest:
             for lc, was in before.items():
                 window = self.layout.life_cycles[lc].window
@@ -100,7 +102,7 @@ class SglangOrder:
         if capacity > MAX_CONTEXT:  # as the sglang backend: past the adapter's row, not SGLang's refusal
             raise Unsupported(f"capacity {capacity} above the adapter's row length {MAX_CONTEXT}")
         ok = capacity <= req.allocated or bool(self.backend._allocate(req, capacity))
-        if ok:
+        if ok and forward:
             self.backend._forward(req, decode)
         return ok
 
