@@ -397,11 +397,9 @@ def decode_clock_sufficient(t, W, S, k, e, i, r, n):
 
 
 def decode_clock_tight(t, W, S, k, e):
-    r = floors.worst_case_history(t, W, S, k)  # freed by decode 1 (due: 1 % e == 1), kept e - 1 decodes
-    return (
-        cadence.decode_clock_due(1, e),
-        _held_kept(r, r + e - 1, t, W, S, k) == cadence.decode_clock_floor(t, W, S, k, e),
-    )
+    # freed by decode 1 (due: decode-clock-due-every-e at d = 1), kept e - 1 decodes
+    r = floors.worst_case_history(t, W, S, k)
+    return (_held_kept(r, r + e - 1, t, W, S, k) == cadence.decode_clock_floor(t, W, S, k, e),)
 
 
 def decode_clock_interval_one(t, W, S, k, r, h):
@@ -1535,8 +1533,9 @@ CATALOGUE: tuple[Theorem, ...] = (
     ),
     Theorem(
         "decode-clock-floor-tight",
-        "Under the decode clock at e >= 2 a run reaches decode_clock_floor: decode 1 frees at the worst-case "
-        "history r = (S+1)*t + W - 2 + k and decode e (not due) holds exactly the floor at h = r + e - 1.",
+        "Under the decode clock at e >= 2 a run reaches decode_clock_floor: decode 1 (due, decode-clock-due-every-e "
+        "at d = 1) frees at the worst-case history r = (S+1)*t + W - 2 + k and decode e (not due) holds exactly "
+        "the floor at h = r + e - 1.",
         PROVED,
         (T_E, W_E, S_E, K_E, E_C),
         decode_clock_tight,

@@ -253,8 +253,8 @@ class Semantics:
         life cycle without a window, frees everything stale at its history; a decode frees it only when
         its clock says so, else keeps what it last freed on: ``decodes``: its request's decodes since it
         was last resumed, ``d``, have ``d % e == 1`` (:func:`~.cadence.decode_clock_due`); ``forwards``:
-        the manager counts its resizes that succeed (each one forward of a batch of one request) and a
-        decode's clock is the number of its request's previous step, due when a multiple of ``e`` from
+        the manager counts its resizes that succeed and raise a capacity (each one forward of a batch of
+        one request; a resize asking nothing new frees and counts nothing) and a decode's clock is the number of its request's previous step, due when a multiple of ``e`` from
         the request's second decode on (:func:`~.cadence.forward_clock_due`). A decode past the first is
         within :func:`~.cadence.decode_clock_floor` under ``decodes`` at ``e >= 2``; at ``e = 1`` it never
         frees, and under ``forwards`` no floor holds: the other requests' forwards decide (theorems
