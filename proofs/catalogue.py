@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from swafloor.reference import (admission, arith, cache_hit, draft_return, execution, floors, free_order, lifecycle, peers,
+from swafloor.reference import (admission, arith, cache_hit, cadence, draft_return, execution, floors, free_order, lifecycle, peers,
                                 preallocation, refusal, ring, scheduler, sharing)
 from swafloor.reference.lifecycle import LifeCycle, LifeCycleKind
 
@@ -355,6 +355,70 @@ def eviction_tight(t, W, S, k, e):
 def eviction_interval_one(t, W, S, k, h, r):
     return implies(
         r <= h, _held_evicting(h, r, t, W, S, k, 1) == _live_in_flight(h, h + 1, t, W, S, k)
+    )
+
+
+# ----------------------------------------------------------------------------- eviction clocks (SGLang's schedulers before 0.5.18)
+# Semantics.eviction_clock (reference/cadence.py): a decode frees what is stale at its history only when its
+# clock is due, else keeps what it freed at the last point r; it holds the live blocks at r (capacity h + 1).
+E_C = upto("e", "eviction interval in decodes or forwards", 2, lambda env: 2 * env["t"] + 2, "e <= 2*t + 2", TOKENS)
+I_C = upto("i", "decodes since the last one that freed", 0, lambda env: env["e"] - 1, "i <= e - 1", TOKENS)
+R_C = upto(
+    "r", "history the window last freed at", 0,
+    lambda env: (env["S"] + 2) * env["t"] + env["W"] + env["k"], "r <= (S+2)*t + W + k", TOKENS,
+)
+N_C = upto("n", "tokens of the request's last extend", 1, 4, "n <= 4", TOKENS)
+E_D = upto("e", "eviction interval in decodes", 2, 9, "e <= 9")
+D_D = upto("d", "decodes the request ran before this one", 0, lambda env: 3 * env["e"], "d <= 3*e")
+J_D = upto("j", "a later decode count", 0, lambda env: 3 * env["e"], "j <= 3*e")
+F_F = upto("f", "the forward number of the request's extend", 0, lambda env: 2 * env["e"], "f <= 2*e")
+H_C = upto("h", "history of a decode that keeps r", 0, lambda env: env["r"] + 2 * env["t"] + 2, "h <= r + 2*t + 2", TOKENS)
+
+
+def _held_kept(r, h, t, W, S, k):
+    """Blocks a decode at h (capacity h + 1) holds when its window last freed at r."""
+    return _live_in_flight(r, h + 1, t, W, S, k)
+
+
+def decode_clock_due_every_e(e, d, j):
+    last = d - arith.fmod(d - 1, e)  # the last decode count <= d that is due (d >= 1)
+    return (
+        negate(cadence.decode_clock_due(0, e)),
+        implies(d >= 1, cadence.decode_clock_due(last, e)),
+        implies(d >= 1, all_of(1 <= last, last <= d, d - last <= e - 1)),
+        implies(all_of(d >= 1, last < j, j <= d), negate(cadence.decode_clock_due(j, e))),
+    )
+
+
+def decode_clock_sufficient(t, W, S, k, e, i, r, n):
+    return (
+        implies(i <= e - 1, _held_kept(r, r + i, t, W, S, k) <= cadence.decode_clock_floor(t, W, S, k, e)),
+        _held_kept(r, r + n, t, W, S, k) <= floors.in_flight_floor(t, W, S, k + n),  # the first decode
+    )
+
+
+def decode_clock_tight(t, W, S, k, e):
+    # freed by decode 1 (due: decode-clock-due-every-e at d = 1), kept e - 1 decodes
+    r = floors.worst_case_history(t, W, S, k)
+    return (_held_kept(r, r + e - 1, t, W, S, k) == cadence.decode_clock_floor(t, W, S, k, e),)
+
+
+def decode_clock_interval_one(t, W, S, k, r, h):
+    # at e = 1 no decode is due: d % 1 == 1 never holds (x % 1 is 0: z3.simplify decides it, so it is no
+    # goal part here; the token-level twin runs the clock at e = 1)
+    return (
+        implies(all_of(t == 1, W <= 2), cadence.window_interval(t, W) == 1),
+        implies(any_of(t >= 2, W >= 3), cadence.window_interval(t, W) >= 2),
+        implies(r <= h, _held_kept(r, h + t, t, W, S, k) == _held_kept(r, h, t, W, S, k) + 1),
+    )
+
+
+def forward_clock_no_floor(e, f, j):
+    # a request whose steps have e - 1 other forwards between them: each number is e past the last, the
+    # same residue; a decode's clock is due exactly when that residue is 0 (from its second decode)
+    return (
+        arith.fmod(f + e, e) == arith.fmod(f, e),
+        implies(j >= 1, cadence.forward_clock_due(f, j, e) == (arith.fmod(f, e) == 0)),
     )
 
 
@@ -1534,6 +1598,58 @@ CATALOGUE: tuple[Theorem, ...] = (
         (T_E, W_E, S_E, K_E, E_E),
         eviction_tight,
         encodings={"z3": "blocks"},  # Z3 takes 3 to 10 times longer on the direct (nonlinear) form (bench)
+    ),
+    Theorem(
+        "decode-clock-due-every-e",
+        "Under the decode clock (Semantics.eviction_clock decodes, SGLang 0.5.13.post1: a decode frees when "
+        "the request's decodes so far d have d % e == 1) at e >= 2, the first decode (d = 0) never frees, and "
+        "from d >= 1 the last decode that freed is at most e - 1 decodes back, none due in between.",
+        PROVED,
+        (E_D, D_D, J_D),
+        decode_clock_due_every_e,
+    ),
+    Theorem(
+        "decode-clock-floor-sufficient",
+        "Under the decode clock at e >= 2, with k tokens in flight, a decode at most e - 1 decodes after the "
+        "one that freed at history r holds at most decode_clock_floor = in_flight_floor at k + e - 1 = "
+        "S + ceil((W - 2 + k + e)/t) + 1 blocks; the first decode after an extend of n tokens from r (which "
+        "froze at r) holds at most in_flight_floor at k + n.",
+        PROVED,
+        (T_E, W_E, S_E, K_E, E_C, I_C, R_C, N_C),
+        decode_clock_sufficient,
+        encodings={"z3": "blocks"},
+    ),
+    Theorem(
+        "decode-clock-floor-tight",
+        "Under the decode clock at e >= 2 a run reaches decode_clock_floor: decode 1 (due, decode-clock-due-every-e "
+        "at d = 1) frees at the worst-case history r = (S+1)*t + W - 2 + k and decode e (not due) holds exactly "
+        "the floor at h = r + e - 1.",
+        PROVED,
+        (T_E, W_E, S_E, K_E, E_C),
+        decode_clock_tight,
+        encodings={"z3": "blocks"},
+    ),
+    Theorem(
+        "decode-clock-interval-one",
+        "The window's interval (Semantics.window_interval, SGLang 0.5.13.post1: t * max(1, floor((W-1)/t))) "
+        "is 1 exactly when t = 1 and W <= 2; under the decode clock at e = 1 no decode is ever due (d % 1 == 1 "
+        "never holds): a decoding request keeps the point its last extend freed on and holds one block more "
+        "every t tokens, without bound.",
+        PROVED,
+        (T_E, W_E, S_E, K_E, R_C, H_C),
+        decode_clock_interval_one,
+        encodings={"z3": "blocks"},
+    ),
+    Theorem(
+        "forward-clock-no-floor",
+        "Under the forward clock (Semantics.eviction_clock forwards, SGLang 0.5.14-0.5.17: a decode frees when "
+        "the number of its request's previous forward is a multiple of e, from its second decode) a request "
+        "whose steps have e - 1 other forwards between them gets the numbers f, f + e, f + 2e, ..., each of the "
+        "residue of f, and a decode is due exactly when that residue is 0: where f is not a multiple of e, none "
+        "of its decodes ever frees, and (decode-clock-interval-one's growth) no per-request floor exists.",
+        PROVED,
+        (E_D, F_F, J_D),
+        forward_clock_no_floor,
     ),
     Theorem(
         "prompt-lock-floor-sufficient",

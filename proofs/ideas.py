@@ -138,6 +138,28 @@ IDEAS: dict[str, str] = {
         "At history 0 no block is stale, so the live blocks are the allocated ones, ceil(c/t). A ceiling is at "
         "most F exactly when its numerator is at most F*t: ceil(c/t) <= F iff c <= F*t, with F = swa_floor."
     ),
+    "decode-clock-due-every-e": (
+        "d % e == 1 holds at d = 1, e + 1, 2e + 1, ...; 0 % e is 0. For d >= 1 the last such count is "
+        "d - ((d-1) % e), at most e - 1 below d, and the counts strictly between have other residues."
+    ),
+    "decode-clock-floor-sufficient": (
+        "A decode i <= e - 1 decodes after the one that freed at r holds the sinks and the blocks of the tokens "
+        "[r + 1 - W - k, r + i]: W + k + i tokens, at most in_flight_floor at k + e - 1 by window-span. The "
+        "first decode after an extend of n tokens from r keeps [r + 1 - W - k, r + n]: in_flight_floor at k + n."
+    ),
+    "decode-clock-floor-tight": (
+        "Decode 1 is due (1 % e == 1 for e >= 2). Freed at in-flight-tight's history, the kept run starts at "
+        "the last token of block S; e - 1 decodes on it is W + k + e - 1 tokens long, the most blocks "
+        "window-span allows."
+    ),
+    "decode-clock-interval-one": (
+        "t * max(1, floor((W-1)/t)) is 1 only with t = 1 and floor(W-1) <= 1. Any x % 1 is 0, never 1, so no "
+        "decode frees; with the release point fixed, t more tokens of capacity add exactly one block."
+    ),
+    "forward-clock-no-floor": (
+        "(f + e) % e = f % e, so every number such a request gets has the residue of f, and the clock is due "
+        "exactly when that residue is 0."
+    ),
     "eviction-interval-one": (
         "With e = 1 a step that is not due has h - k + 1 - W <= c, so the stale range at h ends where it "
         "ended at r (floor((h-k+1-W)/t) <= c/t and ranges only grow), and holding what was freed at r is "

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import attrs
 
-from swafloor.reference import (admission, arith, cache_hit, draft_return, execution, floors, lifecycle, peers,
+from swafloor.reference import (admission, arith, cache_hit, cadence, draft_return, execution, floors, lifecycle, peers,
                                 preallocation, scheduler, sharing)
 from swafloor.reference.seeded_bugs import SEEDED_BUGS, seeded_bug
 
@@ -292,6 +292,13 @@ def _drafts_kept_at_commit() -> list[Patch]:
 
 
 #: The patch of each seeded bug (swafloor.reference.seeded_bugs) that is seeded in the formulas.
+def _decode_clock_from_zero() -> list[Patch]:
+    def decode_clock_due(decodes, interval):  # d % e == 0 read for d % e == 1
+        return arith.fmod(decodes, interval) == 0
+
+    return [(cadence, "decode_clock_due", decode_clock_due)]
+
+
 PATCHES: dict[str, Callable[[], list[Patch]]] = {
     "no-inflight-token": _no_inflight_token,
     "floor-division": _floor_division,
@@ -314,6 +321,7 @@ PATCHES: dict[str, Callable[[], list[Patch]]] = {
     "align-before-pop": _align_before_pop,
     "null-counted-free": _null_counted_free,
     "eviction-floor-without-block": _eviction_floor_without_block,
+    "decode-clock-from-zero": _decode_clock_from_zero,
     "full-share-same-size-only": _full_share_same_size_only,
     "admission-charges-prompt": _admission_charges_prompt,
     "resume-gate-at-full-utilisation": _resume_gate_at_full_utilisation,

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import attrs
 
-from swafloor.reference import (admission, cache_hit, draft_return, execution, floors, free_order, peers, preallocation, refusal,
+from swafloor.reference import (admission, cache_hit, cadence, draft_return, execution, floors, free_order, peers, preallocation, refusal,
                                 scheduler, sharing)
 from swafloor.reference.pool import Pool
 from swafloor.reference.lifecycle import LifeCycle, LifeCycleKind
@@ -436,6 +436,81 @@ def _freed_at(r: int, t: int, W: int, S: int, k: int) -> set[int]:
 
 
 _EVICTION_GRID = dict(t_max=3, w_max=5, s_max=1)
+
+
+# ----------------------------------------------------------------------------- eviction clocks
+def _clock_run(r0: int, n: int, decodes: int, t: int, W: int, S: int, k: int, due) -> list[int]:
+    """A request's extend of n tokens from r0 (freeing what is stale at max(0, r0 - k)), then ``decodes``
+    decodes at histories r0 + n + d (capacity one more), decode d freeing every stale block at
+    max(0, h - k) when ``due(d)``: the blocks each decode holds, as sets of token-level blocks."""
+    freed = {b for b in _allocated(r0 + n, t) if _stale(b, max(0, r0 - k), t, W, S)}
+    held = []
+    for d in range(decodes):
+        h = r0 + n + d
+        if due(d):
+            freed |= {b for b in _allocated(h + 1, t) if _stale(b, max(0, h - k), t, W, S)}
+        held.append(len(_allocated(h + 1, t) - freed))
+    return held
+
+
+@_run
+def decode_clock_due_every_e(c: _Counter, g: Grid) -> None:
+    for e in range(2, 10):
+        for d in range(0, 3 * e + 1):
+            c.check(bool(cadence.decode_clock_due(d, e)) == (d % e == 1), e=e, d=d)
+            if d >= 1:
+                last = max(j for j in range(1, d + 1) if j % e == 1)
+                c.check(d - last <= e - 1, e=e, d=d)
+
+
+@_run
+def decode_clock_sufficient(c: _Counter, g: Grid) -> None:
+    for t, W, S in g.tws(**_EVICTION_GRID):
+        for k in (0, 1):
+            for e in range(2, 2 * t + 3):
+                floor = cadence.decode_clock_floor(t, W, S, k, e)
+                for n in range(1, 5):
+                    first = floors.in_flight_floor(t, W, S, k + n)
+                    for r0 in range(0, (S + 2) * t + W + k + 1):
+                        held = _clock_run(r0, n, 2 * e + 2, t, W, S, k, lambda d: d % e == 1)
+                        c.check(held[0] <= first and max(held[1:]) <= floor, t=t, W=W, S=S, k=k, e=e, n=n, r=r0)
+
+
+@_run
+def decode_clock_tight(c: _Counter, g: Grid) -> None:
+    """Runs from every extend reach decode_clock_floor at some decode past the first."""
+    for t, W, S in g.tws(**_EVICTION_GRID):
+        for k in (0, 1):
+            for e in range(2, 2 * t + 3):
+                most = max(max(_clock_run(r0, 1, 2 * e + 2, t, W, S, k, lambda d: d % e == 1)[1:])
+                           for r0 in range(0, (S + 2) * t + W + k + 1))
+                c.check(most == cadence.decode_clock_floor(t, W, S, k, e), t=t, W=W, S=S, k=k, e=e)
+
+
+@_run
+def decode_clock_interval_one(c: _Counter, g: Grid) -> None:
+    for t, W, S in g.tws(**_EVICTION_GRID):
+        sglang = (max(t, W - 1) // t) * t  # page-floored max(page, window - 1)
+        c.check(cadence.window_interval(t, W) == sglang and (sglang == 1) == (t == 1 and W <= 2), t=t, W=W)
+        for k in (0, 1):
+            for r0 in range(0, (S + 2) * t + W + k + 1):
+                held = _clock_run(r0, 1, 3 * t + 4, t, W, S, k, lambda d: bool(cadence.decode_clock_due(d, 1)))
+                c.check(all(held[d + t] == held[d] + 1 for d in range(len(held) - t)), t=t, W=W, S=S, k=k, r=r0)
+
+
+@_run
+def forward_clock_no_floor(c: _Counter, g: Grid) -> None:
+    """A manager's forwards counted one by one: a request stepping once every e forwards (e - 1 others
+    between), from the number f of its extend: its decode j (j >= 1) sees its previous step's number."""
+    for e in range(2, 10):
+        for f in range(0, 2 * e + 1):
+            numbers, forward = [], f
+            for _ in range(3 * e + 1):
+                numbers.append(forward)
+                forward += e  # e - 1 other requests' forwards, then its own
+            for j in range(1, 3 * e + 1):
+                seen = numbers[j - 1] if j >= 1 else f
+                c.check(bool(cadence.forward_clock_due(seen, j, e)) == (f % e == 0), e=e, f=f, j=j)
 
 
 @_run
@@ -1438,6 +1513,11 @@ TWINS: dict[str, Callable[[Grid], TwinResult]] = {
     "load-holds-prefix-floor": load_holds_prefix_floor,
     "prompt-lock-floor-tight": prompt_lock_tight,
     "eviction-interval-one": eviction_interval_one,
+    "decode-clock-due-every-e": decode_clock_due_every_e,
+    "decode-clock-floor-sufficient": decode_clock_sufficient,
+    "decode-clock-floor-tight": decode_clock_tight,
+    "decode-clock-interval-one": decode_clock_interval_one,
+    "forward-clock-no-floor": forward_clock_no_floor,
     "refused-keeps-stale-cost": refused_keeps_stale_cost,
     "ring-window-floor": ring_window_floor,
     "free-order-cost": free_order_cost,

@@ -136,6 +136,9 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               (), (ORACLE,), covers="semantics.eviction_interval"),
     SeededBug("eviction-one-late", "an eviction interval above 1 due one token late",
               (), (ORACLE,), covers="semantics.eviction_interval"),
+    SeededBug("decode-clock-from-zero", "under the decode clock (eviction_clock decodes) a decode frees at "
+              "d % e == 0: its request's first decode frees, then every e-th, one decode early",
+              ("decode-clock-due-every-e",)),
     SeededBug("lookahead-ignored", "pools sized as if there were no draft slots (lookahead tokens read as 0)",
               (), (ORACLE,), covers="semantics.lookahead_tokens"),
     SeededBug("one-block-size", "every life cycle in the config's block size: a layer's own "

@@ -23,6 +23,7 @@ __all__ = [
     "SuspendMode",
     "ReleaseOrder",
     "HitRule",
+    "EvictionClock",
     "Option",
     "option",
     "options",
@@ -62,6 +63,14 @@ class ReleaseOrder(str, enum.Enum):
 
     RELEASE_FIRST = "release-first"  # the spec: freed before the call allocates
     HOLD_UNTIL_RETURN = "hold-until-return"  # TensorRT-LLM: held until the call returns
+
+
+class EvictionClock(str, enum.Enum):
+    """When an SWA life cycle's eviction runs (with ``eviction_interval`` e; :mod:`~.cadence`)."""
+
+    TOKENS = "tokens"  # the spec: at least e tokens left the window since the cursor (floors.eviction_due)
+    DECODES = "decodes"  # SGLang 0.5.13.post1: the request's decode counter d (decodes so far) has d % e == 1
+    FORWARDS = "forwards"  # SGLang 0.5.14-0.5.17: its last forward's number % e == 0, from its second decode
 
 
 #: The key of an option's declaration in its attrs field's metadata.
@@ -237,6 +246,28 @@ class Semantics:
         then everything stale at ``h'`` goes. ``e = 1`` frees whatever is stale; the floor is
         :func:`~.floors.eviction_floor`.""",
         engines=("SGLang: SGLANG_SWA_EVICTION_INTERVAL",), minimum=1, drawn_apart="eviction intervals")
+    eviction_clock: EvictionClock = option(EvictionClock.TOKENS, "when a window's eviction runs", """
+        When an SWA life cycle's eviction runs (:class:`EvictionClock`; :mod:`~.cadence`). ``tokens``: the
+        token gate of ``eviction_interval``. Otherwise a step is a decode when it asks one token past a
+        computed history (``c = h + 1``, ``h >= 1``), else an extend; an extend, and every step of a
+        life cycle without a window, frees everything stale at its history; a decode frees it only when
+        its clock says so, else keeps what it last freed on: ``decodes``: its request's decodes since it
+        was last resumed, ``d``, have ``d % e == 1`` (:func:`~.cadence.decode_clock_due`); ``forwards``:
+        the manager counts its resizes that succeed and raise a capacity (each one forward of a batch of
+        one request; a resize asking nothing new frees and counts nothing) and a decode's clock is the number of its request's previous step, due when a multiple of ``e`` from
+        the request's second decode on (:func:`~.cadence.forward_clock_due`). A decode past the first is
+        within :func:`~.cadence.decode_clock_floor` under ``decodes`` at ``e >= 2``; at ``e = 1`` it never
+        frees, and under ``forwards`` no floor holds: the other requests' forwards decide (theorems
+        ``decode-clock-*``, ``forward-clock-*``).""",
+        engines=("SGLang 0.5.13.post1: decodes (ScheduleBatch.maybe_evict_swa, decode_batch_idx % e == 1)",
+                 "SGLang 0.5.14-0.5.17: forwards (ScheduleBatch.maybe_evict_swa, forward_iter % e == 0)"),
+        needs=("free_stale", "at-allocate"))
+    window_interval: bool = option(False, "the eviction interval is the window's: t * max(1, floor((W-1)/t))", """
+        The eviction interval of each SWA life cycle is made from its window, ``e = t * max(1, floor((W -
+        1) / t))`` (:func:`~.cadence.window_interval`), not ``eviction_interval``.""",
+        engines=("SGLang 0.5.13.post1: SGLANG_SWA_EVICTION_INTERVAL_MULTIPLIER 1 (the default) times "
+                 "sliding_window_size, at least a page, floored to a page",),
+        needs=("eviction_clock", "decodes"))
     prefix_sharing: bool = option(False, "a request created on another's committed prefix shares its blocks", """
         A request created on another's committed prefix (``Manager.create(..., share_with=...)``) takes
         the whole prefix blocks that request holds at its first resume as cache hits, one slot for all

@@ -1,6 +1,7 @@
 """Issue 33, without SGLang (this environment): how ``sglang-lazy`` reads an older scheduler's eviction rule
-(``fuzz/engines/sglang/cadence.py``) and re-enacts its token gate, and how a release profile restricts the
-block sizes a cell draws (``fuzz/engines/sglang/profiles.py``, ``Capabilities.tokens_per_block``).
+(``fuzz/engines/sglang/cadence.py``), re-enacts its token gate or drives its own ``maybe_evict_swa`` with the
+step's counters (a stand-in module here), and how a release profile gives a cell the release's eviction
+clock and restricts the block sizes it draws (``fuzz/engines/sglang/profiles.py``).
 
 The sources given to :func:`rule_of` are one-line paraphrases of the conditions read in the releases
 (0.5.18's token gate, 0.5.14's forward counter, 0.5.13.post1's decode counter), not SGLang's code. The real
@@ -47,14 +48,98 @@ def test_the_token_gate_calls_sglangs_function_only_once_the_interval_has_left_t
     assert calls == [(14, {"sliding_window_size": 2, "page_size": 2, "is_chunk_cache": True})]
 
 
-@pytest.mark.parametrize("rule, named", [("forward-cadence", "forward_iter % eviction_interval == 0"),
-                                         ("decode-counter", "decode_batch_idx % eviction_interval == 1"),
-                                         ("none", "no eviction interval at all")])
-def test_a_rule_other_than_the_token_gate_is_unsupported_naming_it(monkeypatch, rule, named):
+@pytest.mark.parametrize("rule, named", [("none", "no eviction interval at all"),
+                                         ("unknown", "none of the interval rules read")])
+def test_a_release_without_a_rule_of_steps_or_tokens_is_unsupported_naming_it(monkeypatch, rule, named):
     monkeypatch.setattr(cadence, "scheduler_rule", lambda: rule)
     with pytest.raises(Unsupported, match="has no eviction_interval") as raised:
         cadence.gate(lambda req, pre_len: None, 128, "X")
     assert named in str(raised.value)
+
+
+def _fake_scheduler(monkeypatch, seen: list) -> None:
+    """A stand-in ``sglang.srt.managers.schedule_batch`` whose ``maybe_evict_swa`` records what it is
+    given (this environment has no SGLang; the real method runs in tests/test_sglang_releases.py)."""
+    import enum
+    import os
+    import sys
+    import types
+
+    class ForwardMode(enum.Enum):
+        DECODE = 1
+        EXTEND = 2
+
+    class ScheduleBatch:
+        def maybe_evict_swa(self):
+            (req,) = self.reqs
+            seen.append(dict(mode=self.forward_mode, forward_iter=self.forward_iter, prefix=self.prefix_lens,
+                             decodes=req.decode_batch_idx, seqlen=req.seqlen, window=self.tree_cache.sliding_window_size,
+                             interval=os.environ.get("SGLANG_SWA_EVICTION_INTERVAL"),
+                             server=module.get_global_server_args().chunked_prefill_size))
+            self._evict_swa(req, req.seqlen - 1)
+
+        def _evict_swa(self, req, pre_len):
+            seen.append(("evict", pre_len))
+
+    def unset():
+        raise ValueError("Global server args is not set yet!")
+
+    module = types.ModuleType("sglang.srt.managers.schedule_batch")
+    module.ScheduleBatch, module.ForwardMode, module.get_global_server_args = ScheduleBatch, ForwardMode, unset
+    for name in ("sglang", "sglang.srt", "sglang.srt.managers"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    monkeypatch.delenv("SGLANG_SWA_EVICTION_INTERVAL", raising=False)
+
+
+@pytest.mark.parametrize("rule", ["forward-cadence", "decode-counter"])
+def test_a_clock_of_steps_drives_the_schedulers_own_method_with_the_steps_counters(monkeypatch, rule):
+    import os
+
+    seen: list = []
+    _fake_scheduler(monkeypatch, seen)
+    monkeypatch.setattr(cadence, "scheduler_rule", lambda: rule)
+    driven = cadence.gate(lambda req, pre_len: None, 128, "X")
+    assert isinstance(driven, cadence.SchedulerCadence) and driven.rule == rule
+
+    class Req:
+        pass
+
+    args = dict(sliding_window_size=6, page_size=2, req_to_token_pool=None, token_to_kv_pool_allocator=None)
+    driven(Req(), 9, clock=cadence.Clock(decode=True, decodes=3, seen=256), **args)
+    driven(Req(), 4, clock=cadence.Clock(decode=False, decodes=0, seen=0), **args)
+    modes = __import__("sys").modules["sglang.srt.managers.schedule_batch"].ForwardMode
+    assert seen == [
+        dict(mode=modes.DECODE, forward_iter=256, prefix=[9], decodes=3, seqlen=10, window=6, interval="128", server=-1),
+        ("evict", 9),  # SGLang's own _evict_swa of the stand-in batch (here the fake's)
+        dict(mode=modes.EXTEND, forward_iter=0, prefix=[4], decodes=0, seqlen=5, window=6, interval="128", server=-1),
+        ("evict", 4),
+    ]
+    assert "SGLANG_SWA_EVICTION_INTERVAL" not in os.environ  # set for the call only
+    with pytest.raises(ValueError):  # the module's own function is back
+        __import__("sys").modules["sglang.srt.managers.schedule_batch"].get_global_server_args()
+
+
+@pytest.mark.parametrize("rule, clock", [("forward-cadence", {"eviction_clock": "forwards"}),
+                                         ("decode-counter", {"eviction_clock": "decodes", "window_interval": True}),
+                                         ("token-gate", {}), ("none", {})])
+def test_an_older_schedulers_clock_is_the_lazy_cells_release_profile(monkeypatch, rule, clock):
+    class Paged:
+        def __init__(self, size, size_swa, page_size, dtype, device, kvcache): ...
+
+    def evict(req, pre_len, *, sliding_window_size, page_size): ...
+
+    def evict_with_interval(req, pre_len, *, sliding_window_size, page_size, eviction_interval): ...
+
+    monkeypatch.setattr(cadence, "scheduler_rule", lambda: rule)
+    lazy, every_token = resolve("sglang-lazy"), resolve("sglang")
+    monkeypatch.setattr(backend, "import_sglang", lambda: {"Allocator": Paged, "free_swa_out_of_window_slots": evict})
+    caps = profiles.profile_capabilities("X", lazy.capabilities)
+    assert caps.semantics == attrs.evolve(lazy.capabilities.semantics, **clock)
+    assert profiles.profile_capabilities("X", every_token.capabilities) is every_token.capabilities  # e = 1: none
+    monkeypatch.setattr(backend, "import_sglang",
+                        lambda: {"Allocator": Paged, "free_swa_out_of_window_slots": evict_with_interval})
+    assert profiles.profile_capabilities("X", lazy.capabilities) is lazy.capabilities  # the function's interval
 
 
 def test_a_release_whose_allocator_has_no_pages_draws_one_token_per_block(monkeypatch):

@@ -40,26 +40,27 @@ def _need_venv() -> None:
 
 
 def test_matrix_command_runs_the_cells_of_an_older_release(tmp_path):
-    """The command as users run it: the first supported release, every backend, 10 examples. ``sglang``
+    """The command as users run it: the first supported release, 10 examples. ``sglang``
     runs SGLang 0.5.14's allocator (whole pages where its paged allocation is a Triton kernel) and
-    passes; ``sglang-lazy`` is unsupported there, naming the piece it lacks (the eviction function's
-    interval, then the scheduler's); ``sglang-radix`` drives the SWA radix cache 0.5.14's registry builds,
-    ``SWARadixCache``, on its older prefix-cache API (issue 33), and passes."""
+    passes; ``sglang-radix`` drives the SWA radix cache 0.5.14's registry builds,
+    ``SWARadixCache``, on its older prefix-cache API (issue 33), and passes. ``sglang-lazy`` is left out:
+    under 0.5.14's own eviction clock its cell meets, within 10 examples, the named cost of that clock (a
+    lone request at the pool minimum waiting for it: liveness), found after about 400 s of shrinking; its
+    trace, ``sglang-0.5.14-forward-clock-liveness.json``, replays on 0.5.14 below in seconds."""
     _need_venv()
     out = subprocess.run(
-        [sys.executable, "-m", "swafloor", "matrix", "sglang", "--releases", RELEASE, "--examples", "10", "--json",
-         "--sglang-venv", str(VENV), "--out", str(tmp_path / "out")],
+        [sys.executable, "-m", "swafloor", "matrix", "sglang", "--releases", RELEASE, "--backends", "sglang,sglang-radix",
+         "--examples", "10", "--json", "--sglang-venv", str(VENV), "--out", str(tmp_path / "out")],
         capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path,
     )
     assert out.stdout.strip().startswith("{"), out.stderr[-3000:]
     report = json.loads(out.stdout)
     assert report["engine"] == "sglang" and report["releases"] == [RELEASE]
-    assert report["backends"] == ["sglang", "sglang-lazy", "sglang-radix"] and report["pinned"] == "0.5.23"
-    assert report["command"] == f"swafloor matrix sglang --releases {RELEASE} --examples 10"
+    assert report["backends"] == ["sglang", "sglang-radix"] and report["pinned"] == "0.5.23"
+    assert report["command"] == f"swafloor matrix sglang --releases {RELEASE} --backends sglang,sglang-radix --examples 10"
     cells = {c["backend"]: c for c in report["cells"]}
     assert cells["sglang"]["result"] == "pass" and cells["sglang"]["sglang"] == RELEASE, cells
     assert cells["sglang"]["examples"] == 10 and cells["sglang"]["steps"] > 0
-    assert cells["sglang-lazy"]["result"] == "unsupported" and "eviction_interval" in cells["sglang-lazy"]["why"], cells
     assert cells["sglang-radix"]["result"] == "pass" and cells["sglang-radix"]["examples"] == 10, cells
     assert out.returncode == 0, out.stderr[-3000:]
     assert "matrix: " in out.stderr  # progress on stderr
@@ -81,8 +82,8 @@ def test_sglang_lazy_re_enacts_the_token_gate_of_an_older_scheduler(tmp_path):
     ``maybe_evict_swa`` gates it per request (at least the interval's tokens out of the window since the
     eviction cursor); ``sglang-lazy`` re-enacts that gate around SGLang's own function and passes on 0.5.18,
     10 examples (measured: with the function called ungated the same cell diverges, ``tables@resize`` by
-    its 9th example). The rule is read from the release's source: 0.5.14's forward-counter cadence stays
-    unsupported, naming it (test_matrix_command_runs_the_cells_of_an_older_release)."""
+    its 9th example). The rule is read from the release's source: 0.5.14's forward-counter cadence is the
+    release's own method, driven (test_matrix_command_runs_the_cells_of_an_older_release)."""
     _need_venv()
     report = _matrix(tmp_path, "0.5.18", "sglang-lazy", 10)
     (cell,) = report["cells"]

@@ -28,7 +28,12 @@ short either. SGLang's ``sliding_window_size`` is the model's window minus 1 (ex
 - ``close(r)``: the request finishes: the same free, and the row is returned.
 
 ``sglang`` evicts every token (``SGLANG_SWA_EVICTION_INTERVAL=1``); ``sglang-lazy`` at SGLang's
-default interval, 128 tokens. The first-decode skip of SGLang's overlap scheduler is not driven.
+default interval, 128 tokens. The first-decode skip of SGLang's overlap scheduler is not driven, except
+where the release's own ``ScheduleBatch.maybe_evict_swa`` decides (``sglang-lazy`` on 0.5.13.post1 and
+0.5.14-0.5.17, :mod:`.cadence`): there a step asking one token past a computed history is a decode, any
+other an extend, and the backend counts each request's decodes and its own forwards (resizes that
+succeed and raise the capacity; one asking nothing new runs no batch: no eviction, nothing counted) to
+feed the method's counters.
 
 Observations are read from SGLang's objects: per pool group the pages in use (the sub-allocator's
 ``available_size``), tables from the request's row and ``full_to_swa_index_mapping`` (an SWA page is
@@ -265,6 +270,8 @@ class _Req:
         self.allocated = 0
         self.history = 0
         self.state = RequestState.SUSPENDED
+        self.decodes = 0  # decodes since it was last resumed (SGLang's decode_batch_idx)
+        self.seen = 0  # the backend's forward number of its last step (its batch's forward_iter)
 
     class _Shim:
         """The request ``free_swa_out_of_window_slots`` is given: ``kv`` (newer releases), and the same
@@ -324,6 +331,7 @@ class SglangBackend:
             self.windows.append(lcs[swa_lc].window if swa_lc is not None else None)
         self.requests: dict[Hashable, _Req] = {}
         self._free_rows = list(range(1, MAX_REQUESTS + 1))
+        self.forwards = 0  # resizes that succeeded (the scheduler's forward_ct, for a clocked eviction)
 
     # ------------------------------------------------------------------ helpers
     def _take(self, key: tuple[int, int, int]) -> tuple[Any, Any]:
@@ -364,14 +372,22 @@ class SglangBackend:
     def _row(self, a: int, req: _Req) -> Any:
         return self.rows[a].req_to_token[req.kvs[a].req_pool_idx]
 
-    def _evict(self, req: _Req, pre_len: int) -> None:
+    def _evict(self, req: _Req, pre_len: int, decode: bool = False) -> None:
+        from .cadence import Clock
+
+        clock = Clock(decode, req.decodes, req.seen)
         for a, window in enumerate(self.windows):
             if window is None:
                 continue
             self._evictor(
-                _Req._Shim(req.kvs[a]), pre_len, sliding_window_size=window - 1, page_size=self.t,
+                _Req._Shim(req.kvs[a]), pre_len, clock, sliding_window_size=window - 1, page_size=self.t,
                 req_to_token_pool=self.rows[a], token_to_kv_pool_allocator=self.allocators[a],
             )
+
+    def _forward(self, req: _Req, decode: bool) -> None:
+        """A step of ``req`` succeeded: one forward of a batch of it (the counters a clocked eviction reads)."""
+        self.forwards += 1
+        req.seen, req.decodes = self.forwards, req.decodes + decode
 
     def _evicted(self, a: int, req: _Req) -> int:
         return req.kvs[a].swa_evicted_seqlen
@@ -456,8 +472,13 @@ class SglangBackend:
 
     def resize(self, request_id: Hashable, capacity: int, history: int) -> Outcome:
         req = start_step(self._get(request_id, RequestState.ACTIVE), capacity, history, self.row)
-        self._evict(req, req.history)
+        decode = capacity == req.history + 1 and req.history >= 1  # else an extend (reference.cadence.is_decode)
+        forward = capacity > req.allocated  # new tokens: a batch runs (else nothing is asked of the engine)
+        if forward or not self._evictor.clocked:
+            self._evict(req, req.history, decode)
         ok = capacity <= req.allocated or self._allocate(req, capacity)
+        if ok and forward:
+            self._forward(req, decode)
         self._check_mapping()
         return Outcome(ok)
 
@@ -469,6 +490,7 @@ class SglangBackend:
         req = self._get(request_id, RequestState.ACTIVE)
         self._free_row(req)
         req.history = 0
+        req.decodes = 0  # a retracted request's decode_batch_idx starts again
         req.state = RequestState.SUSPENDED
         self._check_mapping()
 

@@ -30,8 +30,10 @@ Nothing here reads a version string to decide anything (the version is only quot
   as ``supports_prefix_sharing=False``, ``is_chunk_cache=True`` or ``drop_page_margin=True`` (what the
   scheduler passes with its chunk cache, the cache without sharing); ``eviction_interval`` where it is
   a parameter. Where it is not, the interval is the scheduler's own: ``sglang-lazy`` re-enacts the
-  scheduler's rule where it is the token gate (0.5.18-0.5.20) and is :class:`Unsupported` naming the
-  rule elsewhere (:mod:`.cadence`); ``sglang`` (every token) calls the function before each allocation.
+  scheduler's rule where it is the token gate (0.5.18-0.5.20) and drives the scheduler's own
+  ``ScheduleBatch.maybe_evict_swa`` where it is a clock of steps (0.5.13.post1, 0.5.14-0.5.17), the step's
+  counters fed by the backend (:mod:`.cadence`); ``sglang`` (every token) calls the function before each
+  allocation.
 - the request's fields the function reads: ``req.kv.*`` (newer) or the same fields on the request
   itself (older); the stand-in request has both, one store.
 - the free of a finished request: ``free_kv_row_segments`` where it exists, else the allocator's own
@@ -287,12 +289,15 @@ class Evictor:
             self.flags["drop_page_margin"] = True
         if "eviction_interval" in params:
             self.flags["eviction_interval"] = eviction_interval
-        elif eviction_interval != 1:  # the interval is the scheduler's: its rule, re-enacted where it is the token gate
-            from .cadence import gate
+        elif eviction_interval != 1:  # the interval is the scheduler's: its rule (the token gate re-enacted,
+            from .cadence import gate  # else the scheduler's own method)
 
             self.fn = gate(fn, eviction_interval, version())
+        self.clocked = hasattr(self.fn, "rule")  # the scheduler's own method: it reads the step's counters
 
-    def __call__(self, req: Any, pre_len: int, **kwargs: Any) -> None:
+    def __call__(self, req: Any, pre_len: int, clock: Any = None, **kwargs: Any) -> None:
+        if self.clocked:
+            kwargs["clock"] = clock
         self.fn(req, pre_len, **kwargs, **self.flags)
 
 

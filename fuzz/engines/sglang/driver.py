@@ -5,7 +5,8 @@ The driver calls SGLang's own SWA allocator (the ``sglang`` backend's objects: a
 ``SWATokenToKVPoolAllocator`` per SWA life cycle, the request's ``ReqToTokenPool`` row) as SGLang's
 scheduler and worker use it:
 
-- a batch is *scheduled*: ``free_swa_out_of_window_slots`` first (eviction every token), from the first
+- a batch is *scheduled*: ``free_swa_out_of_window_slots`` first (eviction every token; ``sglang-lazy``: the
+  release's interval rule, with the step's counters where that is the scheduler's clock, :mod:`.cadence`), from the first
   token of the request not yet computed: the oldest token of a step still in flight (what SGLang's
   overlap scheduler keeps: it evicts nothing while the previous batch runs, and an extend batch scheduled
   behind a running chunk evicts from ``pre_len - chunked_prefill_size``), then ``alloc_extend`` /
@@ -86,7 +87,10 @@ class SglangOrder:
         req = self.backend.requests[rid]
         pre_len = start if "evict-from-step-start" in self.hooks else oldest
         before = {lc: self._swa_held(rid, lc) for lc, (_, side) in self.side.items() if side == "swa"}
-        self.backend._evict(req, pre_len)
+        decode = capacity == start + 1 and start >= 1  # one token past a computed history (reference.cadence)
+        forward = capacity > req.allocated  # new tokens: a batch runs
+        if forward or not self.backend._evictor.clocked:
+            self.backend._evict(req, pre_len, decode)
         if pre_len != oldest:
             for lc, was in before.items():
                 window = self.layout.life_cycles[lc].window
@@ -97,9 +101,10 @@ class SglangOrder:
                          f"positions {sorted(taken)} of {rid!r}", lc, taken)
         if capacity > MAX_CONTEXT:  # as the sglang backend: past the adapter's row, not SGLang's refusal
             raise Unsupported(f"capacity {capacity} above the adapter's row length {MAX_CONTEXT}")
-        if capacity > req.allocated:
-            return bool(self.backend._allocate(req, capacity))
-        return True
+        ok = capacity <= req.allocated or bool(self.backend._allocate(req, capacity))
+        if ok and forward:
+            self.backend._forward(req, decode)
+        return ok
 
     def executed(self, rid: str, start: int, end: int) -> None:
         """Nothing: SGLang's row already says where the KV went."""

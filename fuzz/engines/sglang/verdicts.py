@@ -14,7 +14,8 @@ KNOWN: tuple[Known, ...] = (
           {"tables@resize": "sglang-0.5.13.post1-chunk-evict-page-margin.json",
            "outcome@resize": "sglang-0.5.13.post1-chunk-evict-page-margin-refused.json",
            "outcome@schedule@resize": "sglang-0.5.13.post1-dataplane-page-margin-refused.json"},
-          ("sglang", "sglang-eagle", "dataplane:sglang"), first="0.5.13.post1", since="0.5.14",
+          ("sglang", "sglang-lazy", "sglang-eagle", "dataplane:sglang", "dataplane:sglang-lazy"), first="0.5.13.post1",
+          since="0.5.14",
           fix="0.5.14's free_swa_out_of_window_slots (drop_page_margin for the chunk cache): 0.5.12-0.5.13's "
               "ScheduleBatch._evict_swa kept the radix tree's extra page (sgl-project/sglang PR #22470) behind "
               "every request's window, the chunk cache's too; read in 0.5.12.post1 and 0.5.13.post1"),
@@ -24,6 +25,11 @@ KNOWN: tuple[Known, ...] = (
           ("sglang-radix", "sglang-eagle"), first="0.5.13.post1", since="0.5.14",
           fix="sgl-project/sglang#27779 (free_swa expands a partial-page free to whole pages; the leak it caused "
               "reported as sgl-project/sglang#27789)"),
+    Known("forward-clock-starvation", {"liveness@resize": "sglang-0.5.14-forward-clock-liveness.json"},
+          ("sglang-lazy", "dataplane:sglang-lazy"), first="0.5.14", since="0.5.18", kind="candidate bug",
+          fix="sgl-project/sglang#33404 (the per-request token gate replaced the batch-wide forward counter of "
+              "ScheduleBatch.maybe_evict_swa, for other stated reasons; the starvation itself, a decode batch reading "
+              "its own last forward's number while prefills advance the counter, is docs/findings.md 13)"),
     Known("radix-no-window-free", {"liveness@resize": "sglang-0.5.7-radix-no-window-free.json"},
           ("sglang-radix",), first="0.5.7", since="0.5.8",
           fix="sgl-project/sglang#17220 (a running request's out-of-window SWA KV freed during decoding: 0.5.7's "
