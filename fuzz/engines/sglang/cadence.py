@@ -62,6 +62,7 @@ import re
 from typing import Any, Callable, Iterator, NamedTuple
 
 from ...protocol import Unsupported
+from .facts import ChunkCacheFacts
 
 __all__ = ["scheduler_rule", "rule_of", "TokenGate", "SchedulerCadence", "Clock", "gate"]
 
@@ -147,29 +148,20 @@ class _ServerArgs:
     chunked_prefill_size = -1
 
 
-class _BatchFacts:
+class _BatchFacts(ChunkCacheFacts):
     """The stand-in ``self`` of ``ScheduleBatch.maybe_evict_swa``: a batch of the one request stepping,
     with what the method and SGLang's ``_evict_swa`` read (the cache's window and page size, the row
-    pool, the allocator, the forward mode and number, the prefix length, no overlap)."""
+    pool, the allocator, as :class:`~.facts.ChunkCacheFacts`; the forward mode and number, the prefix
+    length, no overlap)."""
 
     enable_overlap = False
 
     def __init__(self, req: Any, pre_len: int, forward_mode: Any, forward_iter: int, sliding_window_size: int,
                  page_size: int, req_to_token_pool: Any, token_to_kv_pool_allocator: Any):
+        super().__init__(sliding_window_size, page_size, req_to_token_pool, token_to_kv_pool_allocator)
         self.reqs = [req]
         self.prefix_lens = [pre_len]
         self.forward_mode, self.forward_iter = forward_mode, forward_iter
-        self.sliding_window_size, self.page_size = sliding_window_size, page_size
-        self.req_to_token_pool, self.token_to_kv_pool_allocator = req_to_token_pool, token_to_kv_pool_allocator
-        self.tree_cache = self
-
-    @staticmethod
-    def supports_swa() -> bool:
-        return True
-
-    @staticmethod
-    def is_chunk_cache() -> bool:
-        return True
 
 
 class SchedulerCadence:

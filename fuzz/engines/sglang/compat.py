@@ -56,8 +56,9 @@ from typing import Any, Callable
 
 from ...protocol import Unsupported
 from ..common import MissingModule, arguments, brief, configs_registered_once, missing_module, parameters
+from .facts import ChunkCacheFacts
 
-__all__ = ["MissingModule", "load", "version", "build", "Evictor", "release_row", "pages_available", "paged_cpu",
+__all__ = ["MissingModule", "ChunkCacheFacts", "load", "version", "build", "Evictor", "release_row", "pages_available", "paged_cpu",
            "alloc_pages"]
 
 
@@ -205,39 +206,17 @@ def load(stand_in_torchvision: Callable[[], None]) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- older eviction paths
-class _ChunkCacheFacts:
-    """What SGLang's eviction method reads of the scheduler's cache and batch: the chunk cache's
-    window and page size (``supports_swa``, ``is_chunk_cache``: the cache without prefix sharing) and the
-    row pool and allocator. The adapter's stand-in ``self`` for a method of SGLang's, never observed."""
-
-    def __init__(self, sliding_window_size: int, page_size: int, req_to_token_pool: Any, token_to_kv_pool_allocator: Any):
-        self.sliding_window_size = sliding_window_size
-        self.page_size = page_size
-        self.attention_chunk_size = None
-        self.req_to_token_pool = req_to_token_pool
-        self.token_to_kv_pool_allocator = token_to_kv_pool_allocator
-        self.tree_cache = self
-
-    @staticmethod
-    def supports_swa() -> bool:
-        return True
-
-    @staticmethod
-    def is_chunk_cache() -> bool:
-        return True
-
-
 class _MethodEviction:
     """An SGLang eviction method of the scheduler's batch or chunk cache called with the arguments
     ``free_swa_out_of_window_slots`` takes (``req``, ``pre_len``, the window, page, row pool and
-    allocator): the method is SGLang's own, its ``self`` a :class:`_ChunkCacheFacts`. ``path`` names it."""
+    allocator): the method is SGLang's own, its ``self`` a :class:`ChunkCacheFacts`. ``path`` names it."""
 
     def __init__(self, method: Callable[..., Any], path: str):
         self.method, self.path = method, path
 
     def __call__(self, req: Any, pre_len: int, *, sliding_window_size: int, page_size: int, req_to_token_pool: Any,
                  token_to_kv_pool_allocator: Any) -> None:
-        facts = _ChunkCacheFacts(sliding_window_size, page_size, req_to_token_pool, token_to_kv_pool_allocator)
+        facts = ChunkCacheFacts(sliding_window_size, page_size, req_to_token_pool, token_to_kv_pool_allocator)
         self.method(facts, req, pre_len)
 
 

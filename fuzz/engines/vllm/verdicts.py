@@ -11,30 +11,19 @@ or a release change the reference cannot express yet (:func:`~.profiles.unmodell
 
 from __future__ import annotations
 
-import attrs
-
-from ...matrix import release_key
+from ...known import Known, names as known_names
 from .profiles import unmodelled
 
 __all__ = ["Bug", "BUGS", "Limitation", "LIMITATIONS", "classify"]
 
 
-@attrs.frozen
-class Bug:
-    """A vLLM bug on releases ``[first, since)``, seen on ``backends`` as each class of ``traces``."""
-
-    name: str
-    traces: dict[str, str]  # class (part@operation, as the trace diverges) -> tests/regressions/ trace
-    backends: tuple[str, ...]
-    first: str  # the first release checked to have it
-    since: str  # the first release with the fix
-    fix: str  # the upstream change that fixed it
-
-    def applies(self, release: str, backend: str) -> bool:
-        return backend in self.backends and release_key(self.first) <= release_key(release) < release_key(self.since)
+def Bug(name: str, traces: dict[str, str], backends: tuple[str, ...], *, first: str, since: str, fix: str) -> Known:
+    """A vLLM bug on releases ``[first, since)``, fixed upstream by ``fix``, seen on ``backends`` as each
+    class of ``traces`` (class -> ``tests/regressions/`` trace)."""
+    return Known(name, traces, backends, first=first, since=since, fix=fix)
 
 
-BUGS: tuple[Bug, ...] = (
+BUGS: tuple[Known, ...] = (
     Bug("async-frees-in-flight-read", {"tables@resize": "vllm-0.11.2-async-frees-in-flight-window.json",
                                        "outcome@resize": "vllm-0.21.0-async-frees-in-flight-outcome.json"},
         ("vllm-async",), first="0.10.2", since="0.26.0",
@@ -91,23 +80,14 @@ _CACHING = ("vllm-prefix", "vllm-prefix-eagle", "vllm-prefix-mixed", "vllm-prefi
             "dataplane:vllm-prefix-eagle")
 
 
-@attrs.frozen
-class Limitation:
+def Limitation(name: str, traces: dict[str, str], backends: tuple[str, ...], *, first: str, since: str,
+               lifted_by: str) -> Known:
     """A config vLLM's own code refuses on releases ``[first, since)`` (an assertion inside vLLM), seen on
     ``backends`` as each class of ``traces``; ``since`` is the release where ``lifted_by`` is first."""
-
-    name: str
-    traces: dict[str, str]  # class (part@operation, as the trace diverges) -> tests/regressions/ trace
-    backends: tuple[str, ...]
-    first: str
-    since: str
-    lifted_by: str  # the upstream change that lifted it
-
-    def applies(self, release: str, backend: str) -> bool:
-        return backend in self.backends and release_key(self.first) <= release_key(release) < release_key(self.since)
+    return Known(name, traces, backends, first=first, since=since, fix=lifted_by, kind="engine limitation")
 
 
-LIMITATIONS: tuple[Limitation, ...] = (
+LIMITATIONS: tuple[Known, ...] = (
     Limitation("one-kv-cache-group", {"build@build": "vllm-0.8.3-one-kv-cache-group.json"},
                ("vllm", "vllm-no-reuse", *_CACHING), first="0.8.3", since="0.9.2",
                lifted_by="vllm-project/vllm#17996 (the hybrid memory allocator: 0.8.x's KVCacheManager asserts it "
@@ -130,9 +110,6 @@ def classify(release: str, backend: str, class_key: str) -> list[str]:
     """The names of the known behaviours of ``release`` on ``backend`` that show as ``class_key``:
     each ``NAME (bug, FIX)``, ``NAME (engine limitation, lifted by FIX)`` or ``NAME (unmodelled)``; empty
     where none does."""
-    names = [f"{b.name} (bug, {b.fix.split(' ')[0]})" for b in BUGS
-             if class_key in b.traces and b.applies(release, backend)]
-    names += [f"{lim.name} (engine limitation, lifted by {lim.lifted_by.split(' ')[0]})" for lim in LIMITATIONS
-              if class_key in lim.traces and lim.applies(release, backend)]
+    names = known_names((*BUGS, *LIMITATIONS), release, backend, class_key)
     names += [f"{c.name} (unmodelled)" for c in unmodelled(release, backend) if class_key in c.class_keys]
     return names
