@@ -250,7 +250,7 @@ def test_sglang_releases_and_selection():
     sg = matrix.engine_named("sglang")
     assert sg.releases == sglang_matrix.RELEASES
     assert sg.default_backends == ("sglang", "sglang-lazy", "sglang-radix")  # the others asked by name
-    assert sg.backends == (*sg.default_backends, "sglang-eagle", "sglang-admission", "dataplane:sglang",
+    assert sg.backends == (*sg.default_backends, "sglang-eagle", "sglang-eagle-v1", "sglang-admission", "dataplane:sglang",
                            "dataplane:sglang-lazy")
     assert sg.releases[0] == "0.5.7" and sg.releases[-1] == "0.5.23"
     assert list(sg.releases) == sorted(sg.releases, key=matrix.release_key)

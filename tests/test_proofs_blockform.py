@@ -20,7 +20,7 @@ from swafloor.reference import floors, lifecycle
 NAMES = [t.name for t in catalogue.CATALOGUE if any(v.unit == BLOCK_SIZE for v in t.variables)]
 FIXED_SIZES = {"mixed-pool-group-sufficient", "mixed-pool-group-tight", "hit-mixed-valid"}
 #: theorems about counts of requests, with no tokens or block sizes at all
-NO_TOKENS = {"preemption-spares-the-oldest"}
+NO_TOKENS = {"preemption-spares-the-oldest", "free-order-cost", "decode-clock-due-every-e", "forward-clock-no-floor"}
 
 
 def _encode(theorem: Theorem) -> tuple[blockform.BlockEncoding, list]:

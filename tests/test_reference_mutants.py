@@ -35,7 +35,7 @@ from swafloor.reference import (
 )
 from swafloor.reference import config as reference_config
 from swafloor.reference import floors
-from swafloor.reference.seeded_bugs import BREAKS, ORACLE, SEEDED_BUGS, SEEN_LATER
+from swafloor.reference.seeded_bugs import BREAKS, ORACLE, SEEDED_BUGS, SEEN_LATER, seeded_bug
 
 ROOT = Path(__file__).resolve().parent.parent
 BUDGET = 600  # examples of the ci profile (its seed) within which every mutant must be killed
@@ -176,10 +176,22 @@ def test_the_first_resume_copy_hook_is_what_resume_charges():
     assert not outcome and outcome.shortfalls[0].pool_group == 0 and outcome.shortfalls[0].needed == 4
 
 
+#: The options the independent oracle does not implement yet (issue 33's last layers: SGLang's eviction clocks,
+#: SGLang's EAGLE v1 draft return, vLLM 0.8.3's pre-allocation), each with the seeded bug that checks it through
+#: the theorem it flips and that bug's manager-level test (tests/test_cadence.py, test_draft_return.py,
+#: test_preallocation.py), not through an oracle campaign: a stated gap, named here so that none joins it unnoticed.
+ORACLE_GAPS = {"eviction_clock": "decode-clock-from-zero", "window_interval": "decode-clock-from-zero",
+               "drafts_returned_at_commit": "drafts-kept-at-commit", "preallocate_tokens": "preallocation-in-tokens"}
+
+
 def test_the_mutants_cover_every_option_order_mapping_and_failure_path():
     assert len(REFERENCE_MUTANTS) >= 20
     covered = " ".join(m.covers for m in REFERENCE_MUTANTS.values())
     for field in attrs.fields(Semantics):  # every semantics option, read from the class: none left out
+        if field.name in ORACLE_GAPS:  # not in the oracle yet: its seeded bug flips its theorem instead
+            assert seeded_bug(ORACLE_GAPS[field.name]).theorems, field.name
+            assert f"semantics.{field.name}" not in covered, f"{field.name} is in the oracle: drop it from ORACLE_GAPS"
+            continue
         assert f"semantics.{field.name}" in covered, field.name
     # SGLang's radix options (issue 28 §1): each has a mutant the oracle-radix campaign must kill
     radix = {m.name: m.covers for m in REFERENCE_MUTANTS.values() if m.backend == "oracle-radix"}
